@@ -1,0 +1,263 @@
+/**
+ * The one kernel interface. The float64 reference (`src/rules/reference/`), the WASM backend
+ * (`assembly/` + `src/wasm/`) and the WebGPU backend (`wgpu/`) implement {@linkcode Backend};
+ * the model sees nothing else.
+ *
+ * Shape legend used in every comment: `B` batch rows, `T` positions, `H` heads, `Dk` key size,
+ * `Dv` value size, `W` window size of Falcon-3/3A, `N` rows of a dense op, `D` feature size.
+ * All tensors are dense and row-major, last index fastest.
+ *
+ * Conventions (llm.c style):
+ * - every op writes into output tensors the caller allocated; nothing is returned but handles;
+ * - every `...Backward` ACCUMULATES (`+=`) into its gradient tensors, which the caller zeroes;
+ * - host-side integer data (token ids, sequence-start flags, loss weights) is passed as typed arrays.
+ *
+ * @module
+ */
+
+import type { Form, RuleConfig } from "./config.ts";
+
+/** Element type of a backend's tensors. */
+export type DType = "f32" | "f64";
+
+/** Name of a backend implementation. */
+export type BackendName = "ref" | "wasm" | "webgpu";
+
+/** A backend-owned dense array. Host code reads it only through {@linkcode Backend.read}. */
+export interface Tensor {
+  /** Dimensions, outermost first. */
+  readonly shape: readonly number[];
+  /** Number of elements (product of `shape`). */
+  readonly size: number;
+  /** Element type. */
+  readonly dtype: DType;
+}
+
+/** State carried from one call to the next for exact continuation (SPEC section 2). */
+export interface Carry {
+  /** Fast-weight state after the last position: `[B, H, Dk, Dv]`. */
+  readonly state: Tensor;
+  /** Prefix alignment: the last key feature `phi(k_T)` (after q/k normalisation): `[B, H, Dk]`. */
+  readonly lastKey: Tensor;
+  /** Window rules: the last up to `W-1` write features, oldest first: `[B, H, W-1, Dk]`. */
+  readonly windowX: Tensor;
+  /** Window rules: the matching targets: `[B, H, W-1, Dv]`. */
+  readonly windowY: Tensor;
+  /** How many of the `W-1` window slots hold real pairs, per batch row (the newest are last): `[B]`. */
+  readonly windowCount: Int32Array;
+}
+
+/** Inputs of one fast-weight call. q and k are raw projections: the kernel applies `config.qkNorm`. */
+export interface FastWeightInputs {
+  /** Queries `[B, T, H, Dk]`. */
+  readonly q: Tensor;
+  /** Keys `[B, T, H, Dk]`. */
+  readonly k: Tensor;
+  /** Values (targets) `[B, T, H, Dv]`. */
+  readonly v: Tensor;
+  /** Plasticity gain `[B, T, H]`, or `[B, T, H, Dv]` for falcon2/falcon2a (dt for mamba2, b for deltanets). */
+  readonly beta: Tensor;
+  /** Dimensionless ridge `[B, T, H]` (the ridge itself when coupling is off; `-log a` for gated_deltanet). */
+  readonly lambdabar: Tensor;
+  /** Sequence-start flags `[B, T]` (1 = a new sequence starts here). Position 0 is a start unless `carry` is given. */
+  readonly starts?: Uint8Array;
+  /** State every sequence starts from `[B, H, Dk, Dv]` (default zero). */
+  readonly s0?: Tensor;
+  /** Continue from a previous call instead of starting fresh. */
+  readonly carry?: Carry;
+}
+
+/** Which form runs, and its chunk size. */
+export interface FormOptions {
+  /** `recurrent` (default), `chunk` or `parallel`. */
+  readonly form?: Form;
+  /** Chunk size `C` of the chunk-parallel form (default 64). */
+  readonly chunkSize?: number;
+}
+
+/** Outputs of a forward call. */
+export interface FastWeightOutputs {
+  /** Readout `o_t = S_t^T phi(q_t)`: `[B, T, H, Dv]`. */
+  readonly o: Tensor;
+  /** Carry for continuing the sequence in a later call. */
+  readonly carry: Carry;
+}
+
+/** Gradients of a backward call with respect to every input (shapes as in {@linkcode FastWeightInputs}). */
+export interface FastWeightGrads {
+  /** `[B, T, H, Dk]`, with respect to the raw q. */
+  readonly dq: Tensor;
+  /** `[B, T, H, Dk]`, with respect to the raw k. */
+  readonly dk: Tensor;
+  /** `[B, T, H, Dv]`. */
+  readonly dv: Tensor;
+  /** Same shape as `beta`. */
+  readonly dbeta: Tensor;
+  /** `[B, T, H]`. */
+  readonly dlambdabar: Tensor;
+  /** `[B, H, Dk, Dv]`: summed over every sequence start that used S0 (also when `s0` was omitted). */
+  readonly ds0: Tensor;
+  /** `[B, H, Dk, Dv]`: gradient with respect to `carry.state` (zero when no carry was given). */
+  readonly dCarryState: Tensor;
+}
+
+/** The fast-weight kernels (SPEC sections 2-6). */
+export interface FastWeightOps {
+  /** Run a rule forward. */
+  fastWeightForward(config: RuleConfig, inputs: FastWeightInputs, options?: FormOptions): FastWeightOutputs;
+  /**
+   * Gradients of `L = sum(o * dO)` with respect to every input. Recomputes what it needs from the
+   * inputs (the chunked form stores only chunk-boundary states). Returns freshly allocated tensors.
+   */
+  fastWeightBackward(
+    config: RuleConfig,
+    inputs: FastWeightInputs,
+    dO: Tensor,
+    options?: FormOptions,
+  ): FastWeightGrads;
+}
+
+/** Options of {@linkcode DenseOps.matmul}. */
+export interface MatmulOptions {
+  /** Use `a^T` (a is stored `[K, M]`). */
+  readonly transA?: boolean;
+  /** Use `b^T` (b is stored `[N, K]`). */
+  readonly transB?: boolean;
+  /** Add into `out` instead of overwriting it. */
+  readonly accumulate?: boolean;
+}
+
+/** Element-wise activations with a backward. */
+export type Activation = "sigmoid" | "softplus" | "silu";
+
+/** Hyperparameters of one AdamW step (decoupled weight decay). */
+export interface AdamWParams {
+  readonly lr: number;
+  readonly beta1: number;
+  readonly beta2: number;
+  readonly eps: number;
+  readonly weightDecay: number;
+  /** 1-based step number, for bias correction. */
+  readonly step: number;
+  /** Multiply gradients by this first (gradient-norm clipping). */
+  readonly gradScale: number;
+}
+
+/** Dense ops the model needs; every forward has its backward. */
+export interface DenseOps {
+  /** `out[M, N] (+)= op(a)[M, K] op(b)[K, N]`; leading dimensions are flattened into rows. */
+  matmul(out: Tensor, a: Tensor, b: Tensor, options?: MatmulOptions): void;
+  /** `out[n, :] = table[ids[n], :]`: out `[N, D]`, table `[V, D]`. */
+  embeddingForward(out: Tensor, table: Tensor, ids: Int32Array): void;
+  /** `dTable[ids[n], :] += dOut[n, :]`. */
+  embeddingBackward(dTable: Tensor, dOut: Tensor, ids: Int32Array): void;
+  /** Row-wise RMSNorm over the last dimension `D`: `out = x * rstd * weight`; stores `rstd` `[N]`. */
+  rmsNormForward(out: Tensor, rstd: Tensor, x: Tensor, weight: Tensor | null, eps: number): void;
+  /** Accumulates into `dx` and `dWeight`. */
+  rmsNormBackward(
+    dx: Tensor,
+    dWeight: Tensor | null,
+    dOut: Tensor,
+    x: Tensor,
+    weight: Tensor | null,
+    rstd: Tensor,
+  ): void;
+  /** `out = silu(gate) * up`. */
+  swigluForward(out: Tensor, gate: Tensor, up: Tensor): void;
+  /** Accumulates into `dGate`, `dUp`. */
+  swigluBackward(dGate: Tensor, dUp: Tensor, dOut: Tensor, gate: Tensor, up: Tensor): void;
+  /** `out = scale * f(x)`. */
+  activationForward(kind: Activation, out: Tensor, x: Tensor, scale: number): void;
+  /** `dx += dOut * scale * f'(x)`. */
+  activationBackward(kind: Activation, dx: Tensor, dOut: Tensor, x: Tensor, scale: number): void;
+  /** `out = a + b` (same shapes). */
+  add(out: Tensor, a: Tensor, b: Tensor): void;
+  /** `out = a * b` element-wise. */
+  mul(out: Tensor, a: Tensor, b: Tensor): void;
+  /** `y += alpha * x`. */
+  axpy(y: Tensor, x: Tensor, alpha: number): void;
+  /** Set every element to `value`. */
+  fill(x: Tensor, value: number): void;
+  /**
+   * Causal depthwise convolution with kernel width `W`, then SiLU: x, out `[B, T, C]`, weight `[C, W]`.
+   * A sequence start cuts the receptive field (no taps reach into the previous sequence).
+   */
+  shortConvForward(out: Tensor, x: Tensor, weight: Tensor, starts?: Uint8Array): void;
+  /** Accumulates into `dx` and `dWeight`. */
+  shortConvBackward(
+    dx: Tensor,
+    dWeight: Tensor,
+    dOut: Tensor,
+    x: Tensor,
+    weight: Tensor,
+    starts?: Uint8Array,
+  ): void;
+  /**
+   * Softmax cross-entropy per row: logits `[N, V]`; `losses[n] = weights[n] * -log softmax(logits[n])[targets[n]]`.
+   * Rows with weight 0 cost nothing.
+   */
+  crossEntropyForward(losses: Tensor, logits: Tensor, targets: Int32Array, weights: Float32Array): void;
+  /** `dLogits += weights[n] * (softmax - onehot)`. */
+  crossEntropyBackward(dLogits: Tensor, logits: Tensor, targets: Int32Array, weights: Float32Array): void;
+  /**
+   * Causal softmax attention with RoPE on q and k (Transformer baseline): q, k, v, out `[B, T, H, D]`.
+   * Sequence starts cut attention and restart RoPE positions. Stores log-sum-exp `lse` `[B, T, H]`.
+   */
+  attentionForward(
+    out: Tensor,
+    lse: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    ropeBase: number,
+    starts?: Uint8Array,
+  ): void;
+  /** Accumulates into `dq`, `dk`, `dv`. */
+  attentionBackward(
+    dq: Tensor,
+    dk: Tensor,
+    dv: Tensor,
+    dOut: Tensor,
+    out: Tensor,
+    lse: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    ropeBase: number,
+    starts?: Uint8Array,
+  ): void;
+  /** One AdamW step in place on `param`, `m`, `v`. `decay` false skips weight decay (norms, biases). */
+  adamw(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, params: AdamWParams, decay: boolean): void;
+  /** Sum of squares of the elements (for gradient-norm clipping); read back to the host. */
+  sumSquares(x: Tensor): Promise<number>;
+}
+
+/** A complete backend: tensor storage plus every kernel. */
+export interface Backend extends FastWeightOps, DenseOps {
+  /** Which implementation this is. */
+  readonly name: BackendName;
+  /** Element type of its tensors. */
+  readonly dtype: DType;
+  /** A zero-filled tensor. */
+  zeros(shape: readonly number[]): Tensor;
+  /** A tensor holding a copy of `data` (converted to the backend's dtype). */
+  fromArray(data: ArrayLike<number>, shape: readonly number[]): Tensor;
+  /** Copy a tensor's elements back to the host. */
+  read(t: Tensor): Promise<Float32Array | Float64Array>;
+  /** Copy `src` into `dst` (same size). */
+  copy(dst: Tensor, src: Tensor): void;
+  /** Release a tensor's storage (a no-op where garbage collection does it). */
+  dispose(t: Tensor): void;
+  /** Wait for queued work to finish (GPU); resolves at once on CPU backends. */
+  sync(): Promise<void>;
+}
+
+/** Number of elements of a shape. */
+export function shapeSize(shape: readonly number[]): number {
+  let n = 1;
+  for (const d of shape) {
+    if (!Number.isInteger(d) || d < 0) throw new RangeError(`invalid dimension ${d} in shape [${shape}]`);
+    n *= d;
+  }
+  return n;
+}

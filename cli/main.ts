@@ -7,7 +7,7 @@
 
 import { Command } from "@commander-js/extra-typings";
 import { VERSION } from "./version.ts";
-import { EXIT_USAGE, UsageError } from "./errors.ts";
+import { EXIT_USAGE, InputError, UsageError } from "./errors.ts";
 import { verifyCommand } from "./commands/verify.ts";
 import { infoCommand } from "./commands/info.ts";
 
@@ -19,7 +19,15 @@ export function buildProgram(): Command {
     .description("Falcon fast-weight attention: kernels, training, evaluation and checkpoints")
     .version(VERSION, "-V, --version")
     .showHelpAfterError()
-    .exitOverride();
+    .exitOverride()
+    // print through console (tests capture it) and never consult the environment for colours,
+    // so the CLI needs no --allow-env
+    .configureOutput({
+      writeOut: (text) => console.log(text.replace(/\n$/, "")),
+      writeErr: (text) => console.error(text.replace(/\n$/, "")),
+      getOutHasColors: () => false,
+      getErrHasColors: () => false,
+    });
   for (const command of [verifyCommand(), infoCommand()]) {
     // addCommand does not pass exitOverride / help settings down; copy them so usage errors exit 2
     program.addCommand(command.copyInheritedSettings(program));
@@ -40,7 +48,7 @@ export async function main(args: string[]): Promise<number> {
       const code = (err as { exitCode: number }).exitCode;
       return code === 0 ? 0 : EXIT_USAGE;
     }
-    if (err instanceof UsageError) {
+    if (err instanceof InputError) {
       console.error(`falcon: ${err.message}`);
       return EXIT_USAGE;
     }

@@ -1,0 +1,69 @@
+import { main } from "../main.ts";
+
+const FIXTURES = new URL("../../fixtures/vectors/", import.meta.url).pathname;
+
+/** Run the CLI in-process, capturing what it prints. */
+async function run(args: string[]): Promise<{ code: number; out: string; err: string }> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const log = console.log;
+  const error = console.error;
+  console.log = (...a: unknown[]) => out.push(a.join(" "));
+  console.error = (...a: unknown[]) => err.push(a.join(" "));
+  try {
+    const code = await main(args);
+    return { code, out: out.join("\n"), err: err.join("\n") };
+  } finally {
+    console.log = log;
+    console.error = error;
+    Deno.exitCode = 0;
+  }
+}
+
+function assert(cond: unknown, message: string): asserts cond {
+  if (!cond) throw new Error(message);
+}
+
+Deno.test("falcon verify passes every bundled vector on the reference backend", async () => {
+  const { code, out } = await run(["verify", "--vectors", FIXTURES]);
+  assert(code === 0, `exit code ${code}\n${out}`);
+  assert(out.includes("22 passed, 0 failed"), `summary missing:\n${out}`);
+});
+
+Deno.test("falcon verify names a malformed file and its field, still runs the others, and exits 1", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.copyFile(`${FIXTURES}/falcon1__prefix__default.json`, `${dir}/good.json`);
+    const bad = JSON.parse(await Deno.readTextFile(`${FIXTURES}/falcon1a__prefix__default.json`));
+    bad.inputs.q[3].pop();
+    await Deno.writeTextFile(`${dir}/bad.json`, JSON.stringify(bad));
+    await Deno.writeTextFile(`${dir}/broken.json`, "{ not json");
+    const { code, out } = await run(["verify", "--vectors", dir]);
+    assert(code === 1, `exit code ${code}, expected 1\n${out}`);
+    assert(/ERROR bad\.json: .*inputs\.q\[3\]/.test(out), `bad.json error should name inputs.q[3]:\n${out}`);
+    assert(/ERROR broken\.json: .*not valid JSON/.test(out), `broken.json error missing:\n${out}`);
+    assert(/ok +good\.json/.test(out), `good.json should still pass:\n${out}`);
+    assert(out.includes("1 passed, 2 failed"), `summary wrong:\n${out}`);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("falcon verify --json reports every array of every file", async () => {
+  const { code, out } = await run(["verify", "--vectors", FIXTURES, "--json"]);
+  assert(code === 0, `exit code ${code}`);
+  const report = JSON.parse(out);
+  assert(report.passed === true && report.results.length === 22, "report should pass with 22 files");
+  const arrays = report.results[0].check.arrays.map((a: { name: string }) => a.name);
+  assert(arrays.join(",") === "o,S_final,dq,dk,dv,dbeta,dlambdabar,dS0", `arrays: ${arrays}`);
+});
+
+Deno.test("falcon verify exits 2 with a clear message for a missing directory or option", async () => {
+  const missing = await run(["verify", "--vectors", "/nonexistent/vectors"]);
+  assert(missing.code === 2, `exit code ${missing.code}`);
+  assert(missing.err.includes("/nonexistent/vectors does not exist"), `message: ${missing.err}`);
+  const noOption = await run(["verify"]);
+  assert(noOption.code === 2, `exit code ${noOption.code}`);
+  const badBackend = await run(["verify", "--vectors", FIXTURES, "--backend", "cuda"]);
+  assert(badBackend.code === 2, `exit code ${badBackend.code}`);
+});

@@ -1,0 +1,90 @@
+/**
+ * What the trainer, evaluation and checkpoint code see of a model. `FalconLM` (SPEC section 7)
+ * implements {@linkcode LanguageModel} on any {@linkcode Backend}.
+ *
+ * @module
+ */
+
+import type { Backend, Tensor } from "../rules/backend.ts";
+import type { Alignment, QkNorm, RuleName } from "../rules/config.ts";
+
+/** The sequence mixer of every block: a fast-weight rule, or softmax attention (Transformer baseline). */
+export type MixerName = RuleName | "transformer";
+
+/** Architecture hyperparameters (SPEC section 7). Serialised as JSON into checkpoints. */
+export interface ModelConfig {
+  /** Vocabulary size. */
+  readonly vocabSize: number;
+  /** Residual width. */
+  readonly dModel: number;
+  /** Number of blocks. */
+  readonly layers: number;
+  /** Heads per mixer; `d_k = d_v = dModel / heads`. */
+  readonly heads: number;
+  /** Hidden width of the SwiGLU MLP. */
+  readonly ffnHidden: number;
+  /** Mixer of every block. */
+  readonly mixer: MixerName;
+  /** Pair alignment of fast-weight mixers. */
+  readonly alignment: Alignment;
+  /** q/k normalisation (default: rms; l2 for deltanet and gated_deltanet). */
+  readonly qkNorm: QkNorm;
+  /** Causal depthwise short convolution (width 4) with SiLU on q, k, v. */
+  readonly shortConv: boolean;
+  /** SiLU output gate. */
+  readonly outputGate: boolean;
+  /** `token`: data-dependent beta and lambdabar; `const`: learned per-head scalars. */
+  readonly parameterisation: "token" | "const";
+  /** `beta = betaMax * sigmoid(.)` (default 2). */
+  readonly betaMax: number;
+  /** Falcon-3/3A window size. */
+  readonly window: number;
+  /** Chunk size of the chunked form used in training. */
+  readonly chunkSize: number;
+  /** LM head tied to the embedding. */
+  readonly tieEmbeddings: boolean;
+  /** RoPE base of the Transformer baseline. */
+  readonly ropeBase: number;
+}
+
+/** One training or evaluation batch: `B` rows of `T` tokens, packed with sequence-start flags. */
+export interface Batch {
+  /** Rows. */
+  readonly B: number;
+  /** Positions per row. */
+  readonly T: number;
+  /** Input token ids `[B * T]`. */
+  readonly ids: Int32Array;
+  /** Next-token targets `[B * T]`. */
+  readonly targets: Int32Array;
+  /** Loss weight per position `[B * T]` (0 = not supervised, e.g. prompt tokens). */
+  readonly weights: Float32Array;
+  /** Sequence-start flags `[B * T]`. */
+  readonly starts: Uint8Array;
+}
+
+/** A trainable parameter with its gradient slab. */
+export interface NamedParam {
+  /** Stable name, used in checkpoints (e.g. `layers.0.mixer.q_proj`). */
+  readonly name: string;
+  /** Current value. */
+  readonly value: Tensor;
+  /** Gradient of the last `forwardBackward` (same shape). */
+  readonly grad: Tensor;
+  /** Whether AdamW applies weight decay (false for norms and biases). */
+  readonly decay: boolean;
+}
+
+/** A language model on a backend. */
+export interface LanguageModel {
+  /** Architecture. */
+  readonly config: ModelConfig;
+  /** The backend every op runs on. */
+  readonly backend: Backend;
+  /** Every parameter, in a fixed order. */
+  parameters(): NamedParam[];
+  /** Zero the gradients, run forward and backward; returns the weighted loss sum and the weight sum. */
+  forwardBackward(batch: Batch): Promise<{ loss: number; weight: number }>;
+  /** Logits `[B, T, V]` of a batch (no gradient). */
+  logits(batch: Pick<Batch, "B" | "T" | "ids" | "starts">): Promise<Float32Array | Float64Array>;
+}

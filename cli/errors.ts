@@ -11,6 +11,7 @@ export const EXIT_USAGE = 2;
 
 /** An error in what the user asked for (bad option value, unreadable input): exit code 2. */
 export class UsageError extends InputError {
+  /** Always `UsageError`. */
   override name = "UsageError";
 }
 

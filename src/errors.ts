@@ -9,5 +9,6 @@
  * of range. The message names the file, the field and the value. The CLI exits with code 2.
  */
 export class InputError extends Error {
+  /** Always `InputError`. */
   override name = "InputError";
 }

@@ -132,10 +132,15 @@ export type Activation = "sigmoid" | "softplus" | "silu";
 
 /** Hyperparameters of one AdamW step (decoupled weight decay). */
 export interface AdamWParams {
+  /** Learning rate of this step. */
   readonly lr: number;
+  /** First-moment decay. */
   readonly beta1: number;
+  /** Second-moment decay. */
   readonly beta2: number;
+  /** Denominator stabiliser. */
   readonly eps: number;
+  /** Decoupled weight decay (applied as `param *= 1 - lr * weightDecay`). */
   readonly weightDecay: number;
   /** 1-based step number, for bias correction. */
   readonly step: number;

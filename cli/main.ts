@@ -10,8 +10,16 @@ import { VERSION } from "./version.ts";
 import { EXIT_USAGE, InputError, UsageError } from "./errors.ts";
 import { verifyCommand } from "./commands/verify.ts";
 import { infoCommand } from "./commands/info.ts";
+import { evalCommand } from "./commands/eval.ts";
+import { convertCommand } from "./commands/convert.ts";
+import { inspectCommand } from "./commands/inspect.ts";
+import { trainCommand } from "./commands/train.ts";
+import { predictCommand } from "./commands/predict.ts";
 
 export { EXIT_USAGE, UsageError };
+
+/** Exit code when the runtime refuses an access the command needed (a path outside its permissions). */
+export const EXIT_PERMISSION = 3;
 
 /** Build the `falcon` program with every subcommand. */
 export function buildProgram(): Command {
@@ -28,7 +36,17 @@ export function buildProgram(): Command {
       getOutHasColors: () => false,
       getErrHasColors: () => false,
     });
-  for (const command of [verifyCommand(), infoCommand()]) {
+  for (
+    const command of [
+      verifyCommand(),
+      infoCommand(),
+      evalCommand(),
+      convertCommand(),
+      inspectCommand(),
+      trainCommand(),
+      predictCommand(),
+    ]
+  ) {
     // addCommand does not pass exitOverride / help settings down; copy them so usage errors exit 2
     program.addCommand(command.copyInheritedSettings(program));
   }
@@ -47,6 +65,10 @@ export async function main(args: string[]): Promise<number> {
     if (err && typeof err === "object" && "exitCode" in err && "code" in err) {
       const code = (err as { exitCode: number }).exitCode;
       return code === 0 ? 0 : EXIT_USAGE;
+    }
+    if (err instanceof Deno.errors.NotCapable || err instanceof Deno.errors.PermissionDenied) {
+      console.error(`falcon: not permitted: ${err.message}`);
+      return EXIT_PERMISSION;
     }
     if (err instanceof InputError) {
       console.error(`falcon: ${err.message}`);

@@ -1,0 +1,170 @@
+/**
+ * `falcon convert` and `falcon inspect` through the CLI: hostile files (one test per hand-made
+ * file in fixtures/bad_checkpoints/), refusals with exit code 2 and nothing left behind, and the
+ * happy paths' output.
+ */
+
+import assert from "node:assert/strict";
+import { type BadFile, badFiles } from "../../fixtures/bad_checkpoints/generate.ts";
+import { listDir, tinyCheckpointBytes, tinyConfig } from "../../src/convert/_test_checkpoints.ts";
+import { parameterCount } from "../../src/model/params.ts";
+import { main } from "../main.ts";
+
+const BAD_DIR = new URL("../../fixtures/bad_checkpoints/", import.meta.url).pathname;
+
+/** Run the CLI in-process, capturing what it prints. */
+async function run(args: string[]): Promise<{ code: number; out: string; err: string }> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const log = console.log;
+  const error = console.error;
+  console.log = (...a: unknown[]) => out.push(a.join(" "));
+  console.error = (...a: unknown[]) => err.push(a.join(" "));
+  try {
+    const code = await main(args);
+    return { code, out: out.join("\n"), err: err.join("\n") };
+  } finally {
+    console.log = log;
+    console.error = error;
+    Deno.exitCode = 0;
+  }
+}
+
+async function withDir(fn: (dir: string) => Promise<void>): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "falcon_cli_convert_" });
+  try {
+    await fn(dir);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+const BAD = await badFiles();
+
+Deno.test("fixtures/bad_checkpoints/ holds exactly the files generate.ts makes, byte for byte", async () => {
+  const committed = (await listDir(BAD_DIR)).filter((n) => n.endsWith(".safetensors"));
+  assert.deepEqual(committed, BAD.map((b) => b.name).sort());
+  for (const bad of BAD) {
+    assert.deepEqual(
+      await Deno.readFile(`${BAD_DIR}${bad.name}`),
+      bad.bytes,
+      `${bad.name} differs from generate.ts (regenerate: deno run --allow-read --allow-write fixtures/bad_checkpoints/generate.ts)`,
+    );
+  }
+});
+
+function checkRefusal(bad: BadFile, path: string, result: { code: number; err: string }): void {
+  assert.equal(result.code, 2, `${bad.name}: exit code ${result.code}, stderr: ${result.err}`);
+  assert.ok(result.err.includes(path), `${bad.name}: the error does not name the file: ${result.err}`);
+  for (const word of bad.mentions) {
+    assert.ok(
+      result.err.toLowerCase().includes(word.toLowerCase()),
+      `${bad.name}: error lacks "${word}": ${result.err}`,
+    );
+  }
+}
+
+for (const bad of BAD) {
+  Deno.test(`falcon convert and inspect refuse ${bad.name} (${bad.fault}) with exit 2 and leave no output`, async () => {
+    await withDir(async (dir) => {
+      const path = `${BAD_DIR}${bad.name}`;
+      checkRefusal(bad, path, await run(["inspect", path]));
+      checkRefusal(bad, path, await run(["convert", path, `${dir}/out`, "--to", "hf"]));
+      checkRefusal(bad, path, await run(["convert", path, `${dir}/out.safetensors`, "--to", "native"]));
+      assert.deepEqual(await listDir(dir), [], "a refusal left files behind");
+    });
+  });
+}
+
+Deno.test("--allow-nonfinite converts a checkpoint holding NaN", async () => {
+  await withDir(async (dir) => {
+    const path = `${BAD_DIR}nonfinite_weight.safetensors`;
+    const r = await run(["convert", path, `${dir}/out`, "--to", "hf", "--allow-nonfinite"]);
+    assert.equal(r.code, 0, r.err);
+    assert.deepEqual(await listDir(`${dir}/out`), ["config.json", "model.safetensors"]);
+  });
+});
+
+Deno.test("falcon convert refuses an output path equal to the input (file, directory, via symlink, inside)", async () => {
+  await withDir(async (dir) => {
+    const native = `${dir}/n.safetensors`;
+    const original = await tinyCheckpointBytes();
+    await Deno.writeFile(native, original);
+    let r = await run(["convert", native, native, "--to", "native"]);
+    assert.equal(r.code, 2);
+    assert.match(r.err, /output path is the input/);
+    await Deno.symlink(native, `${dir}/link.safetensors`);
+    r = await run(["convert", native, `${dir}/link.safetensors`, "--to", "native", "--dtype", "f32"]);
+    assert.equal(r.code, 2);
+    assert.match(r.err, /output path is the input/);
+    assert.deepEqual(await Deno.readFile(native), original);
+    assert.equal((await run(["convert", native, `${dir}/hf`, "--to", "hf"])).code, 0);
+    r = await run(["convert", `${dir}/hf`, `${dir}/hf/`, "--to", "hf"]);
+    assert.equal(r.code, 2);
+    assert.match(r.err, /output path is the input/);
+    r = await run(["convert", `${dir}/hf`, `${dir}/hf/model.safetensors`, "--to", "native"]);
+    assert.equal(r.code, 2);
+    assert.match(r.err, /inside the input directory/);
+    assert.deepEqual(await listDir(dir), ["hf", "link.safetensors", "n.safetensors"]);
+    assert.deepEqual(await listDir(`${dir}/hf`), ["config.json", "model.safetensors"]);
+  });
+});
+
+Deno.test("falcon convert refuses a missing input, a non-empty output directory and bad options with exit 2", async () => {
+  await withDir(async (dir) => {
+    let r = await run(["convert", `${dir}/nope.safetensors`, `${dir}/o`, "--to", "hf"]);
+    assert.equal(r.code, 2);
+    assert.match(r.err, /nope\.safetensors: no such file/);
+    const native = `${dir}/n.safetensors`;
+    await Deno.writeFile(native, await tinyCheckpointBytes());
+    await Deno.mkdir(`${dir}/full`);
+    await Deno.writeTextFile(`${dir}/full/keep`, "x");
+    r = await run(["convert", native, `${dir}/full`, "--to", "hf"]);
+    assert.equal(r.code, 2);
+    assert.match(r.err, /not empty/);
+    assert.deepEqual(await listDir(`${dir}/full`), ["keep"]);
+    assert.equal((await run(["convert", native, `${dir}/o`])).code, 2, "--to is required");
+    assert.equal((await run(["convert", native, `${dir}/o`, "--to", "onnx"])).code, 2);
+    assert.equal((await run(["convert", native, `${dir}/o`, "--to", "hf", "--dtype", "f8"])).code, 2);
+    assert.deepEqual(await listDir(dir), ["full", "n.safetensors"]);
+  });
+});
+
+Deno.test("falcon convert prints the largest relative change; falcon inspect shows format, config, tensors and size", async () => {
+  await withDir(async (dir) => {
+    const config = tinyConfig({ mixer: "falcon3", tieEmbeddings: false });
+    const native = `${dir}/n.safetensors`;
+    await Deno.writeFile(native, await tinyCheckpointBytes(config, { dtype: "f32", optimizer: true }));
+    let r = await run(["convert", native, `${dir}/hf`, "--to", "hf", "--dtype", "bf16"]);
+    assert.equal(r.code, 0, r.err);
+    const change = Number(r.out.match(/largest relative change of a weight: (\S+)/)?.[1]);
+    assert.ok(change > 0 && change <= 2 ** -8, r.out);
+    assert.match(r.out, /optimizer state \(\d+ tensors\) is not part of an hf export: dropped/);
+
+    r = await run(["inspect", `${dir}/hf`, "--json"]);
+    assert.equal(r.code, 0, r.err);
+    const report = JSON.parse(r.out);
+    assert.equal(report.format, "hf");
+    assert.equal(report.version, 1);
+    assert.deepEqual(report.config, config);
+    assert.equal(report.parameterCount, parameterCount(config));
+    assert.equal(report.storedParameters, parameterCount(config));
+    assert.ok(
+      report.tensors.some((t: { name: string; dtype: string; shape: number[] }) =>
+        t.name === "lm_head.weight" && t.dtype === "BF16" && t.shape.join() === "14,8"
+      ),
+    );
+    const size = (await Deno.stat(`${dir}/hf/model.safetensors`)).size +
+      (await Deno.stat(`${dir}/hf/config.json`)).size;
+    assert.equal(report.totalBytes, size);
+
+    r = await run(["inspect", native]);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, new RegExp(`^${native}: native checkpoint, format version 1`, "m"));
+    assert.match(r.out, /model: falcon3, prefix alignment/);
+    assert.match(r.out, new RegExp(`parameters: ${parameterCount(config)}`));
+    assert.match(r.out, /optimizer\.m\.embed\s+F32\s+\[14, 8\]/);
+    assert.match(r.out, /layers\.1\.mixer\.q_conv\s+F32\s+\[8, 4\]/);
+    assert.match(r.out, new RegExp(`total size: .*\\(${(await Deno.stat(native)).size} bytes\\)`));
+  });
+});

@@ -1,0 +1,59 @@
+import assert from "node:assert/strict";
+import { main } from "../main.ts";
+
+async function run(args: string[]): Promise<{ code: number; out: string; err: string }> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const log = console.log;
+  const error = console.error;
+  console.log = (...a: unknown[]) => out.push(a.join(" "));
+  console.error = (...a: unknown[]) => err.push(a.join(" "));
+  try {
+    const code = await main(args);
+    return { code, out: out.join("\n"), err: err.join("\n") };
+  } finally {
+    console.log = log;
+    console.error = error;
+    Deno.exitCode = 0;
+  }
+}
+
+Deno.test("falcon predict prints the greedy answer, its verdict, and JSON logits of the prompt", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const trained = await run(["train", "--rule", "transformer", "--steps", "2", "--out", dir]);
+    assert.equal(trained.code, 0, trained.err);
+    const ckpt = `${dir}/checkpoint.safetensors`;
+    const r = await run(["predict", ckpt, "--prompt", "12+345="]);
+    assert.equal(r.code, 0, r.err);
+    const [line, verdict] = r.out.split("\n");
+    assert.ok(line.startsWith("12+345="), line);
+    assert.match(
+      verdict,
+      /^answer \S+: (right|wrong \(expected 357\))$|^answer \(none\): wrong \(expected 357\)$/,
+    );
+    const j = await run(["predict", ckpt, "--prompt", "12+345=", "--json"]);
+    assert.equal(j.code, 0, j.err);
+    const parsed = JSON.parse(j.out);
+    assert.equal(parsed.task, "addition");
+    assert.equal(parsed.promptLogits.length, 7);
+    for (const row of parsed.promptLogits) assert.equal(row.length, 14);
+    assert.equal(parsed.addition.expected, "357");
+    assert.ok(parsed.tokens.length >= 1 && parsed.tokens.length <= 5);
+
+    const bad: [string[], RegExp][] = [
+      [[ckpt, "--prompt", "12-3="], /not an addition prompt/],
+      [[ckpt, "--prompt", "12+3=", "--task", "mqar"], /is a checkpoint of task addition, not mqar/],
+      [[`${dir}/missing.safetensors`, "--prompt", "1+2="], /checkpoint .*missing.safetensors does not exist/],
+      [[`${dir}/metrics.jsonl`, "--prompt", "1+2="], /metrics.jsonl/],
+      [[ckpt, "--prompt", "1+2=", "--max-tokens", "0"], /--max-tokens must be an integer >= 1/],
+    ];
+    for (const [args, pattern] of bad) {
+      const b = await run(["predict", ...args]);
+      assert.equal(b.code, 2, `${args.join(" ")}: exit ${b.code}\n${b.err}`);
+      assert.match(b.err, pattern);
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

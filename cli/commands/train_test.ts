@@ -1,0 +1,160 @@
+import assert from "node:assert/strict";
+import { main } from "../main.ts";
+import { loadCheckpoint } from "../../src/checkpoint/checkpoint.ts";
+import { parseJsonl } from "../../src/train/metrics_log.ts";
+
+/** Run the CLI in-process, capturing what it prints. */
+async function run(args: string[]): Promise<{ code: number; out: string; err: string }> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const log = console.log;
+  const error = console.error;
+  console.log = (...a: unknown[]) => out.push(a.join(" "));
+  console.error = (...a: unknown[]) => err.push(a.join(" "));
+  try {
+    const code = await main(args);
+    return { code, out: out.join("\n"), err: err.join("\n") };
+  } finally {
+    console.log = log;
+    console.error = error;
+    Deno.exitCode = 0;
+  }
+}
+
+async function withDir(f: (dir: string) => Promise<void>): Promise<void> {
+  const dir = await Deno.makeTempDir();
+  try {
+    await f(dir);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+Deno.test("falcon train --help lists every option with its choices and default", async () => {
+  const r = await run(["train", "--help"]);
+  assert.equal(r.code, 0);
+  for (
+    const text of [
+      "--task <task>",
+      'choices: "addition", "mqar", "text", default: "addition"',
+      '"falcon1"',
+      '"transformer"',
+      'default: "falcon1"',
+      'choices: "prefix", "same-step", default: "prefix"',
+      'choices: "auto", "ref", "wasm", "webgpu", default: "auto"',
+      'choices: "tiny", "addition", default: "tiny"',
+      "--steps <n>",
+      "--out <dir>",
+      "--resume",
+      "--seed <n>",
+      '(default: "0")',
+      "--corpus <file>",
+    ]
+  ) assert.ok(r.out.replace(/\s+/g, " ").includes(text), `help lacks ${text}:\n${r.out}`);
+});
+
+Deno.test("falcon train rejects bad input with exit 2 before any work", async () => {
+  await withDir(async (dir) => {
+    const empty = `${dir}/empty.txt`;
+    await Deno.writeTextFile(empty, "");
+    const cases: [string[], RegExp][] = [
+      [["--rule", "falcon9"], /argument 'falcon9' is invalid/],
+      [["--task", "poetry"], /argument 'poetry' is invalid/],
+      [["--steps", "0"], /--steps must be an integer >= 1, got "0"/],
+      [["--steps", "-3"], /--steps must be an integer >= 1, got "-3"/],
+      [["--seed", "x"], /--seed must be an integer >= 0, got "x"/],
+      [["--task", "text", "--corpus", `${dir}/missing.txt`], /--corpus .*missing.txt does not exist/],
+      [["--task", "text", "--corpus", empty], /--corpus .*empty.txt is empty/],
+      [["--task", "addition", "--corpus", empty], /is empty|applies to the text task only/],
+      [["--resume"], /no checkpoint to resume in/],
+      [["--backend", "webgpu"], /--backend webgpu: backend webgpu is not available yet/],
+    ];
+    for (const [args, pattern] of cases) {
+      const out = `${dir}/run`;
+      const r = await run(["train", "--out", out, ...args]);
+      assert.equal(r.code, 2, `${args.join(" ")}: exit ${r.code}\n${r.err}`);
+      assert.match(r.err, pattern, args.join(" "));
+      await assert.rejects(() => Deno.stat(out), `${args.join(" ")} created the run directory`);
+    }
+  });
+});
+
+Deno.test("falcon train writes a checkpoint and metrics, resumes to more steps, and refuses another task", async () => {
+  await withDir(async (dir) => {
+    const out = `${dir}/run`;
+    const base = ["train", "--rule", "transformer", "--out", out, "--seed", "3"];
+    const r = await run([...base, "--steps", "3"]);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /completed at step 3\/3/);
+    assert.match(r.out, /parameters \d+, peak memory \d+ MiB/);
+    assert.match(r.out, /in-distribution \(1-2 digits, \d+ examples\): digit accuracy [\d.]+%/);
+    assert.equal((await loadCheckpoint(`${out}/checkpoint.safetensors`)).step, 3);
+    const again = await run([...base, "--steps", "3"]);
+    assert.equal(again.code, 2);
+    assert.match(again.err, /already holds a checkpoint; pass --resume/);
+    const resumed = await run(["train", "--out", out, "--resume", "--steps", "5"]);
+    assert.equal(resumed.code, 0, resumed.err);
+    assert.match(resumed.err, /resuming at step 3/);
+    assert.match(resumed.out, /completed at step 5\/5/);
+    const lines = parseJsonl(await Deno.readTextFile(`${out}/metrics.jsonl`), "metrics.jsonl");
+    assert.deepEqual(lines.map((l) => l.step), [1, 2, 3, 4, 5]);
+    // within the 20 warmup steps the schedule does not depend on the total, so 3 + 2 resumed
+    // steps must reproduce a fresh 5-step run exactly
+    const fresh = await run([...base.map((a) => (a === out ? `${dir}/fresh` : a)), "--steps", "5"]);
+    assert.equal(fresh.code, 0, fresh.err);
+    const freshLines = parseJsonl(await Deno.readTextFile(`${dir}/fresh/metrics.jsonl`), "metrics.jsonl");
+    assert.deepEqual(lines.map((l) => l.loss), freshLines.map((l) => l.loss));
+    const other = await run(["train", "--out", out, "--resume", "--task", "mqar"]);
+    assert.equal(other.code, 2);
+    assert.match(other.err, /--task mqar does not match the checkpoint .*, which has addition/);
+  });
+});
+
+Deno.test("falcon train runs mqar and text (default corpus and a user file)", async () => {
+  await withDir(async (dir) => {
+    const mqar = await run([
+      "train",
+      "--task",
+      "mqar",
+      "--rule",
+      "transformer",
+      "--steps",
+      "2",
+      "--out",
+      `${dir}/m`,
+    ]);
+    assert.equal(mqar.code, 0, mqar.err);
+    assert.match(mqar.out, /completed at step 2\/2/);
+    const text = await run([
+      "train",
+      "--task",
+      "text",
+      "--rule",
+      "transformer",
+      "--steps",
+      "2",
+      "--out",
+      `${dir}/t`,
+    ]);
+    assert.equal(text.code, 0, text.err);
+    assert.equal((await loadCheckpoint(`${dir}/t/checkpoint.safetensors`)).task.task, "text");
+    const file = `${dir}/corpus.txt`;
+    await Deno.writeTextFile(file, "the quick fast weight writes and reads. ".repeat(20));
+    const user = await run([
+      "train",
+      "--task",
+      "text",
+      "--corpus",
+      file,
+      "--rule",
+      "transformer",
+      "--steps",
+      "1",
+      "--out",
+      `${dir}/u`,
+    ]);
+    assert.equal(user.code, 0, user.err);
+    const saved = await loadCheckpoint(`${dir}/u/checkpoint.safetensors`);
+    assert.equal(saved.task.task === "text" && saved.task.corpusName, file);
+  });
+});

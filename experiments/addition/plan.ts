@@ -1,0 +1,121 @@
+/**
+ * The addition length-extrapolation experiment (SPEC section 8, issue 6): which models are trained,
+ * on what, for how long, and how they are evaluated. The full plan trains every rule below with the
+ * same size, budget and data on operands of up to 32 digits and evaluates all of them on 1..48
+ * digits; the smoke plan runs the same code end to end in seconds.
+ *
+ * @module
+ */
+
+import type { ModelConfig } from "../../src/model/types.ts";
+import type { Alignment } from "../../src/rules/config.ts";
+import type { MixerName } from "../../src/model/types.ts";
+import { preset } from "../../src/train/presets.ts";
+import type { TrainConfig } from "../../src/train/config.ts";
+
+/** One model variant: a mixer and, for fast-weight mixers, an alignment. */
+export interface Variant {
+  /** Mixer of every block. */
+  readonly mixer: MixerName;
+  /** Pair alignment (ignored by the Transformer). */
+  readonly alignment: Alignment;
+}
+
+/** The full list: the four Falcon rules under both alignments, the baselines, the Transformer. */
+export const FULL_VARIANTS: readonly Variant[] = [
+  ...(["falcon1", "falcon1a", "falcon3a", "falcon3"] as const).map((mixer) => ({
+    mixer,
+    alignment: "prefix" as const,
+  })),
+  ...(["falcon1", "falcon1a", "falcon3a", "falcon3"] as const).map((mixer) => ({
+    mixer,
+    alignment: "same-step" as const,
+  })),
+  ...(["deltanet", "gated_deltanet", "mamba2", "retnet", "linear"] as const).map((mixer) => ({
+    mixer,
+    alignment: "same-step" as const,
+  })),
+  { mixer: "transformer", alignment: "same-step" },
+];
+
+/** The smoke list: one Falcon rule and the Transformer. */
+export const SMOKE_VARIANTS: readonly Variant[] = [
+  { mixer: "falcon1a", alignment: "prefix" },
+  { mixer: "transformer", alignment: "same-step" },
+];
+
+/** Everything the driver needs to run the experiment. */
+export interface Plan {
+  /** `full` or `smoke`. */
+  readonly name: "full" | "smoke";
+  /** Variants trained. */
+  readonly variants: readonly Variant[];
+  /** Training seeds of every variant. */
+  readonly seeds: readonly number[];
+  /** Model fields shared by every variant (size). */
+  readonly model: Partial<ModelConfig>;
+  /** Hyperparameters shared by every run (the seed is set per run). */
+  readonly train: Partial<TrainConfig>;
+  /** Largest training operand length `Ltrain`. */
+  readonly maxDigits: number;
+  /** Evaluated operand lengths. */
+  readonly lengths: readonly number[];
+  /** Test sequences per length. */
+  readonly samples: number;
+  /** Seed of the test sets. */
+  readonly evalSeed: number;
+}
+
+/** Overrides from the command line. */
+export interface PlanOverrides {
+  /** Optimizer steps of every run. */
+  readonly steps?: number;
+  /** Number of seeds (seeds 0..n-1). */
+  readonly seeds?: number;
+  /** Test sequences per length. */
+  readonly samples?: number;
+}
+
+const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
+
+/**
+ * The plan: `full` is the `addition` preset's model and hyperparameters (4 layers, width 256,
+ * 20000 steps), 3 seeds, Ltrain 32, lengths 1..48, 200 samples per length; `smoke` is the `tiny`
+ * preset's model, 1 seed, 12 steps, Ltrain 3, lengths 1..6, 16 samples. Warmup is the preset's,
+ * capped at a tenth of the steps (so a shortened run still reaches its peak learning rate);
+ * checkpoints are written only at the end of each run.
+ */
+export function makePlan(name: "full" | "smoke", overrides: PlanOverrides = {}): Plan {
+  for (const [key, value] of Object.entries(overrides)) {
+    if (value !== undefined && (!Number.isInteger(value) || value < 1)) {
+      throw new RangeError(`--${key} must be an integer >= 1, got ${value}`);
+    }
+  }
+  const smoke = name === "smoke";
+  const p = preset(smoke ? "tiny" : "addition");
+  const seeds = overrides.seeds ?? (smoke ? 1 : 3);
+  const steps = overrides.steps ?? (smoke ? 12 : p.train.steps ?? 1);
+  return {
+    name,
+    variants: smoke ? SMOKE_VARIANTS : FULL_VARIANTS,
+    seeds: range(0, seeds - 1),
+    model: p.model,
+    train: {
+      ...p.train,
+      steps,
+      warmupSteps: Math.min(p.train.warmupSteps ?? 0, Math.floor(steps / 10)),
+      checkpointEvery: 0,
+    },
+    maxDigits: smoke ? 3 : 32,
+    lengths: smoke ? range(1, 6) : range(1, 48),
+    samples: overrides.samples ?? (smoke ? 16 : 200),
+    evalSeed: 1234,
+  };
+}
+
+/** Directory name of one run: `falcon1a-prefix-s0`, `transformer-s2`. */
+export function runName(variant: Variant, seed: number): string {
+  return variant.mixer === "transformer"
+    ? `${variant.mixer}-s${seed}`
+    : `${variant.mixer}-${variant.alignment}-s${seed}`;
+}

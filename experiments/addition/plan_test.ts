@@ -1,0 +1,30 @@
+import { assertEquals, assertThrows } from "../../src/eval/_assert.ts";
+import { FULL_VARIANTS, makePlan, runName } from "./plan.ts";
+
+Deno.test("makePlan('full') trains 14 variants x 3 seeds of one size on 32 digits and evaluates 1..48", () => {
+  const plan = makePlan("full");
+  assertEquals(plan.variants.length, 14);
+  assertEquals(plan.seeds, [0, 1, 2]);
+  assertEquals(plan.maxDigits, 32);
+  assertEquals(plan.lengths, Array.from({ length: 48 }, (_, i) => i + 1));
+  assertEquals(plan.model.dModel, 256);
+  assertEquals(plan.train.steps, 20000);
+  const names = FULL_VARIANTS.map((v) => runName(v, 0));
+  assertEquals(new Set(names).size, 14);
+  for (const rule of ["falcon1", "falcon1a", "falcon3a", "falcon3"]) {
+    assertEquals(names.includes(`${rule}-prefix-s0`) && names.includes(`${rule}-same-step-s0`), true);
+  }
+  for (const rule of ["deltanet", "gated_deltanet", "mamba2", "retnet", "linear"]) {
+    assertEquals(names.includes(`${rule}-same-step-s0`), true);
+  }
+  assertEquals(names.includes("transformer-s0"), true);
+});
+
+Deno.test("makePlan() applies --steps/--seeds/--samples, caps warmup at a tenth of the steps, rejects 0", () => {
+  const plan = makePlan("full", { steps: 100, seeds: 2, samples: 5 });
+  assertEquals([plan.train.steps, plan.train.warmupSteps, plan.seeds.length, plan.samples], [100, 10, 2, 5]);
+  const smoke = makePlan("smoke");
+  assertEquals(smoke.variants.map((v) => runName(v, 0)), ["falcon1a-prefix-s0", "transformer-s0"]);
+  assertEquals([smoke.seeds.length, smoke.model.dModel, smoke.maxDigits], [1, 32, 3]);
+  assertThrows(() => makePlan("full", { seeds: 0 }), RangeError, "--seeds must be an integer >= 1, got 0");
+});

@@ -1,0 +1,86 @@
+import assert from "node:assert/strict";
+import { modelConfig } from "../model/config.ts";
+import { additionConfig } from "../tasks/addition.ts";
+import {
+  type CheckpointState,
+  decodeCheckpoint,
+  encodeCheckpoint,
+  loadCheckpoint,
+  saveCheckpoint,
+} from "./checkpoint.ts";
+import { atomicWriteFile } from "./atomic_write.ts";
+import { readSafetensors, writeSafetensors } from "./safetensors.ts";
+
+function state(step: number): CheckpointState {
+  return {
+    step,
+    rngState: 4294967295,
+    model: modelConfig({ vocabSize: 14, dModel: 8, heads: 2 }),
+    task: additionConfig({ maxDigits: 3 }),
+    train: { lr: 0.01, steps: 10 },
+    params: {
+      "embed": { shape: [14, 8], data: Float64Array.from({ length: 112 }, (_, i) => i / 7 + step) },
+      "final_norm": { shape: [8], data: Float32Array.from({ length: 8 }, (_, i) => i) },
+    },
+    adamM: { embed: { shape: [14, 8], data: new Float64Array(112).fill(0.5) } },
+    adamV: { embed: { shape: [14, 8], data: new Float64Array(112).fill(0.25) } },
+  };
+}
+
+Deno.test("a checkpoint round-trips parameters (F64 and F32), optimizer moments, step, RNG state and configs", () => {
+  const s = state(3);
+  const back = decodeCheckpoint(encodeCheckpoint(s), "c.safetensors");
+  assert.deepEqual(back, s);
+  assert.ok(back.params.embed.data instanceof Float64Array);
+  assert.ok(back.params.final_norm.data instanceof Float32Array);
+  const { metadata, tensors } = readSafetensors(encodeCheckpoint(s), "c");
+  assert.equal(metadata.format_version, "1");
+  assert.ok("optimizer.m.embed" in tensors && "optimizer.v.embed" in tensors);
+});
+
+Deno.test("decodeCheckpoint rejects a plain safetensors file and a future format version, naming the field", () => {
+  const plain = writeSafetensors({ w: { dtype: "F32", shape: [1], data: new Float32Array(1) } });
+  assert.throws(
+    () => decodeCheckpoint(plain, "p.safetensors"),
+    /p\.safetensors: __metadata__\.format is undefined/,
+  );
+  const future = writeSafetensors({}, { format: "falcon-checkpoint", format_version: "99" });
+  assert.throws(() => decodeCheckpoint(future, "f.safetensors"), /format_version "99" is not supported/);
+  const badStep = writeSafetensors({}, { format: "falcon-checkpoint", format_version: "1", step: "-1" });
+  assert.throws(
+    () => decodeCheckpoint(badStep, "s.safetensors"),
+    /__metadata__\.step "-1" is not a non-negative integer/,
+  );
+});
+
+Deno.test("saveCheckpoint replaces the file atomically and leaves no temporary file", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const path = `${dir}/checkpoint.safetensors`;
+    await saveCheckpoint(path, state(1));
+    await saveCheckpoint(path, state(2));
+    assert.equal((await loadCheckpoint(path)).step, 2);
+    const names = [];
+    for await (const e of Deno.readDir(dir)) names.push(e.name);
+    assert.deepEqual(names, ["checkpoint.safetensors"]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("a failed atomic write leaves the target untouched and removes its temporary file", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    // the target is a non-empty directory, so the final rename fails after the data was written
+    const target = `${dir}/target`;
+    await Deno.mkdir(target);
+    await Deno.writeTextFile(`${target}/keep`, "old");
+    await assert.rejects(() => atomicWriteFile(target, new Uint8Array(100)));
+    assert.equal(await Deno.readTextFile(`${target}/keep`), "old");
+    const names = [];
+    for await (const e of Deno.readDir(dir)) names.push(e.name);
+    assert.deepEqual(names, ["target"]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

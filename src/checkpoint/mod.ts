@@ -1,0 +1,9 @@
+/**
+ * Checkpoints: the safetensors reader/writer, atomic file writes and the native checkpoint layout.
+ *
+ * @module
+ */
+
+export * from "./safetensors.ts";
+export * from "./atomic_write.ts";
+export * from "./checkpoint.ts";

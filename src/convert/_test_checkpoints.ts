@@ -1,0 +1,73 @@
+/**
+ * Test helpers: small native checkpoints written by the real checkpoint writer from seeded models
+ * (deterministic bytes).
+ *
+ * @module
+ */
+
+import { type CheckpointState, encodeCheckpoint, type FloatTensor } from "../checkpoint/checkpoint.ts";
+import { modelConfig } from "../model/config.ts";
+import { createModel } from "../model/falcon_lm.ts";
+import type { ModelConfig } from "../model/types.ts";
+import { createRefBackend } from "../rules/reference/backend.ts";
+import { additionConfig } from "../tasks/addition.ts";
+
+/** A tiny model configuration (2 heads, 2 layers) with overrides. */
+export function tinyConfig(overrides: Partial<ModelConfig> = {}): ModelConfig {
+  return modelConfig({ vocabSize: 14, dModel: 8, heads: 2, layers: 2, ffnHidden: 16, ...overrides });
+}
+
+/** Options of {@linkcode tinyCheckpointState}. */
+export interface TinyCheckpointOptions {
+  /** Parameter dtype (`f64` as the reference backend trains, `f32` as the fast backends). */
+  readonly dtype?: "f32" | "f64";
+  /** Include AdamW moments. */
+  readonly optimizer?: boolean;
+  /** Model seed. */
+  readonly seed?: number;
+}
+
+/** The state of a freshly initialised, seeded model with `config` (deterministic). */
+export async function tinyCheckpointState(
+  config: ModelConfig,
+  options: TinyCheckpointOptions = {},
+): Promise<CheckpointState> {
+  const model = createModel(createRefBackend(), config, options.seed ?? 7);
+  const params: Record<string, FloatTensor> = {};
+  const adamM: Record<string, FloatTensor> = {};
+  const adamV: Record<string, FloatTensor> = {};
+  for (const p of model.parameters()) {
+    const values = await model.backend.read(p.value);
+    const data = options.dtype === "f32" ? Float32Array.from(values) : Float64Array.from(values);
+    params[p.name] = { shape: p.value.shape, data };
+    if (options.optimizer) {
+      adamM[p.name] = { shape: p.value.shape, data: data.map((x) => x * 0.01) };
+      adamV[p.name] = { shape: p.value.shape, data: data.map((x) => x * x * 1e-4) };
+    }
+  }
+  return {
+    step: options.optimizer ? 12 : 0,
+    rngState: 123456789,
+    model: config,
+    task: additionConfig({ maxDigits: 3 }),
+    train: { lr: 0.003, steps: 12 },
+    params,
+    adamM,
+    adamV,
+  };
+}
+
+/** The bytes of {@linkcode tinyCheckpointState} as the native checkpoint writer encodes it. */
+export async function tinyCheckpointBytes(
+  config: ModelConfig = tinyConfig(),
+  options: TinyCheckpointOptions = {},
+): Promise<Uint8Array> {
+  return encodeCheckpoint(await tinyCheckpointState(config, options));
+}
+
+/** Names of the entries of a directory, sorted. */
+export async function listDir(dir: string): Promise<string[]> {
+  const names: string[] = [];
+  for await (const e of Deno.readDir(dir)) names.push(e.name);
+  return names.sort();
+}

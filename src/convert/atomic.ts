@@ -1,0 +1,102 @@
+/**
+ * Output paths of `falcon convert`: refuse an output that is the input, and write through a
+ * temporary name in the same directory that is renamed into place only when complete, so a refusal
+ * or a crash leaves nothing at the output path.
+ *
+ * @module
+ */
+
+import { CheckpointError } from "./errors.ts";
+
+/** The absolute, symlink-resolved form of `path`; for a path that does not exist yet, its resolved parent plus its name. */
+export async function resolvePath(path: string): Promise<string> {
+  try {
+    return await Deno.realPath(path);
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+  }
+  const abs = absolute(path).replace(/\/+$/, "");
+  const slash = abs.lastIndexOf("/");
+  const parent = slash <= 0 ? "/" : abs.slice(0, slash);
+  const name = abs.slice(slash + 1);
+  let realParent = parent;
+  try {
+    realParent = await Deno.realPath(parent);
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+  }
+  return realParent === "/" ? `/${name}` : `${realParent}/${name}`;
+}
+
+function absolute(path: string): string {
+  return path.startsWith("/") ? path : `${Deno.cwd()}/${path}`;
+}
+
+/**
+ * Throw a {@linkcode CheckpointError} when `output` names the same file or directory as `input`,
+ * or a path inside it (an `hf` directory holds its own files).
+ */
+export async function refuseSamePath(input: string, output: string): Promise<void> {
+  const a = await resolvePath(input);
+  const b = await resolvePath(output);
+  if (a === b) {
+    throw new CheckpointError(output, `output path is the input (${a}); choose another output path`);
+  }
+  if (b.startsWith(`${a}/`)) {
+    throw new CheckpointError(output, `output path is inside the input directory ${a}`);
+  }
+}
+
+/** A temporary sibling name of `path` (same directory, so the final rename is atomic). */
+export function temporaryName(path: string): string {
+  const clean = path.replace(/\/+$/, "");
+  const slash = clean.lastIndexOf("/");
+  const dir = slash < 0 ? "" : clean.slice(0, slash + 1);
+  const name = clean.slice(slash + 1);
+  const tag = `${Date.now().toString(36)}${Math.floor(Math.random() * 0x7fffffff).toString(36)}`;
+  return `${dir}.${name}.tmp-${tag}`;
+}
+
+/**
+ * Write a single file atomically: `write` fills a temporary sibling path, which is then renamed
+ * to `path`. If `write` throws, the temporary file is removed and the error is rethrown.
+ */
+export async function writeFileAtomic(path: string, write: (tmp: string) => Promise<void>): Promise<void> {
+  const tmp = temporaryName(path);
+  try {
+    await write(tmp);
+    await Deno.rename(tmp, path);
+  } catch (err) {
+    await Deno.remove(tmp).catch(() => {});
+    throw err;
+  }
+}
+
+/**
+ * Write a directory atomically: `write` fills a fresh temporary sibling directory, which is then
+ * renamed to `path`. An existing non-empty directory at `path` is refused (nothing is overwritten
+ * file by file); an existing file at `path` is refused too.
+ */
+export async function writeDirAtomic(path: string, write: (tmpDir: string) => Promise<void>): Promise<void> {
+  try {
+    const info = await Deno.stat(path);
+    if (!info.isDirectory) throw new CheckpointError(path, "output exists and is not a directory");
+    for await (const _ of Deno.readDir(path)) {
+      throw new CheckpointError(
+        path,
+        "output directory exists and is not empty; remove it or choose another",
+      );
+    }
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+  }
+  const tmp = temporaryName(path);
+  await Deno.mkdir(tmp);
+  try {
+    await write(tmp);
+    await Deno.rename(tmp, path);
+  } catch (err) {
+    await Deno.remove(tmp, { recursive: true }).catch(() => {});
+    throw err;
+  }
+}

@@ -1,0 +1,47 @@
+import { assertEquals, assertThrows } from "./_assert.ts";
+import { fixtureReport } from "./_fixture_report.ts";
+import { plotSpec, plotSvg, plotTitles } from "./plot.ts";
+import { svgToPng } from "./png.ts";
+
+/** The `<path>` elements inside Vega's line-mark groups: one per series. */
+function linePaths(svg: string): string[] {
+  const groups = [...svg.matchAll(/<g class="mark-line role-mark[^"]*"[^>]*>(.*?)<\/g>/gs)].map((m) => m[1]);
+  return groups.flatMap((g) => [...g.matchAll(/<path\b[^>]*>/g)].map((m) => m[0]));
+}
+
+Deno.test("plotSvg() has both axis titles, one line path per checkpoint and the training-length label", async () => {
+  const report = fixtureReport();
+  const svg = await plotSvg(report);
+  const titles = plotTitles(report);
+  assertEquals(titles, { x: "Operand length (digits)", y: "Digit accuracy (teacher-forced)" });
+  assertEquals(svg.startsWith("<svg"), true);
+  assertEquals(svg.includes(`>${titles.x}</text>`), true);
+  assertEquals(svg.includes(`>${titles.y}</text>`), true);
+  assertEquals(linePaths(svg).length, report.checkpoints.length);
+  assertEquals(svg.includes("train length 2"), true);
+  for (const c of report.checkpoints) assertEquals(svg.includes(c.label), true);
+});
+
+Deno.test("plotSvg() draws one more line when a third checkpoint is added", async () => {
+  const report = fixtureReport();
+  const third = { ...report.checkpoints[0], label: "falcon3a prefix s2" };
+  const svg = await plotSvg({ ...report, checkpoints: [...report.checkpoints, third] });
+  assertEquals(linePaths(svg).length, 3);
+});
+
+Deno.test("plotSpec() refuses the text task", () => {
+  assertThrows(
+    () => plotSpec({ ...fixtureReport(), task: "text", keyName: "file" }),
+    RangeError,
+    "text task",
+  );
+});
+
+Deno.test("svgToPng() renders the plot to a PNG of twice the SVG size", async () => {
+  const svg = await plotSvg(fixtureReport());
+  const png = await svgToPng(svg);
+  assertEquals([...png.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+  const view = new DataView(png.buffer, png.byteOffset);
+  const svgWidth = Number(/<svg[^>]*width="(\d+(?:\.\d+)?)"/.exec(svg)![1]);
+  assertEquals(view.getUint32(16), Math.ceil(svgWidth * 2));
+});

@@ -1,0 +1,130 @@
+/**
+ * The evaluation report: one result per checkpoint over the same test groups, and its JSON form.
+ * The terminal table, CSV and plot are rendered from this one structure.
+ *
+ * @module
+ */
+
+import {
+  type AccuracyTally,
+  bitsPerByte,
+  type BitsTally,
+  groupAccuracies,
+  type GroupAccuracy,
+  type RangeAverage,
+  rangeAverage,
+} from "./metrics.ts";
+
+/** Tasks `falcon eval` knows. */
+export const EVAL_TASKS = ["addition", "mqar", "text"] as const;
+
+/** An evaluation task. */
+export type EvalTask = typeof EVAL_TASKS[number];
+
+/** What identifies a checkpoint in tables and plots. */
+export interface CheckpointMeta {
+  /** Where it was read from. */
+  readonly path: string;
+  /** Mixer (rule) of its model. */
+  readonly mixer: string;
+  /** Pair alignment of its model. */
+  readonly alignment: string;
+  /** Training seed, when the checkpoint records one. */
+  readonly seed: number | null;
+  /** Training length `Ltrain` (addition: max operand digits; mqar: max pairs), when the task has one. */
+  readonly trainLength: number | null;
+}
+
+/** One checkpoint's results. */
+export interface CheckpointResult extends CheckpointMeta {
+  /** Column label: rule, alignment and seed (made unique within a report). */
+  readonly label: string;
+  /** Per test group (addition, mqar); empty for text. */
+  readonly groups: GroupAccuracy[];
+  /** Mean over groups with key <= trainLength. */
+  readonly inDistribution: RangeAverage | null;
+  /** Mean over groups with key > trainLength. */
+  readonly extrapolation: RangeAverage | null;
+  /** Text task: bits per byte, byte perplexity and scored bytes. */
+  readonly text: { bitsPerByte: number; perplexity: number; bytes: number } | null;
+}
+
+/** A whole evaluation. */
+export interface EvalReport {
+  /** Task evaluated. */
+  readonly task: EvalTask;
+  /** What a group key means: `length` (addition operand digits), `pairs` (mqar), `file` (text). */
+  readonly keyName: "length" | "pairs" | "file";
+  /** Group keys evaluated, in order. */
+  readonly keys: number[];
+  /** Sequences per group. */
+  readonly samples: number;
+  /** Base seed of the test sets. */
+  readonly seed: number;
+  /** ISO date of the run. */
+  readonly date: string;
+  /** Per checkpoint, in the order given. */
+  readonly checkpoints: CheckpointResult[];
+}
+
+/**
+ * `falcon1a prefix s0`: rule, alignment and seed (`s?` when unknown). The Transformer has no fast
+ * state, so no alignment: `transformer s0`.
+ */
+export function checkpointLabel(meta: CheckpointMeta): string {
+  const seed = `s${meta.seed ?? "?"}`;
+  return meta.mixer === "transformer" ? `${meta.mixer} ${seed}` : `${meta.mixer} ${meta.alignment} ${seed}`;
+}
+
+/** Labels for a list of checkpoints, suffixed `#2`, `#3`... where two would otherwise coincide. */
+export function uniqueLabels(metas: readonly CheckpointMeta[]): string[] {
+  const counts = new Map<string, number>();
+  return metas.map((meta) => {
+    const base = checkpointLabel(meta);
+    const n = (counts.get(base) ?? 0) + 1;
+    counts.set(base, n);
+    return n === 1 ? base : `${base} #${n}`;
+  });
+}
+
+/** Result of an accuracy task (addition or mqar) from its tallies per group key. */
+export function accuracyResult(
+  meta: CheckpointMeta,
+  label: string,
+  tallies: ReadonlyMap<number, AccuracyTally>,
+): CheckpointResult {
+  const groups = groupAccuracies(tallies);
+  const last = groups.length > 0 ? groups[groups.length - 1].key : 0;
+  const first = groups.length > 0 ? groups[0].key : 0;
+  const L = meta.trainLength;
+  return {
+    ...meta,
+    label,
+    groups,
+    inDistribution: L === null ? rangeAverage(groups, first, last) : rangeAverage(groups, first, L),
+    extrapolation: L === null || last <= L ? null : rangeAverage(groups, L + 1, last),
+    text: null,
+  };
+}
+
+/** Result of the text task from its bits tally. */
+export function textResult(meta: CheckpointMeta, label: string, tally: BitsTally): CheckpointResult {
+  return {
+    ...meta,
+    label,
+    groups: [],
+    inDistribution: null,
+    extrapolation: null,
+    text: { ...bitsPerByte(tally), bytes: tally.tokens },
+  };
+}
+
+/** The report as pretty JSON (NaN and infinities become null). */
+export function reportJson(report: EvalReport): string {
+  return JSON.stringify(
+    report,
+    (_key, value) => (typeof value === "number" && !Number.isFinite(value) ? null : value),
+    2,
+  ) +
+    "\n";
+}

@@ -1,0 +1,85 @@
+import { assertEquals } from "./_assert.ts";
+import { fixtureReport } from "./_fixture_report.ts";
+import { checkpointLabel, reportJson, textResult, uniqueLabels } from "./report.ts";
+import { formatTable } from "./table.ts";
+import { CSV_COLUMNS, csvField, reportCsv } from "./csv.ts";
+
+const META = { path: "x", mixer: "falcon3", alignment: "prefix", seed: 2, trainLength: 32 };
+
+Deno.test("checkpointLabel() names rule, alignment and seed; uniqueLabels() suffixes repeats", () => {
+  assertEquals(checkpointLabel(META), "falcon3 prefix s2");
+  assertEquals(checkpointLabel({ ...META, seed: null }), "falcon3 prefix s?");
+  assertEquals(checkpointLabel({ ...META, mixer: "transformer" }), "transformer s2");
+  assertEquals(uniqueLabels([META, { ...META, seed: 3 }, META]), [
+    "falcon3 prefix s2",
+    "falcon3 prefix s3",
+    "falcon3 prefix s2 #2",
+  ]);
+});
+
+Deno.test("accuracyResult() splits the means at the training length (hand-computed fixture)", () => {
+  const [a, b] = fixtureReport().checkpoints;
+  // a: digit 8/8, 9/12, 8/16, 5/20 -> in (1 + 0.75)/2, out (0.5 + 0.25)/2; exact 4/4, 2/4 | 1/4, 0/4
+  assertEquals(a.inDistribution, { from: 1, to: 2, groups: 2, digitAccuracy: 0.875, exactMatch: 0.75 });
+  assertEquals(a.extrapolation, { from: 3, to: 4, groups: 2, digitAccuracy: 0.375, exactMatch: 0.125 });
+  // b: digit 6/8, 6/12, 4/16, 2/20 -> in (0.75 + 0.5)/2, out (0.25 + 0.1)/2
+  assertEquals(b.inDistribution?.digitAccuracy, 0.625);
+  assertEquals(b.extrapolation?.digitAccuracy, 0.175);
+});
+
+Deno.test("formatTable() has one column per checkpoint, a row per length and the two means", () => {
+  const lines = formatTable(fixtureReport()).trimEnd().split("\n");
+  assertEquals(lines[1].split(/\s{2,}/), ["length", "falcon1a prefix s0", "transformer s1"]);
+  assertEquals(lines[3].trim().split(/\s{2,}/), ["1", "100.0 / 100.0", "75.0 / 50.0"]);
+  assertEquals(lines[6].trim().split(/\s{2,}/), ["4", "25.0 / 0.0", "10.0 / 0.0"]);
+  assertEquals(lines[7].trim().split(/\s{2,}/), ["avg 1-2", "87.5 / 75.0", "62.5 / 37.5"]);
+  assertEquals(lines[8].trim().split(/\s{2,}/), ["avg 3-4", "37.5 / 12.5", "17.5 / 0.0"]);
+  assertEquals(lines.length, 9);
+});
+
+Deno.test("formatTable() shows bits per byte and perplexity for the text task", () => {
+  const c = textResult({ ...META, trainLength: null }, "falcon3 prefix s2", { bits: 30, tokens: 20 });
+  const report = {
+    ...fixtureReport(),
+    task: "text" as const,
+    keyName: "file" as const,
+    keys: [0],
+    checkpoints: [c],
+  };
+  const lines = formatTable(report).trimEnd().split("\n").map((l) => l.trim().split(/\s{2,}/));
+  assertEquals(lines[1], ["file", "falcon3 prefix s2"]);
+  assertEquals(lines[3], ["bits/byte", "1.5000"]);
+  assertEquals(lines[4], ["perplexity", Math.pow(2, 1.5).toFixed(3)]);
+  assertEquals(lines[5], ["bytes", "20"]);
+});
+
+Deno.test("reportCsv() writes a header, one row per checkpoint and length, and the range means", () => {
+  const lines = reportCsv(fixtureReport()).trimEnd().split("\n");
+  assertEquals(lines[0], CSV_COLUMNS.join(","));
+  assertEquals(lines.length, 1 + 2 * (4 + 2));
+  assertEquals(
+    lines[2],
+    "falcon1a prefix s0,a.safetensors,falcon1a,prefix,0,2,addition,group,2,12,4,0.75,0.5,,",
+  );
+  assertEquals(
+    lines[5],
+    "falcon1a prefix s0,a.safetensors,falcon1a,prefix,0,2,addition,in_distribution,1-2,,2,0.875,0.75,,",
+  );
+  assertEquals(csvField('a "b", c'), '"a ""b"", c"');
+  assertEquals(csvField(NaN), "");
+});
+
+Deno.test("reportJson() round-trips the report and writes NaN as null", () => {
+  const report = fixtureReport();
+  const parsed = JSON.parse(reportJson(report));
+  assertEquals(parsed.checkpoints[1].groups[3].digitAccuracy, 0.1);
+  assertEquals(parsed.keys, [1, 2, 3, 4]);
+  const nan = {
+    ...report,
+    checkpoints: [{
+      ...report.checkpoints[0],
+      groups: [{ ...report.checkpoints[0].groups[0], digitAccuracy: NaN }],
+    }],
+  };
+  assertEquals(JSON.parse(reportJson(nan)).checkpoints[0].groups[0].digitAccuracy, null);
+});

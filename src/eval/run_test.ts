@@ -1,0 +1,138 @@
+import { assertEquals, assertRejects } from "./_assert.ts";
+import { additionOracle, uniformModel } from "./_oracle.ts";
+import { evaluateCheckpoints, heldOutRange } from "./run.ts";
+import type { EvalCheckpoint } from "./load.ts";
+import { InputError } from "../errors.ts";
+import {
+  ADDITION_EOS_ID,
+  ADDITION_PAD_ID,
+  ADDITION_VOCAB_SIZE,
+  additionConfig,
+  additionTestSet,
+  mqarConfig,
+  textConfig,
+} from "../tasks/mod.ts";
+import { createModel, modelConfig } from "../model/mod.ts";
+import { createRefBackend } from "../rules/reference/backend.ts";
+import { teacherForcedAccuracy } from "../train/accuracy.ts";
+
+function additionCheckpoint(upTo: number, seed: number, trainLength = 2): EvalCheckpoint {
+  return {
+    meta: { path: `oracle${upTo}`, mixer: "falcon1a", alignment: "prefix", seed, trainLength },
+    task: additionConfig({ maxDigits: trainLength }),
+    model: additionOracle(upTo),
+  };
+}
+
+Deno.test("evaluateCheckpoints() gives 100% up to the oracle's reach and 0% beyond, split at Ltrain", async () => {
+  const progress: number[] = [];
+  const report = await evaluateCheckpoints(
+    [additionCheckpoint(3, 0), additionCheckpoint(1, 1)],
+    { task: "addition", keys: [1, 2, 3, 4], samples: 5, seed: 3, batchSize: 2, date: new Date(0) },
+    (p) => progress.push(p.done),
+  );
+  assertEquals(report.keys, [1, 2, 3, 4]);
+  assertEquals(report.date, "1970-01-01T00:00:00.000Z");
+  const [a, b] = report.checkpoints;
+  assertEquals(a.label, "falcon1a prefix s0");
+  assertEquals(a.groups.map((g) => [g.digitAccuracy, g.exactMatch]), [[1, 1], [1, 1], [1, 1], [0, 0]]);
+  assertEquals(b.groups.map((g) => [g.digitAccuracy, g.exactMatch]), [[1, 1], [0, 0], [0, 0], [0, 0]]);
+  assertEquals(a.groups.map((g) => g.sequences), [5, 5, 5, 5]);
+  assertEquals(a.inDistribution?.digitAccuracy, 1);
+  assertEquals(a.extrapolation, { from: 3, to: 4, groups: 2, digitAccuracy: 0.5, exactMatch: 0.5 });
+  assertEquals(b.inDistribution?.exactMatch, 0.5);
+  // 4 lengths x 3 batches (2 + 2 + 1 rows) x 2 models
+  assertEquals(progress.length, 24);
+  assertEquals(progress[23], 24);
+});
+
+Deno.test("evaluateCheckpoints() measures 8 bits per byte for a uniform model on text", async () => {
+  const corpus = new TextEncoder().encode("the quick brown fox jumps over the lazy dog. ".repeat(8));
+  const config = textConfig(corpus, "fox.txt", 8);
+  const report = await evaluateCheckpoints(
+    [{
+      meta: { path: "u", mixer: "linear", alignment: "same-step", seed: 0, trainLength: null },
+      task: config,
+      model: uniformModel(256),
+    }],
+    {
+      task: "text",
+      keys: [],
+      samples: 1000,
+      seed: 0,
+      batchSize: 4,
+      text: { bytes: corpus, name: "fox.txt" },
+    },
+  );
+  const range = heldOutRange(config, corpus);
+  assertEquals(range.from, Math.floor(corpus.length * 0.9));
+  assertEquals(report.checkpoints[0].text?.bytes, range.to - range.from - 1);
+  assertEquals(report.checkpoints[0].text?.bitsPerByte, 8);
+  // another file is held out whole
+  assertEquals(heldOutRange(config, corpus.subarray(0, 100)), {
+    from: 0,
+    to: 100,
+    what: "the whole file (not the training corpus)",
+  });
+});
+
+Deno.test("evaluateCheckpoints() refuses a task the checkpoint was not trained for", async () => {
+  const mqar: EvalCheckpoint = {
+    meta: { path: "m.safetensors", mixer: "deltanet", alignment: "same-step", seed: 0, trainLength: 8 },
+    task: mqarConfig(),
+    model: uniformModel(65),
+  };
+  await assertRejects(
+    () => evaluateCheckpoints([mqar], { task: "addition", keys: [1], samples: 1, seed: 0, batchSize: 1 }),
+    InputError,
+    "m.safetensors was trained on the mqar task, not addition",
+  );
+  const msd = { ...additionCheckpoint(1, 0), task: additionConfig({ format: "msd" }) };
+  await assertRejects(
+    () =>
+      evaluateCheckpoints([additionCheckpoint(1, 0), msd], {
+        task: "addition",
+        keys: [1],
+        samples: 1,
+        seed: 0,
+        batchSize: 1,
+      }),
+    InputError,
+    "need different test sets",
+  );
+});
+
+Deno.test("evaluateCheckpoints() agrees with the trainer's teacherForcedAccuracy on a real (untrained) model", async () => {
+  const model = createModel(
+    createRefBackend(),
+    modelConfig({
+      vocabSize: ADDITION_VOCAB_SIZE,
+      dModel: 8,
+      heads: 2,
+      layers: 1,
+      chunkSize: 4,
+      mixer: "falcon1",
+    }),
+    3,
+  );
+  const checkpoint: EvalCheckpoint = {
+    meta: { path: "m", mixer: "falcon1", alignment: "prefix", seed: 3, trainLength: 2 },
+    task: additionConfig({ maxDigits: 2 }),
+    model,
+  };
+  const report = await evaluateCheckpoints([checkpoint], {
+    task: "addition",
+    keys: [3],
+    samples: 6,
+    seed: 9,
+    batchSize: 4,
+  });
+  const trainer = await teacherForcedAccuracy(model, additionTestSet(3, 6, 9), {
+    eosId: ADDITION_EOS_ID,
+    padId: ADDITION_PAD_ID,
+  });
+  const group = report.checkpoints[0].groups[0];
+  assertEquals(group.tokens, trainer.tokens);
+  assertEquals(group.digitAccuracy, trainer.tokenAccuracy);
+  assertEquals(group.exactMatch, trainer.exactMatch);
+});

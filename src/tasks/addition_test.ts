@@ -1,0 +1,92 @@
+import assert from "node:assert/strict";
+import {
+  ADDITION_EOS_ID,
+  additionConfig,
+  additionExample,
+  additionTestSet,
+  createAdditionTask,
+  decodeAdditionAnswer,
+  parseAdditionPrompt,
+} from "./addition.ts";
+import { DataRng } from "./rng.ts";
+
+/** Parse `a+b=answer$`, check the sum in the given format, return the operand lengths. */
+function checkSum(text: string, format: "lsd" | "msd"): [number, number] {
+  const m = /^(\d+)\+(\d+)=(\d+)\$$/.exec(text);
+  assert.ok(m, `malformed example "${text}"`);
+  const [, a, b, answer] = m;
+  for (const op of [a, b]) assert.ok(op.length === 1 || op[0] !== "0", `leading zero in "${text}"`);
+  const sum = (BigInt(a) + BigInt(b)).toString();
+  assert.equal(decodeAdditionAnswer(answer, format), sum, `wrong answer in "${text}"`);
+  return [a.length, b.length];
+}
+
+Deno.test("addition samples parse as a+b=c$ with the right sum, lsd first by default", () => {
+  const task = createAdditionTask(additionConfig({ maxDigits: 6 }));
+  const rng = new DataRng(7);
+  const seen = new Set<string>();
+  for (let i = 0; i < 500; i++) {
+    const ex = task.sample(rng, "train");
+    const text = task.decode(ex.tokens);
+    const [la, lb] = checkSum(text, "lsd");
+    assert.ok(la >= 1 && la <= 6 && lb >= 1 && lb <= 6);
+    seen.add(`${la},${lb}`);
+    assert.ok(ex.tokens.length <= task.maxExampleLength);
+    assert.equal(ex.tokens[ex.tokens.length - 1], ADDITION_EOS_ID);
+  }
+  // operand lengths are drawn independently: every (la, lb) pair of [1, 6]^2 appears
+  assert.equal(seen.size, 36);
+});
+
+Deno.test("addition lsd answer is the reversed sum, msd the sum itself", () => {
+  assert.equal(createAdditionTask(additionConfig()).decode(additionExample("95+7=201$").tokens), "95+7=201$");
+  const rng = new DataRng(3);
+  const msd = createAdditionTask(additionConfig({ maxDigits: 5, format: "msd" }));
+  for (let i = 0; i < 200; i++) checkSum(msd.decode(msd.sample(rng, "train").tokens), "msd");
+  assert.equal(decodeAdditionAnswer("201$", "lsd"), "102");
+  assert.equal(decodeAdditionAnswer("102", "msd"), "102");
+});
+
+Deno.test("addition supervises exactly the answer tokens and EOS", () => {
+  const ex = additionExample("12+345=753$");
+  assert.deepEqual(Array.from(ex.loss), [0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1]);
+});
+
+Deno.test("addition sampling is deterministic for a seed and differs across seeds", () => {
+  const task = createAdditionTask(additionConfig({ maxDigits: 8 }));
+  const draw = (seed: number) => {
+    const rng = new DataRng(seed);
+    return Array.from({ length: 20 }, () => task.decode(task.sample(rng, "train").tokens)).join(" ");
+  };
+  assert.equal(draw(11), draw(11));
+  assert.notEqual(draw(11), draw(12));
+});
+
+Deno.test("additionTestSet gives both operands exactly the requested length, one seeded set per length", () => {
+  const task = createAdditionTask(additionConfig());
+  for (const digits of [1, 5, 40]) {
+    const set = additionTestSet(digits, 30, 1);
+    for (const ex of set) assert.deepEqual(checkSum(task.decode(ex.tokens), "lsd"), [digits, digits]);
+    assert.deepEqual(
+      additionTestSet(digits, 30, 1).map((e) => task.decode(e.tokens)),
+      set.map((e) => task.decode(e.tokens)),
+    );
+  }
+  // lengths 3 and 4 share nothing in their streams: the first operand differs in length and value
+  const a = additionTestSet(3, 5, 1).map((e) => task.decode(e.tokens));
+  const b = additionTestSet(3, 5, 2).map((e) => task.decode(e.tokens));
+  assert.notDeepEqual(a, b);
+});
+
+Deno.test("addition encode rejects characters outside the vocabulary, naming them", () => {
+  const task = createAdditionTask(additionConfig());
+  assert.throws(() => task.encode("12-3="), /character "-" at index 2/);
+  assert.throws(() => additionConfig({ maxDigits: 0 }), /maxDigits must be an integer >= 1, got 0/);
+  assert.throws(() => additionConfig({ format: "xyz" as "lsd" }), /format must be lsd or msd, got "xyz"/);
+});
+
+Deno.test("parseAdditionPrompt accepts a+b= and nothing else", () => {
+  assert.deepEqual(parseAdditionPrompt("12345+678="), { a: "12345", b: "678" });
+  assert.equal(parseAdditionPrompt("12345+678"), null);
+  assert.equal(parseAdditionPrompt("1+2=3"), null);
+});

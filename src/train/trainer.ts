@@ -1,0 +1,281 @@
+/**
+ * The training loop: packed batches from a seeded stream, AdamW with warmup + cosine schedule and
+ * gradient-norm clipping, checkpoints every N steps, at the end and on abort, a JSONL metrics log,
+ * and a hard stop on a non-finite loss or gradient. It prints nothing: progress goes to a callback.
+ *
+ * Determinism: the model is initialised from `deriveSeed(seed, "init")` and the data stream from
+ * `deriveSeed(seed, "train")`; a checkpoint stores parameters and moments in the backend's dtype
+ * plus the stream state, so resuming from step k reproduces, bit for bit, the losses of an
+ * uninterrupted run on the same backend.
+ *
+ * Run directory layout: `checkpoint.safetensors` (latest checkpoint, replaced atomically) and
+ * `metrics.jsonl` (one line per step, appended across resumes).
+ *
+ * @module
+ */
+
+import { type CheckpointState, saveCheckpoint } from "../checkpoint/checkpoint.ts";
+import { createModel as createFalconModel } from "../model/falcon_lm.ts";
+import type { LanguageModel, ModelConfig } from "../model/types.ts";
+import type { Backend, Tensor } from "../rules/backend.ts";
+import { createTask, type TaskConfig } from "../tasks/mod.ts";
+import { packBatch } from "../tasks/packing.ts";
+import { DataRng, deriveSeed } from "../tasks/rng.ts";
+import type { Task } from "../tasks/types.ts";
+import { type TrainConfig, validateTrainConfig } from "./config.ts";
+import { MetricsLog } from "./metrics_log.ts";
+import { readTensors, writeTensors } from "./model_state.ts";
+import { AdamW, clipFactor } from "./optimizer.ts";
+import { learningRate } from "./schedule.ts";
+
+/** File name of the latest checkpoint inside a run directory. */
+export const CHECKPOINT_FILE = "checkpoint.safetensors";
+/** File name of the metrics log inside a run directory. */
+export const METRICS_FILE = "metrics.jsonl";
+
+/** Builds a model (the default is `createModel` of `src/model/falcon_lm.ts`). */
+export type ModelFactory = (backend: Backend, config: ModelConfig, seed: number) => LanguageModel;
+
+/** Progress of a run, reported after every step and every checkpoint. */
+export interface TrainProgress {
+  /** `step` after an optimizer step, `checkpoint` after a save. */
+  readonly event: "step" | "checkpoint";
+  /** Steps done so far (1-based step just finished). */
+  readonly step: number;
+  /** Total steps of the run. */
+  readonly totalSteps: number;
+  /** Mean loss of the last step (nats per supervised token). */
+  readonly loss: number;
+  /** Learning rate of the last step. */
+  readonly lr: number;
+  /** Gradient norm of the last step, before clipping. */
+  readonly gradNorm: number;
+  /** Input tokens (B*T) per second in this process. */
+  readonly tokensPerSecond: number;
+  /** Seconds since training started in this process. */
+  readonly elapsedSeconds: number;
+  /** Estimated seconds left. */
+  readonly etaSeconds: number;
+  /** Checkpoint path (`checkpoint` events). */
+  readonly checkpointPath?: string;
+}
+
+/** Everything a run needs. */
+export interface TrainSetup {
+  /** Backend every op runs on. */
+  readonly backend: Backend;
+  /** Architecture (`vocabSize` must equal the task's). */
+  readonly model: ModelConfig;
+  /** Task. */
+  readonly task: TaskConfig;
+  /** Hyperparameters. */
+  readonly train: TrainConfig;
+  /** Run directory (created when missing). */
+  readonly runDir: string;
+  /** Corpus bytes of the text task. */
+  readonly corpus?: Uint8Array;
+  /** Continue from this checkpoint (its model and task configs must equal the ones above). */
+  readonly resumeFrom?: CheckpointState;
+  /** Abort: finish the current step, save a checkpoint, return `interrupted`. */
+  readonly signal?: AbortSignal;
+  /** Called after every step and checkpoint. */
+  readonly onProgress?: (progress: TrainProgress) => void;
+  /** Model constructor (tests inject small models). */
+  readonly createModel?: ModelFactory;
+}
+
+/** Outcome of {@linkcode train}. */
+export interface TrainResult {
+  /** `completed` (all steps done) or `interrupted` (aborted; a checkpoint was saved). */
+  readonly status: "completed" | "interrupted";
+  /** Steps done in total (including those before a resume). */
+  readonly step: number;
+  /** Mean loss of every step run in this call, in order. */
+  readonly losses: number[];
+  /** 1-based step number of `losses[0]`. */
+  readonly firstStep: number;
+  /** Number of trainable scalars. */
+  readonly parameterCount: number;
+  /** Peak resident set size seen during the run (`Deno.memoryUsage().rss`), bytes. */
+  readonly peakRssBytes: number;
+  /** Input tokens per second in this call. */
+  readonly tokensPerSecond: number;
+  /** Seconds spent in this call. */
+  readonly elapsedSeconds: number;
+  /** Path of the checkpoint written last. */
+  readonly checkpointPath: string;
+  /** The trained model (for evaluation). */
+  readonly model: LanguageModel;
+  /** The task. */
+  readonly taskInstance: Task;
+}
+
+/** A non-finite loss or gradient: training stopped before updating the parameters of `step`. */
+export class TrainingDivergedError extends Error {
+  /** Always `TrainingDivergedError`. */
+  override name = "TrainingDivergedError";
+  /** The 1-based step whose loss or gradient was not finite. */
+  readonly step: number;
+  /** Create the error for `step`, describing what was not finite. */
+  constructor(step: number, what: string) {
+    super(`training diverged at step ${step}: ${what}; the last good checkpoint is kept`);
+    this.step = step;
+  }
+}
+
+function sameJson(a: unknown, b: unknown): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/**
+ * Check a setup before any work: sizes fit, the model matches the task, a resume checkpoint
+ * matches the configs. Throws a RangeError naming the problem.
+ */
+export function validateSetup(setup: TrainSetup, task: Task): void {
+  validateTrainConfig(setup.train);
+  if (setup.task.task === "text" && !setup.corpus) {
+    throw new RangeError("the text task needs its corpus bytes");
+  }
+  if (setup.model.vocabSize !== task.vocabSize) {
+    throw new RangeError(
+      `model vocabSize ${setup.model.vocabSize} does not match task ${setup.task.task} (${task.vocabSize})`,
+    );
+  }
+  if (setup.train.seqLen < task.maxExampleLength) {
+    throw new RangeError(
+      `seqLen ${setup.train.seqLen} is shorter than the longest ${setup.task.task} example (${task.maxExampleLength} tokens)`,
+    );
+  }
+  const r = setup.resumeFrom;
+  if (r) {
+    if (r.task.task !== setup.task.task) {
+      throw new RangeError(`the checkpoint is from task "${r.task.task}", not "${setup.task.task}"`);
+    }
+    if (!sameJson(r.task, setup.task)) {
+      throw new RangeError(
+        `the checkpoint's task config ${JSON.stringify(r.task)} differs from ${JSON.stringify(setup.task)}`,
+      );
+    }
+    if (!sameJson(r.model, setup.model)) {
+      throw new RangeError(
+        `the checkpoint's model config ${JSON.stringify(r.model)} differs from ${
+          JSON.stringify(setup.model)
+        }`,
+      );
+    }
+  }
+}
+
+function namedMap<T extends { name: string }>(
+  items: readonly T[],
+  pick: (t: T) => Tensor,
+): Map<string, Tensor> {
+  return new Map(items.map((p) => [p.name, pick(p)]));
+}
+
+/** Train (or resume) a model; see the module doc for determinism and the run directory. */
+export async function train(setup: TrainSetup): Promise<TrainResult> {
+  const { backend, train: tc } = setup;
+  const task = createTask(setup.task, setup.corpus);
+  validateSetup(setup, task);
+  await Deno.mkdir(setup.runDir, { recursive: true });
+  const checkpointPath = `${setup.runDir}/${CHECKPOINT_FILE}`;
+  const log = new MetricsLog(`${setup.runDir}/${METRICS_FILE}`);
+
+  const model = (setup.createModel ?? createFalconModel)(backend, setup.model, deriveSeed(tc.seed, "init"));
+  const params = model.parameters();
+  const optimizer = new AdamW(backend, params);
+  const paramMap = namedMap(params, (p) => p.value);
+  let step = 0;
+  let rng = new DataRng(deriveSeed(tc.seed, "train"));
+  const r = setup.resumeFrom;
+  if (r) {
+    writeTensors(backend, paramMap, r.params, "checkpoint");
+    writeTensors(backend, optimizer.m, r.adamM, "checkpoint optimizer.m");
+    writeTensors(backend, optimizer.v, r.adamV, "checkpoint optimizer.v");
+    step = r.step;
+    rng = new DataRng(r.rngState);
+  }
+
+  const save = async () => {
+    const state: CheckpointState = {
+      step,
+      rngState: rng.state,
+      model: setup.model,
+      task: setup.task,
+      train: { ...tc },
+      params: await readTensors(backend, paramMap),
+      adamM: await readTensors(backend, optimizer.m),
+      adamV: await readTensors(backend, optimizer.v),
+    };
+    await saveCheckpoint(checkpointPath, state);
+  };
+
+  const parameterCount = params.reduce((n, p) => n + p.value.size, 0);
+  const firstStep = step + 1;
+  const losses: number[] = [];
+  const t0 = performance.now();
+  let peakRssBytes = Deno.memoryUsage().rss;
+  let tokensSeen = 0;
+  const elapsed = () => (performance.now() - t0) / 1000;
+  const result = (status: TrainResult["status"]): TrainResult => ({
+    status,
+    step,
+    losses,
+    firstStep,
+    parameterCount,
+    peakRssBytes,
+    tokensPerSecond: tokensSeen / Math.max(elapsed(), 1e-9),
+    elapsedSeconds: elapsed(),
+    checkpointPath,
+    model,
+    taskInstance: task,
+  });
+  let last = { loss: NaN, lr: 0, gradNorm: NaN };
+  const progress = (event: TrainProgress["event"]) => {
+    const secs = elapsed();
+    const done = step - firstStep + 1;
+    setup.onProgress?.({
+      event,
+      step,
+      totalSteps: tc.steps,
+      ...last,
+      tokensPerSecond: tokensSeen / Math.max(secs, 1e-9),
+      elapsedSeconds: secs,
+      etaSeconds: done > 0 ? (secs / done) * (tc.steps - step) : NaN,
+      checkpointPath: event === "checkpoint" ? checkpointPath : undefined,
+    });
+  };
+
+  while (step < tc.steps) {
+    if (setup.signal?.aborted) {
+      await save();
+      progress("checkpoint");
+      return result("interrupted");
+    }
+    const next = step + 1;
+    const batch = packBatch(() => task.sample(rng, "train"), tc.batchSize, tc.seqLen, task.padId);
+    const { loss, weight } = await model.forwardBackward(batch);
+    if (!(weight > 0)) throw new RangeError(`step ${next}: the batch has no supervised tokens`);
+    const meanLoss = loss / weight;
+    if (!Number.isFinite(meanLoss)) throw new TrainingDivergedError(next, `loss is ${meanLoss}`);
+    const gradNorm = await optimizer.gradNorm(1 / weight);
+    if (!Number.isFinite(gradNorm)) throw new TrainingDivergedError(next, `gradient norm is ${gradNorm}`);
+    const lr = learningRate(next, tc);
+    optimizer.step(tc, lr, next, clipFactor(gradNorm, tc.clipNorm) / weight);
+    step = next;
+    tokensSeen += batch.B * batch.T;
+    losses.push(meanLoss);
+    last = { loss: meanLoss, lr, gradNorm };
+    peakRssBytes = Math.max(peakRssBytes, Deno.memoryUsage().rss);
+    await log.append({ step, loss: meanLoss, lr, gradNorm, tokens: weight, elapsed: elapsed() });
+    progress("step");
+    if (tc.checkpointEvery > 0 && step % tc.checkpointEvery === 0 && step < tc.steps) {
+      await save();
+      progress("checkpoint");
+    }
+  }
+  await save();
+  progress("checkpoint");
+  return result("completed");
+}

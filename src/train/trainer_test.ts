@@ -1,0 +1,171 @@
+import assert from "node:assert/strict";
+import { loadCheckpoint } from "../checkpoint/checkpoint.ts";
+import { modelConfig } from "../model/config.ts";
+import { createRefBackend } from "../rules/reference/backend.ts";
+import { additionConfig } from "../tasks/addition.ts";
+import { mqarConfig } from "../tasks/mqar.ts";
+import { createToyModel, type ToyOptions } from "./_toy_model.ts";
+import { trainConfig } from "./config.ts";
+import { parseJsonl } from "./metrics_log.ts";
+import { CHECKPOINT_FILE, METRICS_FILE, train, TrainingDivergedError, type TrainSetup } from "./trainer.ts";
+
+function setup(runDir: string, overrides: Partial<TrainSetup> = {}, toy: ToyOptions = {}): TrainSetup {
+  return {
+    backend: createRefBackend(),
+    model: modelConfig({ vocabSize: 14, dModel: 8, heads: 2 }),
+    task: additionConfig({ maxDigits: 3 }),
+    train: trainConfig({
+      steps: 12,
+      batchSize: 4,
+      seqLen: 16,
+      lr: 0.05,
+      warmupSteps: 3,
+      checkpointEvery: 0,
+      seed: 9,
+    }),
+    runDir,
+    createModel: (b, c, s) => createToyModel(b, c, s, toy),
+    ...overrides,
+  };
+}
+
+async function withDir<T>(f: (dir: string) => Promise<T>): Promise<T> {
+  const dir = await Deno.makeTempDir();
+  try {
+    return await f(dir);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+Deno.test("train is deterministic for a seed, learns, and logs one JSONL line per step", async () => {
+  await withDir(async (dir) => {
+    const a = await train(
+      setup(`${dir}/a`, {
+        train: trainConfig({ steps: 40, batchSize: 4, seqLen: 16, lr: 0.05, seed: 1, warmupSteps: 3 }),
+      }),
+    );
+    const b = await train(
+      setup(`${dir}/b`, {
+        train: trainConfig({ steps: 40, batchSize: 4, seqLen: 16, lr: 0.05, seed: 1, warmupSteps: 3 }),
+      }),
+    );
+    const c = await train(
+      setup(`${dir}/c`, {
+        train: trainConfig({ steps: 40, batchSize: 4, seqLen: 16, lr: 0.05, seed: 2, warmupSteps: 3 }),
+      }),
+    );
+    assert.equal(a.status, "completed");
+    assert.deepEqual(a.losses, b.losses);
+    assert.notDeepEqual(a.losses, c.losses);
+    const head = a.losses.slice(0, 5).reduce((s, x) => s + x) / 5;
+    const tail = a.losses.slice(-5).reduce((s, x) => s + x) / 5;
+    // a bigram model cannot add: it only learns the token statistics (ln 14 = 2.64 at chance)
+    assert.ok(tail < 0.92 * head, `toy bigram loss did not fall: ${head} -> ${tail}`);
+    const lines = parseJsonl(await Deno.readTextFile(`${dir}/a/${METRICS_FILE}`), METRICS_FILE);
+    assert.equal(lines.length, 40);
+    assert.deepEqual(lines.map((l) => l.loss), a.losses);
+    assert.equal(a.parameterCount, 14 * 8 * 2 + 14);
+    assert.ok(a.peakRssBytes > 0);
+  });
+});
+
+Deno.test("an interrupted run resumed from its checkpoint reproduces the uninterrupted losses bit for bit", async () => {
+  await withDir(async (dir) => {
+    const full = await train(setup(`${dir}/full`));
+    const controller = new AbortController();
+    const first = await train(setup(`${dir}/part`, {
+      signal: controller.signal,
+      onProgress: (p) => p.event === "step" && p.step === 5 && controller.abort(),
+    }));
+    assert.equal(first.status, "interrupted");
+    assert.equal(first.step, 5);
+    const saved = await loadCheckpoint(first.checkpointPath);
+    assert.equal(saved.step, 5);
+    const rest = await train(setup(`${dir}/part`, { resumeFrom: saved }));
+    assert.equal(rest.status, "completed");
+    assert.equal(rest.firstStep, 6);
+    assert.equal(rest.step, 12);
+    assert.deepEqual([...first.losses, ...rest.losses], full.losses); // exact equality, not a tolerance
+    const a = await loadCheckpoint(full.checkpointPath);
+    const b = await loadCheckpoint(rest.checkpointPath);
+    assert.deepEqual(b.params, a.params);
+    assert.deepEqual(b.adamV, a.adamV);
+  });
+});
+
+Deno.test("a NaN gradient stops training with an error naming the step and keeps the last checkpoint", async () => {
+  await withDir(async (dir) => {
+    const s = setup(
+      dir,
+      { train: trainConfig({ steps: 12, batchSize: 2, seqLen: 16, checkpointEvery: 2 }) },
+      { nanGradAtCall: 5 },
+    );
+    await assert.rejects(() => train(s), (e: Error) => {
+      assert.ok(e instanceof TrainingDivergedError);
+      assert.equal(e.step, 5);
+      assert.match(e.message, /diverged at step 5: gradient norm is NaN/);
+      return true;
+    });
+    const kept = await loadCheckpoint(`${dir}/${CHECKPOINT_FILE}`);
+    assert.equal(kept.step, 4);
+    for (const t of Object.values(kept.params)) assert.ok(t.data.every(Number.isFinite));
+  });
+});
+
+Deno.test("an infinite loss stops training at that step before the first checkpoint is overwritten", async () => {
+  await withDir(async (dir) => {
+    const s = setup(
+      dir,
+      { train: trainConfig({ steps: 12, batchSize: 2, seqLen: 16, checkpointEvery: 3 }) },
+      { infLossAtCall: 7 },
+    );
+    await assert.rejects(() => train(s), /diverged at step 7: loss is Infinity/);
+    assert.equal((await loadCheckpoint(`${dir}/${CHECKPOINT_FILE}`)).step, 6);
+  });
+});
+
+Deno.test("train checks the setup before any work", async () => {
+  await withDir(async (dir) => {
+    await assert.rejects(
+      () => train(setup(`${dir}/x`, { train: trainConfig({ seqLen: 8 }) })),
+      /seqLen 8 is shorter than the longest addition example \(13 tokens\)/,
+    );
+    await assert.rejects(
+      () => train(setup(`${dir}/x`, { model: modelConfig({ vocabSize: 20, dModel: 8, heads: 2 }) })),
+      /model vocabSize 20 does not match task addition \(14\)/,
+    );
+    const done = await train(
+      setup(`${dir}/ok`, { train: trainConfig({ steps: 1, batchSize: 1, seqLen: 16 }) }),
+    );
+    const saved = await loadCheckpoint(done.checkpointPath);
+    const mqar = mqarConfig({ keys: 6, values: 7, pairs: 2, queries: 2 });
+    await assert.rejects(
+      () => train(setup(`${dir}/y`, { task: mqar, resumeFrom: saved })),
+      /checkpoint is from task "addition", not "mqar"/,
+    );
+    await assert.rejects(() => Deno.stat(`${dir}/x`)); // nothing was created for the rejected setups
+  });
+});
+
+Deno.test("resume is bit-identical with the real FalconLM (falcon1, chunked form) too", async () => {
+  await withDir(async (dir) => {
+    const real = (runDir: string, extra: Partial<TrainSetup> = {}): TrainSetup => ({
+      ...setup(runDir),
+      model: modelConfig({ vocabSize: 14, dModel: 16, heads: 2, layers: 1, ffnHidden: 16, chunkSize: 4 }),
+      train: trainConfig({ steps: 6, batchSize: 2, seqLen: 16, lr: 0.01, warmupSteps: 2, seed: 4 }),
+      createModel: undefined, // the default: createModel of src/model/falcon_lm.ts
+      ...extra,
+    });
+    const full = await train(real(`${dir}/full`));
+    const controller = new AbortController();
+    const first = await train(real(`${dir}/part`, {
+      signal: controller.signal,
+      onProgress: (p) => p.event === "step" && p.step === 3 && controller.abort(),
+    }));
+    assert.equal(first.step, 3);
+    const rest = await train(real(`${dir}/part`, { resumeFrom: await loadCheckpoint(first.checkpointPath) }));
+    assert.deepEqual([...first.losses, ...rest.losses], full.losses);
+    assert.ok(full.losses.every(Number.isFinite));
+  });
+});

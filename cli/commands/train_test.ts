@@ -140,6 +140,10 @@ Deno.test("falcon train runs mqar and text (default corpus and a user file)", as
     assert.equal((await loadCheckpoint(`${dir}/t/checkpoint.safetensors`)).task.task, "text");
     const file = `${dir}/corpus.txt`;
     await Deno.writeTextFile(file, "the quick fast weight writes and reads. ".repeat(20));
+    // resuming the text run needs no --task: the checkpoint says text, and the default corpus matches
+    const textResumed = await run(["train", "--out", `${dir}/t`, "--resume", "--steps", "3"]);
+    assert.equal(textResumed.code, 0, textResumed.err);
+    assert.match(textResumed.out, /completed at step 3\/3/);
     const user = await run([
       "train",
       "--task",
@@ -156,5 +160,11 @@ Deno.test("falcon train runs mqar and text (default corpus and a user file)", as
     assert.equal(user.code, 0, user.err);
     const saved = await loadCheckpoint(`${dir}/u/checkpoint.safetensors`);
     assert.equal(saved.task.task === "text" && saved.task.corpusName, file);
+    const otherCorpus = await run(["train", "--out", `${dir}/u`, "--resume", "--steps", "2"]);
+    assert.equal(otherCorpus.code, 2);
+    assert.match(
+      otherCorpus.err,
+      /trained on corpus ".*corpus.txt" \(800 bytes, hash [0-9a-f]{8}\), not on "default"/,
+    );
   });
 });

@@ -121,17 +121,18 @@ export function decodeCheckpoint(bytes: Uint8Array, fileName: string): Checkpoin
     }
     return v as Record<string, unknown>;
   };
-  const params: Record<string, FloatTensor> = {};
-  const adamM: Record<string, FloatTensor> = {};
-  const adamV: Record<string, FloatTensor> = {};
+  // entry lists, turned into objects by fromEntries: even a tensor named "__proto__" stays an entry
+  const params: [string, FloatTensor][] = [];
+  const adamM: [string, FloatTensor][] = [];
+  const adamV: [string, FloatTensor][] = [];
   for (const [name, t] of Object.entries(tensors)) {
     if (t.dtype !== "F32" && t.dtype !== "F64") {
       fail(`tensor "${name}": dtype ${t.dtype}, expected F32 or F64`);
     }
     const ft: FloatTensor = { shape: t.shape, data: t.data as Float32Array | Float64Array };
-    if (name.startsWith(M_PREFIX)) adamM[name.slice(M_PREFIX.length)] = ft;
-    else if (name.startsWith(V_PREFIX)) adamV[name.slice(V_PREFIX.length)] = ft;
-    else params[name] = ft;
+    if (name.startsWith(M_PREFIX)) adamM.push([name.slice(M_PREFIX.length), ft]);
+    else if (name.startsWith(V_PREFIX)) adamV.push([name.slice(V_PREFIX.length), ft]);
+    else params.push([name, ft]);
   }
   const step = integer("step");
   const rngState = integer("rng_state");
@@ -143,9 +144,9 @@ export function decodeCheckpoint(bytes: Uint8Array, fileName: string): Checkpoin
     model: json("model_config") as unknown as ModelConfig,
     task: task as unknown as TaskConfig,
     train: json("train_config"),
-    params,
-    adamM,
-    adamV,
+    params: Object.fromEntries(params),
+    adamM: Object.fromEntries(adamM),
+    adamV: Object.fromEntries(adamV),
   };
 }
 

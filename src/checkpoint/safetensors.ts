@@ -213,7 +213,7 @@ export function readSafetensors(bytes: Uint8Array, fileName: string): Safetensor
   const data = bytes.subarray(8 + n);
   const entries = Object.entries(header as Record<string, unknown>);
 
-  const metadata: Record<string, string> = {};
+  const metadataEntries: [string, string][] = [];
   const spans: { name: string; dtype: SafeDType; shape: number[]; begin: number; end: number }[] = [];
   for (const [name, raw] of entries) {
     if (name === "__metadata__") {
@@ -222,7 +222,7 @@ export function readSafetensors(bytes: Uint8Array, fileName: string): Safetensor
       }
       for (const [k, v] of Object.entries(raw as Record<string, unknown>)) {
         if (typeof v !== "string") fail(`__metadata__.${k} is not a string (got ${JSON.stringify(v)})`);
-        metadata[k] = v as string;
+        metadataEntries.push([k, v as string]);
       }
       continue;
     }
@@ -276,12 +276,12 @@ export function readSafetensors(bytes: Uint8Array, fileName: string): Safetensor
   }
   if (covered !== data.length) fail(`data buffer has ${data.length - covered} bytes after the last tensor`);
 
-  const tensors: Record<string, SafeTensor> = {};
-  for (const s of spans) {
+  // fromEntries defines own properties, so even a tensor named "__proto__" stays an ordinary entry
+  const tensors: Record<string, SafeTensor> = Object.fromEntries(spans.map((s) => {
     const copy = data.slice(s.begin, s.end).buffer;
-    tensors[s.name] = { dtype: s.dtype, shape: s.shape, data: new CONSTRUCTORS[s.dtype](copy) } as SafeTensor;
-  }
-  return { tensors, metadata };
+    return [s.name, { dtype: s.dtype, shape: s.shape, data: new CONSTRUCTORS[s.dtype](copy) } as SafeTensor];
+  }));
+  return { tensors, metadata: Object.fromEntries(metadataEntries) };
 }
 
 function halfToFloat(h: number): number {

@@ -176,3 +176,10 @@ Deno.test("readSafetensors rejects non-string metadata", () => {
   );
   rejects(craft({ __metadata__: [1], ...good }, eight), /__metadata__ is not an object/);
 });
+
+Deno.test("readSafetensors keeps a tensor named __proto__ as an ordinary entry", () => {
+  const file = readSafetensors(craft(JSON.parse(`{"__proto__": ${JSON.stringify(good.w)}}`), eight), "p");
+  assert.deepEqual(Object.keys(file.tensors), ["__proto__"]);
+  assert.equal(Object.getPrototypeOf(file.tensors), Object.prototype);
+  assert.equal(Object.getOwnPropertyDescriptor(file.tensors, "__proto__")?.value.dtype, "F32");
+});

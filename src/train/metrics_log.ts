@@ -30,6 +30,30 @@ export class MetricsLog {
     this.#path = path;
   }
 
+  /**
+   * Drop the records of steps after `step` (a resume from a checkpoint at `step` redoes them).
+   * A missing file is left missing.
+   */
+  async truncateAfter(step: number): Promise<void> {
+    let text: string;
+    try {
+      text = await Deno.readTextFile(this.#path);
+    } catch (err) {
+      if (err instanceof Deno.errors.NotFound) return;
+      throw err;
+    }
+    const kept = text.split("\n").filter((line) => {
+      if (line.trim() === "") return false;
+      try {
+        const s = JSON.parse(line).step;
+        return !(typeof s === "number" && s > step);
+      } catch {
+        return true; // not ours to judge: keep it
+      }
+    });
+    await Deno.writeTextFile(this.#path, kept.map((l) => l + "\n").join(""));
+  }
+
   /** Append one record as a line. */
   async append(record: object): Promise<void> {
     await Deno.writeFile(this.#path, this.#encoder.encode(JSON.stringify(record) + "\n"), {

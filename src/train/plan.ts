@@ -94,7 +94,8 @@ export function defaultCorpus(): { bytes: Uint8Array; name: string } {
 /** Build and check a complete training setup (reads the run directory's checkpoint when resuming). */
 export async function planRun(request: RunRequest): Promise<TrainSetup> {
   const checkpointPath = `${request.outDir}/${CHECKPOINT_FILE}`;
-  const corpus = request.task === "text" ? request.corpus ?? defaultCorpus() : undefined;
+  // the corpus matters for the task that will run: the checkpoint's when resuming
+  let corpus = request.task === "text" ? request.corpus ?? defaultCorpus() : undefined;
   let model: ModelConfig;
   let task: TaskConfig;
   let train: TrainConfig;
@@ -107,6 +108,10 @@ export async function planRun(request: RunRequest): Promise<TrainSetup> {
     }
     resumeFrom = await loadCheckpoint(checkpointPath);
     ({ model, task, train } = resumeConfigs(request, resumeFrom, checkpointPath));
+    if (request.corpus && task.task !== "text") {
+      throw new InputError(`--corpus applies to the text task only; the checkpoint is of task ${task.task}`);
+    }
+    corpus = task.task === "text" ? request.corpus ?? defaultCorpus() : undefined;
     if (task.task === "text" && corpus && task.corpusHash !== fnv1aHex(corpus.bytes)) {
       throw new InputError(
         `the checkpoint was trained on corpus "${task.corpusName}" (${task.corpusBytes} bytes, hash ${task.corpusHash}), ` +

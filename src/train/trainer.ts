@@ -9,7 +9,8 @@
  * uninterrupted run on the same backend.
  *
  * Run directory layout: `checkpoint.safetensors` (latest checkpoint, replaced atomically) and
- * `metrics.jsonl` (one line per step, appended across resumes).
+ * `metrics.jsonl` (one line per step, appended across resumes; a resume first drops the lines of
+ * steps after its checkpoint, which it redoes).
  *
  * @module
  */
@@ -195,6 +196,7 @@ export async function train(setup: TrainSetup): Promise<TrainResult> {
     writeTensors(backend, optimizer.v, r.adamV, "checkpoint optimizer.v");
     step = r.step;
     rng = new DataRng(r.rngState);
+    await log.truncateAfter(step); // steps logged after the checkpoint are about to be redone
   }
 
   const save = async () => {

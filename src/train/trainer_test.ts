@@ -169,3 +169,19 @@ Deno.test("resume is bit-identical with the real FalconLM (falcon1, chunked form
     assert.ok(full.losses.every(Number.isFinite));
   });
 });
+
+Deno.test("a resume drops metrics lines logged after its checkpoint, so every step appears once", async () => {
+  await withDir(async (dir) => {
+    const s = setup(dir, { train: trainConfig({ steps: 8, batchSize: 2, seqLen: 16, checkpointEvery: 3 }) }, {
+      nanGradAtCall: 5,
+    });
+    await assert.rejects(() => train(s), TrainingDivergedError); // logged 1-4, checkpoint at 3
+    const before = parseJsonl(await Deno.readTextFile(`${dir}/${METRICS_FILE}`), METRICS_FILE);
+    assert.deepEqual(before.map((l) => l.step), [1, 2, 3, 4]);
+    const saved = await loadCheckpoint(`${dir}/${CHECKPOINT_FILE}`);
+    assert.equal(saved.step, 3);
+    await train(setup(dir, { train: s.train, resumeFrom: saved }));
+    const after = parseJsonl(await Deno.readTextFile(`${dir}/${METRICS_FILE}`), METRICS_FILE);
+    assert.deepEqual(after.map((l) => l.step), [1, 2, 3, 4, 5, 6, 7, 8]);
+  });
+});

@@ -1,0 +1,67 @@
+/**
+ * `deno task compile` builds `dist/falcon` with only file access baked in and every Worker module
+ * embedded: a Worker started from `new URL("./x.ts", import.meta.url)` is not in the static module
+ * graph, so `deno compile` leaves it out unless `--include` names it.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+
+const REPO = new URL("..", import.meta.url);
+
+function words(line: string): string[] {
+  return [...line.matchAll(/'([^']*)'|"([^"]*)"|(\S+)/g)].map((m) => m[1] ?? m[2] ?? m[3]);
+}
+
+async function compileTask(): Promise<string[]> {
+  const config = JSON.parse(await Deno.readTextFile(new URL("deno.json", REPO)));
+  const task = config.tasks?.compile;
+  assert.equal(typeof task, "string", "deno.json has no compile task");
+  return words(task);
+}
+
+/** Repository-relative paths of the modules that library and CLI code start as Workers. */
+async function workerModules(): Promise<string[]> {
+  const found: string[] = [];
+  async function walk(dir: string): Promise<void> {
+    for await (const e of Deno.readDir(new URL(dir, REPO))) {
+      const path = `${dir}${e.name}`;
+      if (e.isDirectory) await walk(`${path}/`);
+      else if (e.name.endsWith(".ts") && !e.name.endsWith("_test.ts")) {
+        const text = await Deno.readTextFile(new URL(path, REPO));
+        for (
+          const m of text.matchAll(/new Worker\(\s*new URL\(\s*["']([^"']+)["']\s*,\s*import\.meta\.url/g)
+        ) {
+          found.push(new URL(m[1], new URL(path, REPO)).pathname.slice(REPO.pathname.length));
+        }
+      }
+    }
+  }
+  for (const dir of ["src/", "wgpu/", "cli/"]) await walk(dir);
+  return found;
+}
+
+Deno.test("the compile task bakes in file read and write only", async () => {
+  const w = await compileTask();
+  assert.deepEqual(w.slice(0, 2), ["deno", "compile"]);
+  const permissions = w.filter((x) =>
+    /^(-A|-[RWNESI]|--allow-|--deny-|--no-prompt|-P|--permission-set)/.test(x)
+  );
+  assert.deepEqual(permissions.sort(), ["--allow-read", "--allow-write", "--no-prompt"]);
+  assert.equal(w.at(-1), "cli/main.ts");
+  assert.equal(w[w.indexOf("--output") + 1], "dist/falcon");
+});
+
+Deno.test("the compile task includes every module started as a Worker", async () => {
+  const w = await compileTask();
+  const included = w.flatMap((x, i) => (x === "--include" ? [w[i + 1]] : []));
+  const workers = await workerModules();
+  assert.ok(workers.includes("src/wasm/worker.ts"), `expected the WASM pool worker, found ${workers}`);
+  for (const worker of workers) {
+    assert.ok(
+      included.includes(worker),
+      `${worker} is started as a Worker but not --include'd by the compile task`,
+    );
+  }
+});

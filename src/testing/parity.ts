@@ -277,14 +277,23 @@ export function assertParity(c: FastWeightCase, results: ParityResult[]): void {
   }
 }
 
+/** The parity level asked for by the environment: `FALCON_PARITY_LEVEL=full` adds the SPEC section 4 shape. */
+export function parityLevelFromEnv(): "small" | "full" {
+  try {
+    return Deno.env.get("FALCON_PARITY_LEVEL") === "full" ? "full" : "small";
+  } catch {
+    return "small"; // no --allow-env: the small level
+  }
+}
+
 /**
  * Register the suite with `Deno.test` for a backend. `makeBackend` returns null when the backend
  * cannot exist here (no GPU adapter): the test then says so in its name and is ignored.
  */
 export async function registerFastWeightParity(
   name: string,
-  makeBackend: () => Promise<(Backend & { close?: () => void }) | null>,
-  options: { level?: "small" | "full"; forms?: readonly Form[] } = {},
+  makeBackend: () => Promise<Backend | null>,
+  options: { level?: "small" | "full"; forms?: readonly Form[]; close?: (backend: Backend) => void } = {},
 ): Promise<void> {
   const backend = await makeBackend();
   if (!backend) {
@@ -296,15 +305,19 @@ export async function registerFastWeightParity(
     return;
   }
   const ref = createRefBackend();
+  const level = options.level ?? parityLevelFromEnv();
   Deno.test({
-    name: `${name}: every rule, alignment and form matches the float64 reference`,
+    name: `${name}: every rule, alignment and form matches the float64 reference (${level} shapes)`,
     sanitizeResources: false,
     sanitizeOps: false,
     async fn(t) {
-      for (const c of fastWeightCases(options.level, options.forms)) {
-        await t.step(caseLabel(c), async () => assertParity(c, await runFastWeightCase(backend, c, ref)));
+      try {
+        for (const c of fastWeightCases(level, options.forms)) {
+          await t.step(caseLabel(c), async () => assertParity(c, await runFastWeightCase(backend, c, ref)));
+        }
+      } finally {
+        options.close?.(backend);
       }
-      backend.close?.();
     },
   });
 }

@@ -6,6 +6,8 @@
 
 import type { Backend } from "./rules/backend.ts";
 import { createRefBackend } from "./rules/reference/backend.ts";
+import { InputError } from "./errors.ts";
+import { probeGpuAdapter } from "./info/gpu_adapter.ts";
 
 /** Backend names the CLI accepts. `auto` picks the fastest available one. */
 export const BACKEND_CHOICES = ["auto", "ref", "wasm", "webgpu"] as const;
@@ -21,18 +23,77 @@ export interface SelectBackendOptions {
   readonly onNote?: (note: string) => void;
 }
 
-/** Create the backend named by `choice`. */
-export function selectBackend(choice: BackendChoice, options: SelectBackendOptions = {}): Promise<Backend> {
+/** Can this process start the WASM backend's worker threads (read access to the worker module)? */
+function workersPermitted(): boolean {
+  try {
+    const url = new URL("./wasm/worker.ts", import.meta.url);
+    if (url.protocol !== "file:") return true;
+    return Deno.permissions.querySync({ name: "read", path: url }).state === "granted";
+  } catch {
+    return false;
+  }
+}
+
+async function wasmBackend(options: SelectBackendOptions): Promise<Backend> {
+  const { createWasmBackend } = await import("./wasm/mod.ts");
+  let threads = options.threads ?? navigator.hardwareConcurrency ?? 1;
+  if (threads > 1 && !workersPermitted()) {
+    options.onNote?.(
+      "backend wasm: one thread (worker threads need read access to the package's worker module)",
+    );
+    threads = 1;
+  }
+  return await createWasmBackend({ threads });
+}
+
+async function webgpuBackend(): Promise<Backend> {
+  const { createWebGpuBackend } = await import("../wgpu/mod.ts");
+  return await createWebGpuBackend();
+}
+
+/**
+ * Create the backend named by `choice`. `auto` takes WebGPU on a hardware adapter, else WASM
+ * (a software GPU adapter is slower than the CPU kernels), else the float64 reference; it says
+ * which through `onNote`.
+ */
+export async function selectBackend(
+  choice: BackendChoice,
+  options: SelectBackendOptions = {},
+): Promise<Backend> {
   switch (choice) {
     case "ref":
-      return Promise.resolve(createRefBackend());
-    case "auto":
-      options.onNote?.("backend auto: using the float64 reference (no fast backend is wired in yet)");
-      return Promise.resolve(createRefBackend());
+      return createRefBackend();
     case "wasm":
-    case "webgpu":
-      return Promise.reject(new Error(`backend ${choice} is not available yet`));
+      return await wasmBackend(options);
+    case "webgpu": {
+      const probe = await probeGpuAdapter();
+      if (!probe.ok) throw new InputError(`--backend webgpu: no WebGPU adapter (${probe.reason})`);
+      return await webgpuBackend();
+    }
+    case "auto": {
+      const probe = await probeGpuAdapter();
+      if (probe.ok && !probe.adapter.isFallbackAdapter) {
+        options.onNote?.(`backend auto: webgpu on ${probe.adapter.description}`);
+        return await webgpuBackend();
+      }
+      const why = probe.ok ? `only a software adapter (${probe.adapter.description})` : probe.reason;
+      try {
+        const backend = await wasmBackend(options);
+        options.onNote?.(`backend auto: wasm (webgpu skipped: ${why})`);
+        return backend;
+      } catch (err) {
+        options.onNote?.(`backend auto: float64 reference (wasm failed: ${(err as Error).message})`);
+        return createRefBackend();
+      }
+    }
     default:
-      return Promise.reject(new RangeError(`unknown backend "${choice}"; expected ${BACKEND_CHOICES.join(", ")}`));
+      throw new InputError(`unknown backend "${choice}"; expected ${BACKEND_CHOICES.join(", ")}`);
   }
+}
+
+/** Release a backend's workers or GPU device (a no-op for the reference backend). */
+export function releaseBackend(backend: Backend): void {
+  const b = backend as Backend & { close?: () => void; destroy?: () => void };
+  b.close?.();
+  b.destroy?.();
 }

@@ -46,8 +46,8 @@ export const SMOKE_VARIANTS: readonly Variant[] = [
 
 /** Everything the driver needs to run the experiment. */
 export interface Plan {
-  /** `full` or `smoke`. */
-  readonly name: "full" | "smoke";
+  /** Which plan ({@linkcode PLAN_NAMES}). */
+  readonly name: PlanName;
   /** Variants trained. */
   readonly variants: readonly Variant[];
   /** Training seeds of every variant. */
@@ -78,27 +78,60 @@ export interface PlanOverrides {
 
 const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
 
+/** Plan names: `full` (the paper's setup), `lab` (what 2 CPU cores finish), `smoke` (seconds). */
+export const PLAN_NAMES = ["full", "lab", "smoke"] as const;
+
+/** A plan name. */
+export type PlanName = typeof PLAN_NAMES[number];
+
+/** What distinguishes the plans; everything else is shared. */
+const PLANS: Record<PlanName, {
+  preset: "addition" | "lab" | "tiny";
+  variants: readonly Variant[];
+  seeds: number;
+  steps?: number;
+  maxDigits: number;
+  maxLength: number;
+  samples: number;
+}> = {
+  // SPEC section 8: Ltrain 32, lengths 1..48; the `addition` preset (4 layers, width 256, 20000 steps)
+  full: { preset: "addition", variants: FULL_VARIANTS, seeds: 3, maxDigits: 32, maxLength: 48, samples: 200 },
+  // every variant and seed at the size 2 CPU cores finish in well under the 2-hour budget: the
+  // `lab` preset (2 layers, width 64, 1000 steps), Ltrain 3, lengths 1..8 (extrapolation to 8 digits)
+  lab: { preset: "lab", variants: FULL_VARIANTS, seeds: 3, maxDigits: 3, maxLength: 8, samples: 200 },
+  // the code path end to end in seconds; not a result
+  smoke: {
+    preset: "tiny",
+    variants: SMOKE_VARIANTS,
+    seeds: 1,
+    steps: 12,
+    maxDigits: 3,
+    maxLength: 6,
+    samples: 16,
+  },
+};
+
 /**
- * The plan: `full` is the `addition` preset's model and hyperparameters (4 layers, width 256,
- * 20000 steps), 3 seeds, Ltrain 32, lengths 1..48, 200 samples per length; `smoke` is the `tiny`
- * preset's model, 1 seed, 12 steps, Ltrain 3, lengths 1..6, 16 samples. Warmup is the preset's,
- * capped at a tenth of the steps (so a shortened run still reaches its peak learning rate);
- * checkpoints are written only at the end of each run.
+ * The plan of a name with command-line overrides. Warmup is the preset's, capped at a tenth of the
+ * steps (so a shortened run still reaches its peak learning rate); checkpoints are written only at
+ * the end of each run.
  */
-export function makePlan(name: "full" | "smoke", overrides: PlanOverrides = {}): Plan {
+export function makePlan(name: PlanName, overrides: PlanOverrides = {}): Plan {
   for (const [key, value] of Object.entries(overrides)) {
     if (value !== undefined && (!Number.isInteger(value) || value < 1)) {
       throw new RangeError(`--${key} must be an integer >= 1, got ${value}`);
     }
   }
-  const smoke = name === "smoke";
-  const p = preset(smoke ? "tiny" : "addition");
-  const seeds = overrides.seeds ?? (smoke ? 1 : 3);
-  const steps = overrides.steps ?? (smoke ? 12 : p.train.steps ?? 1);
+  if (!(PLAN_NAMES as readonly string[]).includes(name)) {
+    throw new RangeError(`unknown plan "${name}"; expected one of ${PLAN_NAMES.join(", ")}`);
+  }
+  const spec = PLANS[name];
+  const p = preset(spec.preset);
+  const steps = overrides.steps ?? spec.steps ?? p.train.steps ?? 1;
   return {
     name,
-    variants: smoke ? SMOKE_VARIANTS : FULL_VARIANTS,
-    seeds: range(0, seeds - 1),
+    variants: spec.variants,
+    seeds: range(0, (overrides.seeds ?? spec.seeds) - 1),
     model: p.model,
     train: {
       ...p.train,
@@ -106,9 +139,9 @@ export function makePlan(name: "full" | "smoke", overrides: PlanOverrides = {}):
       warmupSteps: Math.min(p.train.warmupSteps ?? 0, Math.floor(steps / 10)),
       checkpointEvery: 0,
     },
-    maxDigits: smoke ? 3 : 32,
-    lengths: smoke ? range(1, 6) : range(1, 48),
-    samples: overrides.samples ?? (smoke ? 16 : 200),
+    maxDigits: spec.maxDigits,
+    lengths: range(1, spec.maxLength),
+    samples: overrides.samples ?? spec.samples,
     evalSeed: 1234,
   };
 }

@@ -3,7 +3,7 @@
  *
  * ```
  * deno task experiment:addition [--backend auto|ref|wasm|webgpu] [--steps N] [--seeds N] [--samples N]
- *                               [--smoke] [--runs DIR] [--out DIR]
+ *                               [--plan full|lab|smoke] [--smoke] [--runs DIR] [--out DIR]
  * ```
  *
  * Trains every variant of the plan (see `plan.ts`) for every seed with the same size, budget and
@@ -28,7 +28,7 @@ import { trainConfig } from "../../src/train/config.ts";
 import { train } from "../../src/train/trainer.ts";
 import { meanReport, summariseVariants } from "./aggregate.ts";
 import { type ExperimentInfo, renderMarkdown, type RunRecord } from "./markdown.ts";
-import { makePlan, type Plan, runName } from "./plan.ts";
+import { makePlan, type Plan, type PlanName, runName } from "./plan.ts";
 
 /** Parsed command line of the driver. */
 export interface DriverOptions {
@@ -60,6 +60,7 @@ export function parseDriverArgs(args: string[]): DriverOptions {
       seeds: { type: "string" },
       samples: { type: "string" },
       smoke: { type: "boolean", default: false },
+      plan: { type: "string", default: "full" },
       runs: { type: "string" },
       out: { type: "string", default: "docs/results" },
     },
@@ -69,7 +70,7 @@ export function parseDriverArgs(args: string[]): DriverOptions {
   if (!(BACKEND_CHOICES as readonly string[]).includes(values.backend)) {
     throw new RangeError(`--backend must be one of ${BACKEND_CHOICES.join(", ")}, got "${values.backend}"`);
   }
-  const plan = makePlan(values.smoke ? "smoke" : "full", {
+  const plan = makePlan((values.smoke ? "smoke" : values.plan) as PlanName, {
     steps: intOption("steps", values.steps),
     seeds: intOption("seeds", values.seeds),
     samples: intOption("samples", values.samples),

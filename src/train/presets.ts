@@ -20,7 +20,7 @@ import type { TaskName } from "../tasks/types.ts";
 import type { TrainConfig } from "./config.ts";
 
 /** Preset names. */
-export const PRESETS = ["tiny", "addition"] as const;
+export const PRESETS = ["tiny", "lab", "addition"] as const;
 
 /** A preset name. */
 export type PresetName = typeof PRESETS[number];
@@ -62,6 +62,24 @@ const TABLE: Record<PresetName, Preset> = {
     addition: { maxDigits: 2 },
     mqar: { pairs: 4, queries: 4, keys: 16, values: 16 },
     text: { seqLen: 32 },
+  },
+  lab: {
+    model: { dModel: 64, layers: 2, heads: 2, ffnHidden: 128, chunkSize: 16 },
+    train: {
+      steps: 1000,
+      batchSize: 16,
+      seqLen: 32,
+      lr: 1e-2,
+      warmupSteps: 60,
+      minLrRatio: 0.1,
+      weightDecay: 0.01,
+      beta2: 0.99,
+      clipNorm: 1,
+      checkpointEvery: 200,
+    },
+    addition: { maxDigits: 3 },
+    mqar: { pairs: 16, queries: 16, keys: 64, values: 64 },
+    text: { seqLen: 128 },
   },
   addition: {
     model: { dModel: 256, layers: 4, heads: 4, chunkSize: 64 },

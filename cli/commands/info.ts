@@ -29,7 +29,9 @@ export function infoCommand() {
       );
       if (info.gpu.ok) {
         const a = info.gpu.adapter;
-        console.log(`webgpu: ${a.description} (vendor ${a.vendor}${a.isFallbackAdapter ? ", fallback adapter" : ""})`);
+        console.log(
+          `webgpu: ${a.description} (vendor ${a.vendor}${a.isFallbackAdapter ? ", fallback adapter" : ""})`,
+        );
         console.log(`  features: ${a.features.join(", ") || "(none)"}`);
         for (const [k, v] of Object.entries(a.limits)) console.log(`  ${k}: ${v}`);
       } else {

@@ -24,7 +24,9 @@ export async function vectorFiles(dir: string): Promise<string[]> {
       if (entry.isFile && entry.name.endsWith(".json") && entry.name !== "index.json") files.push(entry.name);
     }
   } catch (err) {
-    if (err instanceof Deno.errors.NotFound || err instanceof Deno.errors.NotADirectory) throw new InputError(`vector directory ${dir} does not exist`);
+    if (err instanceof Deno.errors.NotFound || err instanceof Deno.errors.NotADirectory) {
+      throw new InputError(`vector directory ${dir} does not exist`);
+    }
     throw err;
   }
   if (files.length === 0) throw new InputError(`vector directory ${dir} holds no .json vector files`);

@@ -39,7 +39,12 @@ export interface VectorCheck {
   readonly ok: boolean;
 }
 
-function check(name: string, actual: ArrayLike<number>, expected: ArrayLike<number>, tolerance: number): ArrayCheck {
+function check(
+  name: string,
+  actual: ArrayLike<number>,
+  expected: ArrayLike<number>,
+  tolerance: number,
+): ArrayCheck {
   const relL2 = relativeL2(actual, expected);
   const maxAbs = maxAbsDiff(actual, expected).value;
   return { name, maxAbs, relL2, tolerance, ok: relL2 <= tolerance && Number.isFinite(maxAbs) };
@@ -71,7 +76,12 @@ export async function verifyVector(
   const inputs = vectorInputs(backend, vector);
   const out = backend.fastWeightForward(config, inputs, options);
   const { T, dv } = vector.head;
-  const grads = backend.fastWeightBackward(config, inputs, backend.fromArray(vector.dO, [1, T, 1, dv]), options);
+  const grads = backend.fastWeightBackward(
+    config,
+    inputs,
+    backend.fromArray(vector.dO, [1, T, 1, dv]),
+    options,
+  );
   const read = (t: Tensor) => backend.read(t);
   const e = vector.expected;
   const arrays = [

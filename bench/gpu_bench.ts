@@ -1,0 +1,156 @@
+/**
+ * WebGPU benchmark (`deno task bench:gpu`): GEMM TFLOP/s and fast-weight forward + backward
+ * tokens/s. Prints one JSON report to stdout (and writes it to `--out FILE`).
+ *
+ * Flags: `--gemm 4096,2048,1024` (square sizes), `--gemm-inner 10` (GEMMs per timed batch),
+ * `--rules falcon1,falcon3a`, `--B 8 --T 4096 --H 8 --dk 64 --dv 64`, `--fw-inner 4` (fast-weight
+ * calls per timed batch), `--reps 5`, `--chunk 64`, `--skip-gemm`, `--skip-rules`, `--out FILE`.
+ * Each timed batch ends with one device sync; `sync_overhead_seconds` is that sync alone.
+ * Small shapes (e.g. `--gemm 256 --T 64 --B 1 --H 2 --dk 16 --dv 16`) run on software adapters.
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import { createWebGpuBackend, type WebGpuBackend } from "../wgpu/backend.ts";
+import { isPerColumnRule, ruleConfig, type RuleName, RULES } from "../src/rules/config.ts";
+import { Rng } from "../src/testing/compare.ts";
+
+const { values } = parseArgs({
+  args: Deno.args,
+  options: {
+    gemm: { type: "string", default: "4096,2048,1024" },
+    rules: { type: "string", default: "falcon1,falcon3a" },
+    B: { type: "string", default: "8" },
+    T: { type: "string", default: "4096" },
+    H: { type: "string", default: "8" },
+    dk: { type: "string", default: "64" },
+    dv: { type: "string", default: "64" },
+    reps: { type: "string", default: "5" },
+    chunk: { type: "string", default: "64" },
+    "skip-gemm": { type: "boolean", default: false },
+    "skip-rules": { type: "boolean", default: false },
+    "gemm-inner": { type: "string", default: "10" },
+    "fw-inner": { type: "string", default: "4" },
+    out: { type: "string" },
+  },
+});
+
+function int(name: string, v: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1) throw new RangeError(`--${name} must be a positive integer, got "${v}"`);
+  return n;
+}
+
+/**
+ * Median over `reps` of the time per call of `fn`, in seconds: each rep records `inner` calls back
+ * to back, then waits for the device (amortising the fixed submit-and-wait latency).
+ */
+async function timeIt(gpu: WebGpuBackend, reps: number, fn: () => void, inner = 1): Promise<number> {
+  fn();
+  await gpu.sync(); // warm-up (pipeline compile)
+  const times: number[] = [];
+  for (let r = 0; r < reps; r++) {
+    const t0 = performance.now();
+    for (let i = 0; i < inner; i++) fn();
+    await gpu.sync();
+    times.push((performance.now() - t0) / 1000 / inner);
+  }
+  times.sort((a, b) => a - b);
+  return times[Math.floor(times.length / 2)];
+}
+
+async function gemm(gpu: WebGpuBackend, N: number, reps: number) {
+  const rng = new Rng(N);
+  const a = gpu.fromArray(rng.normals(N * N), [N, N]);
+  const b = gpu.fromArray(rng.normals(N * N), [N, N]);
+  const c = gpu.zeros([N, N]);
+  const out: Record<string, number> = { N };
+  for (const [name, o] of [["nn", {}], ["nt", { transB: true }], ["tn", { transA: true }]] as const) {
+    const s = await timeIt(gpu, reps, () => gpu.matmul(c, a, b, o), gemmInner);
+    out[`${name}_seconds`] = s;
+    out[`${name}_tflops`] = (2 * N ** 3) / s / 1e12;
+  }
+  for (const t of [a, b, c]) gpu.dispose(t);
+  return out;
+}
+
+async function fastWeight(
+  gpu: WebGpuBackend,
+  rule: RuleName,
+  d: Record<string, number>,
+  reps: number,
+  chunk: number,
+  inner: number,
+) {
+  const { B, T, H, dk, dv } = d;
+  const rng = new Rng(7);
+  const config = ruleConfig(rule);
+  const n = B * T * H;
+  const inputs = {
+    q: gpu.fromArray(rng.normals(n * dk), [B, T, H, dk]),
+    k: gpu.fromArray(rng.normals(n * dk), [B, T, H, dk]),
+    v: gpu.fromArray(rng.normals(n * dv), [B, T, H, dv]),
+    beta: isPerColumnRule(rule)
+      ? gpu.fromArray(rng.uniforms(n * dv, 0.1, 1.9), [B, T, H, dv])
+      : gpu.fromArray(rng.uniforms(n, 0.1, 1.9), [B, T, H]),
+    lambdabar: gpu.fromArray(rng.uniforms(n, 0, 0.5), [B, T, H]),
+  };
+  const dO = gpu.fromArray(rng.normals(n * dv), [B, T, H, dv]);
+  const forward = await timeIt(gpu, reps, () => {
+    const r = gpu.fastWeightForward(config, inputs, { form: "chunk", chunkSize: chunk });
+    for (const t of [r.o, r.carry.state, r.carry.lastKey, r.carry.windowX, r.carry.windowY]) gpu.dispose(t);
+  }, inner);
+  const backward = await timeIt(gpu, reps, () => {
+    const g = gpu.fastWeightBackward(config, inputs, dO, { form: "chunk", chunkSize: chunk });
+    for (const t of Object.values(g)) gpu.dispose(t);
+  }, inner);
+  const tokens = B * T;
+  return {
+    rule,
+    forward_seconds: forward,
+    backward_seconds: backward,
+    forward_tokens_per_s: tokens / forward,
+    forward_backward_tokens_per_s: tokens / (forward + backward),
+  };
+}
+
+const gpu = await createWebGpuBackend();
+const gemmInner = int("gemm-inner", values["gemm-inner"]);
+const reps = int("reps", values.reps);
+const dims = {
+  B: int("B", values.B),
+  T: int("T", values.T),
+  H: int("H", values.H),
+  dk: int("dk", values.dk),
+  dv: int("dv", values.dv),
+};
+const report: Record<string, unknown> = {
+  adapter: gpu.adapterInfo,
+  sync_overhead_seconds: await timeIt(gpu, reps, () => {}),
+  deno: Deno.version.deno,
+  date: new Date().toISOString(),
+  reps,
+};
+if (!values["skip-gemm"]) {
+  const sizes = values.gemm.split(",").map((s) => int("gemm", s.trim()));
+  const results = [];
+  for (const N of sizes) results.push(await gemm(gpu, N, reps));
+  report.gemm = { inner: gemmInner, results };
+}
+if (!values["skip-rules"]) {
+  const rules = values.rules.split(",").map((s) => s.trim());
+  for (const r of rules) {
+    if (!(RULES as readonly string[]).includes(r)) throw new RangeError(`unknown rule "${r}" in --rules`);
+  }
+  const results = [];
+  const inner = int("fw-inner", values["fw-inner"]);
+  for (const r of rules) {
+    results.push(await fastWeight(gpu, r as RuleName, dims, reps, int("chunk", values.chunk), inner));
+  }
+  report.fastWeight = { ...dims, inner, form: "recurrent kernel (chunk requested; same algorithm)", results };
+}
+const json = JSON.stringify(report, null, 2);
+console.log(json);
+if (values.out) await Deno.writeTextFile(values.out, json + "\n");
+gpu.destroy();

@@ -1,0 +1,16 @@
+/**
+ * The shared parity suite (src/testing/) on the WebGPU backend, whatever adapter this machine has
+ * (a software adapter in CI, the H200 on the GPU machine). Skips, saying so, only when no adapter exists.
+ */
+
+import { createWebGpuBackend, type WebGpuBackend } from "../wgpu/mod.ts";
+import { registerFastWeightParity } from "../src/testing/parity.ts";
+import { registerDenseParity } from "../src/testing/dense_parity.ts";
+import { probeGpuAdapter } from "../src/info/gpu_adapter.ts";
+
+const available = (await probeGpuAdapter()).ok;
+const make = () => available ? createWebGpuBackend() : Promise.resolve(null);
+const close = (b: unknown) => (b as WebGpuBackend).destroy();
+
+await registerFastWeightParity("webgpu", make, { forms: ["recurrent", "chunk"], close });
+await registerDenseParity("webgpu", make, close);

@@ -1,0 +1,35 @@
+/**
+ * Test helpers of the `webgpu` backend: one shared backend per test file, and `gpuTest`, which
+ * registers a test that is ignored ONLY when this runtime has no WebGPU adapter (the test name
+ * then says so and the reason is printed once).
+ *
+ * @module
+ */
+
+import { createWebGpuBackend, type WebGpuBackend } from "./backend.ts";
+import { webGpuAdapterInfo } from "./device.ts";
+
+const probe = await webGpuAdapterInfo();
+
+/** Why GPU tests are skipped, or null when an adapter exists. */
+export const NO_ADAPTER: string | null = probe.ok ? null : probe.reason;
+if (NO_ADAPTER) console.warn(`webgpu tests SKIPPED: ${NO_ADAPTER}`);
+
+let shared: Promise<WebGpuBackend> | null = null;
+
+/** The backend shared by the tests of one file. */
+export function gpuBackend(): Promise<WebGpuBackend> {
+  shared ??= createWebGpuBackend();
+  return shared;
+}
+
+/** Register a GPU test; ignored (and named so) only when there is no adapter. */
+export function gpuTest(name: string, fn: (gpu: WebGpuBackend) => Promise<void>): void {
+  Deno.test({
+    name: NO_ADAPTER ? `${name} [SKIPPED: no WebGPU adapter]` : name,
+    ignore: NO_ADAPTER !== null,
+    sanitizeResources: false,
+    sanitizeOps: false,
+    fn: async () => fn(await gpuBackend()),
+  });
+}

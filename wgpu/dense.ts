@@ -1,0 +1,431 @@
+/**
+ * The dense ops of the `webgpu` backend (float32): GEMM, element-wise ops, RMSNorm, SwiGLU,
+ * activations, short convolution, cross-entropy, embedding, AdamW, sum of squares and softmax
+ * attention. Every `...Backward` accumulates into its gradients.
+ *
+ * @module
+ */
+
+import type { Activation, AdamWParams, DenseOps, MatmulOptions, Tensor } from "../src/rules/backend.ts";
+import { type GpuRuntime, grid } from "./runtime.ts";
+import { gpuBuffer } from "./tensor.ts";
+import {
+  activationShader,
+  adamwShader,
+  axpyShader,
+  binaryShader,
+  ELEMENTWISE_WG,
+  fillShader,
+  swigluBackwardShader,
+  swigluForwardShader,
+} from "./shaders/elementwise.ts";
+import { matmulKey, matmulShader, matmulTile, type MatmulVariant } from "./shaders/matmul.ts";
+import {
+  crossEntropyShader,
+  rmsNormBackwardShader,
+  rmsNormForwardShader,
+  rmsNormWeightGradShader,
+  sumSquaresShader,
+} from "./shaders/rows.ts";
+import {
+  embeddingBackwardShader,
+  embeddingForwardShader,
+  shortConvForwardShader,
+  shortConvInputGradShader,
+  shortConvPreGradShader,
+  shortConvWeightGradShader,
+} from "./shaders/sequence.ts";
+import { createAttentionOps } from "./attention.ts";
+
+function sameSize(op: string, ...ts: [string, Tensor][]): number {
+  const n = ts[0][1].size;
+  for (const [name, t] of ts) {
+    if (t.size !== n) throw new RangeError(`${op}: ${name} has ${t.size} elements, expected ${n}`);
+  }
+  return n;
+}
+
+/** Sizes `M, N, K` of a matmul, checked. */
+export function matmulDims(out: Tensor, a: Tensor, b: Tensor, o: MatmulOptions): [number, number, number] {
+  if (out.shape.length < 1) throw new RangeError("matmul: out must have at least one dimension");
+  const N = out.shape[out.shape.length - 1];
+  const M = N === 0 ? 0 : out.size / N;
+  const K = o.transA ? (M === 0 ? 0 : a.size / M) : a.shape[a.shape.length - 1];
+  if (!Number.isInteger(K) || a.size !== M * K) {
+    throw new RangeError(`matmul: a has shape [${a.shape}], which does not give ${M} rows of output`);
+  }
+  if (b.size !== K * N) {
+    throw new RangeError(`matmul: b has shape [${b.shape}] (${b.size} elements), expected ${K}x${N}`);
+  }
+  return [M, N, K];
+}
+
+/** Latest sequence start `<= t` for each `(b, t)` (0 when none): `[B * T]`. */
+export function segmentStarts(B: number, T: number, starts?: Uint8Array): Int32Array {
+  const seg = new Int32Array(B * T);
+  for (let b = 0; b < B; b++) {
+    let s = 0;
+    for (let t = 0; t < T; t++) {
+      if (starts?.[b * T + t]) s = t;
+      seg[b * T + t] = s;
+    }
+  }
+  return seg;
+}
+
+/** The dense ops on a runtime. */
+export function createDenseOps(rt: GpuRuntime): DenseOps {
+  const elementwise = (
+    key: string,
+    code: () => string,
+    buffers: GPUBuffer[],
+    n: number,
+    extra: number[] = [],
+  ) => {
+    if (n === 0) return;
+    const u = rt.uniform([{ u: n }, ...extra.map((f) => ({ f }))]);
+    rt.dispatch(rt.pipeline(key, code), [...buffers, u], grid(Math.ceil(n / ELEMENTWISE_WG)));
+  };
+  const buf = gpuBuffer;
+
+  function convDims(x: Tensor, weight: Tensor, starts?: Uint8Array) {
+    if (x.shape.length !== 3) throw new RangeError(`shortConv: x must be [B, T, C], got [${x.shape}]`);
+    const [B, T, C] = x.shape;
+    if (weight.shape.length !== 2 || weight.shape[0] !== C) {
+      throw new RangeError(`shortConv: weight must be [${C}, W], got [${weight.shape}]`);
+    }
+    if (starts && starts.length !== B * T) {
+      throw new RangeError(`shortConv: starts has length ${starts.length}, expected ${B * T}`);
+    }
+    return { B, T, C, W: weight.shape[1], seg: rt.temp(segmentStarts(B, T, starts), "storage") };
+  }
+
+  function xentRows(logits: Tensor, targets: Int32Array, weights: Float32Array) {
+    const V = logits.shape[logits.shape.length - 1];
+    const N = logits.size / V;
+    if (targets.length !== N || weights.length !== N) {
+      throw new RangeError(
+        `crossEntropy: ${N} rows but ${targets.length} targets and ${weights.length} weights`,
+      );
+    }
+    for (let n = 0; n < N; n++) {
+      if (weights[n] !== 0 && !(targets[n] >= 0 && targets[n] < V)) {
+        throw new RangeError(`crossEntropy: target ${targets[n]} at row ${n} is outside [0, ${V})`);
+      }
+    }
+    return { N, V, t: rt.temp(targets, "storage"), w: rt.temp(weights, "storage") };
+  }
+
+  function checkIds(op: string, ids: Int32Array, V: number) {
+    for (let n = 0; n < ids.length; n++) {
+      if (!(ids[n] >= 0 && ids[n] < V)) {
+        throw new RangeError(`${op}: id ${ids[n]} at ${n} is outside [0, ${V})`);
+      }
+    }
+  }
+
+  return {
+    matmul(out, a, b, options: MatmulOptions = {}) {
+      const [M, N, K] = matmulDims(out, a, b, options);
+      if (M === 0 || N === 0) return;
+      const big = M * N >= 256 * 256;
+      const variant: MatmulVariant = {
+        transA: !!options.transA,
+        transB: !!options.transB,
+        accumulate: !!options.accumulate,
+        tm: big ? 8 : 4,
+        tn: big ? 8 : 4,
+        bk: big ? 8 : 16,
+      };
+      const [BM, BN] = matmulTile(variant);
+      const u = rt.uniform([{ u: M }, { u: N }, { u: K }]);
+      rt.dispatch(rt.pipeline(matmulKey(variant), () => matmulShader(variant)), [
+        buf(out, "out"),
+        buf(a, "a"),
+        buf(b, "b"),
+        u,
+      ], [Math.ceil(N / BN), Math.ceil(M / BM)]);
+    },
+
+    embeddingForward(out, table, ids) {
+      const D = table.shape[table.shape.length - 1];
+      if (out.size !== ids.length * D) {
+        throw new RangeError(`embeddingForward: out has ${out.size} elements, expected ${ids.length}x${D}`);
+      }
+      checkIds("embeddingForward", ids, table.size / D);
+      const n = out.size;
+      if (n === 0) return;
+      const u = rt.uniform([{ u: n }, { u: D }]);
+      rt.dispatch(rt.pipeline("embedding_forward_f32", embeddingForwardShader), [
+        buf(out, "out"),
+        buf(table, "table"),
+        rt.temp(ids, "storage"),
+        u,
+      ], grid(Math.ceil(n / 256)));
+    },
+
+    embeddingBackward(dTable, dOut, ids) {
+      const D = dTable.shape[dTable.shape.length - 1];
+      if (dOut.size !== ids.length * D) {
+        throw new RangeError(
+          `embeddingBackward: dOut has ${dOut.size} elements, expected ${ids.length}x${D}`,
+        );
+      }
+      checkIds("embeddingBackward", ids, dTable.size / D);
+      // group positions by row: rows[G], offsets[G+1], list[N]
+      const byRow = new Map<number, number[]>();
+      ids.forEach((id, n) => {
+        const l = byRow.get(id);
+        if (l) l.push(n);
+        else byRow.set(id, [n]);
+      });
+      const G = byRow.size;
+      if (G === 0) return;
+      const groups = new Int32Array(2 * G + 1 + ids.length);
+      let g = 0;
+      let off = 0;
+      for (const [row, list] of byRow) {
+        groups[g] = row;
+        groups[G + g] = off;
+        for (const n of list) groups[2 * G + 1 + off++] = n;
+        g++;
+      }
+      groups[2 * G] = off;
+      const n = G * D;
+      const u = rt.uniform([{ u: n }, { u: D }, { u: G }]);
+      rt.dispatch(rt.pipeline("embedding_backward_f32", embeddingBackwardShader), [
+        buf(dTable, "dTable"),
+        buf(dOut, "dOut"),
+        rt.temp(groups, "storage"),
+        u,
+      ], grid(Math.ceil(n / 256)));
+    },
+
+    rmsNormForward(out, rstd, x, weight, eps) {
+      const D = x.shape[x.shape.length - 1];
+      const N = x.size / D;
+      sameSize("rmsNormForward", ["x", x], ["out", out]);
+      if (rstd.size !== N) {
+        throw new RangeError(`rmsNormForward: rstd has ${rstd.size} elements, expected ${N}`);
+      }
+      if (weight && weight.size !== D) {
+        throw new RangeError(`rmsNormForward: weight has ${weight.size}, expected ${D}`);
+      }
+      if (N === 0) return;
+      const u = rt.uniform([{ u: N }, { u: D }, { u: weight ? 1 : 0 }, { f: eps }]);
+      rt.dispatch(rt.pipeline("rmsnorm_forward_f32", rmsNormForwardShader), [
+        buf(out, "out"),
+        buf(rstd, "rstd"),
+        buf(x, "x"),
+        weight ? buf(weight, "weight") : rt.zeroBuffer(),
+        u,
+      ], grid(N));
+    },
+
+    rmsNormBackward(dx, dWeight, dOut, x, weight, rstd) {
+      const D = x.shape[x.shape.length - 1];
+      const N = x.size / D;
+      sameSize("rmsNormBackward", ["x", x], ["dx", dx], ["dOut", dOut]);
+      if (N === 0) return;
+      const u = rt.uniform([{ u: N }, { u: D }, { u: weight ? 1 : 0 }, { u: 0 }]);
+      rt.dispatch(rt.pipeline("rmsnorm_backward_f32", rmsNormBackwardShader), [
+        buf(dx, "dx"),
+        buf(dOut, "dOut"),
+        buf(x, "x"),
+        weight ? buf(weight, "weight") : rt.zeroBuffer(),
+        buf(rstd, "rstd"),
+        u,
+      ], grid(N));
+      if (dWeight) {
+        if (dWeight.size !== D) {
+          throw new RangeError(`rmsNormBackward: dWeight has ${dWeight.size}, expected ${D}`);
+        }
+        const uw = rt.uniform([{ u: D }, { u: N }]);
+        rt.dispatch(rt.pipeline("rmsnorm_weight_grad_f32", rmsNormWeightGradShader), [
+          buf(dWeight, "dWeight"),
+          buf(dOut, "dOut"),
+          buf(x, "x"),
+          buf(rstd, "rstd"),
+          uw,
+        ], grid(Math.ceil(D / 64)));
+      }
+    },
+
+    swigluForward(out, gate, up) {
+      const n = sameSize("swigluForward", ["out", out], ["gate", gate], ["up", up]);
+      elementwise("swiglu_forward_f32", swigluForwardShader, [buf(out), buf(gate), buf(up)], n);
+    },
+
+    swigluBackward(dGate, dUp, dOut, gate, up) {
+      const n = sameSize("swigluBackward", ["dGate", dGate], ["dUp", dUp], ["dOut", dOut], ["gate", gate], [
+        "up",
+        up,
+      ]);
+      elementwise("swiglu_backward_f32", swigluBackwardShader, [
+        buf(dGate),
+        buf(dUp),
+        buf(dOut),
+        buf(gate),
+        buf(up),
+      ], n);
+    },
+
+    activationForward(kind: Activation, out, x, scale) {
+      const n = sameSize(`activationForward(${kind})`, ["out", out], ["x", x]);
+      elementwise(`act_forward_${kind}_f32`, () => activationShader(kind, "forward"), [buf(out), buf(x)], n, [
+        scale,
+      ]);
+    },
+
+    activationBackward(kind: Activation, dx, dOut, x, scale) {
+      const n = sameSize(`activationBackward(${kind})`, ["dx", dx], ["dOut", dOut], ["x", x]);
+      elementwise(
+        `act_backward_${kind}_f32`,
+        () => activationShader(kind, "backward"),
+        [
+          buf(dx),
+          buf(dOut),
+          buf(x),
+        ],
+        n,
+        [scale],
+      );
+    },
+
+    add(out, a, b) {
+      const n = sameSize("add", ["out", out], ["a", a], ["b", b]);
+      elementwise("add_f32", () => binaryShader("add"), [buf(out), buf(a), buf(b)], n);
+    },
+
+    mul(out, a, b) {
+      const n = sameSize("mul", ["out", out], ["a", a], ["b", b]);
+      elementwise("mul_f32", () => binaryShader("mul"), [buf(out), buf(a), buf(b)], n);
+    },
+
+    axpy(y, x, alpha) {
+      const n = sameSize("axpy", ["y", y], ["x", x]);
+      elementwise("axpy_f32", axpyShader, [buf(y), buf(x)], n, [alpha]);
+    },
+
+    fill(x, value) {
+      elementwise("fill_f32", fillShader, [buf(x)], x.size, [value]);
+    },
+
+    shortConvForward(out, x, weight, starts) {
+      sameSize("shortConvForward", ["out", out], ["x", x]);
+      const { B, T, C, W, seg } = convDims(x, weight, starts);
+      const n = B * T * C;
+      if (n === 0) return;
+      const u = rt.uniform([{ u: n }, { u: T }, { u: C }, { u: W }]);
+      rt.dispatch(rt.pipeline("shortconv_forward_f32", shortConvForwardShader), [
+        buf(out, "out"),
+        buf(x, "x"),
+        buf(weight, "weight"),
+        seg,
+        u,
+      ], grid(Math.ceil(n / 256)));
+    },
+
+    shortConvBackward(dx, dWeight, dOut, x, weight, starts) {
+      sameSize("shortConvBackward", ["x", x], ["dx", dx], ["dOut", dOut]);
+      sameSize("shortConvBackward", ["weight", weight], ["dWeight", dWeight]);
+      const { B, T, C, W, seg } = convDims(x, weight, starts);
+      const n = B * T * C;
+      if (n === 0) return;
+      const dpre = rt.tensor([n], false);
+      const u = rt.uniform([{ u: n }, { u: T }, { u: C }, { u: W }]);
+      rt.dispatch(rt.pipeline("shortconv_pregrad_f32", shortConvPreGradShader), [
+        dpre.buffer,
+        buf(dOut, "dOut"),
+        buf(x, "x"),
+        buf(weight, "weight"),
+        seg,
+        u,
+      ], grid(Math.ceil(n / 256)));
+      const ux = rt.uniform([{ u: n }, { u: T }, { u: C }, { u: W }, { u: 0 }]);
+      rt.dispatch(rt.pipeline("shortconv_inputgrad_f32", shortConvInputGradShader), [
+        buf(dx, "dx"),
+        dpre.buffer,
+        buf(weight, "weight"),
+        ux,
+        seg,
+      ], grid(Math.ceil(n / ELEMENTWISE_WG)));
+      const uw = rt.uniform([{ u: C * W }, { u: T }, { u: C }, { u: W }, { u: B * T }]);
+      rt.dispatch(rt.pipeline("shortconv_weightgrad_f32", shortConvWeightGradShader), [
+        buf(dWeight, "dWeight"),
+        dpre.buffer,
+        buf(x, "x"),
+        uw,
+        seg,
+      ], grid(Math.ceil((C * W) / ELEMENTWISE_WG)));
+      rt.pool.release(dpre.buffer);
+    },
+
+    crossEntropyForward(losses, logits, targets, weights) {
+      const { N, V, t, w } = xentRows(logits, targets, weights);
+      if (losses.size !== N) {
+        throw new RangeError(`crossEntropyForward: losses has ${losses.size}, expected ${N}`);
+      }
+      if (N === 0) return;
+      const u = rt.uniform([{ u: N }, { u: V }]);
+      rt.dispatch(rt.pipeline("xent_forward_f32", () => crossEntropyShader("forward")), [
+        buf(losses, "losses"),
+        buf(logits, "logits"),
+        t,
+        w,
+        u,
+      ], grid(N));
+    },
+
+    crossEntropyBackward(dLogits, logits, targets, weights) {
+      sameSize("crossEntropyBackward", ["dLogits", dLogits], ["logits", logits]);
+      const { N, V, t, w } = xentRows(logits, targets, weights);
+      if (N === 0) return;
+      const u = rt.uniform([{ u: N }, { u: V }]);
+      rt.dispatch(rt.pipeline("xent_backward_f32", () => crossEntropyShader("backward")), [
+        buf(dLogits, "dLogits"),
+        buf(logits, "logits"),
+        t,
+        w,
+        u,
+      ], grid(N));
+    },
+
+    ...createAttentionOps(rt),
+
+    adamw(param, grad, m, v, p: AdamWParams, decay) {
+      const n = sameSize("adamw", ["param", param], ["grad", grad], ["m", m], ["v", v]);
+      if (!(Number.isInteger(p.step) && p.step >= 1)) {
+        throw new RangeError(`adamw: step must be >= 1, got ${p.step}`);
+      }
+      const c1 = 1 - Math.pow(p.beta1, p.step);
+      const c2 = 1 - Math.pow(p.beta2, p.step);
+      elementwise("adamw_f32", adamwShader, [buf(param), buf(grad), buf(m), buf(v)], n, [
+        p.lr,
+        p.beta1,
+        p.beta2,
+        p.eps,
+        decay ? p.weightDecay : 0,
+        c1,
+        c2,
+        p.gradScale,
+      ]);
+    },
+
+    async sumSquares(x) {
+      const n = x.size;
+      if (n === 0) return 0;
+      const groups = Math.min(1024, Math.ceil(n / 256));
+      const partial = rt.tensor([groups], false);
+      const u = rt.uniform([{ u: n }, { u: groups }]);
+      rt.dispatch(rt.pipeline("sumsquares_f32", sumSquaresShader), [partial.buffer, buf(x, "x"), u], [
+        groups,
+      ]);
+      const data = new Float32Array(await rt.readBytes(partial.buffer, groups * 4));
+      rt.pool.release(partial.buffer);
+      let s = 0;
+      for (const v of data) s += v;
+      return s;
+    },
+  };
+}

@@ -1,0 +1,443 @@
+/**
+ * The fast-weight ops of the `webgpu` backend (float32): every rule, both alignments, forward
+ * and backward, through the recurrent kernels of `shaders/fast_weight_recurrent.ts`.
+ *
+ * Pipeline per call: normalise q/k into a head-major workspace (carry rows in front), run one
+ * workgroup per `(b, h)` over all positions, then gather the carry (forward) or scatter the
+ * gradients back to `[B, T, H, D]` through the q/k normalisation backward.
+ * Every `form` (`recurrent`, `chunk`, `parallel`) runs this same recurrent algorithm; `chunkSize`
+ * is the checkpoint interval of the backward pass.
+ *
+ * @module
+ */
+
+import type {
+  Carry,
+  FastWeightGrads,
+  FastWeightInputs,
+  FastWeightOps,
+  FastWeightOutputs,
+  FormOptions,
+  Tensor,
+} from "../src/rules/backend.ts";
+import { FORMS, isPerColumnRule, isWindowRule, retnetDecay, type RuleConfig } from "../src/rules/config.ts";
+import { type GpuRuntime, grid } from "./runtime.ts";
+import { gpuBuffer, type GpuTensor } from "./tensor.ts";
+import type { HeadConstants } from "./shaders/fast_weight_coef.ts";
+import { gatherRowsShader, normRowsShader, scatterRowsShader } from "./shaders/fast_weight_layout.ts";
+import {
+  recurrentBackwardShader,
+  recurrentForwardShader,
+  recurrentKey,
+  type RecurrentShape,
+  recurrentSharedFloats,
+  windowSlots,
+} from "./shaders/fast_weight_recurrent.ts";
+
+/** Sizes of a call. */
+interface Dims {
+  B: number;
+  T: number;
+  H: number;
+  dk: number;
+  dv: number;
+}
+
+function expectShape(name: string, t: Tensor, shape: readonly number[]): void {
+  if (t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i])) {
+    throw new RangeError(`${name} has shape [${t.shape}], expected [${shape}]`);
+  }
+}
+
+/** Check the shapes of a call and return its sizes. */
+export function fastWeightDims(config: RuleConfig, inputs: FastWeightInputs): Dims {
+  if (inputs.q.shape.length !== 4) throw new RangeError(`q must be [B, T, H, Dk], got [${inputs.q.shape}]`);
+  const [B, T, H, dk] = inputs.q.shape;
+  if (inputs.v.shape.length !== 4) throw new RangeError(`v must be [B, T, H, Dv], got [${inputs.v.shape}]`);
+  const dv = inputs.v.shape[3];
+  if (T < 1) throw new RangeError(`T must be >= 1, got ${T}`);
+  expectShape("k", inputs.k, [B, T, H, dk]);
+  expectShape("v", inputs.v, [B, T, H, dv]);
+  expectShape("beta", inputs.beta, isPerColumnRule(config.rule) ? [B, T, H, dv] : [B, T, H]);
+  expectShape("lambdabar", inputs.lambdabar, [B, T, H]);
+  if (inputs.starts && inputs.starts.length !== B * T) {
+    throw new RangeError(`starts has length ${inputs.starts.length}, expected B*T = ${B * T}`);
+  }
+  if (inputs.s0) expectShape("s0", inputs.s0, [B, H, dk, dv]);
+  if (inputs.carry) {
+    const slots = Math.max(0, config.window - 1);
+    expectShape("carry.state", inputs.carry.state, [B, H, dk, dv]);
+    expectShape("carry.lastKey", inputs.carry.lastKey, [B, H, dk]);
+    expectShape("carry.windowX", inputs.carry.windowX, [B, H, slots, dk]);
+    expectShape("carry.windowY", inputs.carry.windowY, [B, H, slots, dv]);
+  }
+  if (config.mambaA && config.mambaA.length !== H) {
+    throw new RangeError(`mambaA has ${config.mambaA.length} entries, expected one per head (${H})`);
+  }
+  if (config.retnetHeads && config.retnetHeads.length !== H) {
+    throw new RangeError(
+      `retnetHeads has ${config.retnetHeads.length} entries, expected one per head (${H})`,
+    );
+  }
+  return { B, T, H, dk, dv };
+}
+
+/** Per-step `(lo_t, reset_t)` `[B, T, 2]` and the carry-out window count per row. */
+export function stepMeta(
+  config: RuleConfig,
+  B: number,
+  T: number,
+  starts: Uint8Array | undefined,
+  carry: Carry | undefined,
+): { meta: Int32Array; counts: Int32Array } {
+  const W = windowSlots(config);
+  const prefix = config.alignment === "prefix";
+  const meta = new Int32Array(B * T * 2);
+  const counts = new Int32Array(B);
+  for (let b = 0; b < B; b++) {
+    let j0 = carry ? -Math.min(carry.windowCount[b] ?? 0, W - 1) : 0;
+    for (let t = 0; t < T; t++) {
+      const start = (starts !== undefined && starts[b * T + t] !== 0) || (t === 0 && !carry);
+      if (start) j0 = prefix ? t + 1 : t;
+      meta[(b * T + t) * 2] = Math.max(j0, t - W + 1);
+      meta[(b * T + t) * 2 + 1] = start ? 1 : 0;
+    }
+    counts[b] = isWindowRule(config.rule) ? Math.max(0, Math.min(W - 1, T - j0)) : 0;
+  }
+  return { meta, counts };
+}
+
+/** Mamba-2 `A_h` and RetNet `g_h` of every head. */
+function headConstants(config: RuleConfig, H: number): HeadConstants {
+  const mambaA: number[] = [];
+  const retnetG: number[] = [];
+  for (let h = 0; h < H; h++) {
+    mambaA.push(config.mambaA?.[h] ?? 1);
+    retnetG.push(retnetDecay(config.retnetHeads?.[h] ?? h));
+  }
+  return { mambaA, retnetG };
+}
+
+function formOf(options: FormOptions): number {
+  const form = options.form ?? "recurrent";
+  if (!(FORMS as readonly string[]).includes(form)) {
+    throw new RangeError(`unknown form "${form}"; expected one of ${FORMS.join(", ")}`);
+  }
+  const c = options.chunkSize ?? 64;
+  if (!Number.isInteger(c) || c < 1) throw new RangeError(`chunkSize must be an integer >= 1, got ${c}`);
+  return c;
+}
+
+/** The fast-weight ops on a runtime. */
+export function createFastWeightOps(rt: GpuRuntime): FastWeightOps {
+  const limits = rt.device.limits;
+
+  function shapeOf(config: RuleConfig, d: Dims, ck: number): RecurrentShape {
+    if (d.dv > limits.maxComputeInvocationsPerWorkgroup) {
+      throw new RangeError(
+        `Dv = ${d.dv} exceeds this device's maxComputeInvocationsPerWorkgroup (${limits.maxComputeInvocationsPerWorkgroup})`,
+      );
+    }
+    if (d.B * d.H > limits.maxComputeWorkgroupsPerDimension) {
+      throw new RangeError(`B*H = ${d.B * d.H} exceeds maxComputeWorkgroupsPerDimension`);
+    }
+    // steps staged per block: as many as fit (up to 32) next to the other workgroup arrays
+    const limit = Math.floor(limits.maxComputeWorkgroupStorageSize / 4) - 16;
+    let l = 32;
+    const shared = (lb: number, rb: number) =>
+      recurrentSharedFloats(config, { H: d.H, dk: d.dk, dv: d.dv, ck, rb, l: lb }) + rb * (d.dv + 1);
+    while (l > 1 && shared(l, Math.min(d.dk, 16)) > limit) l >>= 1;
+    const rb = Math.min(d.dk, Math.floor((limit - shared(l, 0)) / (d.dv + 1)));
+    if (rb < 1) {
+      throw new RangeError(`Dk = ${d.dk}, Dv = ${d.dv} do not fit this device's workgroup memory`);
+    }
+    return { H: d.H, dk: d.dk, dv: d.dv, ck, rb, l };
+  }
+
+  /** Upload-and-normalise into the head-major workspace; returns it and its sizes. */
+  function prepare(config: RuleConfig, inputs: FastWeightInputs, d: Dims) {
+    const { B, T, H, dk, dv } = d;
+    const BH = B * H;
+    const W = windowSlots(config);
+    const PAD = W - 1;
+    const XR = PAD + T + 1;
+    const YR = PAD + T;
+    const prefix = config.alignment === "prefix";
+    const ws = rt.tensor([BH * (T * dk + XR * dk + YR * dv)], true);
+    const norm = rt.pipeline(
+      `fw_norm_rows:${config.qkNorm}:${config.epsRms}`,
+      () => normRowsShader(config.qkNorm, config.epsRms),
+    );
+    const rows = (
+      src: GPUBuffer,
+      n: number,
+      p: { T: number; H: number; D: number; R: number; off: number; base: number; normalise: boolean },
+    ) => {
+      if (n === 0) return;
+      const u = rt.uniform([
+        { u: n },
+        { u: p.T },
+        { u: p.H },
+        { u: p.D },
+        { u: p.R },
+        { u: p.off },
+        { u: p.base },
+        { u: p.normalise ? 1 : 0 },
+      ]);
+      rt.dispatch(norm, [ws.buffer, src, u], grid(Math.ceil(n / 64)));
+    };
+    const xBase = BH * T * dk;
+    const yBase = xBase + BH * XR * dk;
+    rows(gpuBuffer(inputs.q, "q"), B * T * H, { T, H, D: dk, R: T, off: 0, base: 0, normalise: true });
+    rows(gpuBuffer(inputs.k, "k"), B * T * H, {
+      T,
+      H,
+      D: dk,
+      R: XR,
+      off: PAD + (prefix ? 1 : 0),
+      base: xBase,
+      normalise: true,
+    });
+    rows(gpuBuffer(inputs.v, "v"), B * T * H, {
+      T,
+      H,
+      D: dv,
+      R: YR,
+      off: PAD,
+      base: yBase,
+      normalise: false,
+    });
+    const c = inputs.carry;
+    if (c) {
+      if (prefix) {
+        rows(gpuBuffer(c.lastKey, "carry.lastKey"), BH, {
+          T: 1,
+          H: 1,
+          D: dk,
+          R: XR,
+          off: PAD,
+          base: xBase,
+          normalise: false,
+        });
+      }
+      if (PAD > 0) {
+        rows(gpuBuffer(c.windowX, "carry.windowX"), BH * PAD, {
+          T: PAD,
+          H: 1,
+          D: dk,
+          R: XR,
+          off: 0,
+          base: xBase,
+          normalise: false,
+        });
+        rows(gpuBuffer(c.windowY, "carry.windowY"), BH * PAD, {
+          T: PAD,
+          H: 1,
+          D: dv,
+          R: YR,
+          off: 0,
+          base: yBase,
+          normalise: false,
+        });
+      }
+    }
+    const { meta, counts } = stepMeta(config, B, T, inputs.starts, inputs.carry);
+    return { ws, meta: rt.temp(meta, "storage"), counts, XR, YR, PAD, xBase, yBase };
+  }
+
+  function commonBindings(inputs: FastWeightInputs, ws: GpuTensor, meta: GPUBuffer): GPUBuffer[] {
+    return [
+      ws.buffer,
+      gpuBuffer(inputs.beta, "beta"),
+      gpuBuffer(inputs.lambdabar, "lambdabar"),
+      meta,
+      inputs.s0 ? gpuBuffer(inputs.s0, "s0") : rt.zeroBuffer(),
+      inputs.carry ? gpuBuffer(inputs.carry.state, "carry.state") : rt.zeroBuffer(),
+    ];
+  }
+
+  function uniformOf(inputs: FastWeightInputs, d: Dims): GPUBuffer {
+    return rt.uniform([{ u: d.B }, { u: d.T }, { u: inputs.s0 ? 1 : 0 }, { u: inputs.carry ? 1 : 0 }]);
+  }
+
+  function gatherRows(
+    dst: GpuTensor,
+    src: GpuTensor,
+    counts: GPUBuffer,
+    p: { H: number; S: number; D: number; R: number; off: number; base: number; BH: number },
+  ) {
+    const n = p.BH * p.S * p.D;
+    if (n === 0) return;
+    const pipe = rt.pipeline("fw_gather_rows", gatherRowsShader);
+    const u = rt.uniform([
+      { u: n },
+      { u: p.H },
+      { u: p.S },
+      { u: p.D },
+      { u: p.R },
+      { u: p.off },
+      { u: p.base },
+      { u: 0 },
+    ]);
+    rt.dispatch(pipe, [dst.buffer, src.buffer, counts, u], grid(Math.ceil(n / 64)));
+  }
+
+  return {
+    fastWeightForward(
+      config: RuleConfig,
+      inputs: FastWeightInputs,
+      options: FormOptions = {},
+    ): FastWeightOutputs {
+      const ck = formOf(options);
+      const d = fastWeightDims(config, inputs);
+      const { B, T, H, dk, dv } = d;
+      const shape = shapeOf(config, d, ck);
+      const heads = headConstants(config, H);
+      const prep = prepare(config, inputs, d);
+      const o = rt.tensor([B, T, H, dv], false);
+      const state = rt.tensor([B, H, dk, dv], false);
+      const pipe = rt.pipeline(
+        recurrentKey("forward", config, shape, heads),
+        () => recurrentForwardShader(config, shape, heads),
+      );
+      rt.dispatch(pipe, [
+        ...commonBindings(inputs, prep.ws, prep.meta),
+        o.buffer,
+        state.buffer,
+        uniformOf(inputs, d),
+      ], [
+        B * H,
+      ]);
+      // carry: last key feature and the newest window pairs
+      const slots = Math.max(0, config.window - 1);
+      const lastKey = rt.tensor([B, H, dk], false);
+      const windowX = rt.tensor([B, H, slots, dk], true);
+      const windowY = rt.tensor([B, H, slots, dv], true);
+      const ones = rt.temp(new Int32Array(B).fill(1), "storage");
+      const prefix = config.alignment === "prefix";
+      gatherRows(lastKey, prep.ws, ones, {
+        H,
+        S: 1,
+        D: dk,
+        R: prep.XR,
+        off: prep.PAD + T - (prefix ? 0 : 1),
+        base: prep.xBase,
+        BH: B * H,
+      });
+      if (isWindowRule(config.rule) && slots > 0) {
+        const counts = rt.temp(prep.counts, "storage");
+        gatherRows(windowX, prep.ws, counts, {
+          H,
+          S: slots,
+          D: dk,
+          R: prep.XR,
+          off: T,
+          base: prep.xBase,
+          BH: B * H,
+        });
+        gatherRows(windowY, prep.ws, counts, {
+          H,
+          S: slots,
+          D: dv,
+          R: prep.YR,
+          off: T,
+          base: prep.yBase,
+          BH: B * H,
+        });
+      }
+      rt.pool.release(prep.ws.buffer);
+      const carry: Carry = { state, lastKey, windowX, windowY, windowCount: prep.counts };
+      return { o, carry };
+    },
+
+    fastWeightBackward(
+      config: RuleConfig,
+      inputs: FastWeightInputs,
+      dO: Tensor,
+      options: FormOptions = {},
+    ): FastWeightGrads {
+      const ck = formOf(options);
+      const d = fastWeightDims(config, inputs);
+      const { B, T, H, dk, dv } = d;
+      expectShape("dO", dO, [B, T, H, dv]);
+      const BH = B * H;
+      const shape = shapeOf(config, d, ck);
+      const heads = headConstants(config, H);
+      const prep = prepare(config, inputs, d);
+      const bw = isPerColumnRule(config.rule) ? dv : 1;
+      const nck = Math.ceil(T / ck);
+      const work = rt.tensor([BH * (nck + ck) * dk * dv], false);
+      const gDX = BH * T * dk;
+      const gDY = gDX + BH * prep.XR * dk;
+      const gDB = gDY + BH * prep.YR * dv;
+      const gDLB = gDB + BH * T * bw;
+      const gDS0 = gDLB + BH * T;
+      const gDC = gDS0 + BH * dk * dv;
+      const g = rt.tensor([gDC + BH * dk * dv], true);
+      const pipe = rt.pipeline(
+        recurrentKey("backward", config, shape, heads),
+        () => recurrentBackwardShader(config, shape, heads),
+      );
+      rt.dispatch(
+        pipe,
+        [
+          ...commonBindings(inputs, prep.ws, prep.meta),
+          gpuBuffer(dO, "dO"),
+          work.buffer,
+          g.buffer,
+          uniformOf(inputs, d),
+        ],
+        [BH],
+      );
+      const grads = {
+        dq: rt.tensor([B, T, H, dk], false),
+        dk: rt.tensor([B, T, H, dk], false),
+        dv: rt.tensor([B, T, H, dv], false),
+        dbeta: rt.tensor([...inputs.beta.shape], false),
+        dlambdabar: rt.tensor([B, T, H], false),
+        ds0: rt.tensor([B, H, dk, dv], false),
+        dCarryState: rt.tensor([B, H, dk, dv], false),
+      };
+      const scatter = rt.pipeline(
+        `fw_scatter_rows:${config.qkNorm}:${config.epsRms}`,
+        () => scatterRowsShader(config.qkNorm, config.epsRms),
+      );
+      const back = (
+        dst: GpuTensor,
+        raw: GPUBuffer | null,
+        p: { D: number; R: number; off: number; base: number },
+      ) => {
+        const n = B * T * H;
+        const u = rt.uniform([
+          { u: n },
+          { u: T },
+          { u: H },
+          { u: p.D },
+          { u: p.R },
+          { u: p.off },
+          { u: p.base },
+          { u: raw ? 1 : 0 },
+        ]);
+        rt.dispatch(scatter, [dst.buffer, g.buffer, raw ?? rt.zeroBuffer(), u], grid(Math.ceil(n / 64)));
+      };
+      const prefix = config.alignment === "prefix";
+      back(grads.dq, gpuBuffer(inputs.q, "q"), { D: dk, R: T, off: 0, base: 0 });
+      back(grads.dk, gpuBuffer(inputs.k, "k"), {
+        D: dk,
+        R: prep.XR,
+        off: prep.PAD + (prefix ? 1 : 0),
+        base: gDX,
+      });
+      back(grads.dv, null, { D: dv, R: prep.YR, off: prep.PAD, base: gDY });
+      back(grads.dbeta, null, { D: bw, R: T, off: 0, base: gDB });
+      back(grads.dlambdabar, null, { D: 1, R: T, off: 0, base: gDLB });
+      const enc = rt.encoder();
+      enc.copyBufferToBuffer(g.buffer, gDS0 * 4, grads.ds0.buffer, 0, BH * dk * dv * 4);
+      enc.copyBufferToBuffer(g.buffer, gDC * 4, grads.dCarryState.buffer, 0, BH * dk * dv * 4);
+      rt.pool.release(prep.ws.buffer);
+      rt.pool.release(work.buffer);
+      rt.pool.release(g.buffer);
+      return grads;
+    },
+  };
+}

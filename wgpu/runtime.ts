@@ -1,0 +1,218 @@
+/**
+ * The command side of the `webgpu` backend: a pipeline cache keyed by shader variant, one command
+ * encoder per batch of ops (flushed on read, sync and host writes), temporary buffers for
+ * uniforms and host-side integer data, and the 1-D dispatch helper every element-wise kernel uses.
+ *
+ * @module
+ */
+
+import { GpuBufferPool, GpuTensor, pooledBytes } from "./tensor.ts";
+
+/** Largest workgroup count per dispatch dimension that WebGPU guarantees. */
+export const MAX_GROUPS_PER_DIM = 65535;
+
+/** A binding: a whole buffer. */
+export type Binding = GPUBuffer;
+
+/** Pipelines, the open command encoder, temporaries and the buffer pool of one device. */
+export class GpuRuntime {
+  /** The device. */
+  readonly device: GPUDevice;
+  /** Storage buffer pool. */
+  readonly pool: GpuBufferPool;
+  readonly #pipelines = new Map<string, GPUComputePipeline>();
+  #encoder: GPUCommandEncoder | null = null;
+  #temporaries: GPUBuffer[] = [];
+  #zero: GPUBuffer | null = null;
+  #errors: string[] = [];
+
+  /** A runtime on `device`; validation errors are collected and thrown by the next read or sync. */
+  constructor(device: GPUDevice) {
+    this.device = device;
+    this.pool = new GpuBufferPool(device);
+    device.addEventListener("uncapturederror", (e) => {
+      const err = (e as GPUUncapturedErrorEvent).error;
+      this.#errors.push(err?.message ?? String(err));
+    });
+  }
+
+  /** Throw the validation errors collected since the last check (shader compile errors included). */
+  throwErrors(): void {
+    if (this.#errors.length === 0) return;
+    const msg = this.#errors.join("\n");
+    this.#errors = [];
+    throw new Error(`webgpu: ${msg}`);
+  }
+
+  /** The compute pipeline for `key`, compiling `code()` (entry point `main`) the first time. */
+  pipeline(key: string, code: () => string): GPUComputePipeline {
+    let p = this.#pipelines.get(key);
+    if (!p) {
+      const module = this.device.createShaderModule({ label: key, code: code() });
+      p = this.device.createComputePipeline({
+        label: key,
+        layout: "auto",
+        compute: { module, entryPoint: "main" },
+      });
+      this.#pipelines.set(key, p);
+    }
+    return p;
+  }
+
+  /** Number of cached pipelines (for tests of the cache). */
+  get pipelineCount(): number {
+    return this.#pipelines.size;
+  }
+
+  /** The open command encoder (created on demand). */
+  encoder(): GPUCommandEncoder {
+    if (!this.#encoder) this.#encoder = this.device.createCommandEncoder();
+    return this.#encoder;
+  }
+
+  /**
+   * Record one dispatch of `pipeline` with `bindings` at `@binding(0..)` of group 0. A buffer bound
+   * twice (an op whose output is also an input, e.g. `add(y, y, x)`) is bound once as itself and
+   * otherwise as a snapshot copy, since WebGPU forbids a writable binding aliasing another. Kernels
+   * bind their outputs first, so the snapshot is always an input.
+   */
+  dispatch(
+    pipeline: GPUComputePipeline,
+    bindings: readonly Binding[],
+    groups: readonly [number, number?, number?],
+  ) {
+    const seen = new Set<GPUBuffer>();
+    const snapshots: GPUBuffer[] = [];
+    const resolved = bindings.map((buffer) => {
+      if (!seen.has(buffer) || !(buffer.usage & GPUBufferUsage.COPY_SRC)) {
+        seen.add(buffer);
+        return buffer;
+      }
+      const copy = this.pool.acquire(buffer.size);
+      this.encoder().copyBufferToBuffer(buffer, 0, copy, 0, buffer.size);
+      snapshots.push(copy);
+      return copy;
+    });
+    const bindGroup = this.device.createBindGroup({
+      layout: pipeline.getBindGroupLayout(0),
+      entries: resolved.map((buffer, binding) => ({ binding, resource: { buffer } })),
+    });
+    const pass = this.encoder().beginComputePass();
+    pass.setPipeline(pipeline);
+    pass.setBindGroup(0, bindGroup);
+    pass.dispatchWorkgroups(groups[0], groups[1] ?? 1, groups[2] ?? 1);
+    pass.end();
+    for (const b of snapshots) this.pool.release(b);
+  }
+
+  /** A temporary buffer holding `data` (destroyed after the next flush). */
+  temp(data: ArrayBufferView, usage: "uniform" | "storage"): GPUBuffer {
+    const bytes = Math.max(16, Math.ceil(data.byteLength / 16) * 16);
+    const buffer = this.device.createBuffer({
+      size: bytes,
+      usage: usage === "uniform" ? GPUBufferUsage.UNIFORM : GPUBufferUsage.STORAGE,
+      mappedAtCreation: true,
+    });
+    new Uint8Array(buffer.getMappedRange()).set(
+      new Uint8Array(data.buffer, data.byteOffset, data.byteLength),
+    );
+    buffer.unmap();
+    this.#temporaries.push(buffer);
+    return buffer;
+  }
+
+  /** A uniform buffer of 32-bit words: integers as u32/i32 bit patterns, other numbers as f32. */
+  uniform(words: readonly { u?: number; i?: number; f?: number }[]): GPUBuffer {
+    const buf = new ArrayBuffer(Math.max(16, words.length * 4));
+    const view = new DataView(buf);
+    words.forEach((w, k) => {
+      if (w.u !== undefined) view.setUint32(k * 4, w.u, true);
+      else if (w.i !== undefined) view.setInt32(k * 4, w.i, true);
+      else view.setFloat32(k * 4, w.f ?? 0, true);
+    });
+    return this.temp(new Uint8Array(buf), "uniform");
+  }
+
+  /** A small zero storage buffer for optional bindings that are absent. */
+  zeroBuffer(): GPUBuffer {
+    if (!this.#zero) {
+      this.#zero = this.device.createBuffer({
+        size: 256,
+        usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
+      });
+    }
+    return this.#zero;
+  }
+
+  /** A pooled tensor of `shape`; zero-filled when `zero` (the clear is recorded in order). */
+  tensor(shape: readonly number[], zero: boolean): GpuTensor {
+    const size = shape.reduce((a, b) => a * b, 1);
+    const bytes = pooledBytes(size);
+    const limit = this.device.limits.maxStorageBufferBindingSize;
+    if (bytes > limit) {
+      throw new RangeError(
+        `a tensor of shape [${shape}] needs ${bytes} bytes, above this device's maxStorageBufferBindingSize (${limit})`,
+      );
+    }
+    const buffer = this.pool.acquire(bytes);
+    if (zero) this.encoder().clearBuffer(buffer);
+    return new GpuTensor(shape, buffer);
+  }
+
+  /** Submit the recorded commands and free the temporaries. */
+  flush(): void {
+    if (this.#encoder) {
+      this.device.queue.submit([this.#encoder.finish()]);
+      this.#encoder = null;
+    }
+    for (const b of this.#temporaries) b.destroy();
+    this.#temporaries = [];
+  }
+
+  /** Write host data into a buffer after everything recorded so far. */
+  write(buffer: GPUBuffer, data: Float32Array<ArrayBuffer>): void {
+    this.flush();
+    this.device.queue.writeBuffer(buffer, 0, data);
+  }
+
+  /** Copy `bytes` bytes of `src` to the host, after everything recorded so far. */
+  async readBytes(src: GPUBuffer, bytes: number): Promise<ArrayBuffer> {
+    const size = Math.max(16, Math.ceil(bytes / 16) * 16);
+    const staging = this.device.createBuffer({
+      size,
+      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+    });
+    this.encoder().copyBufferToBuffer(src, 0, staging, 0, Math.min(size, src.size));
+    this.flush();
+    await staging.mapAsync(GPUMapMode.READ);
+    const out = staging.getMappedRange(0, size).slice(0, bytes);
+    staging.unmap();
+    staging.destroy();
+    this.throwErrors();
+    return out;
+  }
+
+  /** Wait until the device finished everything submitted. */
+  async sync(): Promise<void> {
+    this.flush();
+    await this.device.queue.onSubmittedWorkDone();
+    this.throwErrors();
+  }
+}
+
+/** Workgroup counts `[x, y]` covering `groups` workgroups within the per-dimension limit. */
+export function grid(groups: number): [number, number] {
+  const g = Math.max(1, groups);
+  if (g <= MAX_GROUPS_PER_DIM) return [g, 1];
+  const y = Math.ceil(g / MAX_GROUPS_PER_DIM);
+  return [Math.ceil(g / y), y];
+}
+
+/** WGSL lines computing the flat invocation index `idx` of a {@linkcode grid} dispatch of `wg`-wide groups. */
+export function flatIndex(wg: number): string {
+  return `let idx = (gid.y * nwg.x + gid.x) * ${wg}u + lid.x;`;
+}
+
+/** WGSL entry-point parameters matching {@linkcode flatIndex}. */
+export const FLAT_PARAMS =
+  "@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>";

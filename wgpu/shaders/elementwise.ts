@@ -1,0 +1,166 @@
+/**
+ * WGSL of the element-wise kernels: fill, add, mul, axpy, activations, SwiGLU and AdamW.
+ * One invocation per element `idx < n`; every kernel reads its sizes and scalars from a uniform
+ * block `u` (`n` first), so one pipeline serves every shape.
+ *
+ * @module
+ */
+
+import { FLAT_PARAMS, flatIndex } from "../runtime.ts";
+
+/** Workgroup width of the element-wise kernels. */
+export const ELEMENTWISE_WG = 256;
+
+/** A storage binding of an element-wise kernel. */
+export interface ElementBinding {
+  /** WGSL name. */
+  readonly name: string;
+  /** `read` or `read_write`. */
+  readonly access: "read" | "read_write";
+}
+
+/**
+ * An element-wise kernel: storage bindings at `0..`, then the uniform block `u` with `n: u32`
+ * followed by `fields` (f32 unless typed), and `body` run for each `idx < u.n`.
+ */
+export function elementwiseShader(
+  bindings: readonly ElementBinding[],
+  fields: readonly string[],
+  body: string,
+  helpers = "",
+): string {
+  const decl = bindings.map((b, i) =>
+    `@group(0) @binding(${i}) var<storage, ${b.access}> ${b.name}: array<f32>;`
+  );
+  const uniformFields = ["n: u32", ...fields.map((f) => (f.includes(":") ? f : `${f}: f32`))];
+  return `
+${decl.join("\n")}
+struct Params { ${uniformFields.join(", ")} }
+@group(0) @binding(${bindings.length}) var<uniform> u: Params;
+${helpers}
+@compute @workgroup_size(${ELEMENTWISE_WG})
+fn main(${FLAT_PARAMS}) {
+  ${flatIndex(ELEMENTWISE_WG)}
+  if (idx >= u.n) { return; }
+  ${body}
+}`;
+}
+
+/** WGSL helpers: numerically stable sigmoid, softplus and SiLU with their derivatives. */
+export const ACTIVATION_HELPERS = `
+fn sigmoid_f(x: f32) -> f32 {
+  if (x >= 0.0) { return 1.0 / (1.0 + exp(-x)); }
+  let e = exp(x);
+  return e / (1.0 + e);
+}
+fn softplus_f(x: f32) -> f32 {
+  if (x > 20.0) { return x; }
+  return max(x, 0.0) + log(1.0 + exp(-abs(x)));
+}
+fn silu_f(x: f32) -> f32 { return x * sigmoid_f(x); }
+fn dsilu_f(x: f32) -> f32 { let s = sigmoid_f(x); return s * (1.0 + x * (1.0 - s)); }
+fn dsigmoid_f(x: f32) -> f32 { let s = sigmoid_f(x); return s * (1.0 - s); }
+`;
+
+const RW = "read_write" as const;
+const R = "read" as const;
+
+/** `x[idx] = value`. */
+export function fillShader(): string {
+  return elementwiseShader([{ name: "x", access: RW }], ["value"], "x[idx] = u.value;");
+}
+
+/** `out = a + b` or `out = a * b`. */
+export function binaryShader(op: "add" | "mul"): string {
+  const sym = op === "add" ? "+" : "*";
+  return elementwiseShader(
+    [{ name: "out_", access: RW }, { name: "a", access: R }, { name: "b", access: R }],
+    [],
+    `out_[idx] = a[idx] ${sym} b[idx];`,
+  );
+}
+
+/** `y += alpha * x`. */
+export function axpyShader(): string {
+  return elementwiseShader(
+    [{ name: "y", access: RW }, { name: "x", access: R }],
+    ["alpha"],
+    "y[idx] += u.alpha * x[idx];",
+  );
+}
+
+/** Forward (`out = scale * f(x)`) or backward (`dx += dOut * scale * f'(x)`) of an activation. */
+export function activationShader(
+  kind: "sigmoid" | "softplus" | "silu",
+  pass: "forward" | "backward",
+): string {
+  const f = { sigmoid: "sigmoid_f", softplus: "softplus_f", silu: "silu_f" }[kind];
+  const df = { sigmoid: "dsigmoid_f", softplus: "sigmoid_f", silu: "dsilu_f" }[kind];
+  if (pass === "forward") {
+    return elementwiseShader(
+      [{ name: "out_", access: RW }, { name: "x", access: R }],
+      ["scale"],
+      `out_[idx] = u.scale * ${f}(x[idx]);`,
+      ACTIVATION_HELPERS,
+    );
+  }
+  return elementwiseShader(
+    [{ name: "dx", access: RW }, { name: "dout", access: R }, { name: "x", access: R }],
+    ["scale"],
+    `dx[idx] += dout[idx] * u.scale * ${df}(x[idx]);`,
+    ACTIVATION_HELPERS,
+  );
+}
+
+/** SwiGLU forward `out = silu(gate) * up`. */
+export function swigluForwardShader(): string {
+  return elementwiseShader(
+    [{ name: "out_", access: RW }, { name: "gate", access: R }, { name: "up", access: R }],
+    [],
+    "out_[idx] = silu_f(gate[idx]) * up[idx];",
+    ACTIVATION_HELPERS,
+  );
+}
+
+/** SwiGLU backward: `dGate += dOut * up * silu'(gate)`, `dUp += dOut * silu(gate)`. */
+export function swigluBackwardShader(): string {
+  return elementwiseShader(
+    [
+      { name: "dgate", access: RW },
+      { name: "dup", access: RW },
+      { name: "dout", access: R },
+      { name: "gate", access: R },
+      { name: "up", access: R },
+    ],
+    [],
+    `let g = gate[idx];
+  let d = dout[idx];
+  dgate[idx] += d * up[idx] * dsilu_f(g);
+  dup[idx] += d * silu_f(g);`,
+    ACTIVATION_HELPERS,
+  );
+}
+
+/**
+ * One AdamW step (decoupled decay): `g = gradScale * grad`, moments updated, then
+ * `param -= lr * (mhat / (sqrt(vhat) + eps) + wd * param)` with `wd = 0` when decay is off.
+ * Bias corrections `c1 = 1 - beta1^step`, `c2 = 1 - beta2^step` come from the host.
+ */
+export function adamwShader(): string {
+  return elementwiseShader(
+    [
+      { name: "param", access: RW },
+      { name: "grad", access: R },
+      { name: "m", access: RW },
+      { name: "v", access: RW },
+    ],
+    ["lr", "beta1", "beta2", "eps", "wd", "c1", "c2", "gscale"],
+    `let g = grad[idx] * u.gscale;
+  let mi = u.beta1 * m[idx] + (1.0 - u.beta1) * g;
+  let vi = u.beta2 * v[idx] + (1.0 - u.beta2) * g * g;
+  m[idx] = mi;
+  v[idx] = vi;
+  let p = param[idx];
+  param[idx] = p - u.lr * ((mi / u.c1) / (sqrt(vi / u.c2) + u.eps) + u.wd * p);`,
+  );
+}

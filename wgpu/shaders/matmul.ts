@@ -1,0 +1,143 @@
+/**
+ * WGSL of the tiled GEMM `out[M, N] (+)= op(a)[M, K] op(b)[K, N]` (`op` = identity or transpose).
+ *
+ * Shape legend: `M` rows of the output, `N` columns, `K` the contracted size; row-major storage:
+ * `a` is `[M, K]` (or `[K, M]` with `transA`), `b` is `[K, N]` (or `[N, K]` with `transB`).
+ * Tiling: a 16 x 16 workgroup computes a `16*TM x 16*TN` block of `out`; each invocation holds a
+ * `TM x TN` register tile (TM, TN multiples of 4) and reads `BK`-deep slices of `a` and `b` staged in
+ * workgroup memory as vec4 (`As[k][m]`, `Bs[k][n]`). Global loads are bounds-checked (any M, N, K).
+ * Sizes come from the uniform block; the pipeline key is the variant (transposes, accumulate, tile).
+ *
+ * @module
+ */
+
+/** A GEMM variant: transposes, accumulate and the per-invocation register tile. */
+export interface MatmulVariant {
+  /** `a` is stored `[K, M]`. */
+  readonly transA: boolean;
+  /** `b` is stored `[N, K]`. */
+  readonly transB: boolean;
+  /** `out += ...` instead of `out = ...`. */
+  readonly accumulate: boolean;
+  /** Rows per invocation (multiple of 4). */
+  readonly tm: number;
+  /** Columns per invocation (multiple of 4). */
+  readonly tn: number;
+  /** Depth of a workgroup-memory slice. */
+  readonly bk: number;
+}
+
+/** Pipeline cache key of a variant. */
+export function matmulKey(v: MatmulVariant): string {
+  return `matmul_f32:${v.transA ? "t" : "n"}${v.transB ? "t" : "n"}:${
+    v.accumulate ? "acc" : "set"
+  }:${v.tm}x${v.tn}x${v.bk}`;
+}
+
+/** Output tile of one workgroup: `[16 * tm, 16 * tn]`. */
+export function matmulTile(v: MatmulVariant): [number, number] {
+  return [16 * v.tm, 16 * v.tn];
+}
+
+/** WGSL of `matmul_f32` for a variant; bindings: out, a, b, uniform `{M, N, K}`. */
+export function matmulShader(v: MatmulVariant): string {
+  const { tm, tn, bk } = v;
+  if (tm % 4 || tn % 4) throw new RangeError(`matmul tile ${tm}x${tn}: both must be multiples of 4`);
+  const BM = 16 * tm;
+  const BN = 16 * tn;
+  const aLoads = (BM * bk) / 256;
+  const bLoads = (BN * bk) / 256;
+  if (!Number.isInteger(aLoads) || !Number.isInteger(bLoads)) {
+    throw new RangeError(`matmul tile ${BM}x${BN}x${bk} does not split over 256 invocations`);
+  }
+  // a element (m, k) and b element (k, n), by storage layout; consecutive invocations read consecutive addresses.
+  const aLoad = v.transA
+    ? `let kk = e / ${BM}u; let mm = e % ${BM}u; let gm = m0 + mm; let gk = k0 + kk;
+      var val = 0.0; if (gm < u.M && gk < u.K) { val = a[gk * u.M + gm]; }`
+    : `let mm = e / ${bk}u; let kk = e % ${bk}u; let gm = m0 + mm; let gk = k0 + kk;
+      var val = 0.0; if (gm < u.M && gk < u.K) { val = a[gm * u.K + gk]; }`;
+  const bLoad = v.transB
+    ? `let nn = e / ${bk}u; let kk = e % ${bk}u; let gn = n0 + nn; let gk = k0 + kk;
+      var val = 0.0; if (gn < u.N && gk < u.K) { val = b[gn * u.K + gk]; }`
+    : `let kk = e / ${BN}u; let nn = e % ${BN}u; let gn = n0 + nn; let gk = k0 + kk;
+      var val = 0.0; if (gn < u.N && gk < u.K) { val = b[gk * u.N + gn]; }`;
+  const tm4 = tm / 4;
+  const tn4 = tn / 4;
+  const rep = (n: number, f: (i: number) => string, sep = "\n") =>
+    Array.from({ length: n }, (_, i) => f(i)).join(sep);
+  const store = (
+    o: string,
+    val: string,
+  ) => (v.accumulate ? `out_[${o}] = out_[${o}] + ${val};` : `out_[${o}] = ${val};`);
+  // Loops over compile-time sizes are unrolled here: naga's loop-bounding counters keep drivers from
+  // unrolling them, which would push the register tile into local memory.
+  const inner = rep(bk, (kk) => `
+    {
+      ${rep(tm4, (i4) => `let a${i4} = As[${kk * (BM / 4)}u + lid.y * TM4 + ${i4}u];`, "\n      ")}
+      ${rep(tn4, (j4) => `let b${j4} = Bs[${kk * (BN / 4)}u + lid.x * TN4 + ${j4}u];`, "\n      ")}
+      ${
+    rep(tm, (i) =>
+      rep(tn4, (j4) =>
+        `acc${i}_${j4} += a${Math.floor(i / 4)}.${"xyzw"[i % 4]} * b${j4};`, " "), "\n      ")
+  }
+    }`);
+  const epilogue = rep(tm, (i) => `
+  {
+    let gm = m0 + lid.y * TM + ${i}u;
+    if (gm < u.M) {
+      ${
+    rep(tn4, (j4) =>
+      rep(4, (c) => `
+      { let gn = n0 + lid.x * TN + ${j4 * 4 + c}u; if (gn < u.N) { ${
+        store(`gm * u.N + gn`, `acc${i}_${j4}.${"xyzw"[c]}`)
+      } } }`, ""), "")
+  }
+    }
+  }`);
+  return `
+// matmul_f32: out[M, N] ${v.accumulate ? "+=" : "="} ${v.transA ? "a^T" : "a"} ${v.transB ? "b^T" : "b"}
+@group(0) @binding(0) var<storage, read_write> out_: array<f32>;
+@group(0) @binding(1) var<storage, read> a: array<f32>;
+@group(0) @binding(2) var<storage, read> b: array<f32>;
+struct Dims { M: u32, N: u32, K: u32 }
+@group(0) @binding(3) var<uniform> u: Dims;
+const TM = ${tm}u;
+const TN = ${tn}u;
+const TM4 = ${tm4}u;
+const TN4 = ${tn4}u;
+const BK = ${bk}u;
+var<workgroup> As: array<vec4<f32>, ${(bk * BM) / 4}>; // [BK][BM/4]
+var<workgroup> Bs: array<vec4<f32>, ${(bk * BN) / 4}>; // [BK][BN/4]
+
+@compute @workgroup_size(16, 16)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,
+        @builtin(local_invocation_index) li: u32) {
+  let m0 = wid.y * ${BM}u;
+  let n0 = wid.x * ${BN}u;
+  ${rep(tm, (i) => rep(tn4, (j4) => `var acc${i}_${j4} = vec4<f32>(0.0);`, " "), "\n  ")}
+  for (var k0 = 0u; k0 < u.K; k0 += BK) {
+    ${
+    rep(aLoads, (r) =>
+      `{
+      let e = li + ${r * 256}u;
+      ${aLoad}
+      let s = kk * ${BM}u + mm;
+      As[s / 4u][s % 4u] = val;
+    }`, "\n    ")
+  }
+    ${
+    rep(bLoads, (r) =>
+      `{
+      let e = li + ${r * 256}u;
+      ${bLoad}
+      let s = kk * ${BN}u + nn;
+      Bs[s / 4u][s % 4u] = val;
+    }`, "\n    ")
+  }
+    workgroupBarrier();
+    ${inner}
+    workgroupBarrier();
+  }
+  ${epilogue}
+}`;
+}

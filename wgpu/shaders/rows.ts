@@ -1,0 +1,173 @@
+/**
+ * WGSL of the row-wise dense kernels: RMSNorm, softmax cross-entropy and the sum of squares.
+ * One 64-wide workgroup per row `[N, D]` (rows beyond 65535 spread over a 2-D grid), reducing
+ * through workgroup memory. Sizes come from the uniform block `u`.
+ *
+ * @module
+ */
+
+import { FLAT_PARAMS, flatIndex } from "../runtime.ts";
+
+/** Invocations per row. */
+export const ROW_WG = 64;
+
+const ROW_PRELUDE = `
+var<workgroup> red: array<f32, ${ROW_WG}>;
+fn wg_sum(v: f32, li: u32) -> f32 {
+  red[li] = v;
+  workgroupBarrier();
+  for (var s = ${ROW_WG / 2}u; s > 0u; s = s >> 1u) {
+    if (li < s) { red[li] = red[li] + red[li + s]; }
+    workgroupBarrier();
+  }
+  let r = red[0];
+  workgroupBarrier();
+  return r;
+}
+fn wg_max(v: f32, li: u32) -> f32 {
+  red[li] = v;
+  workgroupBarrier();
+  for (var s = ${ROW_WG / 2}u; s > 0u; s = s >> 1u) {
+    if (li < s) { red[li] = max(red[li], red[li + s]); }
+    workgroupBarrier();
+  }
+  let r = red[0];
+  workgroupBarrier();
+  return r;
+}`;
+
+const ROW_MAIN = `@compute @workgroup_size(${ROW_WG})
+fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) li: u32) {
+  let row = gid.y * nwg.x + gid.x;
+  if (row >= u.N) { return; }`;
+
+/** RMSNorm forward: `rstd = 1/sqrt(mean(x^2) + eps)`, `out = x * rstd * (weight or 1)`. */
+export function rmsNormForwardShader(): string {
+  return `
+@group(0) @binding(0) var<storage, read_write> out_: array<f32>;
+@group(0) @binding(1) var<storage, read_write> rstd: array<f32>;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read> w: array<f32>;
+struct P { N: u32, D: u32, hasWeight: u32, eps: f32 }
+@group(0) @binding(4) var<uniform> u: P;
+${ROW_PRELUDE}
+${ROW_MAIN}
+  let base = row * u.D;
+  var ss = 0.0;
+  for (var i = li; i < u.D; i += ${ROW_WG}u) { let v = x[base + i]; ss += v * v; }
+  let total = wg_sum(ss, li);
+  let r = 1.0 / sqrt(total / f32(u.D) + u.eps);
+  if (li == 0u) { rstd[row] = r; }
+  for (var i = li; i < u.D; i += ${ROW_WG}u) {
+    var wi = 1.0;
+    if (u.hasWeight != 0u) { wi = w[i]; }
+    out_[base + i] = x[base + i] * r * wi;
+  }
+}`;
+}
+
+/** RMSNorm backward for `dx`: `dx += r g w - x r^3 (sum g w x) / D`. */
+export function rmsNormBackwardShader(): string {
+  return `
+@group(0) @binding(0) var<storage, read_write> dx: array<f32>;
+@group(0) @binding(1) var<storage, read> dout: array<f32>;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read> w: array<f32>;
+@group(0) @binding(4) var<storage, read> rstd: array<f32>;
+struct P { N: u32, D: u32, hasWeight: u32, pad: u32 }
+@group(0) @binding(5) var<uniform> u: P;
+${ROW_PRELUDE}
+fn wgt(i: u32) -> f32 { if (u.hasWeight != 0u) { return w[i]; } return 1.0; }
+${ROW_MAIN}
+  let base = row * u.D;
+  let r = rstd[row];
+  var dot = 0.0;
+  for (var i = li; i < u.D; i += ${ROW_WG}u) { dot += dout[base + i] * wgt(i) * x[base + i]; }
+  let total = wg_sum(dot, li);
+  let c = r * r * r * total / f32(u.D);
+  for (var i = li; i < u.D; i += ${ROW_WG}u) {
+    dx[base + i] += r * dout[base + i] * wgt(i) - x[base + i] * c;
+  }
+}`;
+}
+
+/** RMSNorm backward for the weight: one invocation per column, `dW[i] += sum_n dOut[n,i] x[n,i] rstd[n]`. */
+export function rmsNormWeightGradShader(): string {
+  return `
+@group(0) @binding(0) var<storage, read_write> dw: array<f32>;
+@group(0) @binding(1) var<storage, read> dout: array<f32>;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read> rstd: array<f32>;
+struct P { n: u32, N: u32 }
+@group(0) @binding(4) var<uniform> u: P;
+@compute @workgroup_size(64)
+fn main(${FLAT_PARAMS}) {
+  ${flatIndex(64)}
+  if (idx >= u.n) { return; }
+  let D = u.n;
+  var s = 0.0;
+  for (var r = 0u; r < u.N; r++) { s += dout[r * D + idx] * x[r * D + idx] * rstd[r]; }
+  dw[idx] += s;
+}`;
+}
+
+/**
+ * Cross-entropy forward (`losses[n] = w_n (lse_n - logit[n, target_n])`, 0 where `w_n = 0`) or
+ * backward (`dLogits[n, v] += w_n (softmax_v - [v = target_n])`).
+ */
+export function crossEntropyShader(pass: "forward" | "backward"): string {
+  const tail = pass === "forward"
+    ? `if (li == 0u) { losses[row] = wt * (lse - logits[base + u32(targets[row])]); }`
+    : `for (var i = li; i < u.V; i += ${ROW_WG}u) {
+    var g = exp(logits[base + i] - lse);
+    if (i == u32(targets[row])) { g -= 1.0; }
+    losses[base + i] += wt * g;
+  }`;
+  return `
+// losses: [N] (forward) or dLogits [N, V] (backward)
+@group(0) @binding(0) var<storage, read_write> losses: array<f32>;
+@group(0) @binding(1) var<storage, read> logits: array<f32>;
+@group(0) @binding(2) var<storage, read> targets: array<i32>;
+@group(0) @binding(3) var<storage, read> weights: array<f32>;
+struct P { N: u32, V: u32 }
+@group(0) @binding(4) var<uniform> u: P;
+${ROW_PRELUDE}
+${ROW_MAIN}
+  let wt = weights[row];
+  if (wt == 0.0) {
+    ${pass === "forward" ? "if (li == 0u) { losses[row] = 0.0; }" : ""}
+    return;
+  }
+  let base = row * u.V;
+  var mx = -3.4e38;
+  for (var i = li; i < u.V; i += ${ROW_WG}u) { mx = max(mx, logits[base + i]); }
+  let m = wg_max(mx, li);
+  var se = 0.0;
+  for (var i = li; i < u.V; i += ${ROW_WG}u) { se += exp(logits[base + i] - m); }
+  let lse = m + log(wg_sum(se, li));
+  ${tail}
+}`;
+}
+
+/** Partial sums of squares: workgroup `g` reduces a grid-stride range into `partial[g]`. */
+export function sumSquaresShader(): string {
+  return `
+@group(0) @binding(0) var<storage, read_write> partial: array<f32>;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+struct P { n: u32, groups: u32 }
+@group(0) @binding(2) var<uniform> u: P;
+var<workgroup> red: array<f32, 256>;
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  var s = 0.0;
+  for (var i = gid.x * 256u + li; i < u.n; i += u.groups * 256u) { let v = x[i]; s += v * v; }
+  red[li] = s;
+  workgroupBarrier();
+  for (var k = 128u; k > 0u; k = k >> 1u) {
+    if (li < k) { red[li] = red[li] + red[li + k]; }
+    workgroupBarrier();
+  }
+  if (li == 0u) { partial[gid.x] = red[0]; }
+}`;
+}

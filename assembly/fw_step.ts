@@ -1,0 +1,556 @@
+/**
+ * Column-blocked state kernels of the coefficient-stream rules. The state `S [Dk, Dv]` (row stride Dv)
+ * is swept in blocks of 8 (then 4, then 1) value columns; inside a block the accumulators stay in
+ * registers while the rows stream past, so each step touches S once (forward) or twice (backward).
+ *
+ * - {@link stepFused}: `S = gam ⊙ S + x w^T`, then `o = S^T q` and `pn = S^T xn` in the same sweep
+ *   (pn is the next step's prediction).
+ * - {@link predict}: `p = S^T x`.
+ * - {@link backA}: `dS += q dO^T`, `g = dS^T x`, `dgam = colsum(dS ⊙ P)`, `dq += Snew dO`, `dx = dS w`.
+ * - {@link backB}: `dx -= P ag`, `dS = gam ⊙ dS - x ag^T`.
+ *
+ * Row reductions (`dq`, `dx`) are collected per row in f32x4 partial sums (scratch `acc`, Dk vectors)
+ * plus a scalar array for the column tail, then reduced once per step.
+ */
+
+import { hsum, madd } from "./simd";
+
+function ld(p: usize, i: i32): f32 {
+  return load<f32>(p + (<usize> i << 2));
+}
+
+function st(p: usize, i: i32, v: f32): void {
+  store<f32>(p + (<usize> i << 2), v);
+}
+
+/** `S = gam ⊙ src + x w^T; o = S^T q; pn = S^T xn` (o and pn overwritten; `src` may be `S`). */
+export function stepFused(
+  S: usize,
+  src: usize,
+  x: usize,
+  q: usize,
+  xn: usize,
+  gam: usize,
+  w: usize,
+  o: usize,
+  pn: usize,
+  dk: i32,
+  dv: i32,
+): void {
+  const rs = <usize> dv << 2;
+  const so = src - S; // offset of the source state (wraps when src < S: addresses are mod 2^32)
+  let j = 0;
+  for (; j + 8 <= dv; j += 8) {
+    const jo = <usize> j << 2;
+    const g0 = v128.load(gam + jo);
+    const g1 = v128.load(gam + jo + 16);
+    const w0 = v128.load(w + jo);
+    const w1 = v128.load(w + jo + 16);
+    // two rows per iteration with separate accumulators (shorter dependency chains)
+    let o0 = f32x4.splat(0);
+    let o1 = f32x4.splat(0);
+    let p0 = f32x4.splat(0);
+    let p1 = f32x4.splat(0);
+    let o2 = f32x4.splat(0);
+    let o3 = f32x4.splat(0);
+    let p2 = f32x4.splat(0);
+    let p3 = f32x4.splat(0);
+    let sp = S + jo;
+    let i = 0;
+    for (; i + 2 <= dk; i += 2) {
+      const io = <usize> i << 2;
+      const xi = v128.load32_splat(x + io);
+      const qi = v128.load32_splat(q + io);
+      const ni = v128.load32_splat(xn + io);
+      const s0 = madd(xi, w0, f32x4.mul(g0, v128.load(sp + so)));
+      const s1 = madd(xi, w1, f32x4.mul(g1, v128.load(sp + so + 16)));
+      v128.store(sp, s0);
+      v128.store(sp + 16, s1);
+      o0 = madd(qi, s0, o0);
+      o1 = madd(qi, s1, o1);
+      p0 = madd(ni, s0, p0);
+      p1 = madd(ni, s1, p1);
+      sp += rs;
+      const xj = v128.load32_splat(x + io + 4);
+      const qj = v128.load32_splat(q + io + 4);
+      const nj = v128.load32_splat(xn + io + 4);
+      const s2 = madd(xj, w0, f32x4.mul(g0, v128.load(sp + so)));
+      const s3 = madd(xj, w1, f32x4.mul(g1, v128.load(sp + so + 16)));
+      v128.store(sp, s2);
+      v128.store(sp + 16, s3);
+      o2 = madd(qj, s2, o2);
+      o3 = madd(qj, s3, o3);
+      p2 = madd(nj, s2, p2);
+      p3 = madd(nj, s3, p3);
+      sp += rs;
+    }
+    for (; i < dk; i++) {
+      const io = <usize> i << 2;
+      const xi = v128.load32_splat(x + io);
+      const qi = v128.load32_splat(q + io);
+      const ni = v128.load32_splat(xn + io);
+      const s0 = madd(xi, w0, f32x4.mul(g0, v128.load(sp + so)));
+      const s1 = madd(xi, w1, f32x4.mul(g1, v128.load(sp + so + 16)));
+      v128.store(sp, s0);
+      v128.store(sp + 16, s1);
+      o0 = madd(qi, s0, o0);
+      o1 = madd(qi, s1, o1);
+      p0 = madd(ni, s0, p0);
+      p1 = madd(ni, s1, p1);
+      sp += rs;
+    }
+    v128.store(o + jo, f32x4.add(o0, o2));
+    v128.store(o + jo + 16, f32x4.add(o1, o3));
+    v128.store(pn + jo, f32x4.add(p0, p2));
+    v128.store(pn + jo + 16, f32x4.add(p1, p3));
+  }
+  for (; j + 4 <= dv; j += 4) {
+    const jo = <usize> j << 2;
+    const g0 = v128.load(gam + jo);
+    const w0 = v128.load(w + jo);
+    let o0 = f32x4.splat(0);
+    let p0 = f32x4.splat(0);
+    let sp = S + jo;
+    for (let i = 0; i < dk; i++) {
+      const io = <usize> i << 2;
+      const s0 = madd(v128.load32_splat(x + io), w0, f32x4.mul(g0, v128.load(sp + so)));
+      v128.store(sp, s0);
+      o0 = madd(v128.load32_splat(q + io), s0, o0);
+      p0 = madd(v128.load32_splat(xn + io), s0, p0);
+      sp += rs;
+    }
+    v128.store(o + jo, o0);
+    v128.store(pn + jo, p0);
+  }
+  for (; j < dv; j++) {
+    const gj = ld(gam, j);
+    const wj = ld(w, j);
+    let oj: f32 = 0;
+    let pj: f32 = 0;
+    let sp = S + (<usize> j << 2);
+    for (let i = 0; i < dk; i++) {
+      const s = gj * load<f32>(sp + so) + ld(x, i) * wj;
+      store<f32>(sp, s);
+      oj += ld(q, i) * s;
+      pj += ld(xn, i) * s;
+      sp += rs;
+    }
+    st(o, j, oj);
+    st(pn, j, pj);
+  }
+}
+
+/** `p = S^T x` (overwritten). */
+export function predict(S: usize, x: usize, p: usize, dk: i32, dv: i32): void {
+  const rs = <usize> dv << 2;
+  let j = 0;
+  for (; j + 8 <= dv; j += 8) {
+    const jo = <usize> j << 2;
+    let p0 = f32x4.splat(0);
+    let p1 = f32x4.splat(0);
+    let sp = S + jo;
+    for (let i = 0; i < dk; i++) {
+      const xi = v128.load32_splat(x + (<usize> i << 2));
+      p0 = madd(xi, v128.load(sp), p0);
+      p1 = madd(xi, v128.load(sp + 16), p1);
+      sp += rs;
+    }
+    v128.store(p + jo, p0);
+    v128.store(p + jo + 16, p1);
+  }
+  for (; j + 4 <= dv; j += 4) {
+    const jo = <usize> j << 2;
+    let p0 = f32x4.splat(0);
+    let sp = S + jo;
+    for (let i = 0; i < dk; i++) {
+      p0 = madd(v128.load32_splat(x + (<usize> i << 2)), v128.load(sp), p0);
+      sp += rs;
+    }
+    v128.store(p + jo, p0);
+  }
+  for (; j < dv; j++) {
+    let pj: f32 = 0;
+    let sp = S + (<usize> j << 2);
+    for (let i = 0; i < dk; i++) {
+      pj += ld(x, i) * load<f32>(sp);
+      sp += rs;
+    }
+    st(p, j, pj);
+  }
+}
+
+/**
+ * Backward pass A of one step. `accQ`, `accX`: Dk f32x4 partial sums each, followed by Dk scalars
+ * (tail columns) each; this function zeroes and fills them; {@link reduceRows} adds them up.
+ */
+export function backA(
+  dS: usize,
+  P: usize,
+  Snew: usize,
+  x: usize,
+  q: usize,
+  dO: usize,
+  w: usize,
+  g: usize,
+  dgam: usize,
+  accQ: usize,
+  accX: usize,
+  dk: i32,
+  dv: i32,
+): void {
+  const rs = <usize> dv << 2;
+  const vb = <usize> dk << 4;
+  memory.fill(accQ, 0, vb + (<usize> dk << 2));
+  memory.fill(accX, 0, vb + (<usize> dk << 2));
+  let j = 0;
+  for (; j + 8 <= dv; j += 8) {
+    const jo = <usize> j << 2;
+    const d0 = v128.load(dO + jo);
+    const d1 = v128.load(dO + jo + 16);
+    const w0 = v128.load(w + jo);
+    const w1 = v128.load(w + jo + 16);
+    let g0 = f32x4.splat(0);
+    let g1 = f32x4.splat(0);
+    let e0 = f32x4.splat(0);
+    let e1 = f32x4.splat(0);
+    let off = jo;
+    for (let i = 0; i < dk; i++) {
+      const io = <usize> i << 2;
+      const qi = v128.load32_splat(q + io);
+      const xi = v128.load32_splat(x + io);
+      const a0 = madd(qi, d0, v128.load(dS + off));
+      const a1 = madd(qi, d1, v128.load(dS + off + 16));
+      v128.store(dS + off, a0);
+      v128.store(dS + off + 16, a1);
+      g0 = madd(xi, a0, g0);
+      g1 = madd(xi, a1, g1);
+      e0 = madd(a0, v128.load(P + off), e0);
+      e1 = madd(a1, v128.load(P + off + 16), e1);
+      const aq = accQ + (<usize> i << 4);
+      v128.store(aq, madd(v128.load(Snew + off + 16), d1, madd(v128.load(Snew + off), d0, v128.load(aq))));
+      const ax = accX + (<usize> i << 4);
+      v128.store(ax, madd(a1, w1, madd(a0, w0, v128.load(ax))));
+      off += rs;
+    }
+    v128.store(g + jo, g0);
+    v128.store(g + jo + 16, g1);
+    v128.store(dgam + jo, e0);
+    v128.store(dgam + jo + 16, e1);
+  }
+  for (; j + 4 <= dv; j += 4) {
+    const jo = <usize> j << 2;
+    const d0 = v128.load(dO + jo);
+    const w0 = v128.load(w + jo);
+    let g0 = f32x4.splat(0);
+    let e0 = f32x4.splat(0);
+    let off = jo;
+    for (let i = 0; i < dk; i++) {
+      const io = <usize> i << 2;
+      const a0 = madd(v128.load32_splat(q + io), d0, v128.load(dS + off));
+      v128.store(dS + off, a0);
+      g0 = madd(v128.load32_splat(x + io), a0, g0);
+      e0 = madd(a0, v128.load(P + off), e0);
+      const aq = accQ + (<usize> i << 4);
+      v128.store(aq, madd(v128.load(Snew + off), d0, v128.load(aq)));
+      const ax = accX + (<usize> i << 4);
+      v128.store(ax, madd(a0, w0, v128.load(ax)));
+      off += rs;
+    }
+    v128.store(g + jo, g0);
+    v128.store(dgam + jo, e0);
+  }
+  const tq = accQ + vb;
+  const tx = accX + vb;
+  for (; j < dv; j++) {
+    const dj = ld(dO, j);
+    const wj = ld(w, j);
+    let gj: f32 = 0;
+    let ej: f32 = 0;
+    let off = <usize> j << 2;
+    for (let i = 0; i < dk; i++) {
+      const a = ld(q, i) * dj + load<f32>(dS + off);
+      store<f32>(dS + off, a);
+      gj += ld(x, i) * a;
+      ej += a * load<f32>(P + off);
+      st(tq, i, ld(tq, i) + load<f32>(Snew + off) * dj);
+      st(tx, i, ld(tx, i) + a * wj);
+      off += rs;
+    }
+    st(g, j, gj);
+    st(dgam, j, ej);
+  }
+}
+
+/** Backward pass B of one step: `accP` (as in backA) gets `P ag`; `dS = gam ⊙ dS - x ag^T`. */
+export function backB(
+  dS: usize,
+  P: usize,
+  x: usize,
+  gam: usize,
+  ag: usize,
+  accP: usize,
+  dk: i32,
+  dv: i32,
+): void {
+  const rs = <usize> dv << 2;
+  const vb = <usize> dk << 4;
+  memory.fill(accP, 0, vb + (<usize> dk << 2));
+  let j = 0;
+  for (; j + 8 <= dv; j += 8) {
+    const jo = <usize> j << 2;
+    const a0 = v128.load(ag + jo);
+    const a1 = v128.load(ag + jo + 16);
+    const g0 = v128.load(gam + jo);
+    const g1 = v128.load(gam + jo + 16);
+    let off = jo;
+    for (let i = 0; i < dk; i++) {
+      const nx = f32x4.neg(v128.load32_splat(x + (<usize> i << 2)));
+      const ap = accP + (<usize> i << 4);
+      v128.store(ap, madd(v128.load(P + off + 16), a1, madd(v128.load(P + off), a0, v128.load(ap))));
+      v128.store(dS + off, madd(nx, a0, f32x4.mul(g0, v128.load(dS + off))));
+      v128.store(dS + off + 16, madd(nx, a1, f32x4.mul(g1, v128.load(dS + off + 16))));
+      off += rs;
+    }
+  }
+  for (; j + 4 <= dv; j += 4) {
+    const jo = <usize> j << 2;
+    const a0 = v128.load(ag + jo);
+    const g0 = v128.load(gam + jo);
+    let off = jo;
+    for (let i = 0; i < dk; i++) {
+      const nx = f32x4.neg(v128.load32_splat(x + (<usize> i << 2)));
+      const ap = accP + (<usize> i << 4);
+      v128.store(ap, madd(v128.load(P + off), a0, v128.load(ap)));
+      v128.store(dS + off, madd(nx, a0, f32x4.mul(g0, v128.load(dS + off))));
+      off += rs;
+    }
+  }
+  const tp = accP + vb;
+  for (; j < dv; j++) {
+    const aj = ld(ag, j);
+    const gj = ld(gam, j);
+    let off = <usize> j << 2;
+    for (let i = 0; i < dk; i++) {
+      st(tp, i, ld(tp, i) + load<f32>(P + off) * aj);
+      store<f32>(dS + off, gj * load<f32>(dS + off) - ld(x, i) * aj);
+      off += rs;
+    }
+  }
+}
+
+/** `out[i] (+)= sign * (hsum(acc[i]) + tail[i])` for the partial sums of backA / backB. */
+export function reduceRows(out: usize, acc: usize, dk: i32, sign: f32, accumulate: bool): void {
+  const tail = acc + (<usize> dk << 4);
+  for (let i = 0; i < dk; i++) {
+    const v = sign * (hsum(v128.load(acc + (<usize> i << 4))) + ld(tail, i));
+    st(out, i, accumulate ? ld(out, i) + v : v);
+  }
+}
+
+/**
+ * Window update: `S = g * S + sum_a xs[a] ws[a]^T` and `o = S^T q`, with `xs` `[n, Dk]` contiguous
+ * and `ws` `[n, Dv]` contiguous (rows `Dv` floats apart).
+ */
+export function updateWindow(
+  S: usize,
+  g: f32,
+  xs: usize,
+  ws: usize,
+  n: i32,
+  q: usize,
+  o: usize,
+  dk: i32,
+  dv: i32,
+): void {
+  const rs = <usize> dv << 2;
+  const xr = <usize> dk << 2;
+  const gv = f32x4.splat(g);
+  let j = 0;
+  for (; j + 4 <= dv; j += 4) {
+    const jo = <usize> j << 2;
+    let o0 = f32x4.splat(0);
+    let sp = S + jo;
+    for (let i = 0; i < dk; i++) {
+      const io = <usize> i << 2;
+      let s0 = f32x4.mul(gv, v128.load(sp));
+      let xp = xs + io;
+      let wp = ws + jo;
+      for (let a = 0; a < n; a++) {
+        s0 = madd(v128.load32_splat(xp), v128.load(wp), s0);
+        xp += xr;
+        wp += rs;
+      }
+      v128.store(sp, s0);
+      o0 = madd(v128.load32_splat(q + io), s0, o0);
+      sp += rs;
+    }
+    v128.store(o + jo, o0);
+  }
+  for (; j < dv; j++) {
+    let oj: f32 = 0;
+    let sp = S + (<usize> j << 2);
+    for (let i = 0; i < dk; i++) {
+      let s = g * load<f32>(sp);
+      for (let a = 0; a < n; a++) s += ld(xs, a * dk + i) * ld(ws, a * dv + j);
+      store<f32>(sp, s);
+      oj += ld(q, i) * s;
+      sp += rs;
+    }
+    st(o, j, oj);
+  }
+}
+
+/** `<dS, P>` of the last {@link windowBackA} call. */
+export let WB_DGAM: f64 = 0;
+
+/**
+ * Window backward, sweep A: `dS += q dO^T`, `dq += Snew dO` (row partial sums into `accQ`, as in
+ * backA), and for the n pairs `xs [n, Dk]`: `Pn[a] = P^T x_a`, `Gn[a] = dS^T x_a` (`[n, Dv]` each,
+ * overwritten), and {@link WB_DGAM} `= <dS, P>` (after the readout update).
+ */
+export function windowBackA(
+  dS: usize,
+  P: usize,
+  Snew: usize,
+  q: usize,
+  dO: usize,
+  xs: usize,
+  n: i32,
+  Pn: usize,
+  Gn: usize,
+  accQ: usize,
+  dk: i32,
+  dv: i32,
+): void {
+  const rs = <usize> dv << 2;
+  const xr = <usize> dk << 2;
+  const vb = <usize> dk << 4;
+  memory.fill(accQ, 0, vb + (<usize> dk << 2));
+  memory.fill(Pn, 0, <usize> n * rs);
+  memory.fill(Gn, 0, <usize> n * rs);
+  let e = f32x4.splat(0);
+  let es: f32 = 0;
+  let j = 0;
+  for (; j + 4 <= dv; j += 4) {
+    const jo = <usize> j << 2;
+    const d0 = v128.load(dO + jo);
+    let off = jo;
+    for (let i = 0; i < dk; i++) {
+      const io = <usize> i << 2;
+      const a0 = madd(v128.load32_splat(q + io), d0, v128.load(dS + off));
+      v128.store(dS + off, a0);
+      const aq = accQ + (<usize> i << 4);
+      v128.store(aq, madd(v128.load(Snew + off), d0, v128.load(aq)));
+      const p0 = v128.load(P + off);
+      e = madd(a0, p0, e);
+      let xp = xs + io;
+      let po = Pn + jo;
+      let go = Gn + jo;
+      for (let a = 0; a < n; a++) {
+        const xa = v128.load32_splat(xp);
+        v128.store(po, madd(xa, p0, v128.load(po)));
+        v128.store(go, madd(xa, a0, v128.load(go)));
+        xp += xr;
+        po += rs;
+        go += rs;
+      }
+      off += rs;
+    }
+  }
+  const tq = accQ + vb;
+  for (; j < dv; j++) {
+    const dj = ld(dO, j);
+    let off = <usize> j << 2;
+    for (let i = 0; i < dk; i++) {
+      const a0 = ld(q, i) * dj + load<f32>(dS + off);
+      store<f32>(dS + off, a0);
+      st(tq, i, ld(tq, i) + load<f32>(Snew + off) * dj);
+      const p0 = load<f32>(P + off);
+      es += a0 * p0;
+      for (let a = 0; a < n; a++) {
+        const xa = ld(xs, a * dk + i);
+        st(Pn, a * dv + j, ld(Pn, a * dv + j) + xa * p0);
+        st(Gn, a * dv + j, ld(Gn, a * dv + j) + xa * a0);
+      }
+      off += rs;
+    }
+  }
+  WB_DGAM = <f64> hsum(e) + <f64> es;
+}
+
+/**
+ * Window backward, sweep B: for the n pairs, `dx_a = dS w_a + P dp_a` (row partial sums into `accX`:
+ * n blocks of Dk f32x4 followed by n * Dk tail floats; reduce with {@link reduceWindowRows}), then
+ * `dS = g dS + sum_a x_a dp_a^T`. `ws`, `dps`: `[n, Dv]`.
+ */
+export function windowBackB(
+  dS: usize,
+  P: usize,
+  xs: usize,
+  n: i32,
+  ws: usize,
+  dps: usize,
+  g: f32,
+  accX: usize,
+  dk: i32,
+  dv: i32,
+): void {
+  const rs = <usize> dv << 2;
+  const xr = <usize> dk << 2;
+  const nb = (<usize> n * <usize> dk) << 4;
+  memory.fill(accX, 0, nb + ((<usize> n * <usize> dk) << 2));
+  const gv = f32x4.splat(g);
+  let j = 0;
+  for (; j + 4 <= dv; j += 4) {
+    const jo = <usize> j << 2;
+    let off = jo;
+    for (let i = 0; i < dk; i++) {
+      const io = <usize> i << 2;
+      const d0 = v128.load(dS + off);
+      const p0 = v128.load(P + off);
+      let s = f32x4.mul(gv, d0);
+      let xp = xs + io;
+      let wo = ws + jo;
+      let qo = dps + jo;
+      let ao = accX + (<usize> i << 4);
+      for (let a = 0; a < n; a++) {
+        const dp = v128.load(qo);
+        v128.store(ao, madd(p0, dp, madd(d0, v128.load(wo), v128.load(ao))));
+        s = madd(v128.load32_splat(xp), dp, s);
+        xp += xr;
+        wo += rs;
+        qo += rs;
+        ao += <usize> dk << 4;
+      }
+      v128.store(dS + off, s);
+      off += rs;
+    }
+  }
+  const tail = accX + nb;
+  for (; j < dv; j++) {
+    let off = <usize> j << 2;
+    for (let i = 0; i < dk; i++) {
+      const d0 = load<f32>(dS + off);
+      const p0 = load<f32>(P + off);
+      let s = g * d0;
+      for (let a = 0; a < n; a++) {
+        const dp = ld(dps, a * dv + j);
+        st(tail, a * dk + i, ld(tail, a * dk + i) + d0 * ld(ws, a * dv + j) + p0 * dp);
+        s += ld(xs, a * dk + i) * dp;
+      }
+      store<f32>(dS + off, s);
+      off += rs;
+    }
+  }
+}
+
+/** `dx[a, i] = hsum(accX[a][i]) + tail[a, i]` for the partial sums of {@link windowBackB}; dx rows `stride` floats apart. */
+export function reduceWindowRows(dx: usize, stride: i32, accX: usize, n: i32, dk: i32): void {
+  const tail = accX + ((<usize> n * <usize> dk) << 4);
+  for (let a = 0; a < n; a++) {
+    for (let i = 0; i < dk; i++) {
+      const k = a * dk + i;
+      st(dx, a * stride + i, hsum(v128.load(accX + (<usize> k << 4))) + ld(tail, k));
+    }
+  }
+}

@@ -1,0 +1,65 @@
+/**
+ * Row-wise RMSNorm over the last dimension `D` of `N` rows: `out = x * rstd * weight` with
+ * `rstd = 1 / sqrt(mean(x^2) + eps)`; backward accumulates into dx and dWeight. `weight == 0` means none.
+ */
+
+/** Forward; stores rstd `[N]`. */
+export function rmsnorm_forward_f32(
+  out: usize,
+  rstd: usize,
+  x: usize,
+  w: usize,
+  N: i32,
+  D: i32,
+  eps: f64,
+): void {
+  for (let n = 0; n < N; n++) {
+    const xr = x + ((<usize> n * <usize> D) << 2);
+    const orow = out + ((<usize> n * <usize> D) << 2);
+    let ss: f64 = 0;
+    for (let i = 0; i < D; i++) {
+      const v = <f64> load<f32>(xr + (<usize> i << 2));
+      ss += v * v;
+    }
+    const r = 1 / Math.sqrt(ss / <f64> D + eps);
+    store<f32>(rstd + (<usize> n << 2), <f32> r);
+    for (let i = 0; i < D; i++) {
+      const wi: f64 = w != 0 ? <f64> load<f32>(w + (<usize> i << 2)) : 1;
+      store<f32>(orow + (<usize> i << 2), <f32> (<f64> load<f32>(xr + (<usize> i << 2)) * r * wi));
+    }
+  }
+}
+
+/** Backward: `dx += rstd (g - xhat mean(g xhat))` with `g = dOut * weight`; `dWeight += dOut * xhat`. */
+export function rmsnorm_backward_f32(
+  dx: usize,
+  dw: usize,
+  dOut: usize,
+  x: usize,
+  w: usize,
+  rstd: usize,
+  N: i32,
+  D: i32,
+): void {
+  for (let n = 0; n < N; n++) {
+    const off = (<usize> n * <usize> D) << 2;
+    const r = <f64> load<f32>(rstd + (<usize> n << 2));
+    let dot: f64 = 0;
+    for (let i = 0; i < D; i++) {
+      const io = off + (<usize> i << 2);
+      const xh = <f64> load<f32>(x + io) * r;
+      const d = <f64> load<f32>(dOut + io);
+      const wi: f64 = w != 0 ? <f64> load<f32>(w + (<usize> i << 2)) : 1;
+      dot += d * wi * xh;
+      if (dw != 0) store<f32>(dw + (<usize> i << 2), load<f32>(dw + (<usize> i << 2)) + <f32> (d * xh));
+    }
+    const mean = dot / <f64> D;
+    for (let i = 0; i < D; i++) {
+      const io = off + (<usize> i << 2);
+      const xh = <f64> load<f32>(x + io) * r;
+      const wi: f64 = w != 0 ? <f64> load<f32>(w + (<usize> i << 2)) : 1;
+      const g = <f64> load<f32>(dOut + io) * wi;
+      store<f32>(dx + io, load<f32>(dx + io) + <f32> (r * (g - xh * mean)));
+    }
+  }
+}

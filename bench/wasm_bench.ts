@@ -1,0 +1,153 @@
+/**
+ * Benchmark of the WASM CPU backend (`deno task bench`): GEMM GFLOP/s at N = 256 and 1024 on 1 and 2
+ * threads; Falcon-1 forward + backward at B = 1, T = 2048, H = 4, dk = dv = 64 (tokens/s and
+ * effective GFLOP/s) against the float64 reference; recurrent decoding head-steps/s at d = 64.
+ * Writes a JSON report (default bench/wasm_bench_report.json; `--out PATH` to change).
+ *
+ * Effective FLOPs of the fast-weight rule are counted per head-step as `8 dk dv` forward
+ * (prediction, update, readout: 2 + 4 + 2) and `16 dk dv` backward, whatever the kernel does.
+ *
+ * @module
+ */
+
+import type { Backend } from "../src/rules/backend.ts";
+import { ruleConfig } from "../src/rules/config.ts";
+import { createRefBackend } from "../src/rules/reference/backend.ts";
+import { Rng } from "../src/testing/compare.ts";
+import { createWasmBackend } from "../src/wasm/backend.ts";
+
+/** Median wall time in ms of `fn` over `reps` runs after one warm-up. */
+function time(fn: () => void, reps: number): number {
+  fn();
+  const ts: number[] = [];
+  for (let r = 0; r < reps; r++) {
+    const t0 = performance.now();
+    fn();
+    ts.push(performance.now() - t0);
+  }
+  ts.sort((a, b) => a - b);
+  return ts[Math.floor(ts.length / 2)];
+}
+
+async function gemm(threads: number) {
+  const be = await createWasmBackend({ threads });
+  const rng = new Rng(1);
+  const out: Record<string, number> = {};
+  try {
+    for (const n of [256, 1024]) {
+      const a = be.fromArray(rng.normals(n * n), [n, n]);
+      const b = be.fromArray(rng.normals(n * n), [n, n]);
+      const c = be.zeros([n, n]);
+      const ms = time(() => be.matmul(c, a, b), n === 256 ? 20 : 5);
+      out[`N${n}`] = (2 * n ** 3) / (ms * 1e6);
+    }
+  } finally {
+    be.close();
+  }
+  return out;
+}
+
+function falconInputs(be: Backend, T: number, H: number, d: number, seed: number) {
+  const rng = new Rng(seed);
+  const n = T * H;
+  return {
+    inputs: {
+      q: be.fromArray(rng.normals(n * d), [1, T, H, d]),
+      k: be.fromArray(rng.normals(n * d), [1, T, H, d]),
+      v: be.fromArray(rng.normals(n * d), [1, T, H, d]),
+      beta: be.fromArray(rng.uniforms(n, 0.2, 1.8), [1, T, H]),
+      lambdabar: be.fromArray(rng.uniforms(n, 0, 0.5), [1, T, H]),
+    },
+    dO: be.fromArray(rng.normals(n * d), [1, T, H, d]),
+  };
+}
+
+async function falcon(threads: number, T: number, H: number, d: number) {
+  const be = await createWasmBackend({ threads });
+  const config = ruleConfig("falcon1");
+  try {
+    const { inputs, dO } = falconInputs(be, T, H, d, 2);
+    const fwd = time(() => {
+      const { o, carry } = be.fastWeightForward(config, inputs, { form: "chunk" });
+      for (const t of [o, carry.state, carry.lastKey, carry.windowX, carry.windowY]) be.dispose(t);
+    }, 3);
+    const both = time(() => {
+      const { o, carry } = be.fastWeightForward(config, inputs, { form: "chunk" });
+      const g = be.fastWeightBackward(config, inputs, dO, { form: "chunk" });
+      for (const t of [o, carry.state, carry.lastKey, carry.windowX, carry.windowY, ...Object.values(g)]) {
+        be.dispose(t);
+      }
+    }, 3);
+    const steps = T * H;
+    return {
+      forwardMs: fwd,
+      forwardBackwardMs: both,
+      tokensPerSecond: T / (both / 1e3),
+      effectiveGflops: (steps * 24 * d * d) / (both * 1e6),
+      forwardHeadStepsPerSecond: steps / (fwd / 1e3),
+    };
+  } finally {
+    be.close();
+  }
+}
+
+function reference(T: number, H: number, d: number) {
+  const be = createRefBackend();
+  const config = ruleConfig("falcon1");
+  const { inputs, dO } = falconInputs(be, T, H, d, 2);
+  const both = time(() => {
+    be.fastWeightForward(config, inputs, { form: "recurrent" });
+    be.fastWeightBackward(config, inputs, dO, { form: "recurrent" });
+  }, 1);
+  return {
+    T,
+    forwardBackwardMs: both,
+    tokensPerSecond: T / (both / 1e3),
+    effectiveGflops: (T * H * 24 * d * d) / (both * 1e6),
+  };
+}
+
+/** Decoding: one position per call, continuing from the carry (includes the per-call overhead). */
+async function decoding(d: number, steps: number) {
+  const be = await createWasmBackend({ threads: 1 });
+  const config = ruleConfig("falcon1");
+  try {
+    const { inputs } = falconInputs(be, 1, 1, d, 3);
+    let { carry } = be.fastWeightForward(config, inputs);
+    const ms = time(() => {
+      for (let s = 0; s < steps; s++) {
+        const out = be.fastWeightForward(config, { ...inputs, carry });
+        for (const t of [out.o, carry.state, carry.lastKey, carry.windowX, carry.windowY]) be.dispose(t);
+        carry = out.carry;
+      }
+    }, 3);
+    return { headStepsPerSecondPerCall: steps / (ms / 1e3) };
+  } finally {
+    be.close();
+  }
+}
+
+if (import.meta.main) {
+  const outIdx = Deno.args.indexOf("--out");
+  const outPath = outIdx >= 0 ? Deno.args[outIdx + 1] : "bench/wasm_bench_report.json";
+  const probe = await createWasmBackend({ threads: 1 });
+  const flavour = probe.flavour;
+  probe.close();
+  const report = {
+    date: new Date().toISOString(),
+    deno: Deno.version.deno,
+    v8: Deno.version.v8,
+    flavour,
+    hardwareConcurrency: navigator.hardwareConcurrency,
+    gemmGflops: { threads1: await gemm(1), threads2: await gemm(2) },
+    falcon1: {
+      shape: { B: 1, T: 2048, H: 4, dk: 64, dv: 64 },
+      wasmThreads1: await falcon(1, 2048, 4, 64),
+      wasmThreads2: await falcon(2, 2048, 4, 64),
+      referenceF64: reference(256, 4, 64),
+    },
+    decoding: { d: 64, ...(await decoding(64, 2000)) },
+  };
+  console.log(JSON.stringify(report, null, 2));
+  await Deno.writeTextFile(outPath, JSON.stringify(report, null, 2) + "\n");
+}

@@ -1,0 +1,356 @@
+/**
+ * The dense ops of the WASM backend (DenseOps of src/rules/backend.ts): argument checks on the
+ * TypeScript side, the work in the kernels of assembly/. GEMM runs on the thread pool (row bands);
+ * the other ops run on the calling thread. Backward ops accumulate into their gradients.
+ *
+ * @module
+ */
+
+import type { Activation, AdamWParams, DenseOps, MatmulOptions, Tensor } from "../rules/backend.ts";
+import type { WasmContext } from "./context.ts";
+
+const ACTIVATION_ID: Record<Activation, number> = { sigmoid: 0, softplus: 1, silu: 2 };
+
+/** Number of GEMM parameter-block slots (assembly/gemm.ts G_M .. G_TASKS). */
+const G_COUNT = 13;
+
+/** Work (multiply-adds) below which GEMM stays on one thread. */
+const GEMM_PARALLEL_MIN = 1 << 18;
+
+function last(t: Tensor): number {
+  return t.shape.length === 0 ? 1 : t.shape[t.shape.length - 1];
+}
+
+/** Dense ops on the given context. */
+export function wasmDenseOps(ctx: WasmContext): DenseOps {
+  const ex = ctx.exports as unknown as Record<string, (...a: number[]) => number>;
+  const same = (name: string, ...ts: [Tensor, string][]) => {
+    const n = ts[0][0].size;
+    for (const [t, label] of ts) {
+      if (t.size !== n) throw new RangeError(`${name}: ${label} has ${t.size} elements, expected ${n}`);
+    }
+    return ts.map(([t, label]) => ctx.ptr(t, `${name}: ${label}`));
+  };
+  const rowsOf = (name: string, t: Tensor, D: number) => {
+    if (D === 0 || t.size % D !== 0) {
+      throw new RangeError(`${name}: size ${t.size} is not a multiple of ${D}`);
+    }
+    return t.size / D;
+  };
+  const checkIds = (name: string, ids: Int32Array, V: number) => {
+    for (let i = 0; i < ids.length; i++) {
+      if (!(ids[i] >= 0 && ids[i] < V)) {
+        throw new RangeError(`${name}: id ${ids[i]} at ${i} is outside [0, ${V})`);
+      }
+    }
+  };
+
+  return {
+    matmul(out: Tensor, a: Tensor, b: Tensor, options: MatmulOptions = {}) {
+      const { transA = false, transB = false, accumulate = false } = options;
+      let M: number, K: number, N: number;
+      let sam: number, sak: number, sbk: number, sbn: number;
+      if (!transA) {
+        K = last(a);
+        M = rowsOf("matmul a", a, K);
+        sam = K;
+        sak = 1;
+      } else {
+        M = last(a);
+        K = rowsOf("matmul a", a, M);
+        sam = 1;
+        sak = M;
+      }
+      if (!transB) {
+        N = last(b);
+        const kb = rowsOf("matmul b", b, N);
+        if (kb !== K) throw new RangeError(`matmul: inner sizes differ (a gives K = ${K}, b has ${kb} rows)`);
+        sbk = N;
+        sbn = 1;
+      } else {
+        const kb = last(b);
+        if (kb !== K) throw new RangeError(`matmul: inner sizes differ (a gives K = ${K}, b^T has ${kb})`);
+        N = rowsOf("matmul b", b, K);
+        sbk = 1;
+        sbn = K;
+      }
+      ctx.expectSize(out, M * N, "matmul out");
+      const pa = ctx.ptr(a, "matmul a");
+      const pb = ctx.ptr(b, "matmul b");
+      const pc = ctx.ptr(out, "matmul out");
+      const threads = M * N * K >= GEMM_PARALLEL_MIN ? ctx.pool.threads : 1;
+      const tasks = Math.max(1, Math.min(threads, Math.ceil(M / 4)));
+      const params = ctx.heap.alloc(G_COUNT * 8);
+      try {
+        const f64 = ctx.heap.f64;
+        const base = params >> 3;
+        const v = [M, N, K, pa, sam, sak, pb, sbk, sbn, pc, N, accumulate ? 1 : 0, tasks];
+        v.forEach((value, i) => (f64[base + i] = value)); // in slot order G.M .. G.TASKS
+        ctx.pool.run("gemm_f32", params, tasks, ex.gemmScratchBytes());
+      } finally {
+        ctx.heap.free(params);
+      }
+    },
+
+    embeddingForward(out: Tensor, table: Tensor, ids: Int32Array) {
+      const D = last(table);
+      const V = rowsOf("embeddingForward table", table, D);
+      ctx.expectSize(out, ids.length * D, "embeddingForward out");
+      checkIds("embeddingForward", ids, V);
+      const f32 = ctx.heap.f32;
+      const po = ctx.ptr(out, "out") >> 2;
+      const pt = ctx.ptr(table, "table") >> 2;
+      for (let n = 0; n < ids.length; n++) f32.copyWithin(po + n * D, pt + ids[n] * D, pt + ids[n] * D + D);
+    },
+
+    embeddingBackward(dTable: Tensor, dOut: Tensor, ids: Int32Array) {
+      const D = last(dTable);
+      const V = rowsOf("embeddingBackward dTable", dTable, D);
+      ctx.expectSize(dOut, ids.length * D, "embeddingBackward dOut");
+      checkIds("embeddingBackward", ids, V);
+      const pt = ctx.ptr(dTable, "dTable");
+      const po = ctx.ptr(dOut, "dOut");
+      for (let n = 0; n < ids.length; n++) ex.axpy_f32(pt + ids[n] * D * 4, po + n * D * 4, 1, D);
+    },
+
+    rmsNormForward(out: Tensor, rstd: Tensor, x: Tensor, weight: Tensor | null, eps: number) {
+      const D = last(x);
+      const N = rowsOf("rmsNormForward x", x, D);
+      const [po, px] = same("rmsNormForward", [out, "out"], [x, "x"]);
+      ctx.expectSize(rstd, N, "rmsNormForward rstd");
+      if (weight) ctx.expectSize(weight, D, "rmsNormForward weight");
+      const pw = weight ? ctx.ptr(weight, "weight") : 0;
+      ex.rmsnorm_forward_f32(po, ctx.ptr(rstd, "rstd"), px, pw, N, D, eps);
+    },
+
+    rmsNormBackward(dx, dWeight, dOut, x, weight, rstd) {
+      const D = last(x);
+      const N = rowsOf("rmsNormBackward x", x, D);
+      const [pdx, pdo, px] = same("rmsNormBackward", [dx, "dx"], [dOut, "dOut"], [x, "x"]);
+      ctx.expectSize(rstd, N, "rmsNormBackward rstd");
+      if (weight) ctx.expectSize(weight, D, "rmsNormBackward weight");
+      if (dWeight) ctx.expectSize(dWeight, D, "rmsNormBackward dWeight");
+      ex.rmsnorm_backward_f32(
+        pdx,
+        dWeight ? ctx.ptr(dWeight, "dWeight") : 0,
+        pdo,
+        px,
+        weight ? ctx.ptr(weight, "weight") : 0,
+        ctx.ptr(rstd, "rstd"),
+        N,
+        D,
+      );
+    },
+
+    swigluForward(out, gate, up) {
+      const [po, pg, pu] = same("swigluForward", [out, "out"], [gate, "gate"], [up, "up"]);
+      ex.swiglu_forward_f32(po, pg, pu, out.size);
+    },
+
+    swigluBackward(dGate, dUp, dOut, gate, up) {
+      const p = same("swigluBackward", [dGate, "dGate"], [dUp, "dUp"], [dOut, "dOut"], [gate, "gate"], [
+        up,
+        "up",
+      ]);
+      ex.swiglu_backward_f32(p[0], p[1], p[2], p[3], p[4], gate.size);
+    },
+
+    activationForward(kind: Activation, out, x, scale) {
+      const [po, px] = same("activationForward", [out, "out"], [x, "x"]);
+      const id = ACTIVATION_ID[kind];
+      if (id === undefined) throw new RangeError(`unknown activation "${kind}"`);
+      ex.act_forward_f32(id, po, px, scale, x.size);
+    },
+
+    activationBackward(kind: Activation, dx, dOut, x, scale) {
+      const [pdx, pdo, px] = same("activationBackward", [dx, "dx"], [dOut, "dOut"], [x, "x"]);
+      const id = ACTIVATION_ID[kind];
+      if (id === undefined) throw new RangeError(`unknown activation "${kind}"`);
+      ex.act_backward_f32(id, pdx, pdo, px, scale, x.size);
+    },
+
+    add(out, a, b) {
+      const [po, pa, pb] = same("add", [out, "out"], [a, "a"], [b, "b"]);
+      ex.add_f32(po, pa, pb, out.size);
+    },
+
+    mul(out, a, b) {
+      const [po, pa, pb] = same("mul", [out, "out"], [a, "a"], [b, "b"]);
+      ex.mul_f32(po, pa, pb, out.size);
+    },
+
+    axpy(y, x, alpha) {
+      const [py, px] = same("axpy", [y, "y"], [x, "x"]);
+      ex.axpy_f32(py, px, alpha, y.size);
+    },
+
+    fill(x, value) {
+      ex.fill_f32(ctx.ptr(x, "fill x"), value, x.size);
+    },
+
+    shortConvForward(out, x, weight, starts) {
+      if (x.shape.length !== 3) {
+        throw new RangeError(`shortConvForward: x must be [B, T, C], got [${x.shape}]`);
+      }
+      const [B, T, C] = x.shape;
+      const W = last(weight);
+      ctx.expectSize(weight, C * W, "shortConvForward weight");
+      const [po, px] = same("shortConvForward", [out, "out"], [x, "x"]);
+      if (starts && starts.length !== B * T) {
+        throw new RangeError(`starts has length ${starts.length}, expected ${B * T}`);
+      }
+      ctx.withHost(
+        [starts],
+        (ps) => ex.shortconv_forward_f32(po, px, ctx.ptr(weight, "weight"), ps, B, T, C, W),
+      );
+    },
+
+    shortConvBackward(dx, dWeight, dOut, x, weight, starts) {
+      if (x.shape.length !== 3) {
+        throw new RangeError(`shortConvBackward: x must be [B, T, C], got [${x.shape}]`);
+      }
+      const [B, T, C] = x.shape;
+      const W = last(weight);
+      ctx.expectSize(weight, C * W, "shortConvBackward weight");
+      ctx.expectSize(dWeight, C * W, "shortConvBackward dWeight");
+      const [pdx, pdo, px] = same("shortConvBackward", [dx, "dx"], [dOut, "dOut"], [x, "x"]);
+      if (starts && starts.length !== B * T) {
+        throw new RangeError(`starts has length ${starts.length}, expected ${B * T}`);
+      }
+      ctx.withHost(
+        [starts],
+        (ps) =>
+          ex.shortconv_backward_f32(
+            pdx,
+            ctx.ptr(dWeight, "dWeight"),
+            pdo,
+            px,
+            ctx.ptr(weight, "weight"),
+            ps,
+            B,
+            T,
+            C,
+            W,
+          ),
+      );
+    },
+
+    crossEntropyForward(losses, logits, targets, weights) {
+      const V = last(logits);
+      const N = rowsOf("crossEntropyForward logits", logits, V);
+      ctx.expectSize(losses, N, "crossEntropyForward losses");
+      if (targets.length !== N || weights.length !== N) {
+        throw new RangeError(
+          `crossEntropyForward: targets/weights need ${N} entries, got ${targets.length}/${weights.length}`,
+        );
+      }
+      checkIds("crossEntropyForward targets", targets, V);
+      ctx.withHost(
+        [targets, weights],
+        (pt, pw) => ex.ce_forward_f32(ctx.ptr(losses, "losses"), ctx.ptr(logits, "logits"), pt, pw, N, V),
+      );
+    },
+
+    crossEntropyBackward(dLogits, logits, targets, weights) {
+      const V = last(logits);
+      const N = rowsOf("crossEntropyBackward logits", logits, V);
+      const [pd, pl] = same("crossEntropyBackward", [dLogits, "dLogits"], [logits, "logits"]);
+      if (targets.length !== N || weights.length !== N) {
+        throw new RangeError(
+          `crossEntropyBackward: targets/weights need ${N} entries, got ${targets.length}/${weights.length}`,
+        );
+      }
+      checkIds("crossEntropyBackward targets", targets, V);
+      ctx.withHost([targets, weights], (pt, pw) => ex.ce_backward_f32(pd, pl, pt, pw, N, V));
+    },
+
+    attentionForward(out, lse, q, k, v, ropeBase, starts) {
+      if (q.shape.length !== 4) {
+        throw new RangeError(`attentionForward: q must be [B, T, H, D], got [${q.shape}]`);
+      }
+      const [B, T, H, D] = q.shape;
+      if (D % 2 !== 0) throw new RangeError(`attention: head size D must be even for RoPE, got ${D}`);
+      const [po, pq, pk, pv] = same("attentionForward", [out, "out"], [q, "q"], [k, "k"], [v, "v"]);
+      ctx.expectSize(lse, B * T * H, "attentionForward lse");
+      if (starts && starts.length !== B * T) {
+        throw new RangeError(`starts has length ${starts.length}, expected ${B * T}`);
+      }
+      const scratch = ctx.pool.mainScratch(4 * (4 * T * D + T + D) + 64);
+      ctx.withHost(
+        [starts],
+        (ps) =>
+          ex.attention_forward_f32(po, ctx.ptr(lse, "lse"), pq, pk, pv, B, T, H, D, ropeBase, ps, scratch),
+      );
+    },
+
+    attentionBackward(dq, dk, dv, dOut, out, lse, q, k, v, ropeBase, starts) {
+      if (q.shape.length !== 4) {
+        throw new RangeError(`attentionBackward: q must be [B, T, H, D], got [${q.shape}]`);
+      }
+      const [B, T, H, D] = q.shape;
+      const p = same(
+        "attentionBackward",
+        [dq, "dq"],
+        [dk, "dk"],
+        [dv, "dv"],
+        [dOut, "dOut"],
+        [out, "out"],
+        [q, "q"],
+        [k, "k"],
+        [v, "v"],
+      );
+      ctx.expectSize(lse, B * T * H, "attentionBackward lse");
+      if (starts && starts.length !== B * T) {
+        throw new RangeError(`starts has length ${starts.length}, expected ${B * T}`);
+      }
+      const scratch = ctx.pool.mainScratch(4 * (4 * T * D + T + D) + 64);
+      ctx.withHost(
+        [starts],
+        (ps) =>
+          ex.attention_backward_f32(
+            p[0],
+            p[1],
+            p[2],
+            p[3],
+            p[4],
+            ctx.ptr(lse, "lse"),
+            p[5],
+            p[6],
+            p[7],
+            B,
+            T,
+            H,
+            D,
+            ropeBase,
+            ps,
+            scratch,
+          ),
+      );
+    },
+
+    adamw(param, grad, m, v, params: AdamWParams, decay: boolean) {
+      const [pp, pg, pm, pv] = same("adamw", [param, "param"], [grad, "grad"], [m, "m"], [v, "v"]);
+      if (!(Number.isInteger(params.step) && params.step >= 1)) {
+        throw new RangeError(`adamw: step must be an integer >= 1, got ${params.step}`);
+      }
+      ex.adamw_f32(
+        pp,
+        pg,
+        pm,
+        pv,
+        param.size,
+        params.lr,
+        params.beta1,
+        params.beta2,
+        params.eps,
+        decay ? params.weightDecay : 0,
+        params.step,
+        params.gradScale,
+      );
+    },
+
+    sumSquares(x) {
+      return Promise.resolve(ex.sumsq_f32(ctx.ptr(x, "sumSquares x"), x.size));
+    },
+  };
+}

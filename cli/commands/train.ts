@@ -87,7 +87,7 @@ export function trainCommand() {
         "tiny" as const,
       ),
     )
-    .option("--steps <n>", "optimizer steps (default: the preset's: tiny 600, addition 20000)")
+    .option("--steps <n>", "optimizer steps (default: the preset's: tiny 600, lab 1000, addition 20000)")
     .option("--out <dir>", "run directory (default: runs/<task>-<rule>-<alignment>-s<seed>)")
     .option(
       "--resume",

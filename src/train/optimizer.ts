@@ -30,8 +30,11 @@ export class AdamW {
 
   /** L2 norm of all gradients together, each multiplied by `scale`. */
   async gradNorm(scale: number): Promise<number> {
+    // queue every reduction before waiting for any (one GPU round trip instead of one per
+    // parameter), then add in parameter order so the result does not depend on timing
+    const parts = await Promise.all(this.#params.map((p) => this.#backend.sumSquares(p.grad)));
     let sum = 0;
-    for (const p of this.#params) sum += await this.#backend.sumSquares(p.grad);
+    for (const part of parts) sum += part;
     return Math.sqrt(sum) * Math.abs(scale);
   }
 

@@ -17,7 +17,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { BACKEND_CHOICES, type BackendChoice, selectBackend } from "../../src/backend_select.ts";
+import { BACKEND_CHOICES, type BackendChoice, releaseBackend, selectBackend } from "../../src/backend_select.ts";
 import { loadEvalCheckpoint } from "../../src/eval/load.ts";
 import { plotSvg } from "../../src/eval/plot.ts";
 import { evaluateCheckpoints } from "../../src/eval/run.ts";
@@ -138,8 +138,11 @@ export async function runExperiment(
   log(
     `evaluating ${checkpointPaths.length} checkpoints on lengths ${plan.lengths[0]}..${plan.lengths.at(-1)}`,
   );
+  // a fresh backend for evaluation: the trained models' buffers go with the training one
+  releaseBackend(backend);
+  const evalBackend = await selectBackend(options.backend, { onNote: log });
   const checkpoints = [];
-  for (const path of checkpointPaths) checkpoints.push(await loadEvalCheckpoint(path, backend));
+  for (const path of checkpointPaths) checkpoints.push(await loadEvalCheckpoint(path, evalBackend));
   let lastKey = -1;
   const report = await evaluateCheckpoints(
     checkpoints,

@@ -60,7 +60,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   const pool = new ThreadPool(heap, exports, { threads, idleMs: options.idleMs, module });
   await pool.ready();
   const ctx = new WasmContext(heap, pool, exports);
-  const fill = (t: WasmTensor, v: number) => heap.f32.fill(v, t.ptr >> 2, (t.ptr >> 2) + t.size);
+  const fill = (t: WasmTensor, v: number) => heap.f32.fill(v, t.ptr >>> 2, (t.ptr >>> 2) + t.size);
   return {
     name: "wasm",
     dtype: "f32",
@@ -81,18 +81,18 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
         throw new RangeError(`fromArray: ${data.length} values do not fit shape [${shape}] (${n})`);
       }
       const t = ctx.alloc(shape);
-      heap.f32.set(data, t.ptr >> 2);
+      heap.f32.set(data, t.ptr >>> 2);
       return t;
     },
     read(t: Tensor): Promise<Float32Array> {
-      const p = ctx.ptr(t, "read") >> 2;
+      const p = ctx.ptr(t, "read") >>> 2;
       return Promise.resolve(heap.f32.slice(p, p + t.size));
     },
     copy(dst: Tensor, src: Tensor): void {
       const d = ctx.ptr(dst, "dst");
       const s = ctx.ptr(src, "src");
       if (dst.size !== src.size) throw new RangeError(`copy: sizes differ (${dst.size} vs ${src.size})`);
-      heap.f32.copyWithin(d >> 2, s >> 2, (s >> 2) + src.size);
+      heap.f32.copyWithin(d >>> 2, s >>> 2, (s >>> 2) + src.size);
     },
     dispose(t: Tensor): void {
       const p = ctx.ptr(t, "dispose");

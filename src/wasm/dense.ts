@@ -83,7 +83,7 @@ export function wasmDenseOps(ctx: WasmContext): DenseOps {
       const params = ctx.heap.alloc(G_COUNT * 8);
       try {
         const f64 = ctx.heap.f64;
-        const base = params >> 3;
+        const base = params >>> 3;
         const v = [M, N, K, pa, sam, sak, pb, sbk, sbn, pc, N, accumulate ? 1 : 0, tasks];
         v.forEach((value, i) => (f64[base + i] = value)); // in slot order G.M .. G.TASKS
         ctx.pool.run("gemm_f32", params, tasks, ex.gemmScratchBytes());
@@ -98,8 +98,8 @@ export function wasmDenseOps(ctx: WasmContext): DenseOps {
       ctx.expectSize(out, ids.length * D, "embeddingForward out");
       checkIds("embeddingForward", ids, V);
       const f32 = ctx.heap.f32;
-      const po = ctx.ptr(out, "out") >> 2;
-      const pt = ctx.ptr(table, "table") >> 2;
+      const po = ctx.ptr(out, "out") >>> 2;
+      const pt = ctx.ptr(table, "table") >>> 2;
       for (let n = 0; n < ids.length; n++) f32.copyWithin(po + n * D, pt + ids[n] * D, pt + ids[n] * D + D);
     },
 

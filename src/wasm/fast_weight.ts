@@ -64,7 +64,7 @@ export function wasmFastWeightOps(ctx: WasmContext): FastWeightOps {
     const params = heap.alloc(FW_PARAM.COUNT * 8);
     temps.push(params);
     const f64 = heap.f64;
-    const base = params >> 3;
+    const base = params >>> 3;
     f64.fill(0, base, base + FW_PARAM.COUNT);
     const set = (slot: number, v: number) => (f64[base + slot] = v);
     set(FW_PARAM.RULE, RULES.indexOf(config.rule));
@@ -140,7 +140,7 @@ export function wasmFastWeightOps(ctx: WasmContext): FastWeightOps {
         set(FW_PARAM.OUT_COUNT, count);
         const scratch = ctx.exports.fwScratchBytes(T, dk, dv, config.window, chunk, 0);
         ctx.pool.run("fw_forward_f32", params, B * H, scratch);
-        const windowCount = H > 0 ? ctx.heap.i32.slice(count >> 2, (count >> 2) + B) : new Int32Array(B);
+        const windowCount = H > 0 ? ctx.heap.i32.slice(count >>> 2, (count >>> 2) + B) : new Int32Array(B);
         const carry: Carry = { state, lastKey, windowX, windowY, windowCount };
         return { o, carry };
       } finally {

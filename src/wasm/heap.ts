@@ -88,7 +88,7 @@ export class Heap {
       this.#top = end;
     }
     this.#sizes.set(ptr, size);
-    if (this.poison) this.f32.fill(NaN, ptr >> 2, (ptr + size) >> 2);
+    if (this.poison) this.f32.fill(NaN, ptr >>> 2, (ptr + size) >>> 2);
     return ptr;
   }
 

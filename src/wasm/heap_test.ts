@@ -13,14 +13,14 @@ Deno.test("Heap reuses a freed block of the same size and grows the memory when 
   if (b !== a) throw new Error(`expected the freed block ${a} back, got ${b}`);
   const big = heap.alloc(1 << 20);
   if (memory.buffer.byteLength < big + (1 << 20)) throw new Error("memory did not grow");
-  heap.f32[(big >> 2) + (1 << 18) - 1] = 3; // the last float of the block is writable
+  heap.f32[(big >>> 2) + (1 << 18) - 1] = 3; // the last float of the block is writable
   if (heap.inUse !== 64 + (1 << 20)) throw new Error(`inUse ${heap.inUse}`);
 });
 
 Deno.test("Heap with poison hands out NaN-filled blocks and rejects a double free", () => {
   const heap = new Heap(createMemory(1), 0, true);
   const p = heap.alloc(40);
-  const v = heap.f32.subarray(p >> 2, (p >> 2) + 10);
+  const v = heap.f32.subarray(p >>> 2, (p >>> 2) + 10);
   if (!v.every(Number.isNaN)) throw new Error("block is not poisoned");
   heap.free(p);
   let threw = false;

@@ -77,7 +77,7 @@ export class ThreadPool {
       if (this.#workers[id]) continue;
       const w = new Worker(new URL("./worker.ts", import.meta.url), { type: "module" });
       this.#workers[id] = w;
-      const epoch = Atomics.load(this.#heap.i32, (this.#ctl >> 2) + CTL_EPOCH);
+      const epoch = Atomics.load(this.#heap.i32, (this.#ctl >>> 2) + CTL_EPOCH);
       const start: WorkerStart = {
         memory: this.#heap.memory,
         module: this.#module,
@@ -137,7 +137,7 @@ export class ThreadPool {
   #terminateWorkers(): void {
     // wake every worker into a new epoch: each sees it and closes itself
     const i32 = this.#heap.i32;
-    const base = this.#ctl >> 2;
+    const base = this.#ctl >>> 2;
     Atomics.add(i32, base + CTL_EPOCH, 1);
     Atomics.store(i32, base + CTL_GEN, ++this.#gen);
     Atomics.notify(i32, base + CTL_GEN);
@@ -155,7 +155,7 @@ export class ThreadPool {
     for (let id = 0; id < this.threads; id++) {
       if (this.#scratch[id] !== undefined) this.#heap.free(this.#scratch[id]);
       this.#scratch[id] = this.#heap.alloc(size);
-      i32[(this.#ctl >> 2) + CTL_SCRATCH + id] = this.#scratch[id];
+      i32[(this.#ctl >>> 2) + CTL_SCRATCH + id] = this.#scratch[id];
     }
     this.#scratchBytes = size;
   }
@@ -179,7 +179,7 @@ export class ThreadPool {
     }
     if (this.#workers.length === 0) this.#spawn(); // restarted after idling; they join when ready
     const i32 = this.#heap.i32;
-    const base = this.#ctl >> 2;
+    const base = this.#ctl >>> 2;
     const gen = ++this.#gen;
     const slot = base + CTL_SLOTS + (gen & 1) * 4;
     Atomics.store(i32, slot, id);

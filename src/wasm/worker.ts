@@ -40,7 +40,7 @@ scope.onmessage = (e: MessageEvent<WorkerStart>) => {
   const instance = new WebAssembly.Instance(module, { env: { memory } });
   const fns = KERNELS.map((name) => instance.exports[name] as (p: number, t: number, s: number) => void);
   const i32 = new Int32Array(memory.buffer); // the control block sits below the heap: never moves
-  const base = ctl >> 2;
+  const base = ctl >>> 2;
   let seen = Atomics.load(i32, base + CTL_GEN);
   scope.onmessage = null;
   scope.postMessage("ready");

@@ -81,7 +81,7 @@ import {
   windowBackA,
   windowBackB,
 } from "./fw_step";
-import { axpyF, dotF, fillF, ldd, ldf, std, stf } from "./simd";
+import { axpyF, fillF, ldd, ldf, std, stf } from "./simd";
 
 /** Window of position t: sets WLO and WN (0 at the prefix sentinel). Uses j0 = first real pair. */
 let WLO: i32 = 0;

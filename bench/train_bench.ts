@@ -45,7 +45,11 @@ for (const backendName of values.backends.split(",")) {
   const backend = await selectBackend(backendName as BackendChoice, { onNote: (n) => console.error(n) });
   for (const presetName of values.presets.split(",")) {
     const p = preset(presetName);
-    const model = modelConfig({ ...p.model, vocabSize: ADDITION_VOCAB_SIZE, mixer: values.rule as MixerName });
+    const model = modelConfig({
+      ...p.model,
+      vocabSize: ADDITION_VOCAB_SIZE,
+      mixer: values.rule as MixerName,
+    });
     const task = additionConfig(p.addition);
     const runDir = await Deno.makeTempDir({ prefix: "falcon_train_bench_" });
     let warmupSeconds = 0;

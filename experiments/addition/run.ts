@@ -17,7 +17,12 @@
  */
 
 import { parseArgs } from "node:util";
-import { BACKEND_CHOICES, type BackendChoice, releaseBackend, selectBackend } from "../../src/backend_select.ts";
+import {
+  BACKEND_CHOICES,
+  type BackendChoice,
+  releaseBackend,
+  selectBackend,
+} from "../../src/backend_select.ts";
 import { loadEvalCheckpoint } from "../../src/eval/load.ts";
 import { plotSvg } from "../../src/eval/plot.ts";
 import { evaluateCheckpoints } from "../../src/eval/run.ts";

@@ -7,7 +7,7 @@
 import { Command, Option } from "@commander-js/extra-typings";
 import { FORMS } from "../../src/rules/config.ts";
 import { allPassed, type FileResult, verifyDirectory } from "../../src/verify/verify_dir.ts";
-import { BACKEND_CHOICES, selectBackend } from "../../src/backend_select.ts";
+import { BACKEND_CHOICES, releaseBackend, selectBackend } from "../../src/backend_select.ts";
 
 function formatResult(r: FileResult): string {
   if ("error" in r) return `ERROR ${r.file}: ${r.error}`;
@@ -51,6 +51,7 @@ export function verifyCommand() {
         { form: options.form, chunkSize: options.chunkSize },
         options.json ? undefined : (r) => console.log(formatResult(r)),
       );
+      releaseBackend(backend);
       const passed = allPassed(results);
       if (options.json) {
         console.log(JSON.stringify({ backend: backend.name, form: options.form, passed, results }, null, 2));

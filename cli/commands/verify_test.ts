@@ -1,4 +1,5 @@
 import { main } from "../main.ts";
+import { probeGpuAdapter } from "../../src/info/gpu_adapter.ts";
 
 const FIXTURES = new URL("../../fixtures/vectors/", import.meta.url).pathname;
 
@@ -66,4 +67,32 @@ Deno.test("falcon verify exits 2 with a clear message for a missing directory or
   assert(noOption.code === 2, `exit code ${noOption.code}`);
   const badBackend = await run(["verify", "--vectors", FIXTURES, "--backend", "cuda"]);
   assert(badBackend.code === 2, `exit code ${badBackend.code}`);
+});
+
+Deno.test("falcon verify passes every bundled vector on the reference chunk and parallel forms", async () => {
+  for (const form of ["chunk", "parallel"]) {
+    const { code, out } = await run(["verify", "--vectors", FIXTURES, "--form", form, "--chunk-size", "16"]);
+    assert(code === 0, `form ${form}: exit code ${code}\n${out}`);
+    assert(out.includes("22 passed, 0 failed"), `form ${form}: summary missing:\n${out}`);
+  }
+});
+
+Deno.test("falcon verify --backend wasm passes every bundled vector at float32 tolerances", async () => {
+  const { code, out } = await run(["verify", "--vectors", FIXTURES, "--backend", "wasm"]);
+  assert(code === 0, `exit code ${code}\n${out}`);
+  assert(out.includes("22 passed, 0 failed (backend wasm"), `summary missing:\n${out}`);
+});
+
+const gpu = await probeGpuAdapter();
+Deno.test({
+  name: gpu.ok
+    ? "falcon verify --backend webgpu passes every bundled vector at float32 tolerances"
+    : `falcon verify --backend webgpu (SKIPPED: ${gpu.reason})`,
+  ignore: !gpu.ok,
+  sanitizeResources: false,
+  async fn() {
+    const { code, out } = await run(["verify", "--vectors", FIXTURES, "--backend", "webgpu"]);
+    assert(code === 0, `exit code ${code}\n${out}`);
+    assert(out.includes("22 passed, 0 failed (backend webgpu"), `summary missing:\n${out}`);
+  },
 });

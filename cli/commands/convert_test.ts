@@ -8,27 +8,11 @@ import assert from "node:assert/strict";
 import { type BadFile, badFiles } from "../../fixtures/bad_checkpoints/generate.ts";
 import { listDir, tinyCheckpointBytes, tinyConfig } from "../../src/convert/_test_checkpoints.ts";
 import { parameterCount } from "../../src/model/params.ts";
-import { main } from "../main.ts";
+import { runCli } from "../_run_in_process.ts";
 
 const BAD_DIR = new URL("../../fixtures/bad_checkpoints/", import.meta.url).pathname;
 
-/** Run the CLI in-process, capturing what it prints. */
-async function run(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  const out: string[] = [];
-  const err: string[] = [];
-  const log = console.log;
-  const error = console.error;
-  console.log = (...a: unknown[]) => out.push(a.join(" "));
-  console.error = (...a: unknown[]) => err.push(a.join(" "));
-  try {
-    const code = await main(args);
-    return { code, out: out.join("\n"), err: err.join("\n") };
-  } finally {
-    console.log = log;
-    console.error = error;
-    Deno.exitCode = 0;
-  }
-}
+const run = runCli;
 
 async function withDir(fn: (dir: string) => Promise<void>): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "falcon_cli_convert_" });

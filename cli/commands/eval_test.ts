@@ -1,24 +1,8 @@
-import { main } from "../main.ts";
+import { runCli } from "../_run_in_process.ts";
 import { writeTinyCheckpoint } from "../../src/eval/_tiny_checkpoint.ts";
 import { ADDITION_VOCAB_SIZE, additionConfig, mqarConfig, textConfig } from "../../src/tasks/mod.ts";
 
-/** Run the CLI in-process, capturing what it prints. */
-async function run(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  const out: string[] = [];
-  const err: string[] = [];
-  const log = console.log;
-  const error = console.error;
-  console.log = (...a: unknown[]) => out.push(a.join(" "));
-  console.error = (...a: unknown[]) => err.push(a.join(" "));
-  try {
-    const code = await main(args);
-    return { code, out: out.join("\n"), err: err.join("\n") };
-  } finally {
-    console.log = log;
-    console.error = error;
-    Deno.exitCode = 0;
-  }
-}
+const run = runCli;
 
 function assert(cond: unknown, message: string): asserts cond {
   if (!cond) throw new Error(message);

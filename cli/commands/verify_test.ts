@@ -1,25 +1,9 @@
-import { main } from "../main.ts";
+import { runCli } from "../_run_in_process.ts";
 import { probeGpuAdapter } from "../../src/info/gpu_adapter.ts";
 
 const FIXTURES = new URL("../../fixtures/vectors/", import.meta.url).pathname;
 
-/** Run the CLI in-process, capturing what it prints. */
-async function run(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  const out: string[] = [];
-  const err: string[] = [];
-  const log = console.log;
-  const error = console.error;
-  console.log = (...a: unknown[]) => out.push(a.join(" "));
-  console.error = (...a: unknown[]) => err.push(a.join(" "));
-  try {
-    const code = await main(args);
-    return { code, out: out.join("\n"), err: err.join("\n") };
-  } finally {
-    console.log = log;
-    console.error = error;
-    Deno.exitCode = 0;
-  }
-}
+const run = runCli;
 
 function assert(cond: unknown, message: string): asserts cond {
   if (!cond) throw new Error(message);

@@ -7,7 +7,7 @@
  */
 
 import type { Backend } from "../rules/backend.ts";
-import { Rng } from "../testing/compare.ts";
+import { Rng } from "../random.ts";
 import type { ParamSpec } from "./params.ts";
 import type { NamedParam } from "./types.ts";
 

@@ -8,7 +8,7 @@
  * A module with one function `() -> v128` whose body is `instructions` (section sizes computed here).
  * Instruction bytes are given as hex, e.g. `fd0c` + 16 zero bytes for `v128.const 0`.
  */
-function v128Module(instructions: string): Uint8Array {
+function v128Module(instructions: string): Uint8Array<ArrayBuffer> {
   const code = [0x00, ...(instructions.match(/../g) ?? []).map((b) => parseInt(b, 16)), 0x0b]; // no locals; end
   const body = [code.length, ...code];
   return new Uint8Array([

@@ -7,8 +7,20 @@ Deno.test("makePlan('full') trains 14 variants x 3 seeds of one size on 32 digit
   assertEquals(plan.seeds, [0, 1, 2]);
   assertEquals(plan.maxDigits, 32);
   assertEquals(plan.lengths, Array.from({ length: 48 }, (_, i) => i + 1));
-  assertEquals(plan.model.dModel, 256);
-  assertEquals(plan.train.steps, 20000);
+  // the budget's size: the lab model on rows long enough for a 32-digit sample
+  assertEquals([plan.model.dModel, plan.model.layers, plan.train.steps, plan.train.seqLen], [
+    64,
+    2,
+    800,
+    128,
+  ]);
+  const paper = makePlan("paper");
+  assertEquals([paper.model.dModel, paper.train.steps, paper.maxDigits, paper.lengths.length], [
+    256,
+    20000,
+    32,
+    48,
+  ]);
   const names = FULL_VARIANTS.map((v) => runName(v, 0));
   assertEquals(new Set(names).size, 14);
   for (const rule of ["falcon1", "falcon1a", "falcon3a", "falcon3"]) {

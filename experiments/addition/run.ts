@@ -4,6 +4,8 @@
  * ```
  * deno task experiment:addition [--backend auto|ref|wasm|webgpu] [--steps N] [--seeds N] [--samples N]
  *                               [--plan full|lab|smoke] [--smoke] [--runs DIR] [--out DIR]
+ *                               [--jobs N] [--no-plot]
+ * deno task experiment:addition --replot docs/results/addition.json
  * ```
  *
  * Trains every variant of the plan (see `plan.ts`) for every seed with the same size, budget and
@@ -13,27 +15,24 @@
  * summaries and run records) and `addition.svg` (seed means by operand length). The smoke plan
  * writes `addition-smoke.*` instead, so it never overwrites a real result.
  *
+ * Every run trains, then evaluates its own checkpoint, and stores `result.json` in its run
+ * directory; a later call with the same plan reuses stored results (an interrupted experiment
+ * resumes). `--jobs N` runs N runs at once in child processes (`run_one.ts`), each with
+ * `cores / N` WASM threads: on many cores this beats one run on all of them, since small models
+ * do not scale over threads. `--no-plot` skips the SVG (for machines without the npm plotting
+ * packages); `--replot` renders it later from the JSON.
+ *
  * @module
  */
 
 import { parseArgs } from "node:util";
-import {
-  BACKEND_CHOICES,
-  type BackendChoice,
-  releaseBackend,
-  selectBackend,
-} from "../../src/backend_select.ts";
-import { loadEvalCheckpoint } from "../../src/eval/load.ts";
-import { plotSvg } from "../../src/eval/plot.ts";
-import { evaluateCheckpoints } from "../../src/eval/run.ts";
+import { BACKEND_CHOICES, type BackendChoice } from "../../src/backend_select.ts";
+import { mergeReports } from "../../src/eval/report.ts";
 import { formatTable } from "../../src/eval/table.ts";
-import { modelConfig } from "../../src/model/config.ts";
-import { ADDITION_VOCAB_SIZE, additionConfig } from "../../src/tasks/mod.ts";
-import { trainConfig } from "../../src/train/config.ts";
-import { train } from "../../src/train/trainer.ts";
 import { meanReport, summariseVariants } from "./aggregate.ts";
-import { type ExperimentInfo, renderMarkdown, type RunRecord } from "./markdown.ts";
-import { makePlan, type Plan, type PlanName, runName } from "./plan.ts";
+import { type ExperimentInfo, renderMarkdown } from "./markdown.ts";
+import { resultPath, type RunResult, storedResult, trainAndEvaluate } from "./one_run.ts";
+import { makePlan, type Plan, type PlanName, runName, type Variant } from "./plan.ts";
 
 /** Parsed command line of the driver. */
 export interface DriverOptions {
@@ -45,6 +44,10 @@ export interface DriverOptions {
   readonly runsDir: string;
   /** Where the results page, JSON and plot go. */
   readonly outDir: string;
+  /** Runs trained at once, each in its own process (1: in this process, one after another). */
+  readonly jobs: number;
+  /** Render the SVG plot (needs the npm plotting packages; `--no-plot` skips it, `--replot` adds it later). */
+  readonly plot: boolean;
 }
 
 function intOption(name: string, value: string | undefined): number | undefined {
@@ -68,6 +71,8 @@ export function parseDriverArgs(args: string[]): DriverOptions {
       plan: { type: "string", default: "full" },
       runs: { type: "string" },
       out: { type: "string", default: "docs/results" },
+      jobs: { type: "string", default: "1" },
+      "no-plot": { type: "boolean", default: false },
     },
     strict: true,
     allowPositionals: false,
@@ -85,7 +90,115 @@ export function parseDriverArgs(args: string[]): DriverOptions {
     plan,
     runsDir: values.runs ?? `runs/addition-${plan.name}`,
     outDir: values.out,
+    jobs: intOption("jobs", values.jobs) ?? 1,
+    plot: !values["no-plot"],
   };
+}
+
+/** The command line a child process runs for one run (same plan, same overrides). */
+export function childArgs(options: DriverOptions, variant: Variant, seed: number, threads: number): string[] {
+  const { plan } = options;
+  return [
+    "run",
+    "--allow-read",
+    "--allow-write",
+    new URL("./run_one.ts", import.meta.url).pathname,
+    "--plan",
+    plan.name,
+    "--steps",
+    String(plan.train.steps),
+    "--seeds",
+    String(plan.seeds.length),
+    "--samples",
+    String(plan.samples),
+    "--mixer",
+    variant.mixer,
+    "--alignment",
+    variant.alignment,
+    "--seed",
+    String(seed),
+    "--runs",
+    options.runsDir,
+    "--backend",
+    options.backend,
+    "--threads",
+    String(threads),
+  ];
+}
+
+/** Run one training + evaluation in a child Deno process, forwarding its progress lines. */
+async function runInChild(
+  options: DriverOptions,
+  variant: Variant,
+  seed: number,
+  threads: number,
+  log: (line: string) => void,
+): Promise<RunResult> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: childArgs(options, variant, seed, threads),
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  let tail = "";
+  const decoder = new TextDecoder();
+  let pending = "";
+  for await (const chunk of child.stderr) {
+    pending += decoder.decode(chunk, { stream: true });
+    const lines = pending.split("\n");
+    pending = lines.pop() ?? "";
+    for (const line of lines) {
+      log(`  ${line}`);
+      tail = line;
+    }
+  }
+  const status = await child.status;
+  if (!status.success) {
+    throw new Error(`run ${runName(variant, seed)} failed (exit ${status.code}): ${pending || tail}`);
+  }
+  const result = await storedResult(options.runsDir, options.plan, variant, seed);
+  if (!result) throw new Error(`run ${runName(variant, seed)} exited without writing its result`);
+  return result;
+}
+
+/**
+ * Map `work` through `fn` with at most `jobs` calls in flight, starting the items in the order of
+ * `schedule` (indices; default: in order); results keep the order of `work`.
+ */
+export async function mapWithJobs<T, R>(
+  work: readonly T[],
+  jobs: number,
+  fn: (item: T, index: number) => Promise<R>,
+  schedule: readonly number[] = work.map((_, i) => i),
+): Promise<R[]> {
+  const results: R[] = new Array(work.length);
+  let next = 0;
+  const lanes = Array.from({ length: Math.min(jobs, work.length) }, async () => {
+    while (next < schedule.length) {
+      const i = schedule[next++];
+      results[i] = await fn(work[i], i);
+    }
+  });
+  await Promise.all(lanes);
+  return results;
+}
+
+/** Relative training cost per step of a mixer (measured on WASM, 1 thread); unlisted mixers are 1. */
+const RELATIVE_COST: Readonly<Record<string, number>> = { falcon3: 1.7, transformer: 1.3, falcon3a: 1.2 };
+
+/** Indices of `work`, most expensive first (so the slowest runs do not start last). */
+export function costliestFirst(work: readonly { variant: Variant }[]): number[] {
+  const cost = (i: number) => RELATIVE_COST[work[i].variant.mixer] ?? 1;
+  return work.map((_, i) => i).sort((a, b) => cost(b) - cost(a) || a - b);
+}
+
+/** Write the plot of a results JSON written by {@linkcode runExperiment} next to it; returns its path. */
+export async function replot(jsonPath: string): Promise<string> {
+  const { plotSvg } = await import("../../src/eval/plot.ts");
+  const json = JSON.parse(await Deno.readTextFile(jsonPath));
+  const plotPath = jsonPath.replace(/\.json$/, ".svg");
+  await Deno.writeTextFile(plotPath, await plotSvg(meanReport(json.report, json.summaries)));
+  return plotPath;
 }
 
 /** Train, evaluate and write the results; `log` receives progress lines. */
@@ -97,77 +210,43 @@ export async function runExperiment(
   const { plan } = options;
   const started = performance.now();
   const date = new Date();
-  const backend = await selectBackend(options.backend, { onNote: log });
-  const task = additionConfig({ maxDigits: plan.maxDigits });
-  const runs: RunRecord[] = [];
-  const checkpointPaths: string[] = [];
-  const total = plan.variants.length * plan.seeds.length;
-  for (const variant of plan.variants) {
-    for (const seed of plan.seeds) {
-      const name = runName(variant, seed);
-      const model = modelConfig({
-        ...plan.model,
-        vocabSize: ADDITION_VOCAB_SIZE,
-        mixer: variant.mixer,
-        alignment: variant.alignment,
-      });
-      const tc = trainConfig({ ...plan.train, seed });
-      log(`[${runs.length + 1}/${total}] training ${name}: ${tc.steps} steps`);
-      const result = await train({
-        backend,
-        model,
-        task,
-        train: tc,
-        runDir: `${options.runsDir}/${name}`,
-        onProgress: (p) => {
-          if (p.event === "step" && (p.step % Math.max(1, Math.floor(p.totalSteps / 10)) === 0)) {
-            log(
-              `  step ${p.step}/${p.totalSteps} loss ${p.loss.toFixed(4)} (${p.elapsedSeconds.toFixed(0)} s)`,
-            );
-          }
-        },
-      });
-      runs.push({
-        name,
-        mixer: variant.mixer,
-        alignment: variant.alignment,
-        seed,
-        steps: result.step,
-        finalLoss: result.losses[result.losses.length - 1] ?? NaN,
-        wallSeconds: result.elapsedSeconds,
-        parameterCount: result.parameterCount,
-      });
-      checkpointPaths.push(result.checkpointPath);
+  const work = plan.variants.flatMap((variant) => plan.seeds.map((seed) => ({ variant, seed })));
+  const cores = navigator.hardwareConcurrency ?? 1;
+  const threads = options.jobs > 1 ? Math.max(1, Math.floor(cores / options.jobs)) : undefined;
+  let done = 0;
+  const results = await mapWithJobs(work, options.jobs, async ({ variant, seed }) => {
+    const name = runName(variant, seed);
+    const stored = await storedResult(options.runsDir, plan, variant, seed);
+    if (stored) {
+      log(`[${++done}/${work.length}] ${name}: reusing ${resultPath(options.runsDir, variant, seed)}`);
+      return stored;
     }
-  }
-  log(
-    `evaluating ${checkpointPaths.length} checkpoints on lengths ${plan.lengths[0]}..${plan.lengths.at(-1)}`,
-  );
-  // a fresh backend for evaluation: the trained models' buffers go with the training one
-  releaseBackend(backend);
-  const evalBackend = await selectBackend(options.backend, { onNote: log });
-  const checkpoints = [];
-  for (const path of checkpointPaths) checkpoints.push(await loadEvalCheckpoint(path, evalBackend));
-  let lastKey = -1;
-  const report = await evaluateCheckpoints(
-    checkpoints,
-    { task: "addition", keys: plan.lengths, samples: plan.samples, seed: plan.evalSeed, batchSize: 32, date },
-    (p) => {
-      if (p.key !== lastKey) log(`  length ${p.key} (${p.done}/${p.total})`);
-      lastKey = p.key;
-    },
-  );
+    log(`training ${name}: ${plan.train.steps} steps, then evaluating`);
+    const result = options.jobs > 1
+      ? await runInChild(options, variant, seed, threads ?? 1, log)
+      : await trainAndEvaluate(plan, variant, seed, {
+        backend: options.backend,
+        runsDir: options.runsDir,
+        log,
+      });
+    log(`[${++done}/${work.length}] ${name}: done (${result.record.wallSeconds.toFixed(0)} s training)`);
+    return result;
+  }, costliestFirst(work));
+  const report = { ...mergeReports(results.map((r) => r.report)), date: date.toISOString() };
   log(formatTable(report).trimEnd());
   const summaries = summariseVariants(report);
   const base = plan.name === "smoke" ? "addition-smoke" : "addition";
   await Deno.mkdir(options.outDir, { recursive: true });
+  const backends = [...new Set(results.map((r) => r.backend))].join(", ");
   const info: ExperimentInfo = {
     command,
     date: date.toISOString(),
-    backend: backend.name,
+    backend: options.jobs > 1
+      ? `${backends} (${options.jobs} processes, ${threads} thread(s) each)`
+      : backends,
     plan,
     wallSeconds: (performance.now() - started) / 1000,
-    runs,
+    runs: results.map((r) => r.record),
     plotFile: `${base}.svg`,
     jsonFile: `${base}.json`,
   };
@@ -176,17 +255,23 @@ export async function runExperiment(
     jsonPath: `${options.outDir}/${base}.json`,
     plotPath: `${options.outDir}/${base}.svg`,
   };
-  await Deno.writeTextFile(paths.plotPath, await plotSvg(meanReport(report, summaries)));
   const json = { info: { ...info, plan: { ...plan } }, summaries, report };
   await Deno.writeTextFile(
     paths.jsonPath,
     JSON.stringify(json, (_k, v) => (typeof v === "number" && !Number.isFinite(v) ? null : v), 2) + "\n",
   );
   await Deno.writeTextFile(paths.markdownPath, renderMarkdown(info, summaries));
+  if (options.plot) await replot(paths.jsonPath);
   return paths;
 }
 
-if (import.meta.main) {
+if (import.meta.main && Deno.args[0] === "--replot") {
+  if (Deno.args.length !== 2) {
+    console.error("experiment:addition: --replot takes one results JSON (docs/results/addition.json)");
+    Deno.exit(2);
+  }
+  console.log(`wrote ${await replot(Deno.args[1])}`);
+} else if (import.meta.main) {
   let options: DriverOptions;
   try {
     options = parseDriverArgs(Deno.args);
@@ -196,5 +281,5 @@ if (import.meta.main) {
   }
   const command = ["deno task experiment:addition", ...Deno.args].join(" ");
   const paths = await runExperiment(options, command);
-  console.log(`wrote ${paths.markdownPath}, ${paths.jsonPath}, ${paths.plotPath}`);
+  console.log(`wrote ${paths.markdownPath}, ${paths.jsonPath}${options.plot ? `, ${paths.plotPath}` : ""}`);
 }

@@ -1,5 +1,5 @@
 import { assertEquals, assertThrows } from "../../src/eval/_assert.ts";
-import { parseDriverArgs, runExperiment } from "./run.ts";
+import { childArgs, costliestFirst, mapWithJobs, parseDriverArgs, runExperiment } from "./run.ts";
 
 Deno.test("parseDriverArgs() reads the options and names a bad one", () => {
   const o = parseDriverArgs(["--smoke", "--steps", "3", "--backend", "ref", "--out", "x"]);
@@ -52,7 +52,99 @@ Deno.test("runExperiment() trains, evaluates and writes the page, JSON and plot 
     assertEquals(json.report.keys, [1, 2, 3, 4, 5, 6]);
     const svg = await Deno.readTextFile(paths.plotPath);
     assertEquals(svg.includes("falcon1a prefix (1 seed)") && svg.includes("train length 3"), true);
-    assertEquals(lines.some((l) => l.startsWith("[2/2] training transformer-s0")), true);
+    assertEquals(lines.some((l) => l.startsWith("training transformer-s0: 2 steps")), true);
+    // the costlier Transformer starts (and, in one process, finishes) first; the page keeps the plan's order
+    assertEquals(lines.filter((l) => l.includes(": done")).map((l) => l.split(":")[0]), [
+      "[1/2] transformer-s0",
+      "[2/2] falcon1a-prefix-s0",
+    ]);
+    assertEquals(json.report.checkpoints.map((c: { label: string }) => c.label), [
+      "falcon1a prefix s0",
+      "transformer s0",
+    ]);
+    // a second call with the same plan reuses both stored results instead of training again
+    const again: string[] = [];
+    await runExperiment(options, "deno task experiment:addition --smoke", (l) => again.push(l));
+    assertEquals(again.filter((l) => l.includes(": reusing ")).length, 2);
+    assertEquals(again.some((l) => l.startsWith("training")), false);
+    assertEquals(
+      JSON.parse(await Deno.readTextFile(paths.jsonPath)).report.checkpoints,
+      json.report.checkpoints,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("mapWithJobs() keeps at most N calls in flight and the results in order", async () => {
+  let inFlight = 0;
+  let most = 0;
+  const out = await mapWithJobs([5, 1, 4, 2, 3], 2, async (x) => {
+    most = Math.max(most, ++inFlight);
+    await new Promise((r) => setTimeout(r, x));
+    inFlight--;
+    return x * 10;
+  });
+  assertEquals([out, most], [[50, 10, 40, 20, 30], 2]);
+  const started: number[] = [];
+  await mapWithJobs([0, 1, 2], 1, (x) => Promise.resolve(started.push(x)), [2, 0, 1]);
+  assertEquals(started, [2, 0, 1]);
+});
+
+Deno.test("costliestFirst() starts the window rule and the Transformer before the cheaper rules", () => {
+  const work = (["falcon1a", "falcon3", "linear", "transformer"] as const).map((mixer) => ({
+    variant: { mixer, alignment: "prefix" as const },
+  }));
+  assertEquals(costliestFirst(work), [1, 3, 0, 2]);
+});
+
+Deno.test("--jobs 2 trains the runs in child processes and writes one page from both runs", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const options = parseDriverArgs([
+      "--smoke",
+      "--steps",
+      "2",
+      "--samples",
+      "2",
+      "--backend",
+      "ref",
+      "--jobs",
+      "2",
+      "--no-plot",
+      "--runs",
+      `${dir}/runs`,
+      "--out",
+      `${dir}/out`,
+    ]);
+    assertEquals([options.jobs, options.plot], [2, false]);
+    const args = childArgs(options, options.plan.variants[0], 0, 1);
+    assertEquals(args.slice(-8), [
+      "--seed",
+      "0",
+      "--runs",
+      `${dir}/runs`,
+      "--backend",
+      "ref",
+      "--threads",
+      "1",
+    ]);
+    const lines: string[] = [];
+    const paths = await runExperiment(
+      options,
+      "deno task experiment:addition --smoke --jobs 2",
+      (l) => lines.push(l),
+    );
+    // the children's progress lines come through, indented
+    assertEquals(lines.some((l) => /^ {2}falcon1a-prefix-s0: trained in \d+ s/.test(l)), true);
+    const json = JSON.parse(await Deno.readTextFile(paths.jsonPath));
+    assertEquals(json.report.checkpoints.map((c: { label: string }) => c.label), [
+      "falcon1a prefix s0",
+      "transformer s0",
+    ]);
+    assertEquals(json.info.backend, "ref (2 processes, 1 thread(s) each)");
+    // no plot was written
+    assertEquals(await Deno.stat(paths.plotPath).then(() => true, () => false), false);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -128,3 +128,31 @@ export function reportJson(report: EvalReport): string {
   ) +
     "\n";
 }
+
+/**
+ * One report from several evaluations of the same test sets (same task, keys, samples and seed),
+ * e.g. checkpoints evaluated in separate processes: the checkpoint columns in the order given,
+ * relabelled so labels stay unique; the date is the first report's. Throws a RangeError naming the
+ * field where two reports differ.
+ */
+export function mergeReports(reports: readonly EvalReport[]): EvalReport {
+  if (reports.length === 0) throw new RangeError("mergeReports: no report to merge");
+  const first = reports[0];
+  for (const [i, r] of reports.entries()) {
+    for (const field of ["task", "keyName", "samples", "seed"] as const) {
+      if (r[field] !== first[field]) {
+        throw new RangeError(
+          `mergeReports: report ${i} has ${field} ${JSON.stringify(r[field])}, report 0 has ${
+            JSON.stringify(first[field])
+          }`,
+        );
+      }
+    }
+    if (r.keys.join(",") !== first.keys.join(",")) {
+      throw new RangeError(`mergeReports: report ${i} has keys [${r.keys}], report 0 has [${first.keys}]`);
+    }
+  }
+  const columns = reports.flatMap((r) => r.checkpoints);
+  const labels = uniqueLabels(columns);
+  return { ...first, checkpoints: columns.map((c, i) => ({ ...c, label: labels[i] })) };
+}

@@ -1,6 +1,6 @@
-import { assertEquals } from "./_assert.ts";
+import { assertEquals, assertThrows } from "./_assert.ts";
 import { fixtureReport } from "./_fixture_report.ts";
-import { checkpointLabel, reportJson, textResult, uniqueLabels } from "./report.ts";
+import { checkpointLabel, mergeReports, reportJson, textResult, uniqueLabels } from "./report.ts";
 import { formatTable } from "./table.ts";
 import { CSV_COLUMNS, csvField, reportCsv } from "./csv.ts";
 
@@ -82,4 +82,24 @@ Deno.test("reportJson() round-trips the report and writes NaN as null", () => {
     }],
   };
   assertEquals(JSON.parse(reportJson(nan)).checkpoints[0].groups[0].digitAccuracy, null);
+});
+
+Deno.test("mergeReports() joins columns in order, relabels repeats and names a mismatched field", () => {
+  const report = fixtureReport();
+  const [a, b] = report.checkpoints;
+  const merged = mergeReports([{ ...report, checkpoints: [a] }, { ...report, checkpoints: [b, a] }]);
+  assertEquals(merged.checkpoints.map((c) => c.label), [
+    "falcon1a prefix s0",
+    "transformer s1",
+    "falcon1a prefix s0 #2",
+  ]);
+  assertEquals(merged.checkpoints[1].groups, b.groups);
+  assertEquals([merged.keys, merged.samples, merged.seed], [report.keys, report.samples, report.seed]);
+  assertThrows(() => mergeReports([report, { ...report, seed: 8 }]), RangeError, "report 1 has seed 8");
+  assertThrows(
+    () => mergeReports([report, { ...report, keys: [1, 2] }]),
+    RangeError,
+    "report 1 has keys [1,2]",
+  );
+  assertThrows(() => mergeReports([]), RangeError, "no report");
 });

@@ -1,0 +1,67 @@
+/**
+ * Child process of the addition experiment driver (`run.ts --jobs N`): trains and evaluates ONE run
+ * and writes its `result.json` (see `one_run.ts`). Progress goes to stderr, one line at a time.
+ *
+ * ```
+ * deno run --allow-read --allow-write experiments/addition/run_one.ts --plan full [--steps N]
+ *   [--seeds N] [--samples N] --mixer falcon1a --alignment prefix --seed 0 --runs DIR
+ *   [--backend wasm] [--threads 1]
+ * ```
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import { BACKEND_CHOICES, type BackendChoice } from "../../src/backend_select.ts";
+import { trainAndEvaluate } from "./one_run.ts";
+import { makePlan, type PlanName } from "./plan.ts";
+
+function int(name: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d+$/.test(value)) throw new RangeError(`--${name} must be a non-negative integer, got "${value}"`);
+  return Number(value);
+}
+
+if (import.meta.main) {
+  const { values } = parseArgs({
+    args: Deno.args,
+    options: {
+      plan: { type: "string", default: "full" },
+      steps: { type: "string" },
+      seeds: { type: "string" },
+      samples: { type: "string" },
+      mixer: { type: "string" },
+      alignment: { type: "string" },
+      seed: { type: "string" },
+      runs: { type: "string" },
+      backend: { type: "string", default: "wasm" },
+      threads: { type: "string" },
+    },
+    strict: true,
+  });
+  try {
+    if (!(BACKEND_CHOICES as readonly string[]).includes(values.backend)) {
+      throw new RangeError(`--backend must be one of ${BACKEND_CHOICES.join(", ")}, got "${values.backend}"`);
+    }
+    if (values.runs === undefined) throw new RangeError("--runs is required");
+    const plan = makePlan(values.plan as PlanName, {
+      steps: int("steps", values.steps),
+      seeds: int("seeds", values.seeds),
+      samples: int("samples", values.samples),
+    });
+    const variant = plan.variants.find((v) => v.mixer === values.mixer && v.alignment === values.alignment);
+    if (!variant) {
+      throw new RangeError(`plan ${plan.name} has no variant ${values.mixer} ${values.alignment}`);
+    }
+    const seed = int("seed", values.seed) ?? 0;
+    await trainAndEvaluate(plan, variant, seed, {
+      backend: values.backend as BackendChoice,
+      threads: int("threads", values.threads),
+      runsDir: values.runs,
+      log: (line) => console.error(line),
+    });
+  } catch (err) {
+    console.error(`run_one: ${err instanceof Error ? err.message : err}`);
+    Deno.exit(2);
+  }
+}

@@ -37,8 +37,10 @@ export interface ExperimentInfo {
   readonly backend: string;
   /** The plan. */
   readonly plan: Plan;
-  /** Whole-experiment wall time, seconds. */
+  /** Wall time of this driver call, seconds. */
   readonly wallSeconds: number;
+  /** Runs whose stored result this call reused instead of training (from an earlier, interrupted call). */
+  readonly reusedRuns?: number;
   /** Every training run. */
   readonly runs: readonly RunRecord[];
   /** File name of the plot, relative to the page. */
@@ -84,7 +86,13 @@ export function renderMarkdown(info: ExperimentInfo, summaries: readonly Variant
   }
   lines.push(`- Command: \`${info.command}\``);
   lines.push(
-    `- Date: ${info.date}; backend: ${info.backend}; total wall time: ${duration(info.wallSeconds)}`,
+    `- Date: ${info.date}; backend: ${info.backend}; ` +
+      (info.reusedRuns
+        ? `wall time of this call: ${
+          duration(info.wallSeconds)
+        } (${info.reusedRuns} of ${info.runs.length} ` +
+          `runs were reused from an earlier call; each run's own training time is in the table below)`
+        : `total wall time: ${duration(info.wallSeconds)}`),
   );
   lines.push(
     `- Model (every variant): ${m.layers} layers, width ${m.dModel}, ${m.heads} heads, chunk ${m.chunkSize}` +

@@ -13,7 +13,8 @@
  * (default `docs/results`): `addition.md` (summary over seeds next to the paper's figures, the
  * command, date, steps and wall time), `addition.json` (the full evaluation report plus the
  * summaries and run records) and `addition.svg` (seed means by operand length). The smoke plan
- * writes `addition-smoke.*` instead, so it never overwrites a real result.
+ * writes `addition-smoke.*` instead, so it never overwrites a real result; `lab` and `paper` write
+ * `addition-lab.*` and `addition-paper.*`.
  *
  * Every run trains, then evaluates its own checkpoint, and stores `result.json` in its run
  * directory; a later call with the same plan reuses stored results (an interrupted experiment
@@ -214,10 +215,12 @@ export async function runExperiment(
   const cores = navigator.hardwareConcurrency ?? 1;
   const threads = options.jobs > 1 ? Math.max(1, Math.floor(cores / options.jobs)) : undefined;
   let done = 0;
+  let reused = 0;
   const results = await mapWithJobs(work, options.jobs, async ({ variant, seed }) => {
     const name = runName(variant, seed);
     const stored = await storedResult(options.runsDir, plan, variant, seed);
     if (stored) {
+      reused++;
       log(`[${++done}/${work.length}] ${name}: reusing ${resultPath(options.runsDir, variant, seed)}`);
       return stored;
     }
@@ -235,7 +238,7 @@ export async function runExperiment(
   const report = { ...mergeReports(results.map((r) => r.report)), date: date.toISOString() };
   log(formatTable(report).trimEnd());
   const summaries = summariseVariants(report);
-  const base = plan.name === "smoke" ? "addition-smoke" : "addition";
+  const base = plan.name === "full" ? "addition" : `addition-${plan.name}`;
   await Deno.mkdir(options.outDir, { recursive: true });
   const backends = [...new Set(results.map((r) => r.backend))].join(", ");
   const info: ExperimentInfo = {
@@ -246,6 +249,7 @@ export async function runExperiment(
       : backends,
     plan,
     wallSeconds: (performance.now() - started) / 1000,
+    reusedRuns: reused,
     runs: results.map((r) => r.record),
     plotFile: `${base}.svg`,
     jsonFile: `${base}.json`,

@@ -67,6 +67,7 @@ Deno.test("runExperiment() trains, evaluates and writes the page, JSON and plot 
     await runExperiment(options, "deno task experiment:addition --smoke", (l) => again.push(l));
     assertEquals(again.filter((l) => l.includes(": reusing ")).length, 2);
     assertEquals(again.some((l) => l.startsWith("training")), false);
+    assertEquals((await Deno.readTextFile(paths.markdownPath)).includes("2 of 2 runs were reused"), true);
     assertEquals(
       JSON.parse(await Deno.readTextFile(paths.jsonPath)).report.checkpoints,
       json.report.checkpoints,

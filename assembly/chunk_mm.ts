@@ -1,0 +1,263 @@
+/**
+ * Small float32 matrix products of the chunk-parallel form (fw_chunk.ts), f32x4 SIMD along the output
+ * columns with scalar tails (no size needs to be a multiple of 4):
+ *
+ * - {@link mm}: `C (+)= A B` with `A` read through row and column strides, so `A^T` costs nothing
+ *   (`C [m, n]`, `A [m, kd]`, `B [kd, n]` row-major with leading dimension `ldb`). Tiles of 4 rows x 8
+ *   (then 4, then 1) columns keep their accumulators in registers while `k` streams past.
+ * - {@link gram}: the lower triangle of `A B^T` (row dot products), for the chunk's Gram matrices.
+ * - {@link transpose}, {@link scaleRows}, {@link hadamard}: the glue between them.
+ *
+ * Strides and leading dimensions are in floats; pointers are byte addresses.
+ */
+
+import { dotF, hsum, madd } from "./simd";
+
+/** `A` is dense. */
+export const FULL: i32 = 0;
+/** `A(i, k)` is zero for `k > i` (lower triangular): the `k` loop stops after the tile's last row. */
+export const LOWER: i32 = 1;
+/** `A(i, k)` is zero for `k < i` (upper triangular, e.g. the transpose of a lower one). */
+export const UPPER: i32 = 2;
+
+function at(p: usize, i: i32): usize {
+  return p + (<usize> i << 2);
+}
+
+function ld(p: usize, i: i32): f32 {
+  return load<f32>(p + (<usize> i << 2));
+}
+
+/**
+ * `C = A B` (or `C += A B` with `acc`): `A(i, k)` at `a + (i * ars + k * acs)`, `B[k, j]` at
+ * `b + (k * ldb + j)`, `C[i, j]` at `c + (i * ldc + j)`; `tri` ({@link FULL}, {@link LOWER},
+ * {@link UPPER}) skips the known-zero part of `A`.
+ */
+export function mm(
+  c: usize,
+  ldc: i32,
+  a: usize,
+  ars: i32,
+  acs: i32,
+  b: usize,
+  ldb: i32,
+  m: i32,
+  kd: i32,
+  n: i32,
+  acc: bool,
+  tri: i32,
+): void {
+  let i = 0;
+  for (; i + 4 <= m; i += 4) {
+    const k0 = tri == UPPER ? i : 0;
+    const k1 = tri == LOWER ? min(kd, i + 4) : kd;
+    rows4(at(c, i * ldc), ldc, at(a, i * ars), ars, acs, b, ldb, k0, k1, n, acc);
+  }
+  for (; i < m; i++) {
+    const k0 = tri == UPPER ? i : 0;
+    const k1 = tri == LOWER ? min(kd, i + 1) : kd;
+    row1(at(c, i * ldc), at(a, i * ars), acs, b, ldb, k0, k1, n, acc);
+  }
+}
+
+function put(p: usize, v: v128, acc: bool): void {
+  v128.store(p, acc ? f32x4.add(v128.load(p), v) : v);
+}
+
+function putS(p: usize, v: f32, acc: bool): void {
+  store<f32>(p, acc ? load<f32>(p) + v : v);
+}
+
+/** Four rows of {@link mm}: `c`, `a` point at the first row. */
+function rows4(
+  c: usize,
+  ldc: i32,
+  a: usize,
+  ars: i32,
+  acs: i32,
+  b: usize,
+  ldb: i32,
+  k0: i32,
+  k1: i32,
+  n: i32,
+  acc: bool,
+): void {
+  const ra = <usize> ars << 2;
+  const rc = <usize> ldc << 2;
+  let j = 0;
+  for (; j + 8 <= n; j += 8) {
+    let c00 = f32x4.splat(0);
+    let c01 = f32x4.splat(0);
+    let c10 = f32x4.splat(0);
+    let c11 = f32x4.splat(0);
+    let c20 = f32x4.splat(0);
+    let c21 = f32x4.splat(0);
+    let c30 = f32x4.splat(0);
+    let c31 = f32x4.splat(0);
+    for (let k = k0; k < k1; k++) {
+      const ap = at(a, k * acs);
+      const bp = at(b, k * ldb + j);
+      const b0 = v128.load(bp);
+      const b1 = v128.load(bp + 16);
+      const a0 = f32x4.splat(load<f32>(ap));
+      const a1 = f32x4.splat(load<f32>(ap + ra));
+      const a2 = f32x4.splat(load<f32>(ap + 2 * ra));
+      const a3 = f32x4.splat(load<f32>(ap + 3 * ra));
+      c00 = madd(a0, b0, c00);
+      c01 = madd(a0, b1, c01);
+      c10 = madd(a1, b0, c10);
+      c11 = madd(a1, b1, c11);
+      c20 = madd(a2, b0, c20);
+      c21 = madd(a2, b1, c21);
+      c30 = madd(a3, b0, c30);
+      c31 = madd(a3, b1, c31);
+    }
+    const cp = at(c, j);
+    put(cp, c00, acc);
+    put(cp + 16, c01, acc);
+    put(cp + rc, c10, acc);
+    put(cp + rc + 16, c11, acc);
+    put(cp + 2 * rc, c20, acc);
+    put(cp + 2 * rc + 16, c21, acc);
+    put(cp + 3 * rc, c30, acc);
+    put(cp + 3 * rc + 16, c31, acc);
+  }
+  for (; j + 4 <= n; j += 4) {
+    let c0 = f32x4.splat(0);
+    let c1 = f32x4.splat(0);
+    let c2 = f32x4.splat(0);
+    let c3 = f32x4.splat(0);
+    for (let k = k0; k < k1; k++) {
+      const ap = at(a, k * acs);
+      const b0 = v128.load(at(b, k * ldb + j));
+      c0 = madd(f32x4.splat(load<f32>(ap)), b0, c0);
+      c1 = madd(f32x4.splat(load<f32>(ap + ra)), b0, c1);
+      c2 = madd(f32x4.splat(load<f32>(ap + 2 * ra)), b0, c2);
+      c3 = madd(f32x4.splat(load<f32>(ap + 3 * ra)), b0, c3);
+    }
+    const cp = at(c, j);
+    put(cp, c0, acc);
+    put(cp + rc, c1, acc);
+    put(cp + 2 * rc, c2, acc);
+    put(cp + 3 * rc, c3, acc);
+  }
+  for (; j < n; j++) {
+    let s0: f32 = 0;
+    let s1: f32 = 0;
+    let s2: f32 = 0;
+    let s3: f32 = 0;
+    for (let k = k0; k < k1; k++) {
+      const ap = at(a, k * acs);
+      const bk = ld(b, k * ldb + j);
+      s0 += load<f32>(ap) * bk;
+      s1 += load<f32>(ap + ra) * bk;
+      s2 += load<f32>(ap + 2 * ra) * bk;
+      s3 += load<f32>(ap + 3 * ra) * bk;
+    }
+    const cp = at(c, j);
+    putS(cp, s0, acc);
+    putS(cp + rc, s1, acc);
+    putS(cp + 2 * rc, s2, acc);
+    putS(cp + 3 * rc, s3, acc);
+  }
+}
+
+/** One row of {@link mm}. */
+function row1(c: usize, a: usize, acs: i32, b: usize, ldb: i32, k0: i32, k1: i32, n: i32, acc: bool): void {
+  let j = 0;
+  for (; j + 8 <= n; j += 8) {
+    let c0 = f32x4.splat(0);
+    let c1 = f32x4.splat(0);
+    for (let k = k0; k < k1; k++) {
+      const av = f32x4.splat(ld(a, k * acs));
+      const bp = at(b, k * ldb + j);
+      c0 = madd(av, v128.load(bp), c0);
+      c1 = madd(av, v128.load(bp + 16), c1);
+    }
+    put(at(c, j), c0, acc);
+    put(at(c, j) + 16, c1, acc);
+  }
+  for (; j + 4 <= n; j += 4) {
+    let c0 = f32x4.splat(0);
+    for (let k = k0; k < k1; k++) c0 = madd(f32x4.splat(ld(a, k * acs)), v128.load(at(b, k * ldb + j)), c0);
+    put(at(c, j), c0, acc);
+  }
+  for (; j < n; j++) {
+    let s: f32 = 0;
+    for (let k = k0; k < k1; k++) s += ld(a, k * acs) * ld(b, k * ldb + j);
+    putS(at(c, j), s, acc);
+  }
+}
+
+/**
+ * `M[i, j] = A_i . B_j` for `j < i` (`strict`) or `j <= i`, rows `i < n` of length `d`; `M` has leading
+ * dimension `ldm`, `A` and `B` row strides `lda`, `ldb`. Entries above the diagonal are not touched.
+ */
+export function gram(m: usize, ldm: i32, a: usize, lda: i32, b: usize, ldb: i32, n: i32, d: i32, strict: bool): void {
+  for (let i = 0; i < n; i++) {
+    const ai = at(a, i * lda);
+    const jn = strict ? i : i + 1;
+    let j = 0;
+    for (; j + 2 <= jn; j += 2) dot2(at(m, i * ldm + j), ai, at(b, j * ldb), at(b, (j + 1) * ldb), d);
+    for (; j < jn; j++) store<f32>(at(m, i * ldm + j), dotF(ai, at(b, j * ldb), d));
+  }
+}
+
+/** `out[0] = x . y0`, `out[1] = x . y1` over `d` floats (x loaded once). */
+function dot2(out: usize, x: usize, y0: usize, y1: usize, d: i32): void {
+  let s0 = f32x4.splat(0);
+  let s1 = f32x4.splat(0);
+  let k = 0;
+  for (; k + 4 <= d; k += 4) {
+    const o = <usize> k << 2;
+    const xv = v128.load(x + o);
+    s0 = madd(xv, v128.load(y0 + o), s0);
+    s1 = madd(xv, v128.load(y1 + o), s1);
+  }
+  let r0 = hsum(s0);
+  let r1 = hsum(s1);
+  for (; k < d; k++) {
+    const xk = ld(x, k);
+    r0 += xk * ld(y0, k);
+    r1 += xk * ld(y1, k);
+  }
+  store<f32>(out, r0);
+  store<f32>(out + 4, r1);
+}
+
+/** `dst[j, i] = src[i, j]` for a `rows x cols` row-major `src` (dst has leading dimension `rows`). */
+export function transpose(dst: usize, src: usize, rows: i32, cols: i32): void {
+  for (let i = 0; i < rows; i++) {
+    for (let j = 0; j < cols; j++) store<f32>(at(dst, j * rows + i), ld(src, i * cols + j));
+  }
+}
+
+/** `dst_i = s[i] * src_i` for `n` rows of `d` floats (`s` float32, strides in floats). */
+export function scaleRows(dst: usize, ldd: i32, src: usize, lds: i32, s: usize, n: i32, d: i32): void {
+  for (let i = 0; i < n; i++) {
+    const sv = f32x4.splat(ld(s, i));
+    const di = at(dst, i * ldd);
+    const si = at(src, i * lds);
+    let j = 0;
+    for (; j + 4 <= d; j += 4) v128.store(at(di, j), f32x4.mul(sv, v128.load(at(si, j))));
+    for (; j < d; j++) store<f32>(at(di, j), ld(s, i) * ld(si, j));
+  }
+}
+
+/** `dst[i, j] = x[i, j] * y[i, j]` on the lower triangle `j <= i < n` (leading dimension `ld`). */
+export function hadamard(dst: usize, x: usize, y: usize, n: i32, ldm: i32): void {
+  for (let i = 0; i < n; i++) {
+    for (let j = 0; j <= i; j++) {
+      const o = i * ldm + j;
+      store<f32>(at(dst, o), ld(x, o) * ld(y, o));
+    }
+  }
+}
+
+/** `y[j] *= s` over `n` floats. */
+export function scaleF(y: usize, s: f32, n: i32): void {
+  const sv = f32x4.splat(s);
+  let j = 0;
+  for (; j + 4 <= n; j += 4) v128.store(at(y, j), f32x4.mul(sv, v128.load(at(y, j))));
+  for (; j < n; j++) store<f32>(at(y, j), s * ld(y, j));
+}

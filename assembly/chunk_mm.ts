@@ -193,7 +193,17 @@ function row1(c: usize, a: usize, acs: i32, b: usize, ldb: i32, k0: i32, k1: i32
  * `M[i, j] = A_i . B_j` for `j < i` (`strict`) or `j <= i`, rows `i < n` of length `d`; `M` has leading
  * dimension `ldm`, `A` and `B` row strides `lda`, `ldb`. Entries above the diagonal are not touched.
  */
-export function gram(m: usize, ldm: i32, a: usize, lda: i32, b: usize, ldb: i32, n: i32, d: i32, strict: bool): void {
+export function gram(
+  m: usize,
+  ldm: i32,
+  a: usize,
+  lda: i32,
+  b: usize,
+  ldb: i32,
+  n: i32,
+  d: i32,
+  strict: bool,
+): void {
   for (let i = 0; i < n; i++) {
     const ai = at(a, i * lda);
     const jn = strict ? i : i + 1;

@@ -169,11 +169,15 @@ async function check(
   return { chunk: chunk.carry, recurrent: recurrent.carry, ref: oracle.carry };
 }
 
-/** Run `body` for every scalar-coefficient rule and alignment on a fresh pair of backends. */
+/**
+ * Run `body` for every scalar-coefficient rule and alignment on a fresh pair of backends (`poison`:
+ * every WASM allocation starts as NaN, so an uninitialised read shows).
+ */
 async function everyRule(
   body: (wasm: Backend, ref: Backend, config: RuleConfig, seed: number) => Promise<void>,
+  poison = false,
 ) {
-  const wasm = await createWasmBackend({ threads: 2 });
+  const wasm = await createWasmBackend({ threads: 2, poison });
   const ref = createRefBackend();
   try {
     let seed = 1;
@@ -210,11 +214,11 @@ Deno.test("usesChunkKernel() picks the chunked kernel for chunked forms of scala
   }
 });
 
-Deno.test("chunk form matches the reference and the recurrent form with packed starts mid-chunk and S0 (C = 5)", async () => {
+Deno.test("chunk form matches the reference and the recurrent form with packed starts mid-chunk and S0 (C = 5; NaN-poisoned heap)", async () => {
   await everyRule(async (wasm, ref, config, seed) => {
     const tag = `${config.rule}/${config.alignment} packed C=5`;
     await check(wasm, ref, config, makeData(config, PACKED, seed), tag);
-  });
+  }, true);
 });
 
 Deno.test("chunk form matches with chunk size 1 and with C = 64 over T = 67 (not a multiple of C)", async () => {

@@ -271,3 +271,31 @@ export function scaleF(y: usize, s: f32, n: i32): void {
   for (; j + 4 <= n; j += 4) v128.store(at(y, j), f32x4.mul(sv, v128.load(at(y, j))));
   for (; j < n; j++) store<f32>(at(y, j), s * ld(y, j));
 }
+
+/**
+ * `e^x` per lane (Cephes expf: `2^n * p(r)` with `x = n ln 2 + r`, about 1 ulp); 0 below -87.3, where
+ * the float32 result underflows.
+ */
+export function expF32x4(x: v128): v128 {
+  const xc = f32x4.min(f32x4.max(x, f32x4.splat(-87.3)), f32x4.splat(88.3));
+  const n = f32x4.floor(madd(xc, f32x4.splat(1.44269504088896341), f32x4.splat(0.5)));
+  let r = madd(n, f32x4.splat(-0.693359375), xc);
+  r = madd(n, f32x4.splat(2.12194440e-4), r);
+  let p = f32x4.splat(1.9875691500e-4);
+  p = madd(p, r, f32x4.splat(1.3981999507e-3));
+  p = madd(p, r, f32x4.splat(8.3334519073e-3));
+  p = madd(p, r, f32x4.splat(4.1665795894e-2));
+  p = madd(p, r, f32x4.splat(1.6666665459e-1));
+  p = madd(p, r, f32x4.splat(5.0000001201e-1));
+  p = madd(p, f32x4.mul(r, r), f32x4.add(r, f32x4.splat(1)));
+  const scale = i32x4.shl(i32x4.add(i32x4.trunc_sat_f32x4_s(n), i32x4.splat(127)), 23);
+  const e = f32x4.mul(p, scale);
+  return v128.and(e, f32x4.ge(x, f32x4.splat(-87.3)));
+}
+
+/** `y[j] = e^y[j]` over `n` floats ({@link expF32x4}; the tail through one lane of it). */
+export function expF(y: usize, n: i32): void {
+  let j = 0;
+  for (; j + 4 <= n; j += 4) v128.store(at(y, j), expF32x4(v128.load(at(y, j))));
+  for (; j < n; j++) store<f32>(at(y, j), f32x4.extract_lane(expF32x4(f32x4.splat(ld(y, j))), 0));
+}

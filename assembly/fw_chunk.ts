@@ -23,7 +23,7 @@
  * column coefficients) and falcon3/falcon3a (windows) stay on the recurrent kernels.
  */
 
-import { FULL, gram, hadamard, LOWER, mm, scaleF, scaleRows, transpose, UPPER } from "./chunk_mm";
+import { expF, FULL, gram, hadamard, LOWER, mm, scaleF, scaleRows, transpose, UPPER } from "./chunk_mm";
 import {
   C_LASTKEY,
   C_STATE,
@@ -103,7 +103,7 @@ let GAMM: usize = 0;
 let KXX: usize = 0;
 let KQX: usize = 0;
 let MQ: usize = 0;
-let AM: usize = 0;
+let AM: usize = 0; // -A
 let DMQ: usize = 0;
 let DAM: usize = 0;
 let DGAM: usize = 0;
@@ -242,16 +242,19 @@ function loadSegment(a: i32, n: i32): void {
   }
   fillF(GAMM, 0, n * CC);
   for (let i = 0; i < n; i++) {
+    // masked before exp: only j < i, where Lc_i - Lc_j <= 0 (a sum of log decays)
     const li = ldd(LC, i);
-    for (let j = 0; j < i; j++) store<f32>(el(GAMM, i, j), <f32> Math.exp(li - ldd(LC, j)));
-    store<f32>(el(GAMM, i, i), 1);
+    const r = el(GAMM, i, 0);
+    for (let j = 0; j < i; j++) stf(r, j, <f32> (li - ldd(LC, j)));
+    expF(r, i);
+    stf(r, i, 1);
   }
   for (let j = 0; j < n; j++) stf(GE, j, load<f32>(el(GAMM, n - 1, j)));
 }
 
 /**
  * Pseudo-values W of the segment entering with `S`. Regression rules: `R = diag(b) Y - diag(a cp) X S`,
- * `A = diag(a) (X X^T ⊙ Gp)` (strictly lower, in AM; Kxx kept in KXX) and forward substitution
+ * `A = diag(a) (X X^T ⊙ Gp)` (strictly lower; AM keeps `-A`, KXX keeps Kxx) and forward substitution
  * `W_i = R_i - sum_{j<i} A[i, j] W_j`. Additive rules: `W = diag(b) Y`.
  */
 function solveW(S: usize, n: i32): void {
@@ -264,11 +267,36 @@ function solveW(S: usize, n: i32): void {
   gram(KXX, CC, X, dk, X, dk, n, dk, true);
   for (let i = 1; i < n; i++) {
     const ai = ldf(AV, i);
-    const wi = row(WW, i, dv);
     for (let j = 0; j < i; j++) {
-      const aij = ai * load<f32>(el(KXX, i, j)) * load<f32>(el(GAMM, i - 1, j));
-      store<f32>(el(AM, i, j), aij);
-      if (aij != 0) axpyF(wi, row(WW, j, dv), -aij, dv);
+      store<f32>(el(AM, i, j), -ai * load<f32>(el(KXX, i, j)) * load<f32>(el(GAMM, i - 1, j)));
+    }
+  }
+  forwardSubstitute(n);
+}
+
+/**
+ * `W <- (I + A)^-1 W` (AM holds `-A`), in blocks of 4 rows: the rows above a block enter through one
+ * product, the block's own triangle by row updates.
+ */
+function forwardSubstitute(n: i32): void {
+  const dv = DV;
+  for (let i0 = 0; i0 < n; i0 += 4) {
+    const i1 = min(n, i0 + 4);
+    mm(row(WW, i0, dv), dv, el(AM, i0, 0), CC, 1, WW, dv, i1 - i0, i0, dv, true, FULL);
+    for (let i = i0 + 1; i < i1; i++) {
+      for (let j = i0; j < i; j++) axpyF(row(WW, i, dv), row(WW, j, dv), load<f32>(el(AM, i, j)), dv);
+    }
+  }
+}
+
+/** `dR <- (I + A)^-T dR` (AM holds `-A`), in blocks of 4 rows from the bottom, as forwardSubstitute. */
+function backSubstitute(n: i32): void {
+  const dv = DV;
+  for (let j1 = n; j1 > 0; j1 -= 4) {
+    const j0 = max(0, j1 - 4);
+    mm(row(DR, j0, dv), dv, el(AM, j1, j0), 1, CC, row(DR, j1, dv), dv, j1 - j0, n - j1, dv, true, FULL);
+    for (let i = j1 - 1; i > j0; i--) {
+      for (let j = j0; j < i; j++) axpyF(row(DR, j, dv), row(DR, i, dv), load<f32>(el(AM, i, j)), dv);
     }
   }
 }
@@ -382,15 +410,7 @@ function backSolve(a: i32, n: i32): void {
   const dk = DK;
   const dv = DV;
   memory.copy(DR, DW, (<usize> n * <usize> dv) << 2);
-  if (REG) {
-    for (let i = n - 1; i > 0; i--) {
-      const ri = row(DR, i, dv);
-      for (let j = 0; j < i; j++) {
-        const aij = load<f32>(el(AM, i, j));
-        if (aij != 0) axpyF(row(DR, j, dv), ri, -aij, dv);
-      }
-    }
-  }
+  if (REG) backSubstitute(n);
   for (let i = 0; i < n; i++) {
     const ri = row(DR, i, dv);
     stf(DB, i, dotF(ri, row(Y, i, dv), dv));

@@ -21,7 +21,7 @@ export let W_GAMM: usize = 0; // Gam (lower, zero above)
 export let W_KXX: usize = 0; // X X^T (strictly lower)
 export let W_KQX: usize = 0; // Q X^T (lower)
 export let W_MQ: usize = 0; // Kqx * Gam
-export let W_AM: usize = 0; // A = diag(a) (Kxx * Gp)
+export let W_AM: usize = 0; // -A = -diag(a) (Kxx * Gp) (strictly lower)
 export let W_DMQ: usize = 0; // dMq, then dKqx
 export let W_DAM: usize = 0; // dA, then dKxx
 export let W_DGAM: usize = 0; // dGam

@@ -5,13 +5,13 @@
  * - {@link mm}: `C (+)= A B` with `A` read through row and column strides, so `A^T` costs nothing
  *   (`C [m, n]`, `A [m, kd]`, `B [kd, n]` row-major with leading dimension `ldb`). Tiles of 4 rows x 8
  *   (then 4, then 1) columns keep their accumulators in registers while `k` streams past.
- * - {@link gram}: the lower triangle of `A B^T` (row dot products), for the chunk's Gram matrices.
+ * - {@link gram}: the lower triangle of `A B^T` (`B` given transposed), for the chunk's Gram matrices.
  * - {@link transpose}, {@link scaleRows}, {@link hadamard}: the glue between them.
  *
  * Strides and leading dimensions are in floats; pointers are byte addresses.
  */
 
-import { dotF, hsum, madd } from "./simd";
+import { madd } from "./simd";
 
 /** `A` is dense. */
 export const FULL: i32 = 0;
@@ -99,10 +99,10 @@ function rows4(
       const bp = at(b, k * ldb + j);
       const b0 = v128.load(bp);
       const b1 = v128.load(bp + 16);
-      const a0 = f32x4.splat(load<f32>(ap));
-      const a1 = f32x4.splat(load<f32>(ap + ra));
-      const a2 = f32x4.splat(load<f32>(ap + 2 * ra));
-      const a3 = f32x4.splat(load<f32>(ap + 3 * ra));
+      const a0 = v128.load32_splat(ap);
+      const a1 = v128.load32_splat(ap + ra);
+      const a2 = v128.load32_splat(ap + 2 * ra);
+      const a3 = v128.load32_splat(ap + 3 * ra);
       c00 = madd(a0, b0, c00);
       c01 = madd(a0, b1, c01);
       c10 = madd(a1, b0, c10);
@@ -130,10 +130,10 @@ function rows4(
     for (let k = k0; k < k1; k++) {
       const ap = at(a, k * acs);
       const b0 = v128.load(at(b, k * ldb + j));
-      c0 = madd(f32x4.splat(load<f32>(ap)), b0, c0);
-      c1 = madd(f32x4.splat(load<f32>(ap + ra)), b0, c1);
-      c2 = madd(f32x4.splat(load<f32>(ap + 2 * ra)), b0, c2);
-      c3 = madd(f32x4.splat(load<f32>(ap + 3 * ra)), b0, c3);
+      c0 = madd(v128.load32_splat(ap), b0, c0);
+      c1 = madd(v128.load32_splat(ap + ra), b0, c1);
+      c2 = madd(v128.load32_splat(ap + 2 * ra), b0, c2);
+      c3 = madd(v128.load32_splat(ap + 3 * ra), b0, c3);
     }
     const cp = at(c, j);
     put(cp, c0, acc);
@@ -169,7 +169,7 @@ function row1(c: usize, a: usize, acs: i32, b: usize, ldb: i32, k0: i32, k1: i32
     let c0 = f32x4.splat(0);
     let c1 = f32x4.splat(0);
     for (let k = k0; k < k1; k++) {
-      const av = f32x4.splat(ld(a, k * acs));
+      const av = v128.load32_splat(at(a, k * acs));
       const bp = at(b, k * ldb + j);
       c0 = madd(av, v128.load(bp), c0);
       c1 = madd(av, v128.load(bp + 16), c1);
@@ -190,55 +190,35 @@ function row1(c: usize, a: usize, acs: i32, b: usize, ldb: i32, k0: i32, k1: i32
 }
 
 /**
- * `M[i, j] = A_i . B_j` for `j < i` (`strict`) or `j <= i`, rows `i < n` of length `d`; `M` has leading
- * dimension `ldm`, `A` and `B` row strides `lda`, `ldb`. Entries above the diagonal are not touched.
+ * `M[i, j] = A_i . B_j` for `j < i` (`strict`) or `j <= i`, and 0 above, for rows `i < n` of length
+ * `d`. `B` comes transposed (`bt [d, n]`, leading dimension `ldbt`) so the products run as 4-row tiles
+ * of {@link mm} that stop at the diagonal. `M` has leading dimension `ldm`, `A` row stride `lda`.
  */
 export function gram(
   m: usize,
   ldm: i32,
   a: usize,
   lda: i32,
-  b: usize,
-  ldb: i32,
+  bt: usize,
+  ldbt: i32,
   n: i32,
   d: i32,
   strict: bool,
 ): void {
-  for (let i = 0; i < n; i++) {
-    const ai = at(a, i * lda);
-    const jn = strict ? i : i + 1;
-    let j = 0;
-    for (; j + 2 <= jn; j += 2) dot2(at(m, i * ldm + j), ai, at(b, j * ldb), at(b, (j + 1) * ldb), d);
-    for (; j < jn; j++) store<f32>(at(m, i * ldm + j), dotF(ai, at(b, j * ldb), d));
+  let i = 0;
+  for (; i + 4 <= n; i += 4) rows4(at(m, i * ldm), ldm, at(a, i * lda), lda, 1, bt, ldbt, 0, d, i + 4, false);
+  for (; i < n; i++) row1(at(m, i * ldm), at(a, i * lda), 1, bt, ldbt, 0, d, i + 1, false);
+  for (let r = 0; r < n; r++) {
+    const j0 = strict ? r : r + 1;
+    const j1 = min(n, (r & ~3) + 4);
+    for (let j = j0; j < j1; j++) store<f32>(at(m, r * ldm + j), 0);
   }
 }
 
-/** `out[0] = x . y0`, `out[1] = x . y1` over `d` floats (x loaded once). */
-function dot2(out: usize, x: usize, y0: usize, y1: usize, d: i32): void {
-  let s0 = f32x4.splat(0);
-  let s1 = f32x4.splat(0);
-  let k = 0;
-  for (; k + 4 <= d; k += 4) {
-    const o = <usize> k << 2;
-    const xv = v128.load(x + o);
-    s0 = madd(xv, v128.load(y0 + o), s0);
-    s1 = madd(xv, v128.load(y1 + o), s1);
-  }
-  let r0 = hsum(s0);
-  let r1 = hsum(s1);
-  for (; k < d; k++) {
-    const xk = ld(x, k);
-    r0 += xk * ld(y0, k);
-    r1 += xk * ld(y1, k);
-  }
-  store<f32>(out, r0);
-  store<f32>(out + 4, r1);
-}
-
-/** `dst[j, i] = src[i, j]` for a `rows x cols` row-major `src` (dst has leading dimension `rows`). */
-export function transpose(dst: usize, src: usize, rows: i32, cols: i32): void {
+/** `dst[j, i] = src[i, j]` for a dense `rows x cols` `src`; `dst` has leading dimension `ldd`. */
+export function transpose(dst: usize, src: usize, rows: i32, cols: i32, ldd: i32): void {
   for (let i = 0; i < rows; i++) {
-    for (let j = 0; j < cols; j++) store<f32>(at(dst, j * rows + i), ld(src, i * cols + j));
+    for (let j = 0; j < cols; j++) store<f32>(at(dst, j * ldd + i), ld(src, i * cols + j));
   }
 }
 

@@ -108,6 +108,8 @@ let DMQ: usize = 0;
 let DAM: usize = 0;
 let DGAM: usize = 0;
 let X: usize = 0;
+let XT: usize = 0;
+let WT: usize = 0;
 let T1: usize = 0;
 let T2: usize = 0;
 let DX: usize = 0;
@@ -158,6 +160,8 @@ function setup(scratch: usize, backward: bool): void {
   DAM = b + L.W_DAM;
   DGAM = b + L.W_DGAM;
   X = b + L.W_X;
+  XT = b + L.W_XT;
+  WT = b + L.W_WT;
   T1 = b + L.W_T1;
   T2 = b + L.W_T2;
   DX = b + L.W_DX;
@@ -240,6 +244,7 @@ function loadSegment(a: i32, n: i32): void {
     std(LC, i, lc);
     stf(CV, i, <f32> Math.exp(lc));
   }
+  transpose(XT, X, n, dk, CC);
   fillF(GAMM, 0, n * CC);
   for (let i = 0; i < n; i++) {
     // masked before exp: only j < i, where Lc_i - Lc_j <= 0 (a sum of log decays)
@@ -264,7 +269,7 @@ function solveW(S: usize, n: i32): void {
   if (!REG) return;
   mm(XS, dv, X, dk, 1, S, dv, n, dk, dv, false, FULL);
   for (let i = 0; i < n; i++) axpyF(row(WW, i, dv), row(XS, i, dv), -ldf(ACP, i), dv);
-  gram(KXX, CC, X, dk, X, dk, n, dk, true);
+  gram(KXX, CC, X, dk, XT, CC, n, dk, true);
   for (let i = 1; i < n; i++) {
     const ai = ldf(AV, i);
     for (let j = 0; j < i; j++) {
@@ -303,9 +308,8 @@ function backSubstitute(n: i32): void {
 
 /** `KQX = Q X^T`, `MQ = KQX ⊙ Gam` (lower triangles; zero above) for the segment at `a`. */
 function readoutMask(a: i32, n: i32): void {
-  fillF(KQX, 0, n * CC);
   fillF(MQ, 0, n * CC);
-  gram(KQX, CC, QH + kRowOff(a), DK, X, DK, n, DK, false);
+  gram(KQX, CC, QH + kRowOff(a), DK, XT, CC, n, DK, false);
   hadamard(MQ, KQX, GAMM, n, CC);
 }
 
@@ -374,8 +378,7 @@ function backReadout(a: i32, n: i32, S: usize): void {
     store<f32>(el(DGAM, n - 1, j), dge);
   }
   // dMq = dO W^T (lower): dGam += dMq ⊙ Kqx, dKqx = dMq ⊙ Gam
-  fillF(DMQ, 0, n * CC);
-  gram(DMQ, CC, dO, LDO, WW, dv, n, dv, false);
+  gram(DMQ, CC, dO, LDO, WT, CC, n, dv, false);
   for (let i = 0; i < n; i++) {
     for (let j = 0; j <= i; j++) {
       const d = load<f32>(el(DMQ, i, j));
@@ -440,8 +443,7 @@ function backSolve(a: i32, n: i32): void {
   }
   mm(DSIN, dv, X, 1, dk, TMP, dv, dk, n, dv, true, FULL);
   // dA[i, j] = -dR_i . W_j (j < i): da, dKxx (in DAM), dGp -> dGam[i-1, j]
-  fillF(DAM, 0, n * CC);
-  gram(DAM, CC, DR, dv, WW, dv, n, dv, true);
+  gram(DAM, CC, DR, dv, WT, CC, n, dv, true);
   for (let i = 1; i < n; i++) {
     const ai = ldf(AV, i);
     let dai: f32 = 0;
@@ -521,8 +523,9 @@ function segmentBackward(a: i32, n: i32, S: usize, dqh: usize, dkh: usize): void
   loadSegment(a, n);
   solveW(S, n);
   readoutMask(a, n);
-  transpose(ST, S, dk, dv);
-  transpose(DST, DSR, dk, dv);
+  transpose(ST, S, dk, dv, dk);
+  transpose(DST, DSR, dk, dv, dk);
+  transpose(WT, WW, n, dv, CC);
   fillF(DSIN, 0, dk * dv);
   fillF(DX, 0, n * dk);
   backReadout(a, n, S);

@@ -27,6 +27,8 @@ export let W_DAM: usize = 0; // dA, then dKxx
 export let W_DGAM: usize = 0; // dGam
 // rows
 export let W_X: usize = 0; // [C, Dk] write features
+export let W_XT: usize = 0; // [Dk, C] X^T
+export let W_WT: usize = 0; // [Dv, C] W^T
 export let W_T1: usize = 0; // [C, Dk] dR S^T
 export let W_T2: usize = 0; // [C, Dk] dO S^T
 export let W_DX: usize = 0; // [C, Dk]
@@ -103,6 +105,10 @@ export function chunkLayout(c: i32, dk: i32, dv: i32): usize {
   o = up(o + mat);
   W_X = o;
   o = up(o + rk);
+  W_XT = o;
+  o = up(o + rk);
+  W_WT = o;
+  o = up(o + rv);
   W_T1 = o;
   o = up(o + rk);
   W_T2 = o;

@@ -28,6 +28,7 @@ import {
   C_LASTKEY,
   C_STATE,
   CHUNK,
+  chunkSize,
   coefGrads,
   coefs,
   DK,
@@ -129,7 +130,7 @@ let RUN: usize = 0;
 let VC: usize = 0; // coefs() output: gam, a, b (Dv each)
 let VG: usize = 0; // coefGrads() input: dgam, da, db (Dv each)
 // per-head constants
-let CC: i32 = 64; // matrix row stride (chunk size)
+let CC: i32 = 64; // chunk size C (at most T), also the row stride of the [C, C] matrices
 let LDO: i32 = 0; // row stride of v, o, dO (H * Dv)
 let KH: usize = 0;
 let QH: usize = 0;
@@ -137,7 +138,8 @@ let ZERO: usize = 0;
 let REG: bool = false;
 
 function setup(scratch: usize, backward: bool): void {
-  layout(T, DK, DV, WIN, CHUNK, backward, true);
+  CC = chunkSize(T, CHUNK);
+  layout(T, DK, DV, WIN, CC, backward, true);
   const b = scratch + L_CW;
   LC = b + L.W_LC;
   DLC = b + L.W_DLC;
@@ -180,7 +182,6 @@ function setup(scratch: usize, backward: bool): void {
   RUN = b + L.W_RUN;
   VC = b + L.W_V;
   VG = VC + ((3 * <usize> DV) << 2);
-  CC = CHUNK;
   LDO = H * DV;
   KH = scratch + L_KHAT;
   QH = scratch + L_QHAT;
@@ -334,8 +335,8 @@ function segmentForward(a: i32, n: i32, S: usize, readout: bool): void {
 /** Run the chunks `[c0, c1)` of C positions forward on the running state `S`. */
 function runChunks(c0: i32, c1: i32, S: usize, s0: usize, readout: bool): void {
   for (let c = c0; c < c1; c++) {
-    const end = min(T, (c + 1) * CHUNK);
-    let a = c * CHUNK;
+    const end = min(T, (c + 1) * CC);
+    let a = c * CC;
     while (a < end) {
       const e = segmentEnd(a, end);
       if (isStart(a)) memory.copy(S, s0, (<usize> DK * <usize> DV) << 2);
@@ -351,7 +352,7 @@ export function chunkForward(scratch: usize): void {
   const sdb = (<usize> DK * <usize> DV) << 2;
   if (HAS_CARRY) memory.copy(OUT_STATE, C_STATE, sdb);
   else fillF(OUT_STATE, 0, DK * DV);
-  runChunks(0, (T + CHUNK - 1) / CHUNK, OUT_STATE, s0Ptr(scratch), true);
+  runChunks(0, (T + CC - 1) / CC, OUT_STATE, s0Ptr(scratch), true);
   if (T > 0) memory.copy(OUT_LASTKEY, KH + kRowOff(T - 1), <usize> DK << 2);
   else if (HAS_CARRY) memory.copy(OUT_LASTKEY, C_LASTKEY, <usize> DK << 2);
   else fillF(OUT_LASTKEY, 0, DK);
@@ -551,15 +552,15 @@ export function chunkBackward(scratch: usize): void {
   // checkpoints: the state entering each chunk (before a possible reset at its first position)
   if (HAS_CARRY) memory.copy(RUN, C_STATE, sdb);
   else fillF(RUN, 0, sd);
-  const nc = (T + CHUNK - 1) / CHUNK;
+  const nc = (T + CC - 1) / CC;
   for (let c = 0; c < nc; c++) {
     memory.copy(ckpt + <usize> c * sdb, RUN, sdb);
     if (c < nc - 1) runChunks(c, c + 1, RUN, s0, false);
   }
   fillF(DSR, 0, sd);
   for (let c = nc - 1; c >= 0; c--) {
-    const c0 = c * CHUNK;
-    let e = min(T, c0 + CHUNK);
+    const c0 = c * CC;
+    let e = min(T, c0 + CC);
     while (e > c0) {
       let a = e - 1;
       while (a > c0 && !isStart(a)) a--;

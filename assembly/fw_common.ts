@@ -469,6 +469,11 @@ function up(x: usize): usize {
   return (x + 15) & ~(<usize> 15);
 }
 
+/** Chunk size of the chunk-parallel form: `c`, but never above `max(T, 1)` (its work area is `C x C`). */
+export function chunkSize(t: i32, c: i32): i32 {
+  return c > t ? (t > 1 ? t : 1) : c;
+}
+
 /**
  * Compute the scratch layout for the current context sizes; returns the bytes needed. The chunked
  * form (`chunked`) keeps a checkpoint per chunk in the backward and a chunk work area instead of the
@@ -505,6 +510,7 @@ export function layout(t: i32, dk: i32, dv: i32, w: i32, c: i32, backward: bool,
   L_DS = o;
   L_CW = o;
   if (chunked) {
+    c = chunkSize(t, c);
     if (backward) o = up(o + <usize> ((t + c - 1) / c) * sd);
     L_CW = o;
     o = up(o + chunkLayout(c, dk, dv));

@@ -221,7 +221,7 @@ Deno.test("chunk form matches the reference and the recurrent form with packed s
   }, true);
 });
 
-Deno.test("chunk form matches with chunk size 1 and with C = 64 over T = 67 (not a multiple of C)", async () => {
+Deno.test("chunk form matches with chunk size 1, with C = 64 over T = 67 (not a multiple of C) and with C far above T", async () => {
   await everyRule(async (wasm, ref, config, seed) => {
     const one: Case = { ...PACKED, B: 1, T: 13, chunkSize: 1, starts: (_b, t) => t === 6 };
     await check(wasm, ref, config, makeData(config, one, seed), `${config.rule}/${config.alignment} C=1`);
@@ -241,6 +241,15 @@ Deno.test("chunk form matches with chunk size 1 and with C = 64 over T = 67 (not
       config,
       makeData(config, big, seed + 50),
       `${config.rule}/${config.alignment} C=64`,
+    );
+    // the work area is C x C: a chunk size far above T runs as one chunk of T
+    const huge: Case = { ...one, chunkSize: 1_000_000 };
+    await check(
+      wasm,
+      ref,
+      config,
+      makeData(config, huge, seed + 90),
+      `${config.rule}/${config.alignment} C=1e6`,
     );
   });
 });

@@ -84,6 +84,8 @@ function rows4(
 ): void {
   const ra = <usize> ars << 2;
   const rc = <usize> ldc << 2;
+  const sa = <usize> acs << 2;
+  const sb = <usize> ldb << 2;
   let j = 0;
   for (; j + 8 <= n; j += 8) {
     let c00 = f32x4.splat(0);
@@ -94,9 +96,9 @@ function rows4(
     let c21 = f32x4.splat(0);
     let c30 = f32x4.splat(0);
     let c31 = f32x4.splat(0);
+    let ap = at(a, k0 * acs);
+    let bp = at(b, k0 * ldb + j);
     for (let k = k0; k < k1; k++) {
-      const ap = at(a, k * acs);
-      const bp = at(b, k * ldb + j);
       const b0 = v128.load(bp);
       const b1 = v128.load(bp + 16);
       const a0 = v128.load32_splat(ap);
@@ -111,6 +113,8 @@ function rows4(
       c21 = madd(a2, b1, c21);
       c30 = madd(a3, b0, c30);
       c31 = madd(a3, b1, c31);
+      ap += sa;
+      bp += sb;
     }
     const cp = at(c, j);
     put(cp, c00, acc);
@@ -127,13 +131,16 @@ function rows4(
     let c1 = f32x4.splat(0);
     let c2 = f32x4.splat(0);
     let c3 = f32x4.splat(0);
+    let ap = at(a, k0 * acs);
+    let bp = at(b, k0 * ldb + j);
     for (let k = k0; k < k1; k++) {
-      const ap = at(a, k * acs);
-      const b0 = v128.load(at(b, k * ldb + j));
+      const b0 = v128.load(bp);
       c0 = madd(v128.load32_splat(ap), b0, c0);
       c1 = madd(v128.load32_splat(ap + ra), b0, c1);
       c2 = madd(v128.load32_splat(ap + 2 * ra), b0, c2);
       c3 = madd(v128.load32_splat(ap + 3 * ra), b0, c3);
+      ap += sa;
+      bp += sb;
     }
     const cp = at(c, j);
     put(cp, c0, acc);
@@ -168,11 +175,16 @@ function row1(c: usize, a: usize, acs: i32, b: usize, ldb: i32, k0: i32, k1: i32
   for (; j + 8 <= n; j += 8) {
     let c0 = f32x4.splat(0);
     let c1 = f32x4.splat(0);
+    let ap = at(a, k0 * acs);
+    let bp = at(b, k0 * ldb + j);
+    const sa = <usize> acs << 2;
+    const sb = <usize> ldb << 2;
     for (let k = k0; k < k1; k++) {
-      const av = v128.load32_splat(at(a, k * acs));
-      const bp = at(b, k * ldb + j);
+      const av = v128.load32_splat(ap);
       c0 = madd(av, v128.load(bp), c0);
       c1 = madd(av, v128.load(bp + 16), c1);
+      ap += sa;
+      bp += sb;
     }
     put(at(c, j), c0, acc);
     put(at(c, j) + 16, c1, acc);

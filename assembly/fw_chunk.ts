@@ -234,7 +234,7 @@ function loadSegment(a: i32, n: i32): void {
     memory.copy(row(Y, i, dv), V0 + vOff(t), dvb);
     const E = sqnorm(x, dk);
     std(EV, i, E);
-    coefs(t, PREFIX && start, E, VC, VC + dvb, VC + 2 * dvb);
+    coefs(t, PREFIX && start, E, VC, VC + dvb, VC + 2 * dvb, 1);
     const g = ldf(VC, 0);
     const ai = ldf(VC + dvb, 0);
     stf(GAM, i, g);
@@ -507,6 +507,7 @@ function scatterRows(a: i32, n: i32, dqh: usize, dkh: usize): void {
       VG + 2 * dvb,
       G_DBETA + ((<usize> t * <usize> G_BW_H) << 2),
       G_DLAM + lamOff(t),
+      1,
     );
     const dx = row(DX, i, dk);
     const ge = <f32> (2 * GRAD_E);
@@ -547,7 +548,6 @@ export function chunkBackward(scratch: usize): void {
   const ckpt = scratch + L_CKPT;
   const s0 = s0Ptr(scratch);
   fillF(dkh, 0, T * dk);
-  fillF(VG, 0, 3 * DV);
   fillF(G_DS0, 0, sd);
   // checkpoints: the state entering each chunk (before a possible reset at its first position)
   if (HAS_CARRY) memory.copy(RUN, C_STATE, sdb);

@@ -243,11 +243,12 @@ export function isRegression(rule: i32): bool {
 }
 
 /**
- * Coefficients of position t for the coefficient-stream rules: fills `gam`, `ca`, `cb` (Dv floats each).
+ * Coefficients of position t for the coefficient-stream rules: fills `gam`, `ca`, `cb` (Dv floats each,
+ * or the first `cols` when `cols > 0`: the chunked kernel of the scalar rules asks for 1).
  * `noop` marks the prefix sentinel; `E` is `||x_t||^2`.
  */
-export function coefs(t: i32, noop: bool, E: f64, gam: usize, ca: usize, cb: usize): void {
-  const n = DV;
+export function coefs(t: i32, noop: bool, E: f64, gam: usize, ca: usize, cb: usize, cols: i32 = 0): void {
+  const n = cols > 0 ? cols : DV;
   if (noop || (isFalcon(RULE) && E == 0)) {
     for (let j = 0; j < n; j++) {
       stf(gam, j, 1);
@@ -303,8 +304,9 @@ export function coefs(t: i32, noop: bool, E: f64, gam: usize, ca: usize, cb: usi
 export let GRAD_E: f64 = 0;
 
 /**
- * Gradients of position t's coefficients: given `dgam`, `da`, `db` (Dv floats each), writes dbeta
- * (into `dbetaRow`, width BW) and dlambdabar (into `dlamPtr`), and sets {@link GRAD_E}.
+ * Gradients of position t's coefficients: given `dgam`, `da`, `db` (Dv floats each, or `cols` when
+ * `cols > 0`, for a rule with scalar coefficients), writes dbeta (into `dbetaRow`, width BW) and
+ * dlambdabar (into `dlamPtr`), and sets {@link GRAD_E}.
  */
 export function coefGrads(
   t: i32,
@@ -315,8 +317,9 @@ export function coefGrads(
   db: usize,
   dbetaRow: usize,
   dlamPtr: usize,
+  cols: i32 = 0,
 ): void {
-  const n = DV;
+  const n = cols > 0 ? cols : DV;
   GRAD_E = 0;
   if (noop || (isFalcon(RULE) && E == 0)) {
     for (let j = 0; j < BW; j++) stf(dbetaRow, j, 0);

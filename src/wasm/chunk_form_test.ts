@@ -277,3 +277,24 @@ Deno.test("chunk form stays finite and matches with the decay clamp active at ev
     await check(wasm, ref, config, makeData(config, clamp, seed), `${config.rule}/${config.alignment} clamp`);
   });
 });
+
+Deno.test("chunk form results are bit-identical on 1 and 2 threads (heads are independent tasks)", async () => {
+  const one = await createWasmBackend({ threads: 1 });
+  const two = await createWasmBackend({ threads: 2 });
+  try {
+    const config = ruleConfig("falcon1");
+    const data = makeData(config, { ...PACKED, H: 3 }, 7);
+    const a = await run(one, config, data, "chunk");
+    const b = await run(two, config, data, "chunk");
+    for (const [name, x] of a.arrays) {
+      const y = b.arrays.get(name)!;
+      const bad = x.findIndex((v, i) => !Object.is(v, y[i]));
+      if (bad >= 0) {
+        throw new Error(`${name} differs at ${bad}: ${x[bad]} (1 thread) vs ${y[bad]} (2 threads)`);
+      }
+    }
+  } finally {
+    one.close();
+    two.close();
+  }
+});

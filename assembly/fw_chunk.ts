@@ -23,7 +23,19 @@
  * column coefficients) and falcon3/falcon3a (windows) stay on the recurrent kernels.
  */
 
-import { expF, FULL, gram, hadamard, LOWER, mm, scaleF, scaleRows, transpose, UPPER } from "./chunk_mm";
+import {
+  expF,
+  expF32x4,
+  FULL,
+  gram,
+  hadamard,
+  LOWER,
+  mm,
+  scaleF,
+  scaleRows,
+  transpose,
+  UPPER,
+} from "./chunk_mm";
 import {
   C_LASTKEY,
   C_STATE,
@@ -249,13 +261,25 @@ function loadSegment(a: i32, n: i32): void {
   fillF(GAMM, 0, n * CC);
   for (let i = 0; i < n; i++) {
     // masked before exp: only j < i, where Lc_i - Lc_j <= 0 (a sum of log decays)
-    const li = ldd(LC, i);
-    const r = el(GAMM, i, 0);
-    for (let j = 0; j < i; j++) stf(r, j, <f32> (li - ldd(LC, j)));
-    expF(r, i);
-    stf(r, i, 1);
+    decayRow(el(GAMM, i, 0), ldd(LC, i), i);
+    stf(el(GAMM, i, 0), i, 1);
   }
   for (let j = 0; j < n; j++) stf(GE, j, load<f32>(el(GAMM, n - 1, j)));
+}
+
+/** `row[j] = exp(li - Lc_j)` for `j < n`: differences in float64, exp in float32 (4 lanes at a time). */
+function decayRow(row: usize, li: f64, n: i32): void {
+  const lv = f64x2.splat(li);
+  let j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const p = LC + (<usize> j << 3);
+    const lo = f32x4.demote_f64x2_zero(f64x2.sub(lv, v128.load(p)));
+    const hi = f32x4.demote_f64x2_zero(f64x2.sub(lv, v128.load(p + 16)));
+    const d = v128.shuffle<i32>(lo, hi, 0, 1, 4, 5);
+    v128.store(row + (<usize> j << 2), expF32x4(d));
+  }
+  for (; j < n; j++) stf(row, j, <f32> (li - ldd(LC, j)));
+  expF(row + (<usize> (n & ~3) << 2), n & 3);
 }
 
 /**

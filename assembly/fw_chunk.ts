@@ -15,7 +15,8 @@
  * Additive rules (`a = 0`) skip the solve: `W = diag(b) Y`. Segments are the chunks of `C` positions,
  * cut again at every sequence start: a segment that begins at a start enters with `S0` (under prefix
  * alignment its first row is the no-op sentinel), so no decay product crosses a start. The backward
- * stores only the state entering each chunk, recomputes a segment's forward quantities and
+ * stores only the state entering each chunk (and, for the regression rules, the pseudo-values W of
+ * every position, `[T, Dv]` like the key arrays), recomputes a segment's other forward quantities and
  * differentiates the formulas above by hand; the coefficient gradients then go through the same chain
  * as the recurrent backward (coefGrads, GRAD_E, the prefix shift of keys, normalizeBackward).
  *
@@ -60,6 +61,7 @@ import {
   L_DQHAT,
   L_KHAT,
   L_QHAT,
+  L_WSTORE,
   L_ZERO,
   L_ZS,
   lamOff,
@@ -148,6 +150,7 @@ let KH: usize = 0;
 let QH: usize = 0;
 let ZERO: usize = 0;
 let REG: bool = false;
+let WSTORE: usize = 0; // backward of a regression rule: W of every position [T, Dv], else 0
 
 function setup(scratch: usize, backward: bool): void {
   CC = chunkSize(T, CHUNK);
@@ -199,6 +202,7 @@ function setup(scratch: usize, backward: bool): void {
   QH = scratch + L_QHAT;
   ZERO = scratch + L_ZERO;
   REG = isRegression(RULE);
+  WSTORE = backward && REG ? scratch + L_WSTORE : 0;
   fillF(ZERO, 0, DK);
   fillF(scratch + L_ZS, 0, DK * DV);
   for (let t = 0; t < T; t++) {
@@ -210,6 +214,11 @@ function setup(scratch: usize, backward: bool): void {
 /** Byte offset of row `t` of a `[T, Dk]` scratch array. */
 function kRowOff(t: i32): usize {
   return (<usize> t * <usize> DK) << 2;
+}
+
+/** Byte offset of row `t` of a `[T, Dv]` scratch array. */
+function vRowOff(t: i32): usize {
+  return (<usize> t * <usize> DV) << 2;
 }
 
 /** Pointer to row `i` of a `[C, d]` work array. */
@@ -294,14 +303,19 @@ function solveW(S: usize, n: i32): void {
   if (!REG) return;
   mm(XS, dv, X, dk, 1, S, dv, n, dk, dv, false, FULL);
   for (let i = 0; i < n; i++) axpyF(row(WW, i, dv), row(XS, i, dv), -ldf(ACP, i), dv);
-  gram(KXX, CC, X, dk, XT, CC, n, dk, true);
+  buildA(n);
+  forwardSubstitute(n);
+}
+
+/** `KXX = X X^T` and `AM = -A = -diag(a) (Kxx ⊙ Gp)` (strictly lower) of the segment. */
+function buildA(n: i32): void {
+  gram(KXX, CC, X, DK, XT, CC, n, DK, true);
   for (let i = 1; i < n; i++) {
     const ai = ldf(AV, i);
     for (let j = 0; j < i; j++) {
       store<f32>(el(AM, i, j), -ai * load<f32>(el(KXX, i, j)) * load<f32>(el(GAMM, i - 1, j)));
     }
   }
-  forwardSubstitute(n);
 }
 
 /**
@@ -344,6 +358,7 @@ function segmentForward(a: i32, n: i32, S: usize, readout: bool): void {
   const dv = DV;
   loadSegment(a, n);
   solveW(S, n);
+  if (WSTORE != 0) memory.copy(WSTORE + vRowOff(a), WW, (<usize> n * <usize> dv) << 2);
   if (readout) {
     readoutMask(a, n);
     const o = OUT_O + vOff(a);
@@ -547,7 +562,13 @@ function segmentBackward(a: i32, n: i32, S: usize, dqh: usize, dkh: usize): void
   const dk = DK;
   const dv = DV;
   loadSegment(a, n);
-  solveW(S, n);
+  if (REG) {
+    // W of the regression rules was kept by the checkpoint pass; the solve's matrix is rebuilt
+    memory.copy(WW, WSTORE + vRowOff(a), (<usize> n * <usize> dv) << 2);
+    buildA(n);
+  } else {
+    solveW(S, n);
+  }
   readoutMask(a, n);
   transpose(ST, S, dk, dv, dk);
   transpose(DST, DSR, dk, dv, dk);
@@ -579,7 +600,7 @@ export function chunkBackward(scratch: usize): void {
   const nc = (T + CC - 1) / CC;
   for (let c = 0; c < nc; c++) {
     memory.copy(ckpt + <usize> c * sdb, RUN, sdb);
-    if (c < nc - 1) runChunks(c, c + 1, RUN, s0, false);
+    if (c < nc - 1 || REG) runChunks(c, c + 1, RUN, s0, false); // the last chunk only to keep its W
   }
   fillF(DSR, 0, sd);
   for (let c = nc - 1; c >= 0; c--) {

@@ -466,6 +466,7 @@ export let L_ST: usize = 0; // [C + 1, Dk, Dv]
 export let L_COEF: usize = 0; // [5, C, Dv]
 export let L_DS: usize = 0; // [Dk, Dv]
 export let L_CW: usize = 0; // work area of the chunk-parallel form (fw_chunk_layout.ts)
+export let L_WSTORE: usize = 0; // chunked backward: pseudo-values W [T, Dv]
 export let L_END: usize = 0;
 
 function up(x: usize): usize {
@@ -515,6 +516,8 @@ export function layout(t: i32, dk: i32, dv: i32, w: i32, c: i32, backward: bool,
   if (chunked) {
     c = chunkSize(t, c);
     if (backward) o = up(o + <usize> ((t + c - 1) / c) * sd);
+    L_WSTORE = o;
+    if (backward) o = up(o + ((<usize> t * <usize> dv) << 2));
     L_CW = o;
     o = up(o + chunkLayout(c, dk, dv));
   } else if (backward) {

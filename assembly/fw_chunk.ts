@@ -141,8 +141,8 @@ let DST: usize = 0;
 let DSIN: usize = 0;
 let DSR: usize = 0;
 let RUN: usize = 0;
-let VC: usize = 0; // coefs() output: gam, a, b (Dv each)
-let VG: usize = 0; // coefGrads() input: dgam, da, db (Dv each)
+let VC: usize = 0; // coefs() output: gam, a, b (one float each, Dv apart)
+let VG: usize = 0; // coefGrads() input: dgam, da, db (one float each, Dv apart)
 // per-head constants
 let CC: i32 = 64; // chunk size C (at most T), also the row stride of the [C, C] matrices
 let LDO: i32 = 0; // row stride of v, o, dO (H * Dv)
@@ -152,6 +152,7 @@ let ZERO: usize = 0;
 let REG: bool = false;
 let WSTORE: usize = 0; // backward of a regression rule: W of every position [T, Dv], else 0
 
+/** Per head: the chunk size, the scratch layout and work pointers, and phi(q), phi(k) of every position. */
 function setup(scratch: usize, backward: bool): void {
   CC = chunkSize(T, CHUNK);
   layout(T, DK, DV, WIN, CC, backward, true);

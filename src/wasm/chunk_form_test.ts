@@ -20,6 +20,7 @@ import {
 import { createRefBackend } from "../rules/reference/backend.ts";
 import { assertRelL2, Rng } from "../testing/compare.ts";
 import { createWasmBackend } from "./backend.ts";
+import type { WasmFlavour } from "./module.ts";
 import { usesChunkKernel } from "./fast_weight.ts";
 
 const FWD = 1e-5;
@@ -171,13 +172,16 @@ async function check(
 
 /**
  * Run `body` for every scalar-coefficient rule and alignment on a fresh pair of backends (`poison`:
- * every WASM allocation starts as NaN, so an uninitialised read shows).
+ * every WASM allocation starts as NaN, so an uninitialised read shows; `flavour`: the WASM build).
  */
 async function everyRule(
   body: (wasm: Backend, ref: Backend, config: RuleConfig, seed: number) => Promise<void>,
-  poison = false,
+  { poison = false, flavour }: { poison?: boolean; flavour?: WasmFlavour } = {},
 ) {
-  const wasm = await createWasmBackend({ threads: 2, poison });
+  const wasm = await createWasmBackend({ threads: 2, poison, flavour });
+  if (flavour && wasm.flavour !== flavour) {
+    throw new Error(`expected the ${flavour} build, got ${wasm.flavour}`);
+  }
   const ref = createRefBackend();
   try {
     let seed = 1;
@@ -218,7 +222,14 @@ Deno.test("chunk form matches the reference and the recurrent form with packed s
   await everyRule(async (wasm, ref, config, seed) => {
     const tag = `${config.rule}/${config.alignment} packed C=5`;
     await check(wasm, ref, config, makeData(config, PACKED, seed), tag);
-  }, true);
+  }, { poison: true });
+});
+
+Deno.test("chunk form of the plain-SIMD build (no relaxed madd) matches too (packed starts, S0, C = 5)", async () => {
+  await everyRule(async (wasm, ref, config, seed) => {
+    const tag = `${config.rule}/${config.alignment} packed C=5 plain SIMD`;
+    await check(wasm, ref, config, makeData(config, PACKED, seed + 300), tag);
+  }, { flavour: "simd" });
 });
 
 Deno.test("chunk form matches with chunk size 1, with C = 64 over T = 67 (not a multiple of C) and with C far above T", async () => {

@@ -1,12 +1,30 @@
 /**
  * Entry points of the fast-weight kernels: `fw_forward_f32` and `fw_backward_f32` run one head
  * (task = b * H + h) of a batched call described by a parameter block (fw_params.ts), with the calling
- * thread's scratch area. They pick the coefficient-stream kernel (fw_recurrent.ts) or the window
- * kernel of falcon3/falcon3a (fw_window.ts).
+ * thread's scratch area. They pick the window kernel of falcon3/falcon3a (fw_window.ts), the
+ * chunk-parallel kernel (fw_chunk.ts) of the scalar coefficient-stream rules when the parameter block
+ * asks for it, or the recurrent coefficient-stream kernel (fw_recurrent.ts).
  */
 
 import * as P from "./fw_params";
-import { BW, DK, DV, FALCON3, FALCON3A, H, HB, L_KHAT, loadContext, pp, RULE, T, WIN } from "./fw_common";
+import {
+  BW,
+  CHUNKED,
+  DK,
+  DV,
+  FALCON3,
+  FALCON3A,
+  H,
+  HB,
+  isPerColumn,
+  L_KHAT,
+  loadContext,
+  pp,
+  RULE,
+  T,
+  WIN,
+} from "./fw_common";
+import { chunkBackward, chunkForward } from "./fw_chunk";
 import { coefBackward, coefForward, setBetaStride, setGrads, setOutputs } from "./fw_recurrent";
 import { windowBackward, windowCarryOut, windowForward } from "./fw_window";
 import { fillF } from "./simd";
@@ -15,6 +33,11 @@ export { fwScratchBytes } from "./fw_common";
 
 function isWindow(): bool {
   return RULE == FALCON3 || RULE == FALCON3A;
+}
+
+/** Whether this call runs the chunk-parallel kernel (asked for, and a rule with scalar coefficients). */
+function isChunked(): bool {
+  return CHUNKED && !isWindow() && !isPerColumn(RULE);
 }
 
 /** Forward of head `task`: writes o, the carried state, last key and window pairs of this head. */
@@ -35,7 +58,8 @@ export function fw_forward_f32(params: usize, task: i32, scratch: usize): void {
     windowForward(scratch);
     count = windowCarryOut(scratch + L_KHAT, outWX, outWY);
   } else {
-    coefForward(scratch);
+    if (isChunked()) chunkForward(scratch);
+    else coefForward(scratch);
     if (slots > 0) {
       fillF(outWX, 0, slots * DK);
       fillF(outWY, 0, slots * DV);
@@ -61,5 +85,6 @@ export function fw_backward_f32(params: usize, task: i32, scratch: usize): void 
   );
   setBetaStride(H * BW);
   if (isWindow()) windowBackward(scratch);
+  else if (isChunked()) chunkBackward(scratch);
   else coefBackward(scratch);
 }

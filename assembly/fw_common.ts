@@ -10,6 +10,7 @@
  */
 
 import * as P from "./fw_params";
+import { chunkLayout } from "./fw_chunk_layout";
 import { ldd, ldf, std, stf } from "./simd";
 
 // rule ids (order of RULES in src/rules/config.ts)
@@ -58,6 +59,8 @@ export let C_COUNT: i32 = 0;
 export let MAMBA_A: f64 = 1;
 export let RETNET_G: f64 = 1;
 export let CHUNK: i32 = 64;
+/** Whether the chunk-parallel kernel (fw_chunk.ts) was asked for (form "chunk" or "parallel"). */
+export let CHUNKED: bool = false;
 
 /** Read slot `i` of the parameter block as an integer. */
 
@@ -116,6 +119,7 @@ export function loadContext(params: usize, task: i32): void {
   RETNET_G = <f64> load<f32>(pp(params, P.P_RETNET_G) + (<usize> HH << 2));
   CHUNK = pi(params, P.P_CHUNK);
   if (CHUNK < 1) CHUNK = 64;
+  CHUNKED = pi(params, P.P_FORM) != 0;
 }
 
 /** Pointer to q of position t (Dk floats). */
@@ -239,11 +243,12 @@ export function isRegression(rule: i32): bool {
 }
 
 /**
- * Coefficients of position t for the coefficient-stream rules: fills `gam`, `ca`, `cb` (Dv floats each).
+ * Coefficients of position t for the coefficient-stream rules: fills `gam`, `ca`, `cb` (Dv floats each,
+ * or the first `cols` when `cols > 0`: the chunked kernel of the scalar rules asks for 1).
  * `noop` marks the prefix sentinel; `E` is `||x_t||^2`.
  */
-export function coefs(t: i32, noop: bool, E: f64, gam: usize, ca: usize, cb: usize): void {
-  const n = DV;
+export function coefs(t: i32, noop: bool, E: f64, gam: usize, ca: usize, cb: usize, cols: i32 = 0): void {
+  const n = cols > 0 ? cols : DV;
   if (noop || (isFalcon(RULE) && E == 0)) {
     for (let j = 0; j < n; j++) {
       stf(gam, j, 1);
@@ -299,8 +304,9 @@ export function coefs(t: i32, noop: bool, E: f64, gam: usize, ca: usize, cb: usi
 export let GRAD_E: f64 = 0;
 
 /**
- * Gradients of position t's coefficients: given `dgam`, `da`, `db` (Dv floats each), writes dbeta
- * (into `dbetaRow`, width BW) and dlambdabar (into `dlamPtr`), and sets {@link GRAD_E}.
+ * Gradients of position t's coefficients: given `dgam`, `da`, `db` (Dv floats each, or `cols` when
+ * `cols > 0`, for a rule with scalar coefficients), writes dbeta (into `dbetaRow`, width BW) and
+ * dlambdabar (into `dlamPtr`), and sets {@link GRAD_E}.
  */
 export function coefGrads(
   t: i32,
@@ -311,8 +317,9 @@ export function coefGrads(
   db: usize,
   dbetaRow: usize,
   dlamPtr: usize,
+  cols: i32 = 0,
 ): void {
-  const n = DV;
+  const n = cols > 0 ? cols : DV;
   GRAD_E = 0;
   if (noop || (isFalcon(RULE) && E == 0)) {
     for (let j = 0; j < BW; j++) stf(dbetaRow, j, 0);
@@ -458,14 +465,25 @@ export let L_CKPT: usize = 0; // [ceil(T / C), Dk, Dv]
 export let L_ST: usize = 0; // [C + 1, Dk, Dv]
 export let L_COEF: usize = 0; // [5, C, Dv]
 export let L_DS: usize = 0; // [Dk, Dv]
+export let L_CW: usize = 0; // work area of the chunk-parallel form (fw_chunk_layout.ts)
+export let L_WSTORE: usize = 0; // chunked backward: pseudo-values W [T, Dv]
 export let L_END: usize = 0;
 
 function up(x: usize): usize {
   return (x + 15) & ~(<usize> 15);
 }
 
-/** Compute the scratch layout for the current context sizes; returns the bytes needed. */
-export function layout(t: i32, dk: i32, dv: i32, w: i32, c: i32, backward: bool): usize {
+/** Chunk size of the chunk-parallel form: `c`, but never above `max(T, 1)` (its work area is `C x C`). */
+export function chunkSize(t: i32, c: i32): i32 {
+  return c > t ? (t > 1 ? t : 1) : c;
+}
+
+/**
+ * Compute the scratch layout for the current context sizes; returns the bytes needed. The chunked
+ * form (`chunked`) keeps a checkpoint per chunk in the backward and a chunk work area instead of the
+ * recurrent form's per-step states and coefficients.
+ */
+export function layout(t: i32, dk: i32, dv: i32, w: i32, c: i32, backward: bool, chunked: bool): usize {
   const td = (<usize> t * <usize> dk) << 2;
   const md = <usize> (dk > dv ? dk : dv);
   const sd = (<usize> dk * <usize> dv) << 2;
@@ -494,7 +512,15 @@ export function layout(t: i32, dk: i32, dv: i32, w: i32, c: i32, backward: bool)
   L_ST = o;
   L_COEF = o;
   L_DS = o;
-  if (backward) {
+  L_CW = o;
+  if (chunked) {
+    c = chunkSize(t, c);
+    if (backward) o = up(o + <usize> ((t + c - 1) / c) * sd);
+    L_WSTORE = o;
+    if (backward) o = up(o + ((<usize> t * <usize> dv) << 2));
+    L_CW = o;
+    o = up(o + chunkLayout(c, dk, dv));
+  } else if (backward) {
     const nc = <usize> ((t + c - 1) / c);
     o = up(o + nc * sd);
     L_ST = o;
@@ -508,7 +534,10 @@ export function layout(t: i32, dk: i32, dv: i32, w: i32, c: i32, backward: bool)
   return o;
 }
 
-/** Bytes of scratch one thread needs for one head of a fast-weight call with these sizes. */
-export function fwScratchBytes(t: i32, dk: i32, dv: i32, w: i32, c: i32, backward: i32): usize {
-  return layout(t, dk, dv, w, c, backward != 0);
+/**
+ * Bytes of scratch one thread needs for one head of a fast-weight call with these sizes (`chunked`:
+ * the chunk-parallel form of the scalar coefficient-stream rules).
+ */
+export function fwScratchBytes(t: i32, dk: i32, dv: i32, w: i32, c: i32, backward: i32, chunked: i32): usize {
+  return layout(t, dk, dv, w, c, backward != 0, chunked != 0);
 }

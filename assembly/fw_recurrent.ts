@@ -101,9 +101,9 @@ export function s0Ptr(scratch: usize): usize {
   return S0 != 0 ? S0 : scratch + L_ZS;
 }
 
-/** Write feature x_t of a coefficient rule; `kh` holds phi(k) `[T, Dk]`. */
+/** Write feature x_t of a coefficient rule; `kh` holds phi(k) `[T, Dk]`; `zero` is the sentinel row. */
 
-function xPtr(t: i32, start: bool, kh: usize, zero: usize): usize {
+export function xPtr(t: i32, start: bool, kh: usize, zero: usize): usize {
   if (!PREFIX) return kh + (<usize> t * <usize> DK << 2);
   if (start) return zero;
   if (t == 0) return C_LASTKEY;
@@ -206,7 +206,7 @@ function runSteps(
 
 /** Forward of one head of a coefficient-stream rule. */
 export function coefForward(scratch: usize): void {
-  layout(T, DK, DV, WIN, CHUNK, false);
+  layout(T, DK, DV, WIN, CHUNK, false, false);
   const dk = DK;
   const sd = <i32> (dk * DV);
   const qh = scratch + L_QHAT;
@@ -229,7 +229,7 @@ export function coefForward(scratch: usize): void {
 /** Backward of one head of a coefficient-stream rule (gradients of `sum(o * dO)`). */
 export function coefBackward(scratch: usize): void {
   const C = CHUNK;
-  layout(T, DK, DV, WIN, C, true);
+  layout(T, DK, DV, WIN, C, true, false);
   const dk = DK;
   const dv = DV;
   const sd = <i32> (dk * dv);

@@ -203,7 +203,7 @@ function windowUpdate(S: usize, kh: usize, ww: usize, pw: usize, qh: usize, o: u
 
 /** Forward of one head of falcon3 / falcon3a. */
 export function windowForward(scratch: usize): void {
-  layout(T, DK, DV, WIN, CHUNK, false);
+  layout(T, DK, DV, WIN, CHUNK, false, false);
   const dk = DK;
   const dv = DV;
   const sd = dk * dv;
@@ -264,7 +264,7 @@ export function windowCarryOut(kh: usize, outWX: usize, outWY: usize): i32 {
 /** Backward of one head of falcon3 / falcon3a (gradients of `sum(o * dO)`). */
 export function windowBackward(scratch: usize): void {
   const C = CHUNK;
-  layout(T, DK, DV, WIN, C, true);
+  layout(T, DK, DV, WIN, C, true, false);
   const dk = DK;
   const dv = DV;
   const sd = dk * dv;

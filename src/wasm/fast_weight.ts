@@ -3,7 +3,10 @@
  * assembly/fw_params.ts) and runs `fw_forward_f32` / `fw_backward_f32` with one task per (batch row,
  * head) on the thread pool.
  *
- * Every `form` (`recurrent`, `chunk`, `parallel`) runs the same algorithm here: the recurrent form,
+ * Forms: `chunk` and `parallel` run the chunk-parallel kernel (assembly/fw_chunk.ts, chunks of
+ * `chunkSize` positions, default 64) for the rules with one scalar coefficient per step (falcon1,
+ * falcon1a, linear, retnet, mamba2, deltanet, gated_deltanet); `recurrent`, and every form of
+ * falcon2/falcon2a (per-column coefficients) and falcon3/falcon3a (windows), run the recurrent kernels,
  * whose backward stores a checkpoint every `chunkSize` positions and recomputes inside each chunk.
  * All forms agree mathematically (SPEC section 4), so results match every form of the reference.
  *
@@ -19,7 +22,15 @@ import type {
   FormOptions,
   Tensor,
 } from "../rules/backend.ts";
-import { FORMS, isPerColumnRule, retnetDecay, type RuleConfig, RULES } from "../rules/config.ts";
+import {
+  type Form,
+  FORMS,
+  isPerColumnRule,
+  isWindowRule,
+  retnetDecay,
+  type RuleConfig,
+  RULES,
+} from "../rules/config.ts";
 import { fastWeightDims } from "../rules/reference/fast_weight.ts";
 import { FW_PARAM } from "./_generated_wasm.ts";
 import type { WasmContext } from "./context.ts";
@@ -36,10 +47,15 @@ function chunkSizeOf(options: FormOptions): number {
   return c;
 }
 
+/** Whether a call runs the chunk-parallel kernel: a chunked form and a rule with scalar coefficients. */
+export function usesChunkKernel(config: RuleConfig, form: Form = "recurrent"): boolean {
+  return form !== "recurrent" && !isPerColumnRule(config.rule) && !isWindowRule(config.rule);
+}
+
 /** Fast-weight ops on the given context. */
 export function wasmFastWeightOps(ctx: WasmContext): FastWeightOps {
   /** Allocate and fill the common part of a parameter block; returns [params, temporaries to free]. */
-  function common(config: RuleConfig, inputs: FastWeightInputs, chunk: number) {
+  function common(config: RuleConfig, inputs: FastWeightInputs, chunk: number, chunked: boolean) {
     const dims = fastWeightDims(config, inputs);
     const { B, T, H, dk, dv } = dims;
     const slots = Math.max(0, config.window - 1);
@@ -112,6 +128,7 @@ export function wasmFastWeightOps(ctx: WasmContext): FastWeightOps {
     set(FW_PARAM.MAMBA_A, host(new Uint8Array(mamba.buffer)));
     set(FW_PARAM.RETNET_G, host(new Uint8Array(retnet.buffer)));
     set(FW_PARAM.CHUNK, chunk);
+    set(FW_PARAM.FORM, chunked ? 1 : 0);
     const free = () => temps.forEach((p) => heap.free(p));
     return { dims, slots, params, set, free };
   }
@@ -123,7 +140,8 @@ export function wasmFastWeightOps(ctx: WasmContext): FastWeightOps {
       options: FormOptions = {},
     ): FastWeightOutputs {
       const chunk = chunkSizeOf(options);
-      const { dims, slots, params, set, free } = common(config, inputs, chunk);
+      const chunked = usesChunkKernel(config, options.form);
+      const { dims, slots, params, set, free } = common(config, inputs, chunk, chunked);
       const { B, T, H, dk, dv } = dims;
       const o = ctx.alloc([B, T, H, dv]);
       const state = ctx.alloc([B, H, dk, dv]);
@@ -138,7 +156,7 @@ export function wasmFastWeightOps(ctx: WasmContext): FastWeightOps {
         set(FW_PARAM.OUT_WX, windowX.ptr);
         set(FW_PARAM.OUT_WY, windowY.ptr);
         set(FW_PARAM.OUT_COUNT, count);
-        const scratch = ctx.exports.fwScratchBytes(T, dk, dv, config.window, chunk, 0);
+        const scratch = ctx.exports.fwScratchBytes(T, dk, dv, config.window, chunk, 0, chunked ? 1 : 0);
         ctx.pool.run("fw_forward_f32", params, B * H, scratch);
         const windowCount = H > 0 ? ctx.heap.i32.slice(count >>> 2, (count >>> 2) + B) : new Int32Array(B);
         const carry: Carry = { state, lastKey, windowX, windowY, windowCount };
@@ -156,7 +174,8 @@ export function wasmFastWeightOps(ctx: WasmContext): FastWeightOps {
       options: FormOptions = {},
     ): FastWeightGrads {
       const chunk = chunkSizeOf(options);
-      const { dims, params, set, free } = common(config, inputs, chunk);
+      const chunked = usesChunkKernel(config, options.form);
+      const { dims, params, set, free } = common(config, inputs, chunk, chunked);
       const { B, T, H, dk, dv } = dims;
       try {
         ctx.expectSize(dO, B * T * H * dv, "dO");
@@ -177,7 +196,7 @@ export function wasmFastWeightOps(ctx: WasmContext): FastWeightOps {
         set(FW_PARAM.DLAMBDA, grads.dlambdabar.ptr);
         set(FW_PARAM.DS0, grads.ds0.ptr);
         set(FW_PARAM.DCARRY, grads.dCarryState.ptr);
-        const scratch = ctx.exports.fwScratchBytes(T, dk, dv, config.window, chunk, 1);
+        const scratch = ctx.exports.fwScratchBytes(T, dk, dv, config.window, chunk, 1, chunked ? 1 : 0);
         ctx.pool.run("fw_backward_f32", params, B * H, scratch);
         return grads;
       } finally {

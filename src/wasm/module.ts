@@ -12,8 +12,16 @@ import { WASM_PLAIN_BASE64, WASM_RELAXED_BASE64 } from "./_generated_wasm.ts";
 export interface WasmExports {
   /** First free byte after the module's static data. */
   heapBase(): number;
-  /** Scratch bytes one thread needs per fast-weight head. */
-  fwScratchBytes(t: number, dk: number, dv: number, w: number, c: number, backward: number): number;
+  /** Scratch bytes one thread needs per fast-weight head (`chunked`: 1 for the chunk-parallel kernel). */
+  fwScratchBytes(
+    t: number,
+    dk: number,
+    dv: number,
+    w: number,
+    c: number,
+    backward: number,
+    chunked: number,
+  ): number;
   /** Kernels dispatched per task: `(params, task, scratch)`. */
   [kernel: string]: (...args: number[]) => number | void;
 }

@@ -4,7 +4,7 @@
  * 1e-5 and every gradient at 1e-4, each per-head vector run as a `[1, T, 1, D]` call.
  */
 
-import { ruleConfig, type RuleName } from "../rules/config.ts";
+import { type Form, ruleConfig, type RuleName } from "../rules/config.ts";
 import { assertRelL2 } from "../testing/compare.ts";
 import { createWasmBackend, type WasmBackend } from "./backend.ts";
 
@@ -42,8 +42,14 @@ async function loadVectors(): Promise<{ file: string; vector: Vector }[]> {
   return out;
 }
 
-/** Run one vector on the backend and check outputs and gradients. */
-async function checkVector(be: WasmBackend, file: string, vec: Vector, chunkSize: number) {
+/** Run one vector on the backend (in form `form`) and check outputs and gradients. */
+async function checkVector(
+  be: WasmBackend,
+  file: string,
+  vec: Vector,
+  chunkSize: number,
+  form: Form = "recurrent",
+) {
   const { T, d_k: dk, d_v: dv } = vec.shape;
   const p = vec.params;
   const config = ruleConfig(vec.rule, {
@@ -68,12 +74,12 @@ async function checkVector(be: WasmBackend, file: string, vec: Vector, chunkSize
     ...(I.S0 ? { s0: be.fromArray(flat(I.S0), [1, 1, dk, dv]) } : {}),
     ...(I.starts ? { starts: Uint8Array.from(flat(I.starts)) } : {}),
   };
-  const { o, carry } = be.fastWeightForward(config, inputs, { chunkSize });
-  const tag = `${file} (chunk ${chunkSize})`;
+  const { o, carry } = be.fastWeightForward(config, inputs, { form, chunkSize });
+  const tag = `${file} (${form}, chunk ${chunkSize})`;
   assertRelL2(`${tag} o`, await be.read(o), flat(vec.outputs.o), 1e-5);
   assertRelL2(`${tag} S_final`, await be.read(carry.state), flat(vec.outputs.S_final), 1e-5);
   const dO = be.fromArray(flat(I.G), [1, T, 1, dv]);
-  const g = be.fastWeightBackward(config, inputs, dO, { chunkSize });
+  const g = be.fastWeightBackward(config, inputs, dO, { form, chunkSize });
   const pairs: [string, typeof g.dq][] = [
     ["q", g.dq],
     ["k", g.dk],
@@ -99,6 +105,17 @@ Deno.test("fastWeightForward/Backward match the float64 vectors for every rule a
     const vectors = await loadVectors();
     if (vectors.length < 22) throw new Error(`expected 22 vectors, found ${vectors.length}`);
     for (const { file, vector } of vectors) await checkVector(be, file, vector, 64);
+  } finally {
+    be.close();
+  }
+});
+
+Deno.test("the chunk form matches the float64 vectors too (every rule and alignment; chunk 64, 5, 1)", async () => {
+  const be = await createWasmBackend({ threads: 1 });
+  try {
+    for (const { file, vector } of await loadVectors()) {
+      for (const chunk of [64, 5, 1]) await checkVector(be, file, vector, chunk, "chunk");
+    }
   } finally {
     be.close();
   }

@@ -2,6 +2,10 @@
  * Benchmark of the WASM CPU backend (`deno task bench`): GEMM GFLOP/s at N = 256 and 1024 on 1 and 2
  * threads; Falcon-1 forward + backward at B = 1, T = 2048, H = 4, dk = dv = 64 (tokens/s and
  * effective GFLOP/s) against the float64 reference; recurrent decoding head-steps/s at d = 64.
+ * The PyTorch CPU eager peer of the same chunked algorithm (bench/torch_peer.py, float32, C = 64) runs
+ * in the same command on 1 and 2 threads, at the same shape, and the report gives WASM / PyTorch
+ * ratios (`bench/ensure_torch.sh`, run first by the task, installs Debian's python3-torch when absent;
+ * without it the report says why the peer is missing). `FALCON_PYTHON` picks the interpreter.
  * Writes a JSON report (default bench/wasm_bench_report.json; `--out PATH` to change).
  *
  * Effective FLOPs of the fast-weight rule are counted per head-step as `8 dk dv` forward
@@ -62,9 +66,15 @@ function falconInputs(be: Backend, T: number, H: number, d: number, seed: number
   };
 }
 
-async function falcon(threads: number, T: number, H: number, d: number) {
+async function falcon(
+  threads: number,
+  T: number,
+  H: number,
+  d: number,
+  rule: "falcon1" | "falcon3a" = "falcon1",
+) {
   const be = await createWasmBackend({ threads });
-  const config = ruleConfig("falcon1");
+  const config = ruleConfig(rule);
   try {
     const { inputs, dO } = falconInputs(be, T, H, d, 2);
     const fwd = time(() => {
@@ -127,6 +137,62 @@ async function decoding(d: number, steps: number) {
   }
 }
 
+/** One measurement line of bench/torch_peer.py. */
+interface PeerLine {
+  rule: string;
+  threads: number;
+  torch: string;
+  tokens_per_s_fwd: number;
+  tokens_per_s_fwdbwd: number;
+}
+
+/** The PyTorch CPU peer at one thread count, or why it could not run. */
+async function torchPeer(threads: number, T: number, H: number, d: number): Promise<PeerLine[] | string> {
+  const python = Deno.env.get("FALCON_PYTHON") ?? "python3";
+  const script = new URL("./torch_peer.py", import.meta.url).pathname;
+  try {
+    const out = await new Deno.Command(python, {
+      args: [
+        script,
+        "--device",
+        "cpu",
+        "--threads",
+        String(threads),
+        "--rules",
+        "falcon1,falcon3a",
+        "--B",
+        "1",
+      ]
+        .concat(["--T", String(T), "--H", String(H), "--d", String(d), "--C", "64"]),
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    if (!out.success) {
+      const err = new TextDecoder().decode(out.stderr).trim().split("\n").at(-1);
+      return `${python} bench/torch_peer.py failed: ${err}`;
+    }
+    return new TextDecoder().decode(out.stdout).trim().split("\n").map((l) => JSON.parse(l) as PeerLine);
+  } catch (err) {
+    return `could not run ${python}: ${(err as Error).message}`;
+  }
+}
+
+/** WASM / PyTorch tokens-per-second ratios of one rule at each thread count. */
+function ratios(
+  wasm: { wasmThreads1: { tokensPerSecond: number }; wasmThreads2: { tokensPerSecond: number } },
+  peer: { threads1: PeerLine[] | string; threads2: PeerLine[] | string },
+  rule: string,
+) {
+  const ratio = (lines: PeerLine[] | string, w: { tokensPerSecond: number }) => {
+    const line = typeof lines === "string" ? undefined : lines.find((l) => l.rule === rule);
+    return line ? w.tokensPerSecond / line.tokens_per_s_fwdbwd : "peer not measured";
+  };
+  return {
+    threads1: ratio(peer.threads1, wasm.wasmThreads1),
+    threads2: ratio(peer.threads2, wasm.wasmThreads2),
+  };
+}
+
 if (import.meta.main) {
   const outIdx = Deno.args.indexOf("--out");
   const outPath = outIdx >= 0 ? Deno.args[outIdx + 1] : "bench/wasm_bench_report.json";
@@ -146,8 +212,25 @@ if (import.meta.main) {
       wasmThreads2: await falcon(2, 2048, 4, 64),
       referenceF64: reference(256, 4, 64),
     },
+    falcon3a: {
+      shape: { B: 1, T: 2048, H: 4, dk: 64, dv: 64 },
+      wasmThreads1: await falcon(1, 2048, 4, 64, "falcon3a"),
+      wasmThreads2: await falcon(2, 2048, 4, 64, "falcon3a"),
+    },
     decoding: { d: 64, ...(await decoding(64, 2000)) },
+    pytorchCpuPeer: {
+      threads1: await torchPeer(1, 2048, 4, 64),
+      threads2: await torchPeer(2, 2048, 4, 64),
+    },
   };
-  console.log(JSON.stringify(report, null, 2));
-  await Deno.writeTextFile(outPath, JSON.stringify(report, null, 2) + "\n");
+  const peer = report.pytorchCpuPeer;
+  const withRatios = {
+    ...report,
+    wasmOverPytorchFwdBwd: {
+      falcon1: ratios(report.falcon1, peer, "falcon1"),
+      falcon3a: ratios(report.falcon3a, peer, "falcon3a"),
+    },
+  };
+  console.log(JSON.stringify(withRatios, null, 2));
+  await Deno.writeTextFile(outPath, JSON.stringify(withRatios, null, 2) + "\n");
 }

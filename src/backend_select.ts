@@ -23,27 +23,9 @@ export interface SelectBackendOptions {
   readonly onNote?: (note: string) => void;
 }
 
-/** Can this process start the WASM backend's worker threads (read access to the worker module)? */
-function workersPermitted(): boolean {
-  try {
-    const url = new URL("./wasm/worker.ts", import.meta.url);
-    if (url.protocol !== "file:") return true;
-    return Deno.permissions.querySync({ name: "read", path: url }).state === "granted";
-  } catch {
-    return false;
-  }
-}
-
 async function wasmBackend(options: SelectBackendOptions): Promise<Backend> {
   const { createWasmBackend } = await import("./wasm/mod.ts");
-  let threads = options.threads ?? navigator.hardwareConcurrency ?? 1;
-  if (threads > 1 && !workersPermitted()) {
-    options.onNote?.(
-      "backend wasm: one thread (worker threads need read access to the package's worker module)",
-    );
-    threads = 1;
-  }
-  return await createWasmBackend({ threads });
+  return await createWasmBackend({ threads: options.threads ?? navigator.hardwareConcurrency ?? 1 });
 }
 
 async function webgpuBackend(): Promise<Backend> {

@@ -26,7 +26,7 @@ import {
 } from "./pool_layout.js";
 import type { WasmExports } from "./module.ts";
 
-import type { WorkerStart } from "./worker.ts";
+import { type WorkerStart, workerUrl } from "./worker_source.ts";
 
 /** Options of {@linkcode ThreadPool}. */
 export interface PoolOptions {
@@ -75,7 +75,7 @@ export class ThreadPool {
     const ready: Promise<void>[] = [];
     for (let id = 1; id < this.threads; id++) {
       if (this.#workers[id]) continue;
-      const w = new Worker(new URL("./worker.ts", import.meta.url), { type: "module" });
+      const w = new Worker(workerUrl(), { type: "module" });
       this.#workers[id] = w;
       const epoch = Atomics.load(this.#heap.i32, (this.#ctl >>> 2) + CTL_EPOCH);
       const start: WorkerStart = {

@@ -1,7 +1,7 @@
 /* @ts-self-types="./pool_layout.d.ts" */
 /**
  * Layout of the thread pool's control block (int32 words in the shared memory) and the table of
- * kernels a job may name. Shared by the main thread (pool.ts) and the workers (worker.ts).
+ * kernels a job may name. Shared by the main thread (pool.ts) and the workers (worker_source.ts, which copies these exports into the worker source).
  *
  * Plain JavaScript (types in pool_layout.d.ts) on purpose: the worker's module graph must hold no
  * TypeScript to check. Under `deno test`, a worker whose graph needed a type-check at spawn time

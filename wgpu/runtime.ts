@@ -8,6 +8,12 @@
 
 import { GpuBufferPool, GpuTensor, pooledBytes } from "./tensor.ts";
 
+/** Host-data buffers up to this many bytes are cached by content ({@linkcode GpuRuntime.temp}). */
+export const CONSTANT_CACHE_BYTES = 4096;
+
+/** Most cached host-data buffers before the cache starts over. */
+export const CONSTANT_CACHE_ENTRIES = 1024;
+
 /** Largest workgroup count per dispatch dimension that WebGPU guarantees. */
 export const MAX_GROUPS_PER_DIM = 65535;
 
@@ -22,7 +28,11 @@ export class GpuRuntime {
   readonly pool: GpuBufferPool;
   readonly #pipelines = new Map<string, GPUComputePipeline>();
   #encoder: GPUCommandEncoder | null = null;
+  #pass: GPUComputePassEncoder | null = null;
   #temporaries: GPUBuffer[] = [];
+  /** Small immutable host-data buffers by usage and content: a training step repeats the same ones. */
+  readonly #constants = new Map<string, GPUBuffer>();
+  #retired: GPUBuffer[] = [];
   #zero: GPUBuffer | null = null;
   #errors: string[] = [];
 
@@ -64,10 +74,27 @@ export class GpuRuntime {
     return this.#pipelines.size;
   }
 
-  /** The open command encoder (created on demand). */
+  /** The open command encoder (created on demand), with no compute pass open (for copies and clears). */
   encoder(): GPUCommandEncoder {
+    this.#endPass();
     if (!this.#encoder) this.#encoder = this.device.createCommandEncoder();
     return this.#encoder;
+  }
+
+  /**
+   * The open compute pass: consecutive dispatches share one pass (each dispatch is its own usage
+   * scope, so a dispatch still sees the writes of the one before it); a copy or clear ends it.
+   */
+  #computePass(): GPUComputePassEncoder {
+    if (!this.#pass) this.#pass = this.encoder().beginComputePass();
+    return this.#pass;
+  }
+
+  #endPass(): void {
+    if (this.#pass) {
+      this.#pass.end();
+      this.#pass = null;
+    }
   }
 
   /**
@@ -97,16 +124,42 @@ export class GpuRuntime {
       layout: pipeline.getBindGroupLayout(0),
       entries: resolved.map((buffer, binding) => ({ binding, resource: { buffer } })),
     });
-    const pass = this.encoder().beginComputePass();
+    const pass = this.#computePass();
     pass.setPipeline(pipeline);
     pass.setBindGroup(0, bindGroup);
     pass.dispatchWorkgroups(groups[0], groups[1] ?? 1, groups[2] ?? 1);
-    pass.end();
     for (const b of snapshots) this.pool.release(b);
   }
 
-  /** A temporary buffer holding `data` (destroyed after the next flush). */
+  /**
+   * A read-only buffer holding `data`. Up to {@linkcode CONSTANT_CACHE_BYTES} bytes it comes from a
+   * cache by content (uniforms and small host-side integer arrays recur every step; creating a buffer
+   * per dispatch dominated small steps); larger ones are destroyed after the next flush.
+   */
   temp(data: ArrayBufferView, usage: "uniform" | "storage"): GPUBuffer {
+    if (data.byteLength > CONSTANT_CACHE_BYTES) return this.#createTemp(data, usage);
+    const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    const key = `${usage}:${bytes.join(",")}`;
+    let buffer = this.#constants.get(key);
+    if (!buffer) {
+      if (this.#constants.size >= CONSTANT_CACHE_ENTRIES) {
+        // start over; the old buffers may still be bound by recorded commands: destroy after the flush
+        this.#retired.push(...this.#constants.values());
+        this.#constants.clear();
+      }
+      buffer = this.#createBuffer(data, usage);
+      this.#constants.set(key, buffer);
+    }
+    return buffer;
+  }
+
+  #createTemp(data: ArrayBufferView, usage: "uniform" | "storage"): GPUBuffer {
+    const buffer = this.#createBuffer(data, usage);
+    this.#temporaries.push(buffer);
+    return buffer;
+  }
+
+  #createBuffer(data: ArrayBufferView, usage: "uniform" | "storage"): GPUBuffer {
     const bytes = Math.max(16, Math.ceil(data.byteLength / 16) * 16);
     const buffer = this.device.createBuffer({
       size: bytes,
@@ -117,7 +170,6 @@ export class GpuRuntime {
       new Uint8Array(data.buffer, data.byteOffset, data.byteLength),
     );
     buffer.unmap();
-    this.#temporaries.push(buffer);
     return buffer;
   }
 
@@ -161,12 +213,15 @@ export class GpuRuntime {
 
   /** Submit the recorded commands and free the temporaries. */
   flush(): void {
+    this.#endPass();
     if (this.#encoder) {
       this.device.queue.submit([this.#encoder.finish()]);
       this.#encoder = null;
     }
     for (const b of this.#temporaries) b.destroy();
+    for (const b of this.#retired) b.destroy();
     this.#temporaries = [];
+    this.#retired = [];
   }
 
   /** Write host data into a buffer after everything recorded so far. */

@@ -17,6 +17,7 @@ import { evaluateCheckpoints, heldOutRange } from "../../src/eval/run.ts";
 import { formatTable } from "../../src/eval/table.ts";
 import type { MqarConfig, TextConfig } from "../../src/tasks/mod.ts";
 import { UsageError } from "../errors.ts";
+import { parseThreads, threadsOption } from "../threads_option.ts";
 
 /** Default operand lengths of the addition evaluation (SPEC section 8: train on 32, evaluate 1..48). */
 export const DEFAULT_ADDITION_LENGTHS = "1-48";
@@ -117,6 +118,7 @@ export function evalCommand() {
       ),
     )
     .addOption(new Option("--backend <name>", "compute backend").choices(BACKEND_CHOICES).default("auto"))
+    .addOption(threadsOption())
     .action(async (paths, o) => {
       const samples = positiveInt("--samples", o.samples);
       const seed = nonNegativeInt("--seed", o.seed);
@@ -124,7 +126,8 @@ export function evalCommand() {
       if (o.plot && !/\.(svg|png)$/i.test(o.plot)) {
         throw new UsageError(`--plot ${o.plot}: the file name must end in .svg or .png`);
       }
-      const backend = await selectBackend(o.backend, { onNote: (note) => console.error(note) });
+      const threads = parseThreads(o.threads);
+      const backend = await selectBackend(o.backend, { threads, onNote: (note) => console.error(note) });
       // loading and evaluation throw InputError (a UsageError's base: exit 2) for bad files and mismatches
       const checkpoints: EvalCheckpoint[] = [];
       for (const path of paths) checkpoints.push(await loadEvalCheckpoint(path, backend));

@@ -10,6 +10,7 @@ import { Command, Option } from "@commander-js/extra-typings";
 import { BACKEND_CHOICES, selectBackend } from "../../src/backend_select.ts";
 import { TASKS } from "../../src/tasks/types.ts";
 import { loadForPrediction, predict } from "../../src/train/predict.ts";
+import { parseThreads, threadsOption } from "../threads_option.ts";
 import { UsageError } from "../errors.ts";
 
 /** Build the `predict` subcommand. */
@@ -28,6 +29,7 @@ export function predictCommand() {
     .addOption(
       new Option("--backend <name>", "compute backend").choices(BACKEND_CHOICES).default("auto" as const),
     )
+    .addOption(threadsOption())
     .option("--json", "print JSON, with the per-position logits of the prompt", false)
     .action(async (path, o) => {
       let maxTokens: number | undefined;
@@ -37,7 +39,7 @@ export function predictCommand() {
           throw new UsageError(`--max-tokens must be an integer >= 1, got "${o.maxTokens}"`);
         }
       }
-      const backend = await selectBackend(o.backend).catch((err) => {
+      const backend = await selectBackend(o.backend, { threads: parseThreads(o.threads) }).catch((err) => {
         throw new UsageError(`--backend ${o.backend}: ${err.message}`);
       });
       const { model, task, state } = await loadForPrediction(path, backend);

@@ -23,6 +23,7 @@ import {
   TrainingDivergedError,
   type TrainResult,
 } from "../../src/train/trainer.ts";
+import { parseThreads, threadsOption } from "../threads_option.ts";
 import { UsageError } from "../errors.ts";
 import { trainProgress } from "../progress.ts";
 
@@ -82,6 +83,7 @@ export function trainCommand() {
     .addOption(
       new Option("--backend <name>", "compute backend").choices(BACKEND_CHOICES).default("auto" as const),
     )
+    .addOption(threadsOption())
     .addOption(
       new Option("--preset <name>", "model size and hyperparameters").choices(PRESETS).default(
         "tiny" as const,
@@ -107,11 +109,13 @@ export function trainCommand() {
       }
       const corpus = o.corpus === undefined ? undefined : await readCorpus(o.corpus);
       const outDir = o.out ?? `runs/${o.task}-${o.rule}-${o.alignment}-s${seed}`;
-      const backend = await selectBackend(o.backend, { onNote: (note) => console.error(note) }).catch(
-        (err) => {
-          throw new UsageError(`--backend ${o.backend}: ${err.message}`);
-        },
-      );
+      const threads = parseThreads(o.threads);
+      const backend = await selectBackend(o.backend, { threads, onNote: (note) => console.error(note) })
+        .catch(
+          (err) => {
+            throw new UsageError(`--backend ${o.backend}: ${err.message}`);
+          },
+        );
       const setup = await planRun({
         task: o.task,
         mixer: o.rule,

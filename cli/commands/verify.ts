@@ -8,6 +8,7 @@ import { Command, Option } from "@commander-js/extra-typings";
 import { FORMS } from "../../src/rules/config.ts";
 import { allPassed, type FileResult, verifyDirectory } from "../../src/verify/verify_dir.ts";
 import { BACKEND_CHOICES, releaseBackend, selectBackend } from "../../src/backend_select.ts";
+import { parseThreads, threadsOption } from "../threads_option.ts";
 
 function formatResult(r: FileResult): string {
   if ("error" in r) return `ERROR ${r.file}: ${r.error}`;
@@ -40,11 +41,12 @@ export function verifyCommand() {
     .addOption(
       new Option("--backend <name>", "backend to check").choices(BACKEND_CHOICES).default("ref" as const),
     )
+    .addOption(threadsOption())
     .addOption(new Option("--form <form>", "form to run").choices(FORMS).default("recurrent" as const))
     .option("--chunk-size <n>", "chunk size of the chunked form", (v) => Number.parseInt(v, 10), 64)
     .option("--json", "print one JSON report instead of text")
     .action(async (options) => {
-      const backend = await selectBackend(options.backend);
+      const backend = await selectBackend(options.backend, { threads: parseThreads(options.threads) });
       const results = await verifyDirectory(
         backend,
         options.vectors,

@@ -67,6 +67,30 @@ Deno.test("falcon verify --backend wasm passes every bundled vector at float32 t
   assert(out.includes("22 passed, 0 failed (backend wasm"), `summary missing:\n${out}`);
 });
 
+Deno.test("falcon verify --backend wasm --threads 2 --form chunk passes; a bad --threads exits 2 naming it", async () => {
+  const ok = await run([
+    "verify",
+    "--vectors",
+    FIXTURES,
+    "--backend",
+    "wasm",
+    "--threads",
+    "2",
+    "--form",
+    "chunk",
+  ]);
+  assert(ok.code === 0, `exit code ${ok.code}\n${ok.out}`);
+  assert(ok.out.includes("22 passed, 0 failed (backend wasm, form chunk)"), `summary missing:\n${ok.out}`);
+  for (const bad of ["0", "65", "two"]) {
+    const r = await run(["verify", "--vectors", FIXTURES, "--backend", "wasm", "--threads", bad]);
+    assert(r.code === 2, `--threads ${bad}: exit code ${r.code}`);
+    assert(
+      r.err.includes(`--threads must be an integer in 1..64, got "${bad}"`),
+      `message missing:\n${r.err}`,
+    );
+  }
+});
+
 const gpu = await probeGpuAdapter();
 Deno.test({
   name: gpu.ok

@@ -2,8 +2,8 @@
  * Entry points of the fast-weight kernels: `fw_forward_f32` and `fw_backward_f32` run one head
  * (task = b * H + h) of a batched call described by a parameter block (fw_params.ts), with the calling
  * thread's scratch area. They pick the window kernel of falcon3/falcon3a (fw_window.ts), the
- * chunk-parallel kernel (fw_chunk.ts) of the scalar coefficient-stream rules when the parameter block
- * asks for it, or the recurrent coefficient-stream kernel (fw_recurrent.ts).
+ * chunk-parallel kernel (fw_chunk.ts) of the coefficient-stream rules (scalar or per-column
+ * coefficients) when the parameter block asks for it, or the recurrent coefficient-stream kernel (fw_recurrent.ts).
  */
 
 import * as P from "./fw_params";
@@ -16,7 +16,6 @@ import {
   FALCON3A,
   H,
   HB,
-  isPerColumn,
   L_KHAT,
   loadContext,
   pp,
@@ -35,9 +34,9 @@ function isWindow(): bool {
   return RULE == FALCON3 || RULE == FALCON3A;
 }
 
-/** Whether this call runs the chunk-parallel kernel (asked for, and a rule with scalar coefficients). */
+/** Whether this call runs the chunk-parallel kernel (asked for, and a coefficient-stream rule). */
 function isChunked(): bool {
-  return CHUNKED && !isWindow() && !isPerColumn(RULE);
+  return CHUNKED && !isWindow();
 }
 
 /** Forward of head `task`: writes o, the carried state, last key and window pairs of this head. */

@@ -20,8 +20,14 @@
  * differentiates the formulas above by hand; the coefficient gradients then go through the same chain
  * as the recurrent backward (coefGrads, GRAD_E, the prefix shift of keys, normalizeBackward).
  *
- * Shapes: q, k `[B, T, H, Dk]`, v, o `[B, T, H, Dv]`, state `[B, H, Dk, Dv]`. falcon2/falcon2a (per
- * column coefficients) and falcon3/falcon3a (windows) stay on the recurrent kernels.
+ * The per-column rules falcon2/falcon2a (SPEC section 4: every value column j has its own gamma_j,
+ * a_j, b_j, hence its own A_j and Gam_j; the Gram matrices X X^T and Q X^T are shared) run the same
+ * formulas one value column at a time (`Dv = 1` sub-problems on the column's state `S[:, j]`), after
+ * one Gram product per segment; their running state is kept transposed (`[Dv, Dk]`, a column per
+ * row) and their coefficient gradients go through coefGrads once per position with every column.
+ *
+ * Shapes: q, k `[B, T, H, Dk]`, v, o `[B, T, H, Dv]`, state `[B, H, Dk, Dv]`. falcon3/falcon3a
+ * (windows) stay on their own kernel (fw_window.ts).
  */
 
 import {
@@ -50,6 +56,7 @@ import {
   GRAD_E,
   H,
   HAS_CARRY,
+  isPerColumn,
   isRegression,
   isStart,
   K0,
@@ -143,8 +150,19 @@ let DSR: usize = 0;
 let RUN: usize = 0;
 let VC: usize = 0; // coefs() output: gam, a, b (one float each, Dv apart)
 let VG: usize = 0; // coefGrads() input: dgam, da, db (one float each, Dv apart)
+let CF: usize = 0; // per-column rules: gamma, a, b [3, C, Dv]
+let CG: usize = 0; // per-column rules: their gradients [3, C, Dv]
+let YC: usize = 0; // per-column rules: the current column's values [C]
+let SCOL: usize = 0;
+let S0T: usize = 0;
+let DSCOL: usize = 0;
+let DS0T: usize = 0;
 // per-head constants
 let CC: i32 = 64; // chunk size C (at most T), also the row stride of the [C, C] matrices
+let COL: bool = false; // per-column rule: sub-problems of one value column each
+let NV: i32 = 0; // value width of a sub-problem: Dv, or 1 for a per-column rule
+let COLB: usize = 0; // byte offset of the current value column in v, o, dO, dv rows (0: scalar rules)
+let YS: usize = 0; // values of the sub-problem [C, NV]: Y, or YC for a per-column rule
 let LDO: i32 = 0; // row stride of v, o, dO (H * Dv)
 let KH: usize = 0;
 let QH: usize = 0;
@@ -198,6 +216,17 @@ function setup(scratch: usize, backward: bool): void {
   RUN = b + L.W_RUN;
   VC = b + L.W_V;
   VG = VC + ((3 * <usize> DV) << 2);
+  CF = b + L.W_CF;
+  CG = b + L.W_CG;
+  YC = b + L.W_YC;
+  SCOL = b + L.W_SCOL;
+  S0T = b + L.W_S0T;
+  DSCOL = b + L.W_DSCOL;
+  DS0T = b + L.W_DS0T;
+  COL = isPerColumn(RULE);
+  NV = COL ? 1 : DV;
+  COLB = 0;
+  YS = COL ? YC : Y;
   LDO = H * DV;
   KH = scratch + L_KHAT;
   QH = scratch + L_QHAT;
@@ -240,14 +269,14 @@ function segmentEnd(a: i32, chunkEnd: i32): i32 {
 }
 
 /**
- * Gather the segment's rows and coefficients: X, Y, E, gamma, a, b, Lc, c, a * cp and the decay
- * matrix Gam (zero above the diagonal), Gam[e, :].
+ * Gather the segment's rows and coefficients: X, X^T, Y, E and gamma, a, b (of the scalar rules, or
+ * of every column into CF for a per-column rule).
  */
-function loadSegment(a: i32, n: i32): void {
+function loadRows(a: i32, n: i32): void {
   const dk = DK;
   const dv = DV;
   const dvb = <usize> dv << 2;
-  let lc: f64 = 0;
+  const cfb = (<usize> CC * <usize> dv) << 2;
   for (let i = 0; i < n; i++) {
     const t = a + i;
     const start = isStart(t);
@@ -256,18 +285,46 @@ function loadSegment(a: i32, n: i32): void {
     memory.copy(row(Y, i, dv), V0 + vOff(t), dvb);
     const E = sqnorm(x, dk);
     std(EV, i, E);
+    if (COL) {
+      const r = row(CF, i, dv);
+      coefs(t, PREFIX && start, E, r, r + cfb, r + 2 * cfb);
+      continue;
+    }
     coefs(t, PREFIX && start, E, VC, VC + dvb, VC + 2 * dvb, 1);
-    const g = ldf(VC, 0);
-    const ai = ldf(VC + dvb, 0);
-    stf(GAM, i, g);
-    stf(AV, i, ai);
+    stf(GAM, i, ldf(VC, 0));
+    stf(AV, i, ldf(VC + dvb, 0));
     stf(BV, i, ldf(VC + 2 * dvb, 0));
-    stf(ACP, i, <f32> (<f64> ai * Math.exp(lc)));
+  }
+  transpose(XT, X, n, dk, CC);
+}
+
+/** Per-column rule: make value column `j` the current sub-problem (its gamma, a, b and values). */
+function selectColumn(j: i32, n: i32): void {
+  const dv = DV;
+  const cfb = (<usize> CC * <usize> dv) << 2;
+  COLB = <usize> j << 2;
+  for (let i = 0; i < n; i++) {
+    const r = row(CF, i, dv) + COLB;
+    stf(GAM, i, load<f32>(r));
+    stf(AV, i, load<f32>(r + cfb));
+    stf(BV, i, load<f32>(r + 2 * cfb));
+    stf(YC, i, load<f32>(row(Y, i, dv) + COLB));
+  }
+}
+
+/**
+ * The decays of the current sub-problem: Lc, c, a * cp, the decay matrix Gam (zero above the
+ * diagonal) and Gam[e, :].
+ */
+function loadDecays(n: i32): void {
+  let lc: f64 = 0;
+  for (let i = 0; i < n; i++) {
+    const g = ldf(GAM, i);
+    stf(ACP, i, <f32> (<f64> ldf(AV, i) * Math.exp(lc)));
     lc += g > 0 ? Math.log(<f64> g) : LOG_ZERO;
     std(LC, i, lc);
     stf(CV, i, <f32> Math.exp(lc));
   }
-  transpose(XT, X, n, dk, CC);
   fillF(GAMM, 0, n * CC);
   for (let i = 0; i < n; i++) {
     // masked before exp: only j < i, where Lc_i - Lc_j <= 0 (a sum of log decays)
@@ -299,8 +356,8 @@ function decayRow(row: usize, li: f64, n: i32): void {
  */
 function solveW(S: usize, n: i32): void {
   const dk = DK;
-  const dv = DV;
-  scaleRows(WW, dv, Y, dv, BV, n, dv);
+  const dv = NV;
+  scaleRows(WW, dv, YS, dv, BV, n, dv);
   if (!REG) return;
   mm(XS, dv, X, dk, 1, S, dv, n, dk, dv, false, FULL);
   for (let i = 0; i < n; i++) axpyF(row(WW, i, dv), row(XS, i, dv), -ldf(ACP, i), dv);
@@ -308,9 +365,14 @@ function solveW(S: usize, n: i32): void {
   forwardSubstitute(n);
 }
 
-/** `KXX = X X^T` and `AM = -A = -diag(a) (Kxx ⊙ Gp)` (strictly lower) of the segment. */
-function buildA(n: i32): void {
+/** `KXX = X X^T` (strictly lower) of the segment. */
+function gramX(n: i32): void {
   gram(KXX, CC, X, DK, XT, CC, n, DK, true);
+}
+
+/** `AM = -A = -diag(a) (Kxx ⊙ Gp)` (strictly lower) of the sub-problem (Kxx: the segment's, or fresh). */
+function buildA(n: i32): void {
+  if (!COL) gramX(n);
   for (let i = 1; i < n; i++) {
     const ai = ldf(AV, i);
     for (let j = 0; j < i; j++) {
@@ -324,7 +386,7 @@ function buildA(n: i32): void {
  * product, the block's own triangle by row updates.
  */
 function forwardSubstitute(n: i32): void {
-  const dv = DV;
+  const dv = NV;
   for (let i0 = 0; i0 < n; i0 += 4) {
     const i1 = min(n, i0 + 4);
     mm(row(WW, i0, dv), dv, el(AM, i0, 0), CC, 1, WW, dv, i1 - i0, i0, dv, true, FULL);
@@ -336,7 +398,7 @@ function forwardSubstitute(n: i32): void {
 
 /** `dR <- (I + A)^-T dR` (AM holds `-A`), in blocks of 4 rows from the bottom, as forwardSubstitute. */
 function backSubstitute(n: i32): void {
-  const dv = DV;
+  const dv = NV;
   for (let j1 = n; j1 > 0; j1 -= 4) {
     const j0 = max(0, j1 - 4);
     mm(row(DR, j0, dv), dv, el(AM, j1, j0), 1, CC, row(DR, j1, dv), dv, j1 - j0, n - j1, dv, true, FULL);
@@ -346,23 +408,60 @@ function backSubstitute(n: i32): void {
   }
 }
 
-/** `KQX = Q X^T`, `MQ = KQX ⊙ Gam` (lower triangles; zero above) for the segment at `a`. */
+/** `KQX = Q X^T` (lower triangle) of the segment at `a`. */
+function gramQ(a: i32, n: i32): void {
+  gram(KQX, CC, QH + kRowOff(a), DK, XT, CC, n, DK, false);
+}
+
+/** `MQ = KQX ⊙ Gam` (lower triangle; zero above) for the sub-problem at `a` (KQX fresh or shared). */
 function readoutMask(a: i32, n: i32): void {
   fillF(MQ, 0, n * CC);
-  gram(KQX, CC, QH + kRowOff(a), DK, XT, CC, n, DK, false);
+  if (!COL) gramQ(a, n);
   hadamard(MQ, KQX, GAMM, n, CC);
+}
+
+/** Keep (`save`) or restore the sub-problem's pseudo-values W in the `[T, Dv]` store. */
+function storeW(a: i32, n: i32, save: bool): void {
+  if (!COL) {
+    const bytes = (<usize> n * <usize> NV) << 2;
+    if (save) memory.copy(WSTORE + vRowOff(a), WW, bytes);
+    else memory.copy(WW, WSTORE + vRowOff(a), bytes);
+    return;
+  }
+  for (let i = 0; i < n; i++) {
+    const p = WSTORE + vRowOff(a + i) + COLB;
+    if (save) store<f32>(p, ldf(WW, i));
+    else stf(WW, i, load<f32>(p));
+  }
 }
 
 /** One segment forward on the state `S` (updated in place); with `readout` writes o of its positions. */
 function segmentForward(a: i32, n: i32, S: usize, readout: bool): void {
+  loadRows(a, n);
+  if (!COL) {
+    subForward(a, n, S, readout);
+    return;
+  }
+  if (REG) gramX(n);
+  if (readout) gramQ(a, n);
+  const sb = <usize> DK << 2;
+  for (let j = 0; j < DV; j++) {
+    selectColumn(j, n);
+    subForward(a, n, S + <usize> j * sb, readout);
+  }
+  COLB = 0;
+}
+
+/** Forward of the current sub-problem (all columns, or one) of the segment on its state `S`. */
+function subForward(a: i32, n: i32, S: usize, readout: bool): void {
   const dk = DK;
-  const dv = DV;
-  loadSegment(a, n);
+  const dv = NV;
+  loadDecays(n);
   solveW(S, n);
-  if (WSTORE != 0) memory.copy(WSTORE + vRowOff(a), WW, (<usize> n * <usize> dv) << 2);
+  if (WSTORE != 0) storeW(a, n, true);
   if (readout) {
     readoutMask(a, n);
-    const o = OUT_O + vOff(a);
+    const o = OUT_O + vOff(a) + COLB;
     mm(o, LDO, QH + kRowOff(a), dk, 1, S, dv, n, dk, dv, false, FULL);
     scaleRows(o, LDO, o, LDO, CV, n, dv);
     mm(o, LDO, MQ, CC, 1, WW, dv, n, n, dv, true, LOWER);
@@ -386,13 +485,19 @@ function runChunks(c0: i32, c1: i32, S: usize, s0: usize, readout: bool): void {
   }
 }
 
-/** Forward of one head of a scalar coefficient-stream rule in the chunk-parallel form. */
+/** Forward of one head of a coefficient-stream rule in the chunk-parallel form. */
 export function chunkForward(scratch: usize): void {
   setup(scratch, false);
   const sdb = (<usize> DK * <usize> DV) << 2;
+  const S = COL ? SCOL : OUT_STATE;
   if (HAS_CARRY) memory.copy(OUT_STATE, C_STATE, sdb);
   else fillF(OUT_STATE, 0, DK * DV);
-  runChunks(0, (T + CC - 1) / CC, OUT_STATE, s0Ptr(scratch), true);
+  if (COL) {
+    transpose(SCOL, OUT_STATE, DK, DV, DK);
+    transpose(S0T, s0Ptr(scratch), DK, DV, DK);
+  }
+  runChunks(0, (T + CC - 1) / CC, S, COL ? S0T : s0Ptr(scratch), true);
+  if (COL) transpose(OUT_STATE, SCOL, DV, DK, DV);
   if (T > 0) memory.copy(OUT_LASTKEY, KH + kRowOff(T - 1), <usize> DK << 2);
   else if (HAS_CARRY) memory.copy(OUT_LASTKEY, C_LASTKEY, <usize> DK << 2);
   else fillF(OUT_LASTKEY, 0, DK);
@@ -406,8 +511,8 @@ export function chunkForward(scratch: usize): void {
  */
 function backReadout(a: i32, n: i32, S: usize): void {
   const dk = DK;
-  const dv = DV;
-  const dO = DO0 + vOff(a);
+  const dv = NV;
+  const dO = DO0 + vOff(a) + COLB;
   const q = QH + kRowOff(a);
   // P = X dS_e; dge_j = P_j . W_j; dW = Mq^T dO + diag(ge) P
   mm(PP, dv, X, dk, 1, DSR, dv, n, dk, dv, false, FULL);
@@ -432,7 +537,8 @@ function backReadout(a: i32, n: i32, S: usize): void {
   for (let i = 0; i < n; i++) {
     stf(DC, i, dotF(row(T2, i, dk), row(q, i, dk), dk));
   }
-  scaleRows(DQ, dk, T2, dk, CV, n, dk);
+  scaleRows(T2, dk, T2, dk, CV, n, dk);
+  axpyF(DQ, T2, 1, n * dk);
   mm(DQ, dk, DMQ, CC, 1, X, dk, n, n, dk, true, LOWER);
   mm(DX, dk, DMQ, 1, CC, q, dk, n, n, dk, true, UPPER);
   // dS_a += Q^T diag(c) dO + c_e dS_e; dc_e += <dS_e, S_a>
@@ -452,13 +558,13 @@ function backReadout(a: i32, n: i32, S: usize): void {
  */
 function backSolve(a: i32, n: i32): void {
   const dk = DK;
-  const dv = DV;
+  const dv = NV;
   memory.copy(DR, DW, (<usize> n * <usize> dv) << 2);
   if (REG) backSubstitute(n);
   for (let i = 0; i < n; i++) {
     const ri = row(DR, i, dv);
-    stf(DB, i, dotF(ri, row(Y, i, dv), dv));
-    const dvt = G_DV + vOff(a + i);
+    stf(DB, i, dotF(ri, row(YS, i, dv), dv));
+    const dvt = G_DV + vOff(a + i) + COLB;
     const bi = ldf(BV, i);
     for (let j = 0; j < dv; j++) stf(dvt, j, bi * ldf(ri, j));
     stf(DA, i, 0);
@@ -528,26 +634,45 @@ function decayGrads(n: i32): void {
   }
 }
 
+/** Per-column rule: keep the current column's coefficient gradients (dgamma in DC, da, db) in CG. */
+function keepColumnGrads(n: i32): void {
+  const dv = DV;
+  const cgb = (<usize> CC * <usize> dv) << 2;
+  for (let i = 0; i < n; i++) {
+    const r = row(CG, i, dv) + COLB;
+    store<f32>(r, ldf(DC, i));
+    store<f32>(r + cgb, ldf(DA, i));
+    store<f32>(r + 2 * cgb, ldf(DB, i));
+  }
+}
+
 /** Per position of the segment: coefficient gradients (dbeta, dlambdabar), the E term of dx, scatter dq, dk. */
 function scatterRows(a: i32, n: i32, dqh: usize, dkh: usize): void {
   const dk = DK;
   const dvb = <usize> DV << 2;
+  const cgb = (<usize> CC * <usize> DV) << 2;
   for (let i = 0; i < n; i++) {
     const t = a + i;
     const start = isStart(t);
-    stf(VG, 0, ldf(DC, i));
-    stf(VG + dvb, 0, ldf(DA, i));
-    stf(VG + 2 * dvb, 0, ldf(DB, i));
+    let g = VG;
+    if (COL) {
+      g = row(CG, i, DV);
+    } else {
+      stf(VG, 0, ldf(DC, i));
+      stf(VG + dvb, 0, ldf(DA, i));
+      stf(VG + 2 * dvb, 0, ldf(DB, i));
+    }
+    const gb = COL ? cgb : dvb;
     coefGrads(
       t,
       PREFIX && start,
       ldd(EV, i),
-      VG,
-      VG + dvb,
-      VG + 2 * dvb,
+      g,
+      g + gb,
+      g + 2 * gb,
       G_DBETA + ((<usize> t * <usize> G_BW_H) << 2),
       G_DLAM + lamOff(t),
-      1,
+      COL ? 0 : 1,
     );
     const dx = row(DX, i, dk);
     const ge = <f32> (2 * GRAD_E);
@@ -558,14 +683,45 @@ function scatterRows(a: i32, n: i32, dqh: usize, dkh: usize): void {
   }
 }
 
-/** Backward of one segment entering with `S`; DSR holds dS_e on entry and dS_a on return. */
+/**
+ * Backward of one segment entering with `S`; the running dS (DSR, or DSCOL transposed for a
+ * per-column rule) holds dS_e on entry and dS_a on return.
+ */
 function segmentBackward(a: i32, n: i32, S: usize, dqh: usize, dkh: usize): void {
   const dk = DK;
-  const dv = DV;
-  loadSegment(a, n);
+  loadRows(a, n);
+  fillF(DX, 0, n * dk);
+  fillF(DQ, 0, n * dk);
+  if (!COL) {
+    subBackward(a, n, S);
+  } else {
+    if (REG) gramX(n);
+    gramQ(a, n);
+    const sb = <usize> dk << 2;
+    for (let j = 0; j < DV; j++) {
+      selectColumn(j, n);
+      const ds = DSCOL + <usize> j * sb;
+      memory.copy(DSR, ds, sb);
+      subBackward(a, n, S + <usize> j * sb);
+      keepColumnGrads(n);
+      memory.copy(ds, DSR, sb);
+    }
+    COLB = 0;
+  }
+  scatterRows(a, n, dqh, dkh);
+}
+
+/**
+ * Backward of the current sub-problem of the segment entering with `S`: DSR holds its dS_e on entry
+ * and dS_a on return; dX, dQ accumulate; dgamma (in DC), da, db of its positions.
+ */
+function subBackward(a: i32, n: i32, S: usize): void {
+  const dk = DK;
+  const dv = NV;
+  loadDecays(n);
   if (REG) {
     // W of the regression rules was kept by the checkpoint pass; the solve's matrix is rebuilt
-    memory.copy(WW, WSTORE + vRowOff(a), (<usize> n * <usize> dv) << 2);
+    storeW(a, n, false);
     buildA(n);
   } else {
     solveW(S, n);
@@ -575,15 +731,13 @@ function segmentBackward(a: i32, n: i32, S: usize, dqh: usize, dkh: usize): void
   transpose(DST, DSR, dk, dv, dk);
   transpose(WT, WW, n, dv, CC);
   fillF(DSIN, 0, dk * dv);
-  fillF(DX, 0, n * dk);
   backReadout(a, n, S);
   backSolve(a, n);
   decayGrads(n);
-  scatterRows(a, n, dqh, dkh);
   memory.copy(DSR, DSIN, (<usize> dk * <usize> dv) << 2);
 }
 
-/** Backward of one head of a scalar coefficient-stream rule in the chunk-parallel form. */
+/** Backward of one head of a coefficient-stream rule in the chunk-parallel form. */
 export function chunkBackward(scratch: usize): void {
   setup(scratch, true);
   const dk = DK;
@@ -592,18 +746,26 @@ export function chunkBackward(scratch: usize): void {
   const dqh = scratch + L_DQHAT;
   const dkh = scratch + L_DKHAT;
   const ckpt = scratch + L_CKPT;
-  const s0 = s0Ptr(scratch);
+  // per-column rules keep states, checkpoints and dS transposed ([Dv, Dk])
+  const s0 = COL ? S0T : s0Ptr(scratch);
+  const dS = COL ? DSCOL : DSR;
+  const dS0 = COL ? DS0T : G_DS0;
   fillF(dkh, 0, T * dk);
-  fillF(G_DS0, 0, sd);
+  fillF(dS0, 0, sd);
   // checkpoints: the state entering each chunk (before a possible reset at its first position)
   if (HAS_CARRY) memory.copy(RUN, C_STATE, sdb);
   else fillF(RUN, 0, sd);
+  if (COL) {
+    transpose(S0T, s0Ptr(scratch), dk, DV, dk);
+    memory.copy(DST, RUN, sdb);
+    transpose(RUN, DST, dk, DV, dk);
+  }
   const nc = (T + CC - 1) / CC;
   for (let c = 0; c < nc; c++) {
     memory.copy(ckpt + <usize> c * sdb, RUN, sdb);
     if (c < nc - 1 || REG) runChunks(c, c + 1, RUN, s0, false); // the last chunk only to keep its W
   }
-  fillF(DSR, 0, sd);
+  fillF(dS, 0, sd);
   for (let c = nc - 1; c >= 0; c--) {
     const c0 = c * CC;
     let e = min(T, c0 + CC);
@@ -613,13 +775,18 @@ export function chunkBackward(scratch: usize): void {
       const start = isStart(a);
       segmentBackward(a, e - a, start ? s0 : ckpt + <usize> c * sdb, dqh, dkh);
       if (start) {
-        axpyF(G_DS0, DSR, 1, sd);
-        fillF(DSR, 0, sd);
+        axpyF(dS0, dS, 1, sd);
+        fillF(dS, 0, sd);
       }
       e = a;
     }
   }
-  memory.copy(G_DCARRY, DSR, sdb);
+  if (COL) {
+    transpose(G_DS0, DS0T, DV, dk, DV);
+    transpose(G_DCARRY, DSCOL, DV, dk, DV);
+  } else {
+    memory.copy(G_DCARRY, DSR, sdb);
+  }
   for (let t = 0; t < T; t++) {
     normalizeBackward(G_DQ + kOff(t), Q0 + kOff(t), dqh + kRowOff(t), dk);
     normalizeBackward(G_DK + kOff(t), K0 + kOff(t), dkh + kRowOff(t), dk);

@@ -1,6 +1,8 @@
 /**
  * Work area of the chunk-parallel form (fw_chunk.ts) inside a thread's scratch: byte offsets relative
  * to its start, for chunks of at most `C` positions (shapes in the comments; `C` rows, `Dk`/`Dv` wide).
+ * The per-column rules (falcon2/falcon2a) run one value column at a time: their `[C, Dv]` row arrays
+ * then hold one column (`[C, 1]`), and the `W_CF`, `W_CG`, `W_YC`, `W_SCOL`... arrays keep the rest.
  */
 
 // per-position scalars of the chunk
@@ -48,6 +50,14 @@ export let W_DS: usize = 0; // running dS
 export let W_RUN: usize = 0; // running state of the checkpoint pass
 // Dv vectors for coefs() / coefGrads()
 export let W_V: usize = 0; // 6 x [Dv]
+// per-column rules
+export let W_CF: usize = 0; // f32 [3, C, Dv] gamma, a, b of every column
+export let W_CG: usize = 0; // f32 [3, C, Dv] their gradients
+export let W_YC: usize = 0; // f32 [C] values of the current column
+export let W_SCOL: usize = 0; // [Dv, Dk] running state, transposed (row j: column j's state)
+export let W_S0T: usize = 0; // [Dv, Dk] S0 transposed
+export let W_DSCOL: usize = 0; // [Dv, Dk] running dS, transposed
+export let W_DS0T: usize = 0; // [Dv, Dk] dS0, transposed
 
 function up(x: usize): usize {
   return (x + 15) & ~(<usize> 15);
@@ -143,5 +153,19 @@ export function chunkLayout(c: i32, dk: i32, dv: i32): usize {
   o = up(o + sd);
   W_V = o;
   o = up(o + ((6 * <usize> dv) << 2));
+  W_CF = o;
+  o = up(o + 3 * rv);
+  W_CG = o;
+  o = up(o + 3 * rv);
+  W_YC = o;
+  o = up(o + f32v);
+  W_SCOL = o;
+  o = up(o + sd);
+  W_S0T = o;
+  o = up(o + sd);
+  W_DSCOL = o;
+  o = up(o + sd);
+  W_DS0T = o;
+  o = up(o + sd);
   return o;
 }

@@ -1,6 +1,6 @@
 /**
- * The chunk-parallel kernel of the WASM backend (assembly/fw_chunk.ts) for every rule with scalar
- * coefficients, under both alignments: against the float64 reference and against the WASM recurrent
+ * The chunk-parallel kernel of the WASM backend (assembly/fw_chunk.ts) for every coefficient-stream
+ * rule (scalar coefficients, and the per-column falcon2/falcon2a), under both alignments: against the float64 reference and against the WASM recurrent
  * form, forward (o, the whole carry) at relative L2 1e-5 and gradients (dq, dk, dv, dbeta,
  * dlambdabar, ds0, dCarryState) at 1e-4. Cases: chunk sizes 1, 5 and 64, odd T not a multiple of C,
  * packed starts mid-chunk (two in a row, one on a chunk boundary), a non-zero S0, a carry, head sizes
@@ -25,7 +25,7 @@ import { usesChunkKernel } from "./fast_weight.ts";
 
 const FWD = 1e-5;
 const BWD = 1e-4;
-const SCALAR_RULES = RULES.filter((r) => !isPerColumnRule(r) && !isWindowRule(r));
+const CHUNK_RULES = RULES.filter((r) => !isWindowRule(r));
 const GRADS = ["dq", "dk", "dv", "dbeta", "dlambdabar", "ds0", "dCarryState"] as const;
 
 interface Case {
@@ -42,6 +42,7 @@ interface Case {
 
 interface HostData {
   readonly c: Case;
+  readonly perColumn: boolean;
   readonly q: Float64Array;
   readonly k: Float64Array;
   readonly v: Float64Array;
@@ -55,12 +56,13 @@ interface HostData {
 function makeData(config: RuleConfig, c: Case, seed: number): HostData {
   const rng = new Rng(seed);
   const n = c.B * c.T * c.H;
+  const nb = isPerColumnRule(config.rule) ? n * c.dv : n;
+  const lambdabar = c.clamp ? rng.uniforms(n, 1e3, 1e4) : rng.uniforms(n, 0.01, 0.8);
   const beta = config.rule === "mamba2"
     ? rng.uniforms(n, 0.05, 0.8)
     : config.rule === "deltanet" || config.rule === "gated_deltanet"
     ? rng.uniforms(n, 0.1, 0.9)
-    : rng.uniforms(n, 0.2, 1.8);
-  const lambdabar = c.clamp ? rng.uniforms(n, 1e3, 1e4) : rng.uniforms(n, 0.01, 0.8);
+    : rng.uniforms(nb, 0.2, 1.8);
   let starts: Uint8Array | undefined;
   if (c.starts) {
     starts = new Uint8Array(c.B * c.T);
@@ -68,6 +70,7 @@ function makeData(config: RuleConfig, c: Case, seed: number): HostData {
   }
   return {
     c,
+    perColumn: isPerColumnRule(config.rule),
     q: rng.normals(n * c.dk),
     k: rng.normals(n * c.dk),
     v: rng.normals(n * c.dv),
@@ -85,7 +88,7 @@ function upload(be: Backend, d: HostData, carry?: Carry): FastWeightInputs {
     q: be.fromArray(d.q, [B, T, H, dk]),
     k: be.fromArray(d.k, [B, T, H, dk]),
     v: be.fromArray(d.v, [B, T, H, dv]),
-    beta: be.fromArray(d.beta, [B, T, H]),
+    beta: be.fromArray(d.beta, d.perColumn ? [B, T, H, dv] : [B, T, H]),
     lambdabar: be.fromArray(d.lambdabar, [B, T, H]),
     ...(d.s0 ? { s0: be.fromArray(d.s0, [B, H, dk, dv]) } : {}),
     ...(d.starts ? { starts: d.starts } : {}),
@@ -171,7 +174,7 @@ async function check(
 }
 
 /**
- * Run `body` for every scalar-coefficient rule and alignment on a fresh pair of backends (`poison`:
+ * Run `body` for every chunked rule and alignment on a fresh pair of backends (`poison`:
  * every WASM allocation starts as NaN, so an uninitialised read shows; `flavour`: the WASM build).
  */
 async function everyRule(
@@ -185,7 +188,7 @@ async function everyRule(
   const ref = createRefBackend();
   try {
     let seed = 1;
-    for (const rule of SCALAR_RULES) {
+    for (const rule of CHUNK_RULES) {
       for (const alignment of ALIGNMENTS) await body(wasm, ref, ruleConfig(rule, { alignment }), seed++);
     }
   } finally {
@@ -206,14 +209,14 @@ const PACKED: Case = {
   starts: (b, t) => (b === 0 ? t === 3 || t === 4 || t === 12 : t === 20 || t === 28),
 };
 
-Deno.test("usesChunkKernel() picks the chunked kernel for chunked forms of scalar-coefficient rules only", () => {
+Deno.test("usesChunkKernel() picks the chunked kernel for chunked forms of every rule but the window rules", () => {
   const expect = (got: boolean, want: boolean, what: string) => {
     if (got !== want) throw new Error(`${what}: expected ${want}, got ${got}`);
   };
   for (const rule of RULES) {
-    const scalar = SCALAR_RULES.includes(rule);
-    expect(usesChunkKernel(ruleConfig(rule), "chunk"), scalar, `${rule} chunk`);
-    expect(usesChunkKernel(ruleConfig(rule), "parallel"), scalar, `${rule} parallel`);
+    const chunked = CHUNK_RULES.includes(rule);
+    expect(usesChunkKernel(ruleConfig(rule), "chunk"), chunked, `${rule} chunk`);
+    expect(usesChunkKernel(ruleConfig(rule), "parallel"), chunked, `${rule} parallel`);
     expect(usesChunkKernel(ruleConfig(rule), "recurrent"), false, `${rule} recurrent`);
   }
 });

@@ -47,9 +47,12 @@ function chunkSizeOf(options: FormOptions): number {
   return c;
 }
 
-/** Whether a call runs the chunk-parallel kernel: a chunked form and a rule with scalar coefficients. */
+/**
+ * Whether a call runs the chunk-parallel kernel: a chunked form and a coefficient-stream rule (scalar
+ * or per-column coefficients; the window rules falcon3/falcon3a keep their own kernel).
+ */
 export function usesChunkKernel(config: RuleConfig, form: Form = "recurrent"): boolean {
-  return form !== "recurrent" && !isPerColumnRule(config.rule) && !isWindowRule(config.rule);
+  return form !== "recurrent" && !isWindowRule(config.rule);
 }
 
 /** Fast-weight ops on the given context. */

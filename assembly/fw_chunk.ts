@@ -86,6 +86,7 @@ import {
   WIN,
 } from "./fw_common";
 import * as L from "./fw_chunk_layout";
+import { columnBackward, columnForward, columnSetup } from "./fw_chunk_column";
 import {
   G_BW_H,
   G_DBETA,
@@ -108,71 +109,68 @@ const TINY_GAMMA: f64 = 1e-20;
 /** Log decay used where gamma underflowed to 0 (every product through it underflows too). */
 const LOG_ZERO: f64 = -1e4;
 
-// absolute pointers of the work area (set by setup)
-let LC: usize = 0;
-let DLC: usize = 0;
-let EV: usize = 0;
-let GAM: usize = 0;
-let AV: usize = 0;
-let BV: usize = 0;
-let CV: usize = 0;
-let ACP: usize = 0;
-let GE: usize = 0;
-let DA: usize = 0;
-let DB: usize = 0;
-let DC: usize = 0;
-let GAMM: usize = 0;
-let KXX: usize = 0;
-let KQX: usize = 0;
-let MQ: usize = 0;
-let AM: usize = 0; // -A
-let DMQ: usize = 0;
-let DAM: usize = 0;
-let DGAM: usize = 0;
-let X: usize = 0;
-let XT: usize = 0;
-let WT: usize = 0;
-let T1: usize = 0;
-let T2: usize = 0;
-let DX: usize = 0;
-let DQ: usize = 0;
-let Y: usize = 0;
-let XS: usize = 0;
-let WW: usize = 0;
-let PP: usize = 0;
-let DW: usize = 0;
-let DR: usize = 0;
-let TMP: usize = 0;
-let ST: usize = 0;
-let DST: usize = 0;
-let DSIN: usize = 0;
-let DSR: usize = 0;
-let RUN: usize = 0;
-let VC: usize = 0; // coefs() output: gam, a, b (one float each, Dv apart)
-let VG: usize = 0; // coefGrads() input: dgam, da, db (one float each, Dv apart)
-let CF: usize = 0; // per-column rules: gamma, a, b [3, C, Dv]
-let CG: usize = 0; // per-column rules: their gradients [3, C, Dv]
-let YC: usize = 0; // per-column rules: the current column's values [C]
-let SCOL: usize = 0;
-let S0T: usize = 0;
-let DSCOL: usize = 0;
-let DS0T: usize = 0;
+// absolute pointers of the work area (set by setup; fw_chunk_column.ts shares them)
+export let LC: usize = 0;
+export let DLC: usize = 0;
+export let EV: usize = 0;
+export let GAM: usize = 0;
+export let AV: usize = 0;
+export let BV: usize = 0;
+export let CV: usize = 0;
+export let ACP: usize = 0;
+export let GE: usize = 0;
+export let DA: usize = 0;
+export let DB: usize = 0;
+export let DC: usize = 0;
+export let GAMM: usize = 0;
+export let KXX: usize = 0;
+export let KQX: usize = 0;
+export let MQ: usize = 0;
+export let AM: usize = 0; // -A
+export let DMQ: usize = 0;
+export let DAM: usize = 0;
+export let DGAM: usize = 0;
+export let X: usize = 0;
+export let XT: usize = 0;
+export let WT: usize = 0;
+export let T1: usize = 0;
+export let T2: usize = 0;
+export let DX: usize = 0;
+export let DQ: usize = 0;
+export let Y: usize = 0;
+export let XS: usize = 0;
+export let WW: usize = 0;
+export let PP: usize = 0;
+export let DW: usize = 0;
+export let DR: usize = 0;
+export let TMP: usize = 0;
+export let ST: usize = 0;
+export let DST: usize = 0;
+export let DSIN: usize = 0;
+export let DSR: usize = 0;
+export let RUN: usize = 0;
+export let VC: usize = 0; // coefs() output: gam, a, b (one float each, Dv apart)
+export let VG: usize = 0; // coefGrads() input: dgam, da, db (one float each, Dv apart)
+export let CF: usize = 0; // per-column rules: gamma, a, b [3, C, Dv]
+export let CG: usize = 0; // per-column rules: their gradients [3, C, Dv]
+export let YC: usize = 0; // per-column rules: the current column's values [C]
 // per-head constants
-let CC: i32 = 64; // chunk size C (at most T), also the row stride of the [C, C] matrices
-let COL: bool = false; // per-column rule: sub-problems of one value column each
-let NV: i32 = 0; // value width of a sub-problem: Dv, or 1 for a per-column rule
-let COLB: usize = 0; // byte offset of the current value column in v, o, dO, dv rows (0: scalar rules)
-let YS: usize = 0; // values of the sub-problem [C, NV]: Y, or YC for a per-column rule
-let LDO: i32 = 0; // row stride of v, o, dO (H * Dv)
-let KH: usize = 0;
-let QH: usize = 0;
-let ZERO: usize = 0;
-let REG: bool = false;
-let WSTORE: usize = 0; // backward of a regression rule: W of every position [T, Dv], else 0
+export let CC: i32 = 64; // chunk size C (at most T), also the row stride of the [C, C] matrices
+export let COL: bool = false; // per-column rule: sub-problems of one value column each
+export let NV: i32 = 0; // value width of a sub-problem: Dv, or 1 for a per-column rule
+export let COLB: usize = 0; // byte offset of the current value column in v, o, dO, dv rows (0: scalar rules)
+export let YS: usize = 0; // values of the sub-problem [C, NV]: Y, or YC for a per-column rule
+export let LDO: i32 = 0; // row stride of v, o, dO (H * Dv)
+export let KH: usize = 0;
+export let QH: usize = 0;
+export let ZERO: usize = 0;
+export let REG: bool = false;
+export let WSTORE: usize = 0; // backward of a regression rule: W of every position [T, Dv], else 0
 
 /** Per head: the chunk size, the scratch layout and work pointers, and phi(q), phi(k) of every position. */
 function setup(scratch: usize, backward: bool): void {
   CC = chunkSize(T, CHUNK);
+  COL = isPerColumn(RULE);
   layout(T, DK, DV, WIN, CC, backward, true);
   const b = scratch + L_CW;
   LC = b + L.W_LC;
@@ -219,11 +217,7 @@ function setup(scratch: usize, backward: bool): void {
   CF = b + L.W_CF;
   CG = b + L.W_CG;
   YC = b + L.W_YC;
-  SCOL = b + L.W_SCOL;
-  S0T = b + L.W_S0T;
-  DSCOL = b + L.W_DSCOL;
-  DS0T = b + L.W_DS0T;
-  COL = isPerColumn(RULE);
+  if (COL) columnSetup(b);
   NV = COL ? 1 : DV;
   COLB = 0;
   YS = COL ? YC : Y;
@@ -242,22 +236,22 @@ function setup(scratch: usize, backward: bool): void {
 }
 
 /** Byte offset of row `t` of a `[T, Dk]` scratch array. */
-function kRowOff(t: i32): usize {
+export function kRowOff(t: i32): usize {
   return (<usize> t * <usize> DK) << 2;
 }
 
 /** Byte offset of row `t` of a `[T, Dv]` scratch array. */
-function vRowOff(t: i32): usize {
+export function vRowOff(t: i32): usize {
   return (<usize> t * <usize> DV) << 2;
 }
 
 /** Pointer to row `i` of a `[C, d]` work array. */
-function row(p: usize, i: i32, d: i32): usize {
+export function row(p: usize, i: i32, d: i32): usize {
   return p + ((<usize> i * <usize> d) << 2);
 }
 
 /** Pointer to element `(i, j)` of a `[C, C]` work matrix. */
-function el(p: usize, i: i32, j: i32): usize {
+export function el(p: usize, i: i32, j: i32): usize {
   return p + ((<usize> i * <usize> CC + <usize> j) << 2);
 }
 
@@ -299,7 +293,7 @@ function loadRows(a: i32, n: i32): void {
 }
 
 /** Per-column rule: make value column `j` the current sub-problem (its gamma, a, b and values). */
-function selectColumn(j: i32, n: i32): void {
+export function selectColumn(j: i32, n: i32): void {
   const dv = DV;
   const cfb = (<usize> CC * <usize> dv) << 2;
   COLB = <usize> j << 2;
@@ -316,7 +310,7 @@ function selectColumn(j: i32, n: i32): void {
  * The decays of the current sub-problem: Lc, c, a * cp, the decay matrix Gam (zero above the
  * diagonal) and Gam[e, :].
  */
-function loadDecays(n: i32): void {
+export function loadDecays(n: i32): void {
   let lc: f64 = 0;
   for (let i = 0; i < n; i++) {
     const g = ldf(GAM, i);
@@ -366,12 +360,12 @@ function solveW(S: usize, n: i32): void {
 }
 
 /** `KXX = X X^T` (strictly lower) of the segment. */
-function gramX(n: i32): void {
+export function gramX(n: i32): void {
   gram(KXX, CC, X, DK, XT, CC, n, DK, true);
 }
 
 /** `AM = -A = -diag(a) (Kxx ⊙ Gp)` (strictly lower) of the sub-problem (Kxx: the segment's, or fresh). */
-function buildA(n: i32): void {
+export function buildA(n: i32): void {
   if (!COL) gramX(n);
   for (let i = 1; i < n; i++) {
     const ai = ldf(AV, i);
@@ -385,7 +379,7 @@ function buildA(n: i32): void {
  * `W <- (I + A)^-1 W` (AM holds `-A`), in blocks of 4 rows: the rows above a block enter through one
  * product, the block's own triangle by row updates.
  */
-function forwardSubstitute(n: i32): void {
+export function forwardSubstitute(n: i32): void {
   const dv = NV;
   for (let i0 = 0; i0 < n; i0 += 4) {
     const i1 = min(n, i0 + 4);
@@ -397,7 +391,7 @@ function forwardSubstitute(n: i32): void {
 }
 
 /** `dR <- (I + A)^-T dR` (AM holds `-A`), in blocks of 4 rows from the bottom, as forwardSubstitute. */
-function backSubstitute(n: i32): void {
+export function backSubstitute(n: i32): void {
   const dv = NV;
   for (let j1 = n; j1 > 0; j1 -= 4) {
     const j0 = max(0, j1 - 4);
@@ -409,19 +403,19 @@ function backSubstitute(n: i32): void {
 }
 
 /** `KQX = Q X^T` (lower triangle) of the segment at `a`. */
-function gramQ(a: i32, n: i32): void {
+export function gramQ(a: i32, n: i32): void {
   gram(KQX, CC, QH + kRowOff(a), DK, XT, CC, n, DK, false);
 }
 
 /** `MQ = KQX ⊙ Gam` (lower triangle; zero above) for the sub-problem at `a` (KQX fresh or shared). */
-function readoutMask(a: i32, n: i32): void {
+export function readoutMask(a: i32, n: i32): void {
   fillF(MQ, 0, n * CC);
   if (!COL) gramQ(a, n);
   hadamard(MQ, KQX, GAMM, n, CC);
 }
 
 /** Keep (`save`) or restore the sub-problem's pseudo-values W in the `[T, Dv]` store. */
-function storeW(a: i32, n: i32, save: bool): void {
+export function storeW(a: i32, n: i32, save: bool): void {
   if (!COL) {
     const bytes = (<usize> n * <usize> NV) << 2;
     if (save) memory.copy(WSTORE + vRowOff(a), WW, bytes);
@@ -438,18 +432,8 @@ function storeW(a: i32, n: i32, save: bool): void {
 /** One segment forward on the state `S` (updated in place); with `readout` writes o of its positions. */
 function segmentForward(a: i32, n: i32, S: usize, readout: bool): void {
   loadRows(a, n);
-  if (!COL) {
-    subForward(a, n, S, readout);
-    return;
-  }
-  if (REG) gramX(n);
-  if (readout) gramQ(a, n);
-  const sb = <usize> DK << 2;
-  for (let j = 0; j < DV; j++) {
-    selectColumn(j, n);
-    subForward(a, n, S + <usize> j * sb, readout);
-  }
-  COLB = 0;
+  if (COL) columnForward(a, n, S, readout);
+  else subForward(a, n, S, readout);
 }
 
 /** Forward of the current sub-problem (all columns, or one) of the segment on its state `S`. */
@@ -489,15 +473,9 @@ function runChunks(c0: i32, c1: i32, S: usize, s0: usize, readout: bool): void {
 export function chunkForward(scratch: usize): void {
   setup(scratch, false);
   const sdb = (<usize> DK * <usize> DV) << 2;
-  const S = COL ? SCOL : OUT_STATE;
   if (HAS_CARRY) memory.copy(OUT_STATE, C_STATE, sdb);
   else fillF(OUT_STATE, 0, DK * DV);
-  if (COL) {
-    transpose(SCOL, OUT_STATE, DK, DV, DK);
-    transpose(S0T, s0Ptr(scratch), DK, DV, DK);
-  }
-  runChunks(0, (T + CC - 1) / CC, S, COL ? S0T : s0Ptr(scratch), true);
-  if (COL) transpose(OUT_STATE, SCOL, DV, DK, DV);
+  runChunks(0, (T + CC - 1) / CC, OUT_STATE, s0Ptr(scratch), true);
   if (T > 0) memory.copy(OUT_LASTKEY, KH + kRowOff(T - 1), <usize> DK << 2);
   else if (HAS_CARRY) memory.copy(OUT_LASTKEY, C_LASTKEY, <usize> DK << 2);
   else fillF(OUT_LASTKEY, 0, DK);
@@ -615,7 +593,7 @@ function backSolve(a: i32, n: i32): void {
  * `H = dGam ⊙ Gam`, then `dlog gamma_r = sum_{i >= r} dLc_i` and `dgamma_r = dlog gamma_r / gamma_r`
  * (written to DC; zero where gamma is below TINY_GAMMA, whose every use in coefGrads is scaled by it).
  */
-function decayGrads(n: i32): void {
+export function decayGrads(n: i32): void {
   for (let i = 0; i < n; i++) std(DLC, i, <f64> ldf(DC, i) * <f64> ldf(CV, i));
   for (let i = 1; i < n; i++) {
     let rowSum: f64 = 0;
@@ -635,7 +613,7 @@ function decayGrads(n: i32): void {
 }
 
 /** Per-column rule: keep the current column's coefficient gradients (dgamma in DC, da, db) in CG. */
-function keepColumnGrads(n: i32): void {
+export function keepColumnGrads(n: i32): void {
   const dv = DV;
   const cgb = (<usize> CC * <usize> dv) << 2;
   for (let i = 0; i < n; i++) {
@@ -683,31 +661,14 @@ function scatterRows(a: i32, n: i32, dqh: usize, dkh: usize): void {
   }
 }
 
-/**
- * Backward of one segment entering with `S`; the running dS (DSR, or DSCOL transposed for a
- * per-column rule) holds dS_e on entry and dS_a on return.
- */
+/** Backward of one segment entering with `S`; DSR holds dS_e on entry and dS_a on return. */
 function segmentBackward(a: i32, n: i32, S: usize, dqh: usize, dkh: usize): void {
   const dk = DK;
   loadRows(a, n);
   fillF(DX, 0, n * dk);
   fillF(DQ, 0, n * dk);
-  if (!COL) {
-    subBackward(a, n, S);
-  } else {
-    if (REG) gramX(n);
-    gramQ(a, n);
-    const sb = <usize> dk << 2;
-    for (let j = 0; j < DV; j++) {
-      selectColumn(j, n);
-      const ds = DSCOL + <usize> j * sb;
-      memory.copy(DSR, ds, sb);
-      subBackward(a, n, S + <usize> j * sb);
-      keepColumnGrads(n);
-      memory.copy(ds, DSR, sb);
-    }
-    COLB = 0;
-  }
+  if (COL) columnBackward(a, n, S);
+  else subBackward(a, n, S);
   scatterRows(a, n, dqh, dkh);
 }
 
@@ -746,26 +707,18 @@ export function chunkBackward(scratch: usize): void {
   const dqh = scratch + L_DQHAT;
   const dkh = scratch + L_DKHAT;
   const ckpt = scratch + L_CKPT;
-  // per-column rules keep states, checkpoints and dS transposed ([Dv, Dk])
-  const s0 = COL ? S0T : s0Ptr(scratch);
-  const dS = COL ? DSCOL : DSR;
-  const dS0 = COL ? DS0T : G_DS0;
+  const s0 = s0Ptr(scratch);
   fillF(dkh, 0, T * dk);
-  fillF(dS0, 0, sd);
+  fillF(G_DS0, 0, sd);
   // checkpoints: the state entering each chunk (before a possible reset at its first position)
   if (HAS_CARRY) memory.copy(RUN, C_STATE, sdb);
   else fillF(RUN, 0, sd);
-  if (COL) {
-    transpose(S0T, s0Ptr(scratch), dk, DV, dk);
-    memory.copy(DST, RUN, sdb);
-    transpose(RUN, DST, dk, DV, dk);
-  }
   const nc = (T + CC - 1) / CC;
   for (let c = 0; c < nc; c++) {
     memory.copy(ckpt + <usize> c * sdb, RUN, sdb);
     if (c < nc - 1 || REG) runChunks(c, c + 1, RUN, s0, false); // the last chunk only to keep its W
   }
-  fillF(dS, 0, sd);
+  fillF(DSR, 0, sd);
   for (let c = nc - 1; c >= 0; c--) {
     const c0 = c * CC;
     let e = min(T, c0 + CC);
@@ -775,18 +728,13 @@ export function chunkBackward(scratch: usize): void {
       const start = isStart(a);
       segmentBackward(a, e - a, start ? s0 : ckpt + <usize> c * sdb, dqh, dkh);
       if (start) {
-        axpyF(dS0, dS, 1, sd);
-        fillF(dS, 0, sd);
+        axpyF(G_DS0, DSR, 1, sd);
+        fillF(DSR, 0, sd);
       }
       e = a;
     }
   }
-  if (COL) {
-    transpose(G_DS0, DS0T, DV, dk, DV);
-    transpose(G_DCARRY, DSCOL, DV, dk, DV);
-  } else {
-    memory.copy(G_DCARRY, DSR, sdb);
-  }
+  memory.copy(G_DCARRY, DSR, sdb);
   for (let t = 0; t < T; t++) {
     normalizeBackward(G_DQ + kOff(t), Q0 + kOff(t), dqh + kRowOff(t), dk);
     normalizeBackward(G_DK + kOff(t), K0 + kOff(t), dkh + kRowOff(t), dk);

@@ -1,8 +1,8 @@
 /**
  * Work area of the chunk-parallel form (fw_chunk.ts) inside a thread's scratch: byte offsets relative
  * to its start, for chunks of at most `C` positions (shapes in the comments; `C` rows, `Dk`/`Dv` wide).
- * The per-column rules (falcon2/falcon2a) run one value column at a time: their `[C, Dv]` row arrays
- * then hold one column (`[C, 1]`), and the `W_CF`, `W_CG`, `W_YC`, `W_SCOL`... arrays keep the rest.
+ * The per-column rules (falcon2/falcon2a, fw_chunk_column.ts) run their `C x C` work one value column
+ * at a time: W_W, W_DW, W_DR then hold one column (`[C, 1]`), and the arrays after W_V the rest.
  */
 
 // per-position scalars of the chunk
@@ -54,10 +54,16 @@ export let W_V: usize = 0; // 6 x [Dv]
 export let W_CF: usize = 0; // f32 [3, C, Dv] gamma, a, b of every column
 export let W_CG: usize = 0; // f32 [3, C, Dv] their gradients
 export let W_YC: usize = 0; // f32 [C] values of the current column
-export let W_SCOL: usize = 0; // [Dv, Dk] running state, transposed (row j: column j's state)
-export let W_S0T: usize = 0; // [Dv, Dk] S0 transposed
-export let W_DSCOL: usize = 0; // [Dv, Dk] running dS, transposed
-export let W_DS0T: usize = 0; // [Dv, Dk] dS0, transposed
+export let W_CE: usize = 0; // f32 [Dv] c_e of every column
+export let W_XSF: usize = 0; // [C, Dv] X S_a
+export let W_QSF: usize = 0; // [C, Dv] Q S_a
+export let W_WF: usize = 0; // [C, Dv] W of every column
+export let W_GWF: usize = 0; // [C, Dv] Gam[e, :] ⊙ W of every column
+export let W_PF: usize = 0; // [C, Dv] X dS_e
+export let W_DOC: usize = 0; // [C, Dv] diag(c) dO of every column
+export let W_DRF: usize = 0; // [C, Dv] -diag(a cp) dR of every column
+export let W_DKQX: usize = 0; // [C, C] dKqx summed over the columns
+export let W_DKXX: usize = 0; // [C, C] dKxx summed over the columns
 
 function up(x: usize): usize {
   return (x + 15) & ~(<usize> 15);
@@ -159,13 +165,25 @@ export function chunkLayout(c: i32, dk: i32, dv: i32): usize {
   o = up(o + 3 * rv);
   W_YC = o;
   o = up(o + f32v);
-  W_SCOL = o;
-  o = up(o + sd);
-  W_S0T = o;
-  o = up(o + sd);
-  W_DSCOL = o;
-  o = up(o + sd);
-  W_DS0T = o;
-  o = up(o + sd);
+  W_CE = o;
+  o = up(o + ((<usize> dv) << 2));
+  W_XSF = o;
+  o = up(o + rv);
+  W_QSF = o;
+  o = up(o + rv);
+  W_WF = o;
+  o = up(o + rv);
+  W_GWF = o;
+  o = up(o + rv);
+  W_PF = o;
+  o = up(o + rv);
+  W_DOC = o;
+  o = up(o + rv);
+  W_DRF = o;
+  o = up(o + rv);
+  W_DKQX = o;
+  o = up(o + mat);
+  W_DKXX = o;
+  o = up(o + mat);
   return o;
 }

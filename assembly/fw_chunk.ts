@@ -53,6 +53,7 @@ import {
   DK,
   DO0,
   DV,
+  FALCON3A,
   GRAD_E,
   H,
   HAS_CARRY,
@@ -87,6 +88,7 @@ import {
 } from "./fw_common";
 import * as L from "./fw_chunk_layout";
 import { columnBackward, columnForward, columnSetup } from "./fw_chunk_column";
+import { windowSegmentBackward, windowSegmentForward, windowSetup } from "./fw_chunk_window";
 import {
   G_BW_H,
   G_DBETA,
@@ -157,6 +159,7 @@ export let YC: usize = 0; // per-column rules: the current column's values [C]
 // per-head constants
 export let CC: i32 = 64; // chunk size C (at most T), also the row stride of the [C, C] matrices
 export let COL: bool = false; // per-column rule: sub-problems of one value column each
+export let WINDOWED: bool = false; // falcon3a: segments of fw_chunk_window.ts
 export let NV: i32 = 0; // value width of a sub-problem: Dv, or 1 for a per-column rule
 export let COLB: usize = 0; // byte offset of the current value column in v, o, dO, dv rows (0: scalar rules)
 export let YS: usize = 0; // values of the sub-problem [C, NV]: Y, or YC for a per-column rule
@@ -171,6 +174,7 @@ export let WSTORE: usize = 0; // backward of a regression rule: W of every posit
 function setup(scratch: usize, backward: bool): void {
   CC = chunkSize(T, CHUNK);
   COL = isPerColumn(RULE);
+  WINDOWED = RULE == FALCON3A;
   layout(T, DK, DV, WIN, CC, backward, true);
   const b = scratch + L_CW;
   LC = b + L.W_LC;
@@ -218,6 +222,7 @@ function setup(scratch: usize, backward: bool): void {
   CG = b + L.W_CG;
   YC = b + L.W_YC;
   if (COL) columnSetup(b);
+  if (WINDOWED) windowSetup(b);
   NV = COL ? 1 : DV;
   COLB = 0;
   YS = COL ? YC : Y;
@@ -431,6 +436,10 @@ export function storeW(a: i32, n: i32, save: bool): void {
 
 /** One segment forward on the state `S` (updated in place); with `readout` writes o of its positions. */
 function segmentForward(a: i32, n: i32, S: usize, readout: bool): void {
+  if (WINDOWED) {
+    windowSegmentForward(a, n, S, readout);
+    return;
+  }
   loadRows(a, n);
   if (COL) columnForward(a, n, S, readout);
   else subForward(a, n, S, readout);
@@ -664,6 +673,10 @@ function scatterRows(a: i32, n: i32, dqh: usize, dkh: usize): void {
 /** Backward of one segment entering with `S`; DSR holds dS_e on entry and dS_a on return. */
 function segmentBackward(a: i32, n: i32, S: usize, dqh: usize, dkh: usize): void {
   const dk = DK;
+  if (WINDOWED) {
+    windowSegmentBackward(a, n, S, dqh, dkh);
+    return;
+  }
   loadRows(a, n);
   fillF(DX, 0, n * dk);
   fillF(DQ, 0, n * dk);
@@ -710,6 +723,8 @@ export function chunkBackward(scratch: usize): void {
   const s0 = s0Ptr(scratch);
   fillF(dkh, 0, T * dk);
   fillF(G_DS0, 0, sd);
+  if (WINDOWED) { for (let t = 0; t < T; t++) fillF(G_DV + vOff(t), 0, DV); // pairs accumulate into dv
+   }
   // checkpoints: the state entering each chunk (before a possible reset at its first position)
   if (HAS_CARRY) memory.copy(RUN, C_STATE, sdb);
   else fillF(RUN, 0, sd);

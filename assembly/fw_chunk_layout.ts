@@ -64,13 +64,32 @@ export let W_DOC: usize = 0; // [C, Dv] diag(c) dO of every column
 export let W_DRF: usize = 0; // [C, Dv] -diag(a cp) dR of every column
 export let W_DKQX: usize = 0; // [C, C] dKqx summed over the columns
 export let W_DKXX: usize = 0; // [C, C] dKxx summed over the columns
+// window rule falcon3a (fw_chunk_window.ts): the segment's pairs, P = C + B - 1 of them at most
+export let W_WS: usize = 0; // f64 [8, C] per position: gamma, g, stat, lam, den, eta, clamped, noop
+export let W_WI: usize = 0; // i32 [2, C] per position: first pair of the window, window size
+export let W_PX: usize = 0; // [P, Dk] pair features
+export let W_PXT: usize = 0; // [Dk, P] their transpose
+export let W_PY: usize = 0; // [P, Dv] pair targets
+export let W_PYT: usize = 0; // [Dv, P] their transpose
+export let W_PM: usize = 0; // [C, P] write mask M
+export let W_PKQ: usize = 0; // [C, P] Q X^T
+export let W_PMQ: usize = 0; // [C, P] Kqx ⊙ M
+export let W_PDM: usize = 0; // [C, P] dM
+export let W_PDQ: usize = 0; // [C, P] dMq, then dKqx
+export let W_PDX: usize = 0; // [P, Dk] pair feature gradients
+export let W_PDY: usize = 0; // [P, Dv] pair target gradients
+export let W_PP: usize = 0; // [P, Dv] X dS_e, then M[e, :] ⊙ Y
+export let W_PR: usize = 0; // f32 [P] running dM row of the reverse recursion
 
 function up(x: usize): usize {
   return (x + 15) & ~(<usize> 15);
 }
 
-/** Set the offsets for chunks of `c` positions and return the bytes of the work area. */
-export function chunkLayout(c: i32, dk: i32, dv: i32): usize {
+/**
+ * Set the offsets for chunks of `c` positions and return the bytes of the work area (`w`: the window
+ * size B of falcon3a, whose arrays of pairs hold `c + w - 1` rows; 1 for the other rules).
+ */
+export function chunkLayout(c: i32, dk: i32, dv: i32, w: i32): usize {
   const cc = <usize> c;
   const f64v = cc << 3;
   const f32v = cc << 2;
@@ -185,5 +204,37 @@ export function chunkLayout(c: i32, dk: i32, dv: i32): usize {
   o = up(o + mat);
   W_DKXX = o;
   o = up(o + mat);
+  const pn = <usize> (c + (w > 1 ? w : 1) - 1);
+  const pm = (cc * pn) << 2;
+  W_WS = o;
+  o = up(o + 8 * f64v);
+  W_WI = o;
+  o = up(o + 2 * f32v);
+  W_PX = o;
+  o = up(o + ((pn * <usize> dk) << 2));
+  W_PXT = o;
+  o = up(o + ((pn * <usize> dk) << 2));
+  W_PY = o;
+  o = up(o + ((pn * <usize> dv) << 2));
+  W_PYT = o;
+  o = up(o + ((pn * <usize> dv) << 2));
+  W_PM = o;
+  o = up(o + pm);
+  W_PKQ = o;
+  o = up(o + pm);
+  W_PMQ = o;
+  o = up(o + pm);
+  W_PDM = o;
+  o = up(o + pm);
+  W_PDQ = o;
+  o = up(o + pm);
+  W_PDX = o;
+  o = up(o + ((pn * <usize> dk) << 2));
+  W_PDY = o;
+  o = up(o + ((pn * <usize> dv) << 2));
+  W_PP = o;
+  o = up(o + ((pn * <usize> dv) << 2));
+  W_PR = o;
+  o = up(o + (pn << 2));
   return o;
 }

@@ -519,7 +519,7 @@ export function layout(t: i32, dk: i32, dv: i32, w: i32, c: i32, backward: bool,
     L_WSTORE = o;
     if (backward) o = up(o + ((<usize> t * <usize> dv) << 2));
     L_CW = o;
-    o = up(o + chunkLayout(c, dk, dv));
+    o = up(o + chunkLayout(c, dk, dv, w));
   } else if (backward) {
     const nc = <usize> ((t + c - 1) / c);
     o = up(o + nc * sd);

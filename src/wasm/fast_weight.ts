@@ -22,15 +22,7 @@ import type {
   FormOptions,
   Tensor,
 } from "../rules/backend.ts";
-import {
-  type Form,
-  FORMS,
-  isPerColumnRule,
-  isWindowRule,
-  retnetDecay,
-  type RuleConfig,
-  RULES,
-} from "../rules/config.ts";
+import { type Form, FORMS, isPerColumnRule, retnetDecay, type RuleConfig, RULES } from "../rules/config.ts";
 import { fastWeightDims } from "../rules/reference/fast_weight.ts";
 import { FW_PARAM } from "./_generated_wasm.ts";
 import type { WasmContext } from "./context.ts";
@@ -48,11 +40,11 @@ function chunkSizeOf(options: FormOptions): number {
 }
 
 /**
- * Whether a call runs the chunk-parallel kernel: a chunked form and a coefficient-stream rule (scalar
- * or per-column coefficients; the window rules falcon3/falcon3a keep their own kernel).
+ * Whether a call runs the chunk-parallel kernel: a chunked form and any rule but falcon3 (whose
+ * regression window keeps its recurrent kernel).
  */
 export function usesChunkKernel(config: RuleConfig, form: Form = "recurrent"): boolean {
-  return form !== "recurrent" && !isWindowRule(config.rule);
+  return form !== "recurrent" && config.rule !== "falcon3";
 }
 
 /** Fast-weight ops on the given context. */

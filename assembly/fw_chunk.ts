@@ -312,25 +312,45 @@ export function selectColumn(j: i32, n: i32): void {
 }
 
 /**
- * The decays of the current sub-problem: Lc, c, a * cp, the decay matrix Gam (zero above the
- * diagonal) and Gam[e, :].
+ * The decays of the current sub-problem: c, a * cp, the decay matrix Gam (zero above the diagonal)
+ * and Gam[e, :]. Scalar rules take Gam from the log-sums Lc (masked before exp); a per-column rule,
+ * which needs one Gam per value column, builds it by the row recursion `Gam[i, :] = gamma_i
+ * Gam[i-1, :]` (products of decays only: nothing overflows, nothing divides, and no exp or log).
  */
 export function loadDecays(n: i32): void {
+  // c_i as a running product (float64; it only underflows where exp(Lc_i) would)
   let lc: f64 = 0;
+  let c: f64 = 1;
   for (let i = 0; i < n; i++) {
     const g = ldf(GAM, i);
-    stf(ACP, i, <f32> (<f64> ldf(AV, i) * Math.exp(lc)));
-    lc += g > 0 ? Math.log(<f64> g) : LOG_ZERO;
-    std(LC, i, lc);
-    stf(CV, i, <f32> Math.exp(lc));
+    stf(ACP, i, <f32> (<f64> ldf(AV, i) * c));
+    if (!COL) {
+      lc += g > 0 ? Math.log(<f64> g) : LOG_ZERO;
+      std(LC, i, lc);
+    }
+    c *= <f64> g;
+    stf(CV, i, <f32> c);
   }
   fillF(GAMM, 0, n * CC);
   for (let i = 0; i < n; i++) {
+    const r = el(GAMM, i, 0);
     // masked before exp: only j < i, where Lc_i - Lc_j <= 0 (a sum of log decays)
-    decayRow(el(GAMM, i, 0), ldd(LC, i), i);
-    stf(el(GAMM, i, 0), i, 1);
+    if (!COL) decayRow(r, ldd(LC, i), i);
+    else if (i > 0) scaleRow(r, r - (<usize> CC << 2), ldf(GAM, i), i);
+    stf(r, i, 1);
   }
   for (let j = 0; j < n; j++) stf(GE, j, load<f32>(el(GAMM, n - 1, j)));
+}
+
+/** `dst[j] = s * src[j]` for `j < n` (4 lanes at a time). */
+function scaleRow(dst: usize, src: usize, s: f32, n: i32): void {
+  const sv = f32x4.splat(s);
+  let j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const o = <usize> j << 2;
+    v128.store(dst + o, f32x4.mul(sv, v128.load(src + o)));
+  }
+  for (; j < n; j++) stf(dst, j, s * ldf(src, j));
 }
 
 /** `row[j] = exp(li - Lc_j)` for `j < n`: differences in float64, exp in float32 (4 lanes at a time). */

@@ -331,7 +331,8 @@ export function loadDecays(n: i32): void {
     c *= <f64> g;
     stf(CV, i, <f32> c);
   }
-  fillF(GAMM, 0, n * CC);
+  // a per-column rule zeroes Gam once per segment (every column writes the same lower triangle)
+  if (!COL) fillF(GAMM, 0, n * CC);
   for (let i = 0; i < n; i++) {
     const r = el(GAMM, i, 0);
     // masked before exp: only j < i, where Lc_i - Lc_j <= 0 (a sum of log decays)
@@ -434,8 +435,10 @@ export function gramQ(a: i32, n: i32): void {
 
 /** `MQ = KQX ⊙ Gam` (lower triangle; zero above) for the sub-problem at `a` (KQX fresh or shared). */
 export function readoutMask(a: i32, n: i32): void {
-  fillF(MQ, 0, n * CC);
-  if (!COL) gramQ(a, n);
+  if (!COL) {
+    fillF(MQ, 0, n * CC); // a per-column rule zeroes it once per segment
+    gramQ(a, n);
+  }
   hadamard(MQ, KQX, GAMM, n, CC);
 }
 

@@ -91,6 +91,12 @@ export function columnSetup(base: usize): void {
   DKXX = base + L.W_DKXX;
 }
 
+/** Zero Gam and Mq once per segment: every column then writes the same lower triangles. */
+function zeroTriangles(n: i32): void {
+  fillF(GAMM, 0, n * CC);
+  fillF(MQ, 0, n * CC);
+}
+
 /** Element `(i, j)` of a `[C, Dv]` work array. */
 function at(p: usize, i: i32, j: i32): usize {
   return p + ((<usize> i * <usize> DV + <usize> j) << 2);
@@ -142,6 +148,7 @@ export function columnForward(a: i32, n: i32, S: usize, readout: bool): void {
     gramQ(a, n);
     mm(QSF, dv, QH + kRowOff(a), dk, 1, S, dv, n, dk, dv, false, FULL);
   }
+  zeroTriangles(n);
   for (let j = 0; j < dv; j++) {
     selectColumn(j, n);
     loadDecays(n);
@@ -186,12 +193,22 @@ function columnBackStep(a: i32, n: i32, j: i32, S: usize): void {
   // dMq = dO_j W^T (lower): dGam += dMq ⊙ Kqx, dKqx += dMq ⊙ Gam; dc_i = dO_ij (Q S_a)_ij
   for (let i = 0; i < n; i++) {
     const d = load<f32>(dO + ((<usize> i * <usize> ldo) << 2));
-    for (let k = 0; k <= i; k++) {
+    const g = el(DGAM, i, 0);
+    const kq = el(KQX, i, 0);
+    const dq = el(DKQX, i, 0);
+    const gm = el(GAMM, i, 0);
+    const dv4 = f32x4.splat(d);
+    let k = 0;
+    for (; k + 4 <= i + 1; k += 4) {
+      const o = <usize> k << 2;
+      const dm = f32x4.mul(dv4, v128.load(WW + o));
+      v128.store(g + o, f32x4.add(v128.load(g + o), f32x4.mul(dm, v128.load(kq + o))));
+      v128.store(dq + o, f32x4.add(v128.load(dq + o), f32x4.mul(dm, v128.load(gm + o))));
+    }
+    for (; k <= i; k++) {
       const dm = d * ldf(WW, k);
-      const g = el(DGAM, i, k);
-      store<f32>(g, load<f32>(g) + dm * load<f32>(el(KQX, i, k)));
-      const q = el(DKQX, i, k);
-      store<f32>(q, load<f32>(q) + dm * load<f32>(el(GAMM, i, k)));
+      stf(g, k, ldf(g, k) + dm * ldf(kq, k));
+      stf(dq, k, ldf(dq, k) + dm * ldf(gm, k));
     }
     stf(DC, i, d * load<f32>(at(QSF, i, j)));
     store<f32>(at(DOC, i, j), ldf(CV, i) * d);
@@ -225,16 +242,33 @@ function columnBackStep(a: i32, n: i32, j: i32, S: usize): void {
   for (let i = 1; i < n; i++) {
     const ai = ldf(AV, i);
     const ri = -ldf(DR, i);
-    let dai: f32 = 0;
-    for (let k = 0; k < i; k++) {
+    const kx = el(KXX, i, 0);
+    const gp = el(GAMM, i - 1, 0);
+    const x = el(DKXX, i, 0);
+    const g = el(DGAM, i - 1, 0);
+    const r4 = f32x4.splat(ri);
+    const a4 = f32x4.splat(ai);
+    let acc = f32x4.splat(0);
+    let k = 0;
+    for (; k + 4 <= i; k += 4) {
+      const o = <usize> k << 2;
+      const dA = f32x4.mul(r4, v128.load(WW + o));
+      const kv = v128.load(kx + o);
+      const gv = v128.load(gp + o);
+      acc = f32x4.add(acc, f32x4.mul(f32x4.mul(dA, kv), gv));
+      const da = f32x4.mul(dA, a4);
+      v128.store(x + o, f32x4.add(v128.load(x + o), f32x4.mul(da, gv)));
+      v128.store(g + o, f32x4.add(v128.load(g + o), f32x4.mul(da, kv)));
+    }
+    let dai: f32 = f32x4.extract_lane(acc, 0) + f32x4.extract_lane(acc, 1) + f32x4.extract_lane(acc, 2) +
+      f32x4.extract_lane(acc, 3);
+    for (; k < i; k++) {
       const dA = ri * ldf(WW, k);
-      const kx = load<f32>(el(KXX, i, k));
-      const gp = load<f32>(el(GAMM, i - 1, k));
-      dai += dA * kx * gp;
-      const x = el(DKXX, i, k);
-      store<f32>(x, load<f32>(x) + dA * ai * gp);
-      const g = el(DGAM, i - 1, k);
-      store<f32>(g, load<f32>(g) + dA * ai * kx);
+      const kv = ldf(kx, k);
+      const gv = ldf(gp, k);
+      dai += dA * kv * gv;
+      stf(x, k, ldf(x, k) + dA * ai * gv);
+      stf(g, k, ldf(g, k) + dA * ai * kv);
     }
     stf(DA, i, ldf(DA, i) + dai);
   }
@@ -258,6 +292,7 @@ export function columnBackward(a: i32, n: i32, S: usize): void {
   mm(QSF, dv, q, dk, 1, S, dv, n, dk, dv, false, FULL);
   mm(PF, dv, X, dk, 1, DSR, dv, n, dk, dv, false, FULL);
   fillF(DKQX, 0, n * CC);
+  zeroTriangles(n);
   for (let j = 0; j < dv; j++) {
     selectColumn(j, n);
     loadDecays(n);

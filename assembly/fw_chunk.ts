@@ -395,9 +395,16 @@ export function buildA(n: i32): void {
   if (!COL) gramX(n);
   for (let i = 1; i < n; i++) {
     const ai = ldf(AV, i);
-    for (let j = 0; j < i; j++) {
-      store<f32>(el(AM, i, j), -ai * load<f32>(el(KXX, i, j)) * load<f32>(el(GAMM, i - 1, j)));
+    const am = el(AM, i, 0);
+    const kx = el(KXX, i, 0);
+    const gp = el(GAMM, i - 1, 0);
+    const a4 = f32x4.splat(-ai);
+    let j = 0;
+    for (; j + 4 <= i; j += 4) {
+      const o = <usize> j << 2;
+      v128.store(am + o, f32x4.mul(a4, f32x4.mul(v128.load(kx + o), v128.load(gp + o))));
     }
+    for (; j < i; j++) stf(am, j, -ai * ldf(kx, j) * ldf(gp, j));
   }
 }
 
@@ -407,6 +414,11 @@ export function buildA(n: i32): void {
  */
 export function forwardSubstitute(n: i32): void {
   const dv = NV;
+  if (dv == 1) {
+    // one column: W_i += (-A)[i, :i] . W[:i]
+    for (let i = 1; i < n; i++) stf(WW, i, ldf(WW, i) + dotF(el(AM, i, 0), WW, i));
+    return;
+  }
   for (let i0 = 0; i0 < n; i0 += 4) {
     const i1 = min(n, i0 + 4);
     mm(row(WW, i0, dv), dv, el(AM, i0, 0), CC, 1, WW, dv, i1 - i0, i0, dv, true, FULL);
@@ -419,6 +431,11 @@ export function forwardSubstitute(n: i32): void {
 /** `dR <- (I + A)^-T dR` (AM holds `-A`), in blocks of 4 rows from the bottom, as forwardSubstitute. */
 export function backSubstitute(n: i32): void {
   const dv = NV;
+  if (dv == 1) {
+    // one column: once dR_i is final, dR[:i] += (-A)[i, :i] dR_i
+    for (let i = n - 1; i > 0; i--) axpyF(DR, el(AM, i, 0), ldf(DR, i), i);
+    return;
+  }
   for (let j1 = n; j1 > 0; j1 -= 4) {
     const j0 = max(0, j1 - 4);
     mm(row(DR, j0, dv), dv, el(AM, j1, j0), 1, CC, row(DR, j1, dv), dv, j1 - j0, n - j1, dv, true, FULL);
@@ -628,9 +645,23 @@ function backSolve(a: i32, n: i32): void {
 export function decayGrads(n: i32): void {
   for (let i = 0; i < n; i++) std(DLC, i, <f64> ldf(DC, i) * <f64> ldf(CV, i));
   for (let i = 1; i < n; i++) {
-    let rowSum: f64 = 0;
-    for (let j = 0; j < i; j++) {
-      const h = <f64> (load<f32>(el(DGAM, i, j)) * load<f32>(el(GAMM, i, j)));
+    const dg = el(DGAM, i, 0);
+    const gm = el(GAMM, i, 0);
+    let rs = f32x4.splat(0);
+    let j = 0;
+    for (; j + 4 <= i; j += 4) {
+      const o = <usize> j << 2;
+      const h = f32x4.mul(v128.load(dg + o), v128.load(gm + o));
+      rs = f32x4.add(rs, h);
+      const p = DLC + (<usize> j << 3);
+      v128.store(p, f64x2.sub(v128.load(p), f64x2.promote_low_f32x4(h)));
+      const hh = v128.shuffle<i32>(h, h, 2, 3, 0, 1);
+      v128.store(p + 16, f64x2.sub(v128.load(p + 16), f64x2.promote_low_f32x4(hh)));
+    }
+    let rowSum: f64 = <f64> f32x4.extract_lane(rs, 0) + <f64> f32x4.extract_lane(rs, 1) +
+      <f64> f32x4.extract_lane(rs, 2) + <f64> f32x4.extract_lane(rs, 3);
+    for (; j < i; j++) {
+      const h = <f64> (ldf(dg, j) * ldf(gm, j));
       rowSum += h;
       std(DLC, j, ldd(DLC, j) - h);
     }

@@ -65,7 +65,7 @@ import {
 import * as L from "./fw_chunk_layout";
 import { DK, DO0, DV, vOff } from "./fw_common";
 import { G_DV, OUT_O } from "./fw_recurrent";
-import { fillF, ldf, stf } from "./simd";
+import { axpyF, dotF, fillF, ldf, stf } from "./simd";
 
 // absolute pointers of the per-column work arrays (set by columnSetup)
 let CE: usize = 0;
@@ -158,9 +158,9 @@ export function columnForward(a: i32, n: i32, S: usize, readout: bool): void {
       readoutMask(a, n);
       const o = OUT_O + vOff(a) + COLB;
       for (let i = 0; i < n; i++) {
-        store<f32>(o + ((<usize> i * <usize> ldo) << 2), ldf(CV, i) * load<f32>(at(QSF, i, j)));
+        const v = ldf(CV, i) * load<f32>(at(QSF, i, j)) + dotF(el(MQ, i, 0), WW, i + 1);
+        store<f32>(o + ((<usize> i * <usize> ldo) << 2), v);
       }
-      mm(o, ldo, MQ, CC, 1, WW, 1, n, n, 1, true, LOWER);
     }
     for (let i = 0; i < n; i++) store<f32>(at(GWF, i, j), ldf(GE, i) * ldf(WW, i));
     stf(CE, j, ldf(CV, n - 1));
@@ -182,7 +182,8 @@ function columnBackStep(a: i32, n: i32, j: i32, S: usize): void {
   const ldo = LDO;
   const dO = DO0 + vOff(a) + COLB;
   // dW = Mq^T dO_j + ge ⊙ P_j; dge_k = P_k W_k
-  mm(DW, 1, MQ, 1, CC, dO, ldo, n, n, 1, false, UPPER);
+  fillF(DW, 0, n);
+  for (let i = 0; i < n; i++) axpyF(DW, el(MQ, i, 0), load<f32>(dO + ((<usize> i * <usize> ldo) << 2)), i + 1);
   fillF(DGAM, 0, n * CC);
   for (let k = 0; k < n; k++) {
     const p = load<f32>(at(PF, k, j));

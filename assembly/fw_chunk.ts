@@ -21,13 +21,14 @@
  * as the recurrent backward (coefGrads, GRAD_E, the prefix shift of keys, normalizeBackward).
  *
  * The per-column rules falcon2/falcon2a (SPEC section 4: every value column j has its own gamma_j,
- * a_j, b_j, hence its own A_j and Gam_j; the Gram matrices X X^T and Q X^T are shared) run the same
- * formulas one value column at a time (`Dv = 1` sub-problems on the column's state `S[:, j]`), after
- * one Gram product per segment; their running state is kept transposed (`[Dv, Dk]`, a column per
- * row) and their coefficient gradients go through coefGrads once per position with every column.
+ * a_j, b_j, hence its own A_j and Gam_j; the Gram matrices X X^T and Q X^T are shared) run their
+ * segments in fw_chunk_column.ts (the Dk-wide products once for all columns, the C x C work one column
+ * at a time with the helpers below, `Dv = 1` sub-problems); their coefficient gradients go through
+ * coefGrads once per position with every column. The window rule falcon3a runs its segments in
+ * fw_chunk_window.ts. This file keeps the chunk and segment loops and the checkpoints of all three.
  *
- * Shapes: q, k `[B, T, H, Dk]`, v, o `[B, T, H, Dv]`, state `[B, H, Dk, Dv]`. falcon3/falcon3a
- * (windows) stay on their own kernel (fw_window.ts).
+ * Shapes: q, k `[B, T, H, Dk]`, v, o `[B, T, H, Dv]`, state `[B, H, Dk, Dv]`. falcon3 (regression
+ * window) stays on its recurrent kernel (fw_window.ts).
  */
 
 import {

@@ -183,7 +183,9 @@ function columnBackStep(a: i32, n: i32, j: i32, S: usize): void {
   const dO = DO0 + vOff(a) + COLB;
   // dW = Mq^T dO_j + ge ⊙ P_j; dge_k = P_k W_k
   fillF(DW, 0, n);
-  for (let i = 0; i < n; i++) axpyF(DW, el(MQ, i, 0), load<f32>(dO + ((<usize> i * <usize> ldo) << 2)), i + 1);
+  for (let i = 0; i < n; i++) {
+    axpyF(DW, el(MQ, i, 0), load<f32>(dO + ((<usize> i * <usize> ldo) << 2)), i + 1);
+  }
   fillF(DGAM, 0, n * CC);
   for (let k = 0; k < n; k++) {
     const p = load<f32>(at(PF, k, j));

@@ -536,7 +536,7 @@ export function layout(t: i32, dk: i32, dv: i32, w: i32, c: i32, backward: bool,
 
 /**
  * Bytes of scratch one thread needs for one head of a fast-weight call with these sizes (`chunked`:
- * the chunk-parallel form of the scalar coefficient-stream rules).
+ * the chunk-parallel form, every rule but falcon3; `w`: the window B, whose pairs it holds).
  */
 export function fwScratchBytes(t: i32, dk: i32, dv: i32, w: i32, c: i32, backward: i32, chunked: i32): usize {
   return layout(t, dk, dv, w, c, backward != 0, chunked != 0);

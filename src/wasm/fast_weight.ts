@@ -4,10 +4,12 @@
  * head) on the thread pool.
  *
  * Forms: `chunk` and `parallel` run the chunk-parallel kernel (assembly/fw_chunk.ts, chunks of
- * `chunkSize` positions, default 64) for the rules with one scalar coefficient per step (falcon1,
- * falcon1a, linear, retnet, mamba2, deltanet, gated_deltanet); `recurrent`, and every form of
- * falcon2/falcon2a (per-column coefficients) and falcon3/falcon3a (windows), run the recurrent kernels,
- * whose backward stores a checkpoint every `chunkSize` positions and recomputes inside each chunk.
+ * `chunkSize` positions, default 64) for every rule but falcon3: the rules with one scalar
+ * coefficient per step (falcon1, falcon1a, linear, retnet, mamba2, deltanet, gated_deltanet), the
+ * per-column falcon2/falcon2a (assembly/fw_chunk_column.ts) and the window rule falcon3a
+ * (assembly/fw_chunk_window.ts); `recurrent`, and every form of falcon3 (regression window), run the
+ * recurrent kernels, whose backward stores a checkpoint every `chunkSize` positions and recomputes
+ * inside each chunk.
  * All forms agree mathematically (SPEC section 4), so results match every form of the reference.
  *
  * @module

@@ -1,10 +1,10 @@
 /**
  * Entry points of the fast-weight kernels: `fw_forward_f32` and `fw_backward_f32` run one head
  * (task = b * H + h) of a batched call described by a parameter block (fw_params.ts), with the calling
- * thread's scratch area. When the parameter block asks for a chunked form, every rule but falcon3
- * runs the chunk-parallel kernel (fw_chunk.ts: scalar coefficients; fw_chunk_column.ts: falcon2 and
- * falcon2a; fw_chunk_window.ts: falcon3a); otherwise, and always for falcon3, the recurrent kernels
- * run: the window kernel of falcon3/falcon3a (fw_window.ts) or the coefficient-stream kernel
+ * thread's scratch area. When the parameter block asks for a chunked form, every rule runs the
+ * chunk-parallel kernel (fw_chunk.ts: scalar coefficients; fw_chunk_column.ts: falcon2 and falcon2a;
+ * fw_chunk_window.ts: falcon3a; fw_chunk_window_reg.ts: falcon3); otherwise the recurrent kernels run:
+ * the window kernel of falcon3/falcon3a (fw_window.ts) or the coefficient-stream kernel
  * (fw_recurrent.ts).
  */
 
@@ -36,9 +36,9 @@ function isWindow(): bool {
   return RULE == FALCON3 || RULE == FALCON3A;
 }
 
-/** Whether this call runs the chunk-parallel kernel (asked for, and any rule but falcon3). */
+/** Whether this call runs the chunk-parallel kernel (asked for: forms "chunk" and "parallel"). */
 function isChunked(): bool {
-  return CHUNKED && RULE != FALCON3;
+  return CHUNKED;
 }
 
 /** Forward of head `task`: writes o, the carried state, last key and window pairs of this head. */

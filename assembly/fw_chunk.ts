@@ -24,11 +24,11 @@
  * a_j, b_j, hence its own A_j and Gam_j; the Gram matrices X X^T and Q X^T are shared) run their
  * segments in fw_chunk_column.ts (the Dk-wide products once for all columns, the C x C work one column
  * at a time with the helpers below, `Dv = 1` sub-problems); their coefficient gradients go through
- * coefGrads once per position with every column. The window rule falcon3a runs its segments in
- * fw_chunk_window.ts. This file keeps the chunk and segment loops and the checkpoints of all three.
+ * coefGrads once per position with every column. The window rules run their segments in
+ * fw_chunk_window.ts (falcon3a) and fw_chunk_window_reg.ts (falcon3). This file keeps the chunk and
+ * segment loops and the checkpoints of all of them.
  *
- * Shapes: q, k `[B, T, H, Dk]`, v, o `[B, T, H, Dv]`, state `[B, H, Dk, Dv]`. falcon3 (regression
- * window) stays on its recurrent kernel (fw_window.ts).
+ * Shapes: q, k `[B, T, H, Dk]`, v, o `[B, T, H, Dv]`, state `[B, H, Dk, Dv]`.
  */
 
 import {
@@ -54,6 +54,7 @@ import {
   DK,
   DO0,
   DV,
+  FALCON3,
   FALCON3A,
   GRAD_E,
   H,
@@ -68,6 +69,7 @@ import {
   L_CW,
   L_DKHAT,
   L_DQHAT,
+  L_F64,
   L_KHAT,
   L_QHAT,
   L_WSTORE,
@@ -90,6 +92,7 @@ import {
 import * as L from "./fw_chunk_layout";
 import { columnBackward, columnForward, columnSetup } from "./fw_chunk_column";
 import { windowSegmentBackward, windowSegmentForward, windowSetup } from "./fw_chunk_window";
+import { regSegmentBackward, regSegmentForward, regSetup } from "./fw_chunk_window_reg";
 import {
   G_BW_H,
   G_DBETA,
@@ -161,6 +164,7 @@ export let YC: usize = 0; // per-column rules: the current column's values [C]
 export let CC: i32 = 64; // chunk size C (at most T), also the row stride of the [C, C] matrices
 export let COL: bool = false; // per-column rule: sub-problems of one value column each
 export let WINDOWED: bool = false; // falcon3a: segments of fw_chunk_window.ts
+export let REGWIN: bool = false; // falcon3: segments of fw_chunk_window_reg.ts
 export let NV: i32 = 0; // value width of a sub-problem: Dv, or 1 for a per-column rule
 export let COLB: usize = 0; // byte offset of the current value column in v, o, dO, dv rows (0: scalar rules)
 export let YS: usize = 0; // values of the sub-problem [C, NV]: Y, or YC for a per-column rule
@@ -176,7 +180,8 @@ function setup(scratch: usize, backward: bool): void {
   CC = chunkSize(T, CHUNK);
   COL = isPerColumn(RULE);
   WINDOWED = RULE == FALCON3A;
-  layout(T, DK, DV, WIN, CC, backward, true);
+  REGWIN = RULE == FALCON3;
+  layout(T, DK, DV, WIN, CC, backward, true, RULE == FALCON3);
   const b = scratch + L_CW;
   LC = b + L.W_LC;
   DLC = b + L.W_DLC;
@@ -223,7 +228,8 @@ function setup(scratch: usize, backward: bool): void {
   CG = b + L.W_CG;
   YC = b + L.W_YC;
   if (COL) columnSetup(b);
-  if (WINDOWED) windowSetup(b);
+  if (WINDOWED || REGWIN) windowSetup(b, scratch + L_F64);
+  if (REGWIN) regSetup(b);
   NV = COL ? 1 : DV;
   COLB = 0;
   YS = COL ? YC : Y;
@@ -481,6 +487,10 @@ function segmentForward(a: i32, n: i32, S: usize, readout: bool): void {
     windowSegmentForward(a, n, S, readout);
     return;
   }
+  if (REGWIN) {
+    regSegmentForward(a, n, S, readout);
+    return;
+  }
   loadRows(a, n);
   if (COL) columnForward(a, n, S, readout);
   else subForward(a, n, S, readout);
@@ -732,6 +742,10 @@ function segmentBackward(a: i32, n: i32, S: usize, dqh: usize, dkh: usize): void
     windowSegmentBackward(a, n, S, dqh, dkh);
     return;
   }
+  if (REGWIN) {
+    regSegmentBackward(a, n, S, dqh, dkh);
+    return;
+  }
   loadRows(a, n);
   fillF(DX, 0, n * dk);
   fillF(DQ, 0, n * dk);
@@ -778,8 +792,8 @@ export function chunkBackward(scratch: usize): void {
   const s0 = s0Ptr(scratch);
   fillF(dkh, 0, T * dk);
   fillF(G_DS0, 0, sd);
-  if (WINDOWED) { for (let t = 0; t < T; t++) fillF(G_DV + vOff(t), 0, DV); // pairs accumulate into dv
-   }
+  // the window rules' pairs accumulate into dv
+  if (WINDOWED || REGWIN) { for (let t = 0; t < T; t++) fillF(G_DV + vOff(t), 0, DV); }
   // checkpoints: the state entering each chunk (before a possible reset at its first position)
   if (HAS_CARRY) memory.copy(RUN, C_STATE, sdb);
   else fillF(RUN, 0, sd);

@@ -80,6 +80,23 @@ export let W_PDX: usize = 0; // [P, Dk] pair feature gradients
 export let W_PDY: usize = 0; // [P, Dv] pair target gradients
 export let W_PP: usize = 0; // [P, Dv] X dS_e, then M[e, :] ⊙ Y
 export let W_PR: usize = 0; // f32 [P] running dM row of the reverse recursion
+// regression window rule falcon3 (fw_chunk_window_reg.ts): R = C * B instance rows (only when asked for)
+export let W_RS: usize = 0; // i32 [R] step of each instance row
+export let W_RP: usize = 0; // i32 [R] pair of each instance row
+export let W_RB: usize = 0; // i32 [C + 1] first instance row of each step
+export let W_RW: usize = 0; // [R, Dv] pseudo-values W
+export let W_RWT: usize = 0; // [Dv, R] W^T
+export let W_RR: usize = 0; // [R, Dv] dW, then dR
+export let W_RAM: usize = 0; // [R, R] -A
+export let W_RDA: usize = 0; // [R, R] dR W^T
+export let W_RMQ: usize = 0; // [C, R] masked readout matrix
+export let W_RDMQ: usize = 0; // [C, R] its gradient
+export let W_PKP: usize = 0; // [P, P] pair Gram X X^T
+export let W_PDKP: usize = 0; // [P, P] its gradient
+export let W_PXS: usize = 0; // [P, Dv] X S_a
+export let W_PZ: usize = 0; // [P, Dv] pair sums of Gam[e, s] W
+export let W_PDRF: usize = 0; // [P, Dv] pair sums of -g cp dR
+export let W_RDG: usize = 0; // f64 [C] dg per step
 
 function up(x: usize): usize {
   return (x + 15) & ~(<usize> 15);
@@ -87,9 +104,10 @@ function up(x: usize): usize {
 
 /**
  * Set the offsets for chunks of `c` positions and return the bytes of the work area (`w`: the window
- * size B of falcon3a, whose arrays of pairs hold `c + w - 1` rows; 1 for the other rules).
+ * size B of falcon3a, whose arrays of pairs hold `c + w - 1` rows; 1 for the other rules;
+ * `instances`: falcon3's arrays of `c * w` instance rows too).
  */
-export function chunkLayout(c: i32, dk: i32, dv: i32, w: i32): usize {
+export function chunkLayout(c: i32, dk: i32, dv: i32, w: i32, instances: bool = false): usize {
   const cc = <usize> c;
   const f64v = cc << 3;
   const f32v = cc << 2;
@@ -236,5 +254,39 @@ export function chunkLayout(c: i32, dk: i32, dv: i32, w: i32): usize {
   o = up(o + ((pn * <usize> dv) << 2));
   W_PR = o;
   o = up(o + (pn << 2));
+  const rn = instances ? cc * <usize> (w > 1 ? w : 1) : 0;
+  const pp = instances ? pn : 0;
+  W_RS = o;
+  o = up(o + (rn << 2));
+  W_RP = o;
+  o = up(o + (rn << 2));
+  W_RB = o;
+  o = up(o + ((cc + 1) << 2));
+  W_RW = o;
+  o = up(o + ((rn * <usize> dv) << 2));
+  W_RWT = o;
+  o = up(o + ((rn * <usize> dv) << 2));
+  W_RR = o;
+  o = up(o + ((rn * <usize> dv) << 2));
+  W_RAM = o;
+  o = up(o + ((rn * rn) << 2));
+  W_RDA = o;
+  o = up(o + ((rn * rn) << 2));
+  W_RMQ = o;
+  o = up(o + ((cc * rn) << 2));
+  W_RDMQ = o;
+  o = up(o + ((cc * rn) << 2));
+  W_PKP = o;
+  o = up(o + ((pp * pp) << 2));
+  W_PDKP = o;
+  o = up(o + ((pp * pp) << 2));
+  W_PXS = o;
+  o = up(o + ((pp * <usize> dv) << 2));
+  W_PZ = o;
+  o = up(o + ((pp * <usize> dv) << 2));
+  W_PDRF = o;
+  o = up(o + ((pp * <usize> dv) << 2));
+  W_RDG = o;
+  o = up(o + (instances ? f64v : 0));
   return o;
 }

@@ -39,37 +39,39 @@ import {
 } from "./fw_window";
 import { axpyF, dotF, fillF, ldd, ldf, std, stf } from "./simd";
 
-// per-position scalars (f64 [C] each) and window bounds (i32 [C] each)
-let WGAM: usize = 0;
-let WG: usize = 0;
-let WSTAT: usize = 0;
-let WLAM: usize = 0;
-let WDEN: usize = 0;
-let WETA: usize = 0;
-let WCL: usize = 0;
-let WNOOP: usize = 0;
-let WLOS: usize = 0;
-let WNS: usize = 0;
+// per-position scalars (f64 [C] each) and window bounds (i32 [C] each); fw_chunk_window_reg.ts shares them
+export let WGAM: usize = 0;
+export let WG: usize = 0;
+export let WSTAT: usize = 0;
+export let WLAM: usize = 0;
+export let WDEN: usize = 0;
+export let WETA: usize = 0;
+export let WCL: usize = 0;
+export let WNOOP: usize = 0;
+export let WLOS: usize = 0;
+export let WNS: usize = 0;
 // pair arrays
-let PX: usize = 0;
-let PXT: usize = 0;
-let PY: usize = 0;
-let PYT: usize = 0;
-let PM: usize = 0;
-let PKQ: usize = 0;
-let PMQ: usize = 0;
-let PDM: usize = 0;
-let PDQ: usize = 0;
-let PDX: usize = 0;
-let PDY: usize = 0;
-let PPV: usize = 0;
-let PR: usize = 0;
-let LDP: i32 = 1; // row stride of the [C, P] matrices
-let JLO: i32 = 0; // first pair of the segment
-let NP: i32 = 0; // pairs of the segment
+export let PX: usize = 0;
+export let PXT: usize = 0;
+export let PY: usize = 0;
+export let PYT: usize = 0;
+export let PM: usize = 0;
+export let PKQ: usize = 0;
+export let PMQ: usize = 0;
+export let PDM: usize = 0;
+export let PDQ: usize = 0;
+export let PDX: usize = 0;
+export let PDY: usize = 0;
+export let PPV: usize = 0;
+export let PR: usize = 0;
+export let LDP: i32 = 1; // row stride of the [C, P] matrices
+export let JLO: i32 = 0; // first pair of the segment
+export let NP: i32 = 0; // pairs of the segment
+export let F64S: usize = 0; // float64 work of windowCoefs (falcon3's eigen solver)
 
-/** Set the window work pointers from the chunk work area at `base`. */
-export function windowSetup(base: usize): void {
+/** Set the window work pointers from the chunk work area at `base` (`f64s`: windowCoefs' work). */
+export function windowSetup(base: usize, f64s: usize): void {
+  F64S = f64s;
   const c = <usize> CC << 3;
   WGAM = base + L.W_WS;
   WG = WGAM + c;
@@ -98,7 +100,7 @@ export function windowSetup(base: usize): void {
 }
 
 /** Pointer to row `i` of a `[*, d]` array. */
-function rowp(p: usize, i: i32, d: i32): usize {
+export function rowp(p: usize, i: i32, d: i32): usize {
   return p + ((<usize> i * <usize> d) << 2);
 }
 
@@ -106,14 +108,14 @@ function rowp(p: usize, i: i32, d: i32): usize {
  * The segment's coefficients (window, gamma, g and the chain's intermediates per position), its pairs
  * `JLO..a+n-1` (features PX, PX^T, targets PY), the decays `c` (CV) and the write mask M (PM).
  */
-function loadWindowSegment(a: i32, n: i32): void {
+export function loadWindowSegment(a: i32, n: i32): void {
   const dk = DK;
   const dv = DV;
   let jlo = a;
   for (let i = 0; i < n; i++) {
     const t = a + i;
     windowOf(t);
-    windowCoefs(t, KH, 0);
+    windowCoefs(t, KH, F64S);
     const noop = ST_NOOP;
     const wn = noop ? 0 : WN;
     std(WGAM, i, ST_GAMMA);

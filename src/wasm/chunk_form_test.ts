@@ -1,12 +1,12 @@
 /**
- * The chunk-parallel kernel of the WASM backend (assembly/fw_chunk.ts) for every rule but falcon3 (the
- * scalar-coefficient rules, the per-column falcon2/falcon2a, the window rule falcon3a), under both
- * alignments: against the float64 reference and against the WASM recurrent form, forward (o, the
+ * The chunk-parallel kernel of the WASM backend (assembly/fw_chunk.ts) for every rule (the
+ * scalar-coefficient rules, the per-column falcon2/falcon2a, the window rules falcon3/falcon3a), under
+ * both alignments: against the float64 reference and against the WASM recurrent form, forward (o, the
  * whole carry, window pairs included) at relative L2 1e-5 and gradients (dq, dk, dv, dbeta,
  * dlambdabar, ds0, dCarryState) at 1e-4. Cases: chunk sizes 1, 5 and 64, odd T not a multiple of C,
  * packed starts mid-chunk (two in a row, one on a chunk boundary), a non-zero S0, a carry, head sizes
- * that are not multiples of 4 (dk != dv), the decay clamp active at every step, and for falcon3a
- * windows B = 1, 2, 4 and B > C, and a carry holding fewer than B - 1 pairs.
+ * that are not multiples of 4 (dk != dv), the decay clamp active at every step, and for the window
+ * rules windows B = 1, 2, 4 and B > C, and a carry holding fewer than B - 1 pairs.
  */
 
 import type { Backend, Carry, FastWeightInputs, Tensor } from "../rules/backend.ts";
@@ -29,7 +29,7 @@ import { usesChunkKernel } from "./fast_weight.ts";
 
 const FWD = 1e-5;
 const BWD = 1e-4;
-const CHUNK_RULES: readonly RuleName[] = RULES.filter((r) => r !== "falcon3");
+const CHUNK_RULES: readonly RuleName[] = RULES;
 const GRADS = ["dq", "dk", "dv", "dbeta", "dlambdabar", "ds0", "dCarryState"] as const;
 
 interface Case {
@@ -220,7 +220,7 @@ const PACKED: Case = {
   starts: (b, t) => (b === 0 ? t === 3 || t === 4 || t === 12 : t === 20 || t === 28),
 };
 
-Deno.test("usesChunkKernel() picks the chunked kernel for chunked forms of every rule but falcon3", () => {
+Deno.test("usesChunkKernel() picks the chunked kernel for the chunked forms of every rule", () => {
   const expect = (got: boolean, want: boolean, what: string) => {
     if (got !== want) throw new Error(`${what}: expected ${want}, got ${got}`);
   };
@@ -230,13 +230,12 @@ Deno.test("usesChunkKernel() picks the chunked kernel for chunked forms of every
     expect(usesChunkKernel(ruleConfig(rule), "parallel"), chunked, `${rule} parallel`);
     expect(usesChunkKernel(ruleConfig(rule), "recurrent"), false, `${rule} recurrent`);
   }
-  expect(usesChunkKernel(ruleConfig("falcon3"), "chunk"), false, "falcon3 chunk");
 });
 
 /**
- * Run `body` for falcon3a under both alignments with each window size of `windows`, with the default
- * RMS q/k norm and with none (then the statistic's gradient reaches the keys: RMS-normalised keys
- * have a constant norm, so it vanishes there).
+ * Run `body` for falcon3 and falcon3a under both alignments with each window size of `windows`, with
+ * the default RMS q/k norm and with none (then falcon3a's statistic's gradient reaches the keys:
+ * RMS-normalised keys have a constant norm, so it vanishes there).
  */
 async function everyWindow(
   windows: readonly number[],
@@ -249,7 +248,9 @@ async function everyWindow(
     for (const window of windows) {
       for (const alignment of ALIGNMENTS) {
         for (const qkNorm of ["rms", "none"] as const) {
-          await body(wasm, ref, ruleConfig("falcon3a", { alignment, window, qkNorm }), seed++);
+          for (const rule of ["falcon3", "falcon3a"] as const) {
+            await body(wasm, ref, ruleConfig(rule, { alignment, window, qkNorm }), seed++);
+          }
         }
       }
     }
@@ -258,9 +259,9 @@ async function everyWindow(
   }
 }
 
-Deno.test("falcon3a chunk form matches with windows B = 1, 2, 4 and B > C (window over several chunks), packed starts, S0", async () => {
+Deno.test("window rules' chunk form matches with windows B = 1, 2, 4 and B > C (window over several chunks), packed starts, S0", async () => {
   await everyWindow([1, 2, 4, 9], async (wasm, ref, config, seed) => {
-    const tag = `falcon3a B=${config.window}/${config.alignment}/${config.qkNorm}`;
+    const tag = `${config.rule} B=${config.window}/${config.alignment}/${config.qkNorm}`;
     await check(wasm, ref, config, makeData(config, PACKED, seed), `${tag} packed C=5`);
     const one: Case = { ...PACKED, B: 1, T: 13, chunkSize: 1, starts: (_b, t) => t === 6 };
     await check(wasm, ref, config, makeData(config, one, seed + 20), `${tag} C=1`);
@@ -280,9 +281,9 @@ Deno.test("falcon3a chunk form matches with windows B = 1, 2, 4 and B > C (windo
   });
 });
 
-Deno.test("falcon3a chunk form continues from a carry holding fewer than B - 1 pairs, and from a full one", async () => {
+Deno.test("window rules' chunk form continues from a carry holding fewer than B - 1 pairs, and from a full one", async () => {
   await everyWindow([6], async (wasm, ref, config, seed) => {
-    const tag = `falcon3a B=${config.window}/${config.alignment}/${config.qkNorm}`;
+    const tag = `${config.rule} B=${config.window}/${config.alignment}/${config.qkNorm}`;
     // 3 positions: the carry holds 2 (prefix) or 3 (current) of the 5 slots
     const first: Case = { B: 2, T: 3, H: 2, dk: 6, dv: 3, chunkSize: 2, s0: true, clamp: false };
     const c1 = await check(wasm, ref, config, makeData(config, first, seed), `${tag} part 1`);

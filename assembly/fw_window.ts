@@ -85,7 +85,8 @@ import { axpyF, fillF, ldd, ldf, std, stf } from "./simd";
 
 /**
  * Window of position t: sets WLO and WN (0 at the prefix sentinel). Uses j0 = first real pair. The
- * window and coefficient helpers are shared with the chunk-parallel form (fw_chunk_window.ts).
+ * window and coefficient helpers are shared with the chunk-parallel form (fw_chunk_window.ts,
+ * fw_chunk_window_reg.ts).
  */
 export let WLO: i32 = 0;
 export let WN: i32 = 0;

@@ -249,10 +249,12 @@ export function scaleRows(dst: usize, ldd: i32, src: usize, lds: i32, s: usize, 
 /** `dst[i, j] = x[i, j] * y[i, j]` on the lower triangle `j <= i < n` (leading dimension `ld`). */
 export function hadamard(dst: usize, x: usize, y: usize, n: i32, ldm: i32): void {
   for (let i = 0; i < n; i++) {
-    for (let j = 0; j <= i; j++) {
-      const o = i * ldm + j;
-      store<f32>(at(dst, o), ld(x, o) * ld(y, o));
+    const r = i * ldm;
+    let j = 0;
+    for (; j + 4 <= i + 1; j += 4) {
+      v128.store(at(dst, r + j), f32x4.mul(v128.load(at(x, r + j)), v128.load(at(y, r + j))));
     }
+    for (; j <= i; j++) store<f32>(at(dst, r + j), ld(x, r + j) * ld(y, r + j));
   }
 }
 

@@ -1,9 +1,11 @@
 /**
  * Entry points of the fast-weight kernels: `fw_forward_f32` and `fw_backward_f32` run one head
  * (task = b * H + h) of a batched call described by a parameter block (fw_params.ts), with the calling
- * thread's scratch area. They pick the window kernel of falcon3/falcon3a (fw_window.ts), the
- * chunk-parallel kernel (fw_chunk.ts) of the scalar coefficient-stream rules when the parameter block
- * asks for it, or the recurrent coefficient-stream kernel (fw_recurrent.ts).
+ * thread's scratch area. When the parameter block asks for a chunked form, every rule runs the
+ * chunk-parallel kernel (fw_chunk.ts: scalar coefficients; fw_chunk_column.ts: falcon2 and falcon2a;
+ * fw_chunk_window.ts: falcon3a; fw_chunk_window_reg.ts: falcon3); otherwise the recurrent kernels run:
+ * the window kernel of falcon3/falcon3a (fw_window.ts) or the coefficient-stream kernel
+ * (fw_recurrent.ts).
  */
 
 import * as P from "./fw_params";
@@ -16,7 +18,6 @@ import {
   FALCON3A,
   H,
   HB,
-  isPerColumn,
   L_KHAT,
   loadContext,
   pp,
@@ -35,9 +36,9 @@ function isWindow(): bool {
   return RULE == FALCON3 || RULE == FALCON3A;
 }
 
-/** Whether this call runs the chunk-parallel kernel (asked for, and a rule with scalar coefficients). */
+/** Whether this call runs the chunk-parallel kernel (asked for: forms "chunk" and "parallel"). */
 function isChunked(): bool {
-  return CHUNKED && !isWindow() && !isPerColumn(RULE);
+  return CHUNKED;
 }
 
 /** Forward of head `task`: writes o, the carried state, last key and window pairs of this head. */
@@ -55,7 +56,8 @@ export function fw_forward_f32(params: usize, task: i32, scratch: usize): void {
   const outWY = pp(params, P.P_OUT_WY) + ((bh * <usize> slots * <usize> DV) << 2);
   let count = 0;
   if (isWindow()) {
-    windowForward(scratch);
+    if (isChunked()) chunkForward(scratch);
+    else windowForward(scratch);
     count = windowCarryOut(scratch + L_KHAT, outWX, outWY);
   } else {
     if (isChunked()) chunkForward(scratch);
@@ -84,7 +86,7 @@ export function fw_backward_f32(params: usize, task: i32, scratch: usize): void 
     pp(params, P.P_DCARRY) + ((bh * <usize> DK * <usize> DV) << 2),
   );
   setBetaStride(H * BW);
-  if (isWindow()) windowBackward(scratch);
-  else if (isChunked()) chunkBackward(scratch);
+  if (isChunked()) chunkBackward(scratch);
+  else if (isWindow()) windowBackward(scratch);
   else coefBackward(scratch);
 }

@@ -20,8 +20,15 @@
  * differentiates the formulas above by hand; the coefficient gradients then go through the same chain
  * as the recurrent backward (coefGrads, GRAD_E, the prefix shift of keys, normalizeBackward).
  *
- * Shapes: q, k `[B, T, H, Dk]`, v, o `[B, T, H, Dv]`, state `[B, H, Dk, Dv]`. falcon2/falcon2a (per
- * column coefficients) and falcon3/falcon3a (windows) stay on the recurrent kernels.
+ * The per-column rules falcon2/falcon2a (SPEC section 4: every value column j has its own gamma_j,
+ * a_j, b_j, hence its own A_j and Gam_j; the Gram matrices X X^T and Q X^T are shared) run their
+ * segments in fw_chunk_column.ts (the Dk-wide products once for all columns, the C x C work one column
+ * at a time with the helpers below, `Dv = 1` sub-problems); their coefficient gradients go through
+ * coefGrads once per position with every column. The window rules run their segments in
+ * fw_chunk_window.ts (falcon3a) and fw_chunk_window_reg.ts (falcon3). This file keeps the chunk and
+ * segment loops and the checkpoints of all of them.
+ *
+ * Shapes: q, k `[B, T, H, Dk]`, v, o `[B, T, H, Dv]`, state `[B, H, Dk, Dv]`.
  */
 
 import {
@@ -47,9 +54,12 @@ import {
   DK,
   DO0,
   DV,
+  FALCON3,
+  FALCON3A,
   GRAD_E,
   H,
   HAS_CARRY,
+  isPerColumn,
   isRegression,
   isStart,
   K0,
@@ -59,6 +69,7 @@ import {
   L_CW,
   L_DKHAT,
   L_DQHAT,
+  L_F64,
   L_KHAT,
   L_QHAT,
   L_WSTORE,
@@ -79,6 +90,9 @@ import {
   WIN,
 } from "./fw_common";
 import * as L from "./fw_chunk_layout";
+import { columnBackward, columnForward, columnSetup } from "./fw_chunk_column";
+import { windowSegmentBackward, windowSegmentForward, windowSetup } from "./fw_chunk_window";
+import { regSegmentBackward, regSegmentForward, regSetup } from "./fw_chunk_window_reg";
 import {
   G_BW_H,
   G_DBETA,
@@ -101,61 +115,73 @@ const TINY_GAMMA: f64 = 1e-20;
 /** Log decay used where gamma underflowed to 0 (every product through it underflows too). */
 const LOG_ZERO: f64 = -1e4;
 
-// absolute pointers of the work area (set by setup)
-let LC: usize = 0;
-let DLC: usize = 0;
-let EV: usize = 0;
-let GAM: usize = 0;
-let AV: usize = 0;
-let BV: usize = 0;
-let CV: usize = 0;
-let ACP: usize = 0;
-let GE: usize = 0;
-let DA: usize = 0;
-let DB: usize = 0;
-let DC: usize = 0;
-let GAMM: usize = 0;
-let KXX: usize = 0;
-let KQX: usize = 0;
-let MQ: usize = 0;
-let AM: usize = 0; // -A
-let DMQ: usize = 0;
-let DAM: usize = 0;
-let DGAM: usize = 0;
-let X: usize = 0;
-let XT: usize = 0;
-let WT: usize = 0;
-let T1: usize = 0;
-let T2: usize = 0;
-let DX: usize = 0;
-let DQ: usize = 0;
-let Y: usize = 0;
-let XS: usize = 0;
-let WW: usize = 0;
-let PP: usize = 0;
-let DW: usize = 0;
-let DR: usize = 0;
-let TMP: usize = 0;
-let ST: usize = 0;
-let DST: usize = 0;
-let DSIN: usize = 0;
-let DSR: usize = 0;
-let RUN: usize = 0;
-let VC: usize = 0; // coefs() output: gam, a, b (one float each, Dv apart)
-let VG: usize = 0; // coefGrads() input: dgam, da, db (one float each, Dv apart)
+// absolute pointers of the work area (set by setup; fw_chunk_column.ts shares them)
+export let LC: usize = 0;
+export let DLC: usize = 0;
+export let EV: usize = 0;
+export let GAM: usize = 0;
+export let AV: usize = 0;
+export let BV: usize = 0;
+export let CV: usize = 0;
+export let ACP: usize = 0;
+export let GE: usize = 0;
+export let DA: usize = 0;
+export let DB: usize = 0;
+export let DC: usize = 0;
+export let GAMM: usize = 0;
+export let KXX: usize = 0;
+export let KQX: usize = 0;
+export let MQ: usize = 0;
+export let AM: usize = 0; // -A
+export let DMQ: usize = 0;
+export let DAM: usize = 0;
+export let DGAM: usize = 0;
+export let X: usize = 0;
+export let XT: usize = 0;
+export let WT: usize = 0;
+export let T1: usize = 0;
+export let T2: usize = 0;
+export let DX: usize = 0;
+export let DQ: usize = 0;
+export let Y: usize = 0;
+export let XS: usize = 0;
+export let WW: usize = 0;
+export let PP: usize = 0;
+export let DW: usize = 0;
+export let DR: usize = 0;
+export let TMP: usize = 0;
+export let ST: usize = 0;
+export let DST: usize = 0;
+export let DSIN: usize = 0;
+export let DSR: usize = 0;
+export let RUN: usize = 0;
+export let VC: usize = 0; // coefs() output: gam, a, b (one float each, Dv apart)
+export let VG: usize = 0; // coefGrads() input: dgam, da, db (one float each, Dv apart)
+export let CF: usize = 0; // per-column rules: gamma, a, b [3, C, Dv]
+export let CG: usize = 0; // per-column rules: their gradients [3, C, Dv]
+export let YC: usize = 0; // per-column rules: the current column's values [C]
 // per-head constants
-let CC: i32 = 64; // chunk size C (at most T), also the row stride of the [C, C] matrices
-let LDO: i32 = 0; // row stride of v, o, dO (H * Dv)
-let KH: usize = 0;
-let QH: usize = 0;
-let ZERO: usize = 0;
-let REG: bool = false;
-let WSTORE: usize = 0; // backward of a regression rule: W of every position [T, Dv], else 0
+export let CC: i32 = 64; // chunk size C (at most T), also the row stride of the [C, C] matrices
+export let COL: bool = false; // per-column rule: sub-problems of one value column each
+export let WINDOWED: bool = false; // falcon3a: segments of fw_chunk_window.ts
+export let REGWIN: bool = false; // falcon3: segments of fw_chunk_window_reg.ts
+export let NV: i32 = 0; // value width of a sub-problem: Dv, or 1 for a per-column rule
+export let COLB: usize = 0; // byte offset of the current value column in v, o, dO, dv rows (0: scalar rules)
+export let YS: usize = 0; // values of the sub-problem [C, NV]: Y, or YC for a per-column rule
+export let LDO: i32 = 0; // row stride of v, o, dO (H * Dv)
+export let KH: usize = 0;
+export let QH: usize = 0;
+export let ZERO: usize = 0;
+export let REG: bool = false;
+export let WSTORE: usize = 0; // backward of a regression rule: W of every position [T, Dv], else 0
 
 /** Per head: the chunk size, the scratch layout and work pointers, and phi(q), phi(k) of every position. */
 function setup(scratch: usize, backward: bool): void {
   CC = chunkSize(T, CHUNK);
-  layout(T, DK, DV, WIN, CC, backward, true);
+  COL = isPerColumn(RULE);
+  WINDOWED = RULE == FALCON3A;
+  REGWIN = RULE == FALCON3;
+  layout(T, DK, DV, WIN, CC, backward, true, RULE == FALCON3);
   const b = scratch + L_CW;
   LC = b + L.W_LC;
   DLC = b + L.W_DLC;
@@ -198,6 +224,15 @@ function setup(scratch: usize, backward: bool): void {
   RUN = b + L.W_RUN;
   VC = b + L.W_V;
   VG = VC + ((3 * <usize> DV) << 2);
+  CF = b + L.W_CF;
+  CG = b + L.W_CG;
+  YC = b + L.W_YC;
+  if (COL) columnSetup(b);
+  if (WINDOWED || REGWIN) windowSetup(b, scratch + L_F64);
+  if (REGWIN) regSetup(b);
+  NV = COL ? 1 : DV;
+  COLB = 0;
+  YS = COL ? YC : Y;
   LDO = H * DV;
   KH = scratch + L_KHAT;
   QH = scratch + L_QHAT;
@@ -213,22 +248,22 @@ function setup(scratch: usize, backward: bool): void {
 }
 
 /** Byte offset of row `t` of a `[T, Dk]` scratch array. */
-function kRowOff(t: i32): usize {
+export function kRowOff(t: i32): usize {
   return (<usize> t * <usize> DK) << 2;
 }
 
 /** Byte offset of row `t` of a `[T, Dv]` scratch array. */
-function vRowOff(t: i32): usize {
+export function vRowOff(t: i32): usize {
   return (<usize> t * <usize> DV) << 2;
 }
 
 /** Pointer to row `i` of a `[C, d]` work array. */
-function row(p: usize, i: i32, d: i32): usize {
+export function row(p: usize, i: i32, d: i32): usize {
   return p + ((<usize> i * <usize> d) << 2);
 }
 
 /** Pointer to element `(i, j)` of a `[C, C]` work matrix. */
-function el(p: usize, i: i32, j: i32): usize {
+export function el(p: usize, i: i32, j: i32): usize {
   return p + ((<usize> i * <usize> CC + <usize> j) << 2);
 }
 
@@ -240,14 +275,14 @@ function segmentEnd(a: i32, chunkEnd: i32): i32 {
 }
 
 /**
- * Gather the segment's rows and coefficients: X, Y, E, gamma, a, b, Lc, c, a * cp and the decay
- * matrix Gam (zero above the diagonal), Gam[e, :].
+ * Gather the segment's rows and coefficients: X, X^T, Y, E and gamma, a, b (of the scalar rules, or
+ * of every column into CF for a per-column rule).
  */
-function loadSegment(a: i32, n: i32): void {
+function loadRows(a: i32, n: i32): void {
   const dk = DK;
   const dv = DV;
   const dvb = <usize> dv << 2;
-  let lc: f64 = 0;
+  const cfb = (<usize> CC * <usize> dv) << 2;
   for (let i = 0; i < n; i++) {
     const t = a + i;
     const start = isStart(t);
@@ -256,25 +291,74 @@ function loadSegment(a: i32, n: i32): void {
     memory.copy(row(Y, i, dv), V0 + vOff(t), dvb);
     const E = sqnorm(x, dk);
     std(EV, i, E);
+    if (COL) {
+      const r = row(CF, i, dv);
+      coefs(t, PREFIX && start, E, r, r + cfb, r + 2 * cfb);
+      continue;
+    }
     coefs(t, PREFIX && start, E, VC, VC + dvb, VC + 2 * dvb, 1);
-    const g = ldf(VC, 0);
-    const ai = ldf(VC + dvb, 0);
-    stf(GAM, i, g);
-    stf(AV, i, ai);
+    stf(GAM, i, ldf(VC, 0));
+    stf(AV, i, ldf(VC + dvb, 0));
     stf(BV, i, ldf(VC + 2 * dvb, 0));
-    stf(ACP, i, <f32> (<f64> ai * Math.exp(lc)));
-    lc += g > 0 ? Math.log(<f64> g) : LOG_ZERO;
-    std(LC, i, lc);
-    stf(CV, i, <f32> Math.exp(lc));
   }
   transpose(XT, X, n, dk, CC);
-  fillF(GAMM, 0, n * CC);
+}
+
+/** Per-column rule: make value column `j` the current sub-problem (its gamma, a, b and values). */
+export function selectColumn(j: i32, n: i32): void {
+  const dv = DV;
+  const cfb = (<usize> CC * <usize> dv) << 2;
+  COLB = <usize> j << 2;
   for (let i = 0; i < n; i++) {
+    const r = row(CF, i, dv) + COLB;
+    stf(GAM, i, load<f32>(r));
+    stf(AV, i, load<f32>(r + cfb));
+    stf(BV, i, load<f32>(r + 2 * cfb));
+    stf(YC, i, load<f32>(row(Y, i, dv) + COLB));
+  }
+}
+
+/**
+ * The decays of the current sub-problem: c, a * cp, the decay matrix Gam (zero above the diagonal)
+ * and Gam[e, :]. Scalar rules take Gam from the log-sums Lc (masked before exp); a per-column rule,
+ * which needs one Gam per value column, builds it by the row recursion `Gam[i, :] = gamma_i
+ * Gam[i-1, :]` (products of decays only: nothing overflows, nothing divides, and no exp or log).
+ */
+export function loadDecays(n: i32): void {
+  // c_i as a running product (float64; it only underflows where exp(Lc_i) would)
+  let lc: f64 = 0;
+  let c: f64 = 1;
+  for (let i = 0; i < n; i++) {
+    const g = ldf(GAM, i);
+    stf(ACP, i, <f32> (<f64> ldf(AV, i) * c));
+    if (!COL) {
+      lc += g > 0 ? Math.log(<f64> g) : LOG_ZERO;
+      std(LC, i, lc);
+    }
+    c *= <f64> g;
+    stf(CV, i, <f32> c);
+  }
+  // a per-column rule zeroes Gam once per segment (every column writes the same lower triangle)
+  if (!COL) fillF(GAMM, 0, n * CC);
+  for (let i = 0; i < n; i++) {
+    const r = el(GAMM, i, 0);
     // masked before exp: only j < i, where Lc_i - Lc_j <= 0 (a sum of log decays)
-    decayRow(el(GAMM, i, 0), ldd(LC, i), i);
-    stf(el(GAMM, i, 0), i, 1);
+    if (!COL) decayRow(r, ldd(LC, i), i);
+    else if (i > 0) scaleRow(r, r - (<usize> CC << 2), ldf(GAM, i), i);
+    stf(r, i, 1);
   }
   for (let j = 0; j < n; j++) stf(GE, j, load<f32>(el(GAMM, n - 1, j)));
+}
+
+/** `dst[j] = s * src[j]` for `j < n` (4 lanes at a time). */
+function scaleRow(dst: usize, src: usize, s: f32, n: i32): void {
+  const sv = f32x4.splat(s);
+  let j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const o = <usize> j << 2;
+    v128.store(dst + o, f32x4.mul(sv, v128.load(src + o)));
+  }
+  for (; j < n; j++) stf(dst, j, s * ldf(src, j));
 }
 
 /** `row[j] = exp(li - Lc_j)` for `j < n`: differences in float64, exp in float32 (4 lanes at a time). */
@@ -299,8 +383,8 @@ function decayRow(row: usize, li: f64, n: i32): void {
  */
 function solveW(S: usize, n: i32): void {
   const dk = DK;
-  const dv = DV;
-  scaleRows(WW, dv, Y, dv, BV, n, dv);
+  const dv = NV;
+  scaleRows(WW, dv, YS, dv, BV, n, dv);
   if (!REG) return;
   mm(XS, dv, X, dk, 1, S, dv, n, dk, dv, false, FULL);
   for (let i = 0; i < n; i++) axpyF(row(WW, i, dv), row(XS, i, dv), -ldf(ACP, i), dv);
@@ -308,14 +392,26 @@ function solveW(S: usize, n: i32): void {
   forwardSubstitute(n);
 }
 
-/** `KXX = X X^T` and `AM = -A = -diag(a) (Kxx ⊙ Gp)` (strictly lower) of the segment. */
-function buildA(n: i32): void {
+/** `KXX = X X^T` (strictly lower) of the segment. */
+export function gramX(n: i32): void {
   gram(KXX, CC, X, DK, XT, CC, n, DK, true);
+}
+
+/** `AM = -A = -diag(a) (Kxx ⊙ Gp)` (strictly lower) of the sub-problem (Kxx: the segment's, or fresh). */
+export function buildA(n: i32): void {
+  if (!COL) gramX(n);
   for (let i = 1; i < n; i++) {
     const ai = ldf(AV, i);
-    for (let j = 0; j < i; j++) {
-      store<f32>(el(AM, i, j), -ai * load<f32>(el(KXX, i, j)) * load<f32>(el(GAMM, i - 1, j)));
+    const am = el(AM, i, 0);
+    const kx = el(KXX, i, 0);
+    const gp = el(GAMM, i - 1, 0);
+    const a4 = f32x4.splat(-ai);
+    let j = 0;
+    for (; j + 4 <= i; j += 4) {
+      const o = <usize> j << 2;
+      v128.store(am + o, f32x4.mul(a4, f32x4.mul(v128.load(kx + o), v128.load(gp + o))));
     }
+    for (; j < i; j++) stf(am, j, -ai * ldf(kx, j) * ldf(gp, j));
   }
 }
 
@@ -323,8 +419,13 @@ function buildA(n: i32): void {
  * `W <- (I + A)^-1 W` (AM holds `-A`), in blocks of 4 rows: the rows above a block enter through one
  * product, the block's own triangle by row updates.
  */
-function forwardSubstitute(n: i32): void {
-  const dv = DV;
+export function forwardSubstitute(n: i32): void {
+  const dv = NV;
+  if (dv == 1) {
+    // one column: W_i += (-A)[i, :i] . W[:i]
+    for (let i = 1; i < n; i++) stf(WW, i, ldf(WW, i) + dotF(el(AM, i, 0), WW, i));
+    return;
+  }
   for (let i0 = 0; i0 < n; i0 += 4) {
     const i1 = min(n, i0 + 4);
     mm(row(WW, i0, dv), dv, el(AM, i0, 0), CC, 1, WW, dv, i1 - i0, i0, dv, true, FULL);
@@ -335,8 +436,13 @@ function forwardSubstitute(n: i32): void {
 }
 
 /** `dR <- (I + A)^-T dR` (AM holds `-A`), in blocks of 4 rows from the bottom, as forwardSubstitute. */
-function backSubstitute(n: i32): void {
-  const dv = DV;
+export function backSubstitute(n: i32): void {
+  const dv = NV;
+  if (dv == 1) {
+    // one column: once dR_i is final, dR[:i] += (-A)[i, :i] dR_i
+    for (let i = n - 1; i > 0; i--) axpyF(DR, el(AM, i, 0), ldf(DR, i), i);
+    return;
+  }
   for (let j1 = n; j1 > 0; j1 -= 4) {
     const j0 = max(0, j1 - 4);
     mm(row(DR, j0, dv), dv, el(AM, j1, j0), 1, CC, row(DR, j1, dv), dv, j1 - j0, n - j1, dv, true, FULL);
@@ -346,23 +452,60 @@ function backSubstitute(n: i32): void {
   }
 }
 
-/** `KQX = Q X^T`, `MQ = KQX ⊙ Gam` (lower triangles; zero above) for the segment at `a`. */
-function readoutMask(a: i32, n: i32): void {
-  fillF(MQ, 0, n * CC);
+/** `KQX = Q X^T` (lower triangle) of the segment at `a`. */
+export function gramQ(a: i32, n: i32): void {
   gram(KQX, CC, QH + kRowOff(a), DK, XT, CC, n, DK, false);
+}
+
+/** `MQ = KQX ⊙ Gam` (lower triangle; zero above) for the sub-problem at `a` (KQX fresh or shared). */
+export function readoutMask(a: i32, n: i32): void {
+  if (!COL) {
+    fillF(MQ, 0, n * CC); // a per-column rule zeroes it once per segment
+    gramQ(a, n);
+  }
   hadamard(MQ, KQX, GAMM, n, CC);
+}
+
+/** Keep (`save`) or restore the sub-problem's pseudo-values W in the `[T, Dv]` store. */
+export function storeW(a: i32, n: i32, save: bool): void {
+  if (!COL) {
+    const bytes = (<usize> n * <usize> NV) << 2;
+    if (save) memory.copy(WSTORE + vRowOff(a), WW, bytes);
+    else memory.copy(WW, WSTORE + vRowOff(a), bytes);
+    return;
+  }
+  for (let i = 0; i < n; i++) {
+    const p = WSTORE + vRowOff(a + i) + COLB;
+    if (save) store<f32>(p, ldf(WW, i));
+    else stf(WW, i, load<f32>(p));
+  }
 }
 
 /** One segment forward on the state `S` (updated in place); with `readout` writes o of its positions. */
 function segmentForward(a: i32, n: i32, S: usize, readout: bool): void {
+  if (WINDOWED) {
+    windowSegmentForward(a, n, S, readout);
+    return;
+  }
+  if (REGWIN) {
+    regSegmentForward(a, n, S, readout);
+    return;
+  }
+  loadRows(a, n);
+  if (COL) columnForward(a, n, S, readout);
+  else subForward(a, n, S, readout);
+}
+
+/** Forward of the current sub-problem (all columns, or one) of the segment on its state `S`. */
+function subForward(a: i32, n: i32, S: usize, readout: bool): void {
   const dk = DK;
-  const dv = DV;
-  loadSegment(a, n);
+  const dv = NV;
+  loadDecays(n);
   solveW(S, n);
-  if (WSTORE != 0) memory.copy(WSTORE + vRowOff(a), WW, (<usize> n * <usize> dv) << 2);
+  if (WSTORE != 0) storeW(a, n, true);
   if (readout) {
     readoutMask(a, n);
-    const o = OUT_O + vOff(a);
+    const o = OUT_O + vOff(a) + COLB;
     mm(o, LDO, QH + kRowOff(a), dk, 1, S, dv, n, dk, dv, false, FULL);
     scaleRows(o, LDO, o, LDO, CV, n, dv);
     mm(o, LDO, MQ, CC, 1, WW, dv, n, n, dv, true, LOWER);
@@ -386,7 +529,7 @@ function runChunks(c0: i32, c1: i32, S: usize, s0: usize, readout: bool): void {
   }
 }
 
-/** Forward of one head of a scalar coefficient-stream rule in the chunk-parallel form. */
+/** Forward of one head of a coefficient-stream rule in the chunk-parallel form. */
 export function chunkForward(scratch: usize): void {
   setup(scratch, false);
   const sdb = (<usize> DK * <usize> DV) << 2;
@@ -406,8 +549,8 @@ export function chunkForward(scratch: usize): void {
  */
 function backReadout(a: i32, n: i32, S: usize): void {
   const dk = DK;
-  const dv = DV;
-  const dO = DO0 + vOff(a);
+  const dv = NV;
+  const dO = DO0 + vOff(a) + COLB;
   const q = QH + kRowOff(a);
   // P = X dS_e; dge_j = P_j . W_j; dW = Mq^T dO + diag(ge) P
   mm(PP, dv, X, dk, 1, DSR, dv, n, dk, dv, false, FULL);
@@ -432,7 +575,8 @@ function backReadout(a: i32, n: i32, S: usize): void {
   for (let i = 0; i < n; i++) {
     stf(DC, i, dotF(row(T2, i, dk), row(q, i, dk), dk));
   }
-  scaleRows(DQ, dk, T2, dk, CV, n, dk);
+  scaleRows(T2, dk, T2, dk, CV, n, dk);
+  axpyF(DQ, T2, 1, n * dk);
   mm(DQ, dk, DMQ, CC, 1, X, dk, n, n, dk, true, LOWER);
   mm(DX, dk, DMQ, 1, CC, q, dk, n, n, dk, true, UPPER);
   // dS_a += Q^T diag(c) dO + c_e dS_e; dc_e += <dS_e, S_a>
@@ -452,13 +596,13 @@ function backReadout(a: i32, n: i32, S: usize): void {
  */
 function backSolve(a: i32, n: i32): void {
   const dk = DK;
-  const dv = DV;
+  const dv = NV;
   memory.copy(DR, DW, (<usize> n * <usize> dv) << 2);
   if (REG) backSubstitute(n);
   for (let i = 0; i < n; i++) {
     const ri = row(DR, i, dv);
-    stf(DB, i, dotF(ri, row(Y, i, dv), dv));
-    const dvt = G_DV + vOff(a + i);
+    stf(DB, i, dotF(ri, row(YS, i, dv), dv));
+    const dvt = G_DV + vOff(a + i) + COLB;
     const bi = ldf(BV, i);
     for (let j = 0; j < dv; j++) stf(dvt, j, bi * ldf(ri, j));
     stf(DA, i, 0);
@@ -509,12 +653,26 @@ function backSolve(a: i32, n: i32): void {
  * `H = dGam ⊙ Gam`, then `dlog gamma_r = sum_{i >= r} dLc_i` and `dgamma_r = dlog gamma_r / gamma_r`
  * (written to DC; zero where gamma is below TINY_GAMMA, whose every use in coefGrads is scaled by it).
  */
-function decayGrads(n: i32): void {
+export function decayGrads(n: i32): void {
   for (let i = 0; i < n; i++) std(DLC, i, <f64> ldf(DC, i) * <f64> ldf(CV, i));
   for (let i = 1; i < n; i++) {
-    let rowSum: f64 = 0;
-    for (let j = 0; j < i; j++) {
-      const h = <f64> (load<f32>(el(DGAM, i, j)) * load<f32>(el(GAMM, i, j)));
+    const dg = el(DGAM, i, 0);
+    const gm = el(GAMM, i, 0);
+    let rs = f32x4.splat(0);
+    let j = 0;
+    for (; j + 4 <= i; j += 4) {
+      const o = <usize> j << 2;
+      const h = f32x4.mul(v128.load(dg + o), v128.load(gm + o));
+      rs = f32x4.add(rs, h);
+      const p = DLC + (<usize> j << 3);
+      v128.store(p, f64x2.sub(v128.load(p), f64x2.promote_low_f32x4(h)));
+      const hh = v128.shuffle<i32>(h, h, 2, 3, 0, 1);
+      v128.store(p + 16, f64x2.sub(v128.load(p + 16), f64x2.promote_low_f32x4(hh)));
+    }
+    let rowSum: f64 = <f64> f32x4.extract_lane(rs, 0) + <f64> f32x4.extract_lane(rs, 1) +
+      <f64> f32x4.extract_lane(rs, 2) + <f64> f32x4.extract_lane(rs, 3);
+    for (; j < i; j++) {
+      const h = <f64> (ldf(dg, j) * ldf(gm, j));
       rowSum += h;
       std(DLC, j, ldd(DLC, j) - h);
     }
@@ -528,26 +686,45 @@ function decayGrads(n: i32): void {
   }
 }
 
+/** Per-column rule: keep the current column's coefficient gradients (dgamma in DC, da, db) in CG. */
+export function keepColumnGrads(n: i32): void {
+  const dv = DV;
+  const cgb = (<usize> CC * <usize> dv) << 2;
+  for (let i = 0; i < n; i++) {
+    const r = row(CG, i, dv) + COLB;
+    store<f32>(r, ldf(DC, i));
+    store<f32>(r + cgb, ldf(DA, i));
+    store<f32>(r + 2 * cgb, ldf(DB, i));
+  }
+}
+
 /** Per position of the segment: coefficient gradients (dbeta, dlambdabar), the E term of dx, scatter dq, dk. */
 function scatterRows(a: i32, n: i32, dqh: usize, dkh: usize): void {
   const dk = DK;
   const dvb = <usize> DV << 2;
+  const cgb = (<usize> CC * <usize> DV) << 2;
   for (let i = 0; i < n; i++) {
     const t = a + i;
     const start = isStart(t);
-    stf(VG, 0, ldf(DC, i));
-    stf(VG + dvb, 0, ldf(DA, i));
-    stf(VG + 2 * dvb, 0, ldf(DB, i));
+    let g = VG;
+    if (COL) {
+      g = row(CG, i, DV);
+    } else {
+      stf(VG, 0, ldf(DC, i));
+      stf(VG + dvb, 0, ldf(DA, i));
+      stf(VG + 2 * dvb, 0, ldf(DB, i));
+    }
+    const gb = COL ? cgb : dvb;
     coefGrads(
       t,
       PREFIX && start,
       ldd(EV, i),
-      VG,
-      VG + dvb,
-      VG + 2 * dvb,
+      g,
+      g + gb,
+      g + 2 * gb,
       G_DBETA + ((<usize> t * <usize> G_BW_H) << 2),
       G_DLAM + lamOff(t),
-      1,
+      COL ? 0 : 1,
     );
     const dx = row(DX, i, dk);
     const ge = <f32> (2 * GRAD_E);
@@ -561,11 +738,33 @@ function scatterRows(a: i32, n: i32, dqh: usize, dkh: usize): void {
 /** Backward of one segment entering with `S`; DSR holds dS_e on entry and dS_a on return. */
 function segmentBackward(a: i32, n: i32, S: usize, dqh: usize, dkh: usize): void {
   const dk = DK;
-  const dv = DV;
-  loadSegment(a, n);
+  if (WINDOWED) {
+    windowSegmentBackward(a, n, S, dqh, dkh);
+    return;
+  }
+  if (REGWIN) {
+    regSegmentBackward(a, n, S, dqh, dkh);
+    return;
+  }
+  loadRows(a, n);
+  fillF(DX, 0, n * dk);
+  fillF(DQ, 0, n * dk);
+  if (COL) columnBackward(a, n, S);
+  else subBackward(a, n, S);
+  scatterRows(a, n, dqh, dkh);
+}
+
+/**
+ * Backward of the current sub-problem of the segment entering with `S`: DSR holds its dS_e on entry
+ * and dS_a on return; dX, dQ accumulate; dgamma (in DC), da, db of its positions.
+ */
+function subBackward(a: i32, n: i32, S: usize): void {
+  const dk = DK;
+  const dv = NV;
+  loadDecays(n);
   if (REG) {
     // W of the regression rules was kept by the checkpoint pass; the solve's matrix is rebuilt
-    memory.copy(WW, WSTORE + vRowOff(a), (<usize> n * <usize> dv) << 2);
+    storeW(a, n, false);
     buildA(n);
   } else {
     solveW(S, n);
@@ -575,15 +774,13 @@ function segmentBackward(a: i32, n: i32, S: usize, dqh: usize, dkh: usize): void
   transpose(DST, DSR, dk, dv, dk);
   transpose(WT, WW, n, dv, CC);
   fillF(DSIN, 0, dk * dv);
-  fillF(DX, 0, n * dk);
   backReadout(a, n, S);
   backSolve(a, n);
   decayGrads(n);
-  scatterRows(a, n, dqh, dkh);
   memory.copy(DSR, DSIN, (<usize> dk * <usize> dv) << 2);
 }
 
-/** Backward of one head of a scalar coefficient-stream rule in the chunk-parallel form. */
+/** Backward of one head of a coefficient-stream rule in the chunk-parallel form. */
 export function chunkBackward(scratch: usize): void {
   setup(scratch, true);
   const dk = DK;
@@ -595,6 +792,8 @@ export function chunkBackward(scratch: usize): void {
   const s0 = s0Ptr(scratch);
   fillF(dkh, 0, T * dk);
   fillF(G_DS0, 0, sd);
+  // the window rules' pairs accumulate into dv
+  if (WINDOWED || REGWIN) { for (let t = 0; t < T; t++) fillF(G_DV + vOff(t), 0, DV); }
   // checkpoints: the state entering each chunk (before a possible reset at its first position)
   if (HAS_CARRY) memory.copy(RUN, C_STATE, sdb);
   else fillF(RUN, 0, sd);

@@ -1,6 +1,8 @@
 /**
  * Work area of the chunk-parallel form (fw_chunk.ts) inside a thread's scratch: byte offsets relative
  * to its start, for chunks of at most `C` positions (shapes in the comments; `C` rows, `Dk`/`Dv` wide).
+ * The per-column rules (falcon2/falcon2a, fw_chunk_column.ts) run their `C x C` work one value column
+ * at a time: W_W, W_DW, W_DR then hold one column (`[C, 1]`), and the arrays after W_V the rest.
  */
 
 // per-position scalars of the chunk
@@ -48,13 +50,64 @@ export let W_DS: usize = 0; // running dS
 export let W_RUN: usize = 0; // running state of the checkpoint pass
 // Dv vectors for coefs() / coefGrads()
 export let W_V: usize = 0; // 6 x [Dv]
+// per-column rules
+export let W_CF: usize = 0; // f32 [3, C, Dv] gamma, a, b of every column
+export let W_CG: usize = 0; // f32 [3, C, Dv] their gradients
+export let W_YC: usize = 0; // f32 [C] values of the current column
+export let W_CE: usize = 0; // f32 [Dv] c_e of every column
+export let W_XSF: usize = 0; // [C, Dv] X S_a
+export let W_QSF: usize = 0; // [C, Dv] Q S_a
+export let W_WF: usize = 0; // [C, Dv] W of every column
+export let W_GWF: usize = 0; // [C, Dv] Gam[e, :] ⊙ W of every column
+export let W_PF: usize = 0; // [C, Dv] X dS_e
+export let W_DOC: usize = 0; // [C, Dv] diag(c) dO of every column
+export let W_DRF: usize = 0; // [C, Dv] -diag(a cp) dR of every column
+export let W_DKQX: usize = 0; // [C, C] dKqx summed over the columns
+export let W_DKXX: usize = 0; // [C, C] dKxx summed over the columns
+// window rule falcon3a (fw_chunk_window.ts): the segment's pairs, P = C + B - 1 of them at most
+export let W_WS: usize = 0; // f64 [8, C] per position: gamma, g, stat, lam, den, eta, clamped, noop
+export let W_WI: usize = 0; // i32 [2, C] per position: first pair of the window, window size
+export let W_PX: usize = 0; // [P, Dk] pair features
+export let W_PXT: usize = 0; // [Dk, P] their transpose
+export let W_PY: usize = 0; // [P, Dv] pair targets
+export let W_PYT: usize = 0; // [Dv, P] their transpose
+export let W_PM: usize = 0; // [C, P] write mask M
+export let W_PKQ: usize = 0; // [C, P] Q X^T
+export let W_PMQ: usize = 0; // [C, P] Kqx ⊙ M
+export let W_PDM: usize = 0; // [C, P] dM
+export let W_PDQ: usize = 0; // [C, P] dMq, then dKqx
+export let W_PDX: usize = 0; // [P, Dk] pair feature gradients
+export let W_PDY: usize = 0; // [P, Dv] pair target gradients
+export let W_PP: usize = 0; // [P, Dv] X dS_e, then M[e, :] ⊙ Y
+export let W_PR: usize = 0; // f32 [P] running dM row of the reverse recursion
+// regression window rule falcon3 (fw_chunk_window_reg.ts): R = C * B instance rows (only when asked for)
+export let W_RS: usize = 0; // i32 [R] step of each instance row
+export let W_RP: usize = 0; // i32 [R] pair of each instance row
+export let W_RB: usize = 0; // i32 [C + 1] first instance row of each step
+export let W_RW: usize = 0; // [R, Dv] pseudo-values W
+export let W_RWT: usize = 0; // [Dv, R] W^T
+export let W_RR: usize = 0; // [R, Dv] dW, then dR
+export let W_RAM: usize = 0; // [R, R] -A
+export let W_RDA: usize = 0; // [R, R] dR W^T
+export let W_RMQ: usize = 0; // [C, R] masked readout matrix
+export let W_RDMQ: usize = 0; // [C, R] its gradient
+export let W_PKP: usize = 0; // [P, P] pair Gram X X^T
+export let W_PDKP: usize = 0; // [P, P] its gradient
+export let W_PXS: usize = 0; // [P, Dv] X S_a
+export let W_PZ: usize = 0; // [P, Dv] pair sums of Gam[e, s] W
+export let W_PDRF: usize = 0; // [P, Dv] pair sums of -g cp dR
+export let W_RDG: usize = 0; // f64 [C] dg per step
 
 function up(x: usize): usize {
   return (x + 15) & ~(<usize> 15);
 }
 
-/** Set the offsets for chunks of `c` positions and return the bytes of the work area. */
-export function chunkLayout(c: i32, dk: i32, dv: i32): usize {
+/**
+ * Set the offsets for chunks of `c` positions and return the bytes of the work area (`w`: the window
+ * size B of falcon3a, whose arrays of pairs hold `c + w - 1` rows; 1 for the other rules;
+ * `instances`: falcon3's arrays of `c * w` instance rows too).
+ */
+export function chunkLayout(c: i32, dk: i32, dv: i32, w: i32, instances: bool = false): usize {
   const cc = <usize> c;
   const f64v = cc << 3;
   const f32v = cc << 2;
@@ -143,5 +196,97 @@ export function chunkLayout(c: i32, dk: i32, dv: i32): usize {
   o = up(o + sd);
   W_V = o;
   o = up(o + ((6 * <usize> dv) << 2));
+  W_CF = o;
+  o = up(o + 3 * rv);
+  W_CG = o;
+  o = up(o + 3 * rv);
+  W_YC = o;
+  o = up(o + f32v);
+  W_CE = o;
+  o = up(o + ((<usize> dv) << 2));
+  W_XSF = o;
+  o = up(o + rv);
+  W_QSF = o;
+  o = up(o + rv);
+  W_WF = o;
+  o = up(o + rv);
+  W_GWF = o;
+  o = up(o + rv);
+  W_PF = o;
+  o = up(o + rv);
+  W_DOC = o;
+  o = up(o + rv);
+  W_DRF = o;
+  o = up(o + rv);
+  W_DKQX = o;
+  o = up(o + mat);
+  W_DKXX = o;
+  o = up(o + mat);
+  const pn = <usize> (c + (w > 1 ? w : 1) - 1);
+  const pm = (cc * pn) << 2;
+  W_WS = o;
+  o = up(o + 8 * f64v);
+  W_WI = o;
+  o = up(o + 2 * f32v);
+  W_PX = o;
+  o = up(o + ((pn * <usize> dk) << 2));
+  W_PXT = o;
+  o = up(o + ((pn * <usize> dk) << 2));
+  W_PY = o;
+  o = up(o + ((pn * <usize> dv) << 2));
+  W_PYT = o;
+  o = up(o + ((pn * <usize> dv) << 2));
+  W_PM = o;
+  o = up(o + pm);
+  W_PKQ = o;
+  o = up(o + pm);
+  W_PMQ = o;
+  o = up(o + pm);
+  W_PDM = o;
+  o = up(o + pm);
+  W_PDQ = o;
+  o = up(o + pm);
+  W_PDX = o;
+  o = up(o + ((pn * <usize> dk) << 2));
+  W_PDY = o;
+  o = up(o + ((pn * <usize> dv) << 2));
+  W_PP = o;
+  o = up(o + ((pn * <usize> dv) << 2));
+  W_PR = o;
+  o = up(o + (pn << 2));
+  const rn = instances ? cc * <usize> (w > 1 ? w : 1) : 0;
+  const pp = instances ? pn : 0;
+  W_RS = o;
+  o = up(o + (rn << 2));
+  W_RP = o;
+  o = up(o + (rn << 2));
+  W_RB = o;
+  o = up(o + ((cc + 1) << 2));
+  W_RW = o;
+  o = up(o + ((rn * <usize> dv) << 2));
+  W_RWT = o;
+  o = up(o + ((rn * <usize> dv) << 2));
+  W_RR = o;
+  o = up(o + ((rn * <usize> dv) << 2));
+  W_RAM = o;
+  o = up(o + ((rn * rn) << 2));
+  W_RDA = o;
+  o = up(o + ((rn * rn) << 2));
+  W_RMQ = o;
+  o = up(o + ((cc * rn) << 2));
+  W_RDMQ = o;
+  o = up(o + ((cc * rn) << 2));
+  W_PKP = o;
+  o = up(o + ((pp * pp) << 2));
+  W_PDKP = o;
+  o = up(o + ((pp * pp) << 2));
+  W_PXS = o;
+  o = up(o + ((pp * <usize> dv) << 2));
+  W_PZ = o;
+  o = up(o + ((pp * <usize> dv) << 2));
+  W_PDRF = o;
+  o = up(o + ((pp * <usize> dv) << 2));
+  W_RDG = o;
+  o = up(o + (instances ? f64v : 0));
   return o;
 }

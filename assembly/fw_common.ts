@@ -481,9 +481,18 @@ export function chunkSize(t: i32, c: i32): i32 {
 /**
  * Compute the scratch layout for the current context sizes; returns the bytes needed. The chunked
  * form (`chunked`) keeps a checkpoint per chunk in the backward and a chunk work area instead of the
- * recurrent form's per-step states and coefficients.
+ * recurrent form's per-step states and coefficients (`instances`: and falcon3's instance rows).
  */
-export function layout(t: i32, dk: i32, dv: i32, w: i32, c: i32, backward: bool, chunked: bool): usize {
+export function layout(
+  t: i32,
+  dk: i32,
+  dv: i32,
+  w: i32,
+  c: i32,
+  backward: bool,
+  chunked: bool,
+  instances: bool = false,
+): usize {
   const td = (<usize> t * <usize> dk) << 2;
   const md = <usize> (dk > dv ? dk : dv);
   const sd = (<usize> dk * <usize> dv) << 2;
@@ -519,7 +528,7 @@ export function layout(t: i32, dk: i32, dv: i32, w: i32, c: i32, backward: bool,
     L_WSTORE = o;
     if (backward) o = up(o + ((<usize> t * <usize> dv) << 2));
     L_CW = o;
-    o = up(o + chunkLayout(c, dk, dv));
+    o = up(o + chunkLayout(c, dk, dv, w, instances));
   } else if (backward) {
     const nc = <usize> ((t + c - 1) / c);
     o = up(o + nc * sd);
@@ -536,8 +545,8 @@ export function layout(t: i32, dk: i32, dv: i32, w: i32, c: i32, backward: bool,
 
 /**
  * Bytes of scratch one thread needs for one head of a fast-weight call with these sizes (`chunked`:
- * the chunk-parallel form of the scalar coefficient-stream rules).
+ * the chunk-parallel form: 1, or 2 for falcon3, whose instance rows it holds too; `w`: the window B).
  */
 export function fwScratchBytes(t: i32, dk: i32, dv: i32, w: i32, c: i32, backward: i32, chunked: i32): usize {
-  return layout(t, dk, dv, w, c, backward != 0, chunked != 0);
+  return layout(t, dk, dv, w, c, backward != 0, chunked != 0, chunked == 2);
 }

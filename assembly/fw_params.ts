@@ -73,7 +73,7 @@ export const P_DS0: i32 = 41;
 export const P_DCARRY: i32 = 42;
 /** Checkpoint interval of the backward (states are stored every C positions). */
 export const P_CHUNK: i32 = 43;
-/** 0 = recurrent; 1 = chunk-parallel (forms "chunk" and "parallel"; scalar coefficient-stream rules only). */
+/** 0 = recurrent; 1 = chunk-parallel (forms "chunk" and "parallel"; every rule). */
 export const P_FORM: i32 = 44;
 /** Number of slots. */
 export const P_COUNT: i32 = 45;

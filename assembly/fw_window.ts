@@ -83,11 +83,16 @@ import {
 } from "./fw_step";
 import { axpyF, fillF, ldd, ldf, std, stf } from "./simd";
 
-/** Window of position t: sets WLO and WN (0 at the prefix sentinel). Uses j0 = first real pair. */
-let WLO: i32 = 0;
-let WN: i32 = 0;
+/**
+ * Window of position t: sets WLO and WN (0 at the prefix sentinel). Uses j0 = first real pair. The
+ * window and coefficient helpers are shared with the chunk-parallel form (fw_chunk_window.ts,
+ * fw_chunk_window_reg.ts).
+ */
+export let WLO: i32 = 0;
+export let WN: i32 = 0;
 
-function windowOf(t: i32): void {
+/** Set {@link WLO}, {@link WN}: the window of position t. */
+export function windowOf(t: i32): void {
   const lo0 = t - WIN + 1;
   let j0: i32 = i32.MIN_VALUE;
   let s = t;
@@ -105,7 +110,7 @@ function windowOf(t: i32): void {
 }
 
 /** Feature of pair j. */
-function pairX(j: i32, kh: usize): usize {
+export function pairX(j: i32, kh: usize): usize {
   if (j < 0) return C_WX + ((<usize> (WIN - 1 + j) * <usize> DK) << 2);
   if (!PREFIX) return kh + ((<usize> j * <usize> DK) << 2);
   if (j == 0) return C_LASTKEY;
@@ -113,22 +118,22 @@ function pairX(j: i32, kh: usize): usize {
 }
 
 /** Target of pair j. */
-function pairY(j: i32): usize {
+export function pairY(j: i32): usize {
   if (j < 0) return C_WY + ((<usize> (WIN - 1 + j) * <usize> DV) << 2);
   return V0 + vOff(j);
 }
 
-// coefficients of the current step
-let ST_STAT: f64 = 0;
-let ST_LAM: f64 = 0;
-let ST_DEN: f64 = 0;
-let ST_ETA: f64 = 0;
-let ST_GAMMA: f64 = 1;
-let ST_CLAMPED: bool = false;
-let ST_NOOP: bool = true;
+// coefficients of the current step (set by windowCoefs)
+export let ST_STAT: f64 = 0;
+export let ST_LAM: f64 = 0;
+export let ST_DEN: f64 = 0;
+export let ST_ETA: f64 = 0;
+export let ST_GAMMA: f64 = 1;
+export let ST_CLAMPED: bool = false;
+export let ST_NOOP: bool = true;
 
 /** Statistic and coefficients of position t over the window set by windowOf (u: top eigenvector). */
-function windowCoefs(t: i32, kh: usize, f64s: usize): void {
+export function windowCoefs(t: i32, kh: usize, f64s: usize): void {
   const n = WN;
   const dk = DK;
   ST_NOOP = true;

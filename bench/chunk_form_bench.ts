@@ -9,7 +9,7 @@
  * @module
  */
 
-import { type Form, ruleConfig, type RuleName, RULES } from "../src/rules/config.ts";
+import { type Form, isPerColumnRule, ruleConfig, type RuleName, RULES } from "../src/rules/config.ts";
 import { Rng } from "../src/testing/compare.ts";
 import { createWasmBackend } from "../src/wasm/backend.ts";
 
@@ -32,11 +32,14 @@ export async function benchForms(rule: RuleName, chunkSize: number, reps: number
   try {
     const rng = new Rng(3);
     const n = B * T * H;
+    const perColumn = isPerColumnRule(rule);
     const inputs = {
       q: be.fromArray(rng.normals(n * dk), [B, T, H, dk]),
       k: be.fromArray(rng.normals(n * dk), [B, T, H, dk]),
       v: be.fromArray(rng.normals(n * dv), [B, T, H, dv]),
-      beta: be.fromArray(rng.uniforms(n, 0.2, 1.5), [B, T, H]),
+      beta: perColumn
+        ? be.fromArray(rng.uniforms(n * dv, 0.2, 1.5), [B, T, H, dv])
+        : be.fromArray(rng.uniforms(n, 0.2, 1.5), [B, T, H]),
       lambdabar: be.fromArray(rng.uniforms(n, 0, 0.5), [B, T, H]),
     };
     const dO = be.fromArray(rng.normals(n * dv), [B, T, H, dv]);

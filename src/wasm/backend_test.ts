@@ -5,7 +5,7 @@
 
 import { ruleConfig } from "../rules/config.ts";
 import { createRefBackend } from "../rules/reference/backend.ts";
-import { Rng } from "../testing/compare.ts";
+import { assertRelL2, Rng } from "../testing/compare.ts";
 import { createWasmBackend } from "./backend.ts";
 
 function equalArrays(name: string, a: ArrayLike<number>, b: ArrayLike<number>) {
@@ -44,7 +44,7 @@ Deno.test("zeros, fromArray, read, copy and dispose round-trip float32 data", as
   }
 });
 
-Deno.test("fast-weight results are bit-identical on 1 and 2 threads and for every form", async () => {
+Deno.test("fast-weight results are bit-identical on 1 and 2 threads and for both chunked forms, and the chunked kernel matches the recurrent one", async () => {
   const one = await createWasmBackend({ threads: 1 });
   const two = await createWasmBackend({ threads: 2 });
   try {
@@ -61,7 +61,13 @@ Deno.test("fast-weight results are bit-identical on 1 and 2 threads and for ever
     const config = ruleConfig("falcon3");
     const results = [];
     for (
-      const [be, form] of [[one, "recurrent"], [two, "recurrent"], [two, "chunk"], [two, "parallel"]] as const
+      const [be, form] of [
+        [one, "recurrent"],
+        [two, "recurrent"],
+        [one, "chunk"],
+        [two, "chunk"],
+        [two, "parallel"],
+      ] as const
     ) {
       const inputs = {
         q: be.fromArray(data.q, [B, T, H, dk]),
@@ -74,8 +80,12 @@ Deno.test("fast-weight results are bit-identical on 1 and 2 threads and for ever
       const g = be.fastWeightBackward(config, inputs, be.fromArray(data.dO, [B, T, H, dv]), { form });
       results.push([await be.read(o), await be.read(g.dk), await be.read(g.dbeta)]);
     }
-    for (let r = 1; r < results.length; r++) {
-      for (let i = 0; i < 3; i++) equalArrays(`result ${r} array ${i}`, results[r][i], results[0][i]);
+    // recurrent on 1 and 2 threads; the chunked kernel on 1 and 2 threads, under both of its forms
+    for (const [r, base] of [[1, 0], [3, 2], [4, 2]]) {
+      for (let i = 0; i < 3; i++) equalArrays(`result ${r} array ${i}`, results[r][i], results[base][i]);
+    }
+    for (let i = 0; i < 3; i++) {
+      assertRelL2(`chunk vs recurrent array ${i}`, results[2][i], results[0][i], i === 0 ? 1e-5 : 1e-4);
     }
   } finally {
     one.close();

@@ -1,10 +1,12 @@
 /**
- * The chunk-parallel kernel of the WASM backend (assembly/fw_chunk.ts) for every rule with scalar
- * coefficients, under both alignments: against the float64 reference and against the WASM recurrent
- * form, forward (o, the whole carry) at relative L2 1e-5 and gradients (dq, dk, dv, dbeta,
+ * The chunk-parallel kernel of the WASM backend (assembly/fw_chunk.ts) for every rule (the
+ * scalar-coefficient rules, the per-column falcon2/falcon2a, the window rules falcon3/falcon3a), under
+ * both alignments: against the float64 reference and against the WASM recurrent form, forward (o, the
+ * whole carry, window pairs included) at relative L2 1e-5 and gradients (dq, dk, dv, dbeta,
  * dlambdabar, ds0, dCarryState) at 1e-4. Cases: chunk sizes 1, 5 and 64, odd T not a multiple of C,
  * packed starts mid-chunk (two in a row, one on a chunk boundary), a non-zero S0, a carry, head sizes
- * that are not multiples of 4 (dk != dv), and the decay clamp active at every step.
+ * that are not multiples of 4 (dk != dv), the decay clamp active at every step, and for the window
+ * rules windows B = 1, 2, 4 and B > C, and a carry holding fewer than B - 1 pairs.
  */
 
 import type { Backend, Carry, FastWeightInputs, Tensor } from "../rules/backend.ts";
@@ -13,8 +15,10 @@ import {
   type Form,
   isPerColumnRule,
   isWindowRule,
+  type QkNorm,
   type RuleConfig,
   ruleConfig,
+  type RuleName,
   RULES,
 } from "../rules/config.ts";
 import { createRefBackend } from "../rules/reference/backend.ts";
@@ -25,7 +29,7 @@ import { usesChunkKernel } from "./fast_weight.ts";
 
 const FWD = 1e-5;
 const BWD = 1e-4;
-const SCALAR_RULES = RULES.filter((r) => !isPerColumnRule(r) && !isWindowRule(r));
+const CHUNK_RULES: readonly RuleName[] = RULES;
 const GRADS = ["dq", "dk", "dv", "dbeta", "dlambdabar", "ds0", "dCarryState"] as const;
 
 interface Case {
@@ -42,6 +46,7 @@ interface Case {
 
 interface HostData {
   readonly c: Case;
+  readonly perColumn: boolean;
   readonly q: Float64Array;
   readonly k: Float64Array;
   readonly v: Float64Array;
@@ -55,12 +60,13 @@ interface HostData {
 function makeData(config: RuleConfig, c: Case, seed: number): HostData {
   const rng = new Rng(seed);
   const n = c.B * c.T * c.H;
+  const nb = isPerColumnRule(config.rule) ? n * c.dv : n;
+  const lambdabar = c.clamp ? rng.uniforms(n, 1e3, 1e4) : rng.uniforms(n, 0.01, 0.8);
   const beta = config.rule === "mamba2"
     ? rng.uniforms(n, 0.05, 0.8)
     : config.rule === "deltanet" || config.rule === "gated_deltanet"
     ? rng.uniforms(n, 0.1, 0.9)
-    : rng.uniforms(n, 0.2, 1.8);
-  const lambdabar = c.clamp ? rng.uniforms(n, 1e3, 1e4) : rng.uniforms(n, 0.01, 0.8);
+    : rng.uniforms(nb, 0.2, 1.8);
   let starts: Uint8Array | undefined;
   if (c.starts) {
     starts = new Uint8Array(c.B * c.T);
@@ -68,6 +74,7 @@ function makeData(config: RuleConfig, c: Case, seed: number): HostData {
   }
   return {
     c,
+    perColumn: isPerColumnRule(config.rule),
     q: rng.normals(n * c.dk),
     k: rng.normals(n * c.dk),
     v: rng.normals(n * c.dv),
@@ -85,7 +92,7 @@ function upload(be: Backend, d: HostData, carry?: Carry): FastWeightInputs {
     q: be.fromArray(d.q, [B, T, H, dk]),
     k: be.fromArray(d.k, [B, T, H, dk]),
     v: be.fromArray(d.v, [B, T, H, dv]),
-    beta: be.fromArray(d.beta, [B, T, H]),
+    beta: be.fromArray(d.beta, d.perColumn ? [B, T, H, dv] : [B, T, H]),
     lambdabar: be.fromArray(d.lambdabar, [B, T, H]),
     ...(d.s0 ? { s0: be.fromArray(d.s0, [B, H, dk, dv]) } : {}),
     ...(d.starts ? { starts: d.starts } : {}),
@@ -110,6 +117,11 @@ async function run(be: Backend, config: RuleConfig, d: HostData, form: Form, car
   await read("o", out.o);
   await read("carry.state", out.carry.state);
   await read("carry.lastKey", out.carry.lastKey);
+  if (isWindowRule(config.rule)) {
+    await read("carry.windowX", out.carry.windowX);
+    await read("carry.windowY", out.carry.windowY);
+    arrays.set("carry.windowCount", Float64Array.from(out.carry.windowCount));
+  }
   for (const g of GRADS) await read(g, grads[g]);
   return { arrays, carry: out.carry };
 }
@@ -171,12 +183,12 @@ async function check(
 }
 
 /**
- * Run `body` for every scalar-coefficient rule and alignment on a fresh pair of backends (`poison`:
+ * Run `body` for every chunked rule and alignment on a fresh pair of backends (`poison`:
  * every WASM allocation starts as NaN, so an uninitialised read shows; `flavour`: the WASM build).
  */
 async function everyRule(
   body: (wasm: Backend, ref: Backend, config: RuleConfig, seed: number) => Promise<void>,
-  { poison = false, flavour }: { poison?: boolean; flavour?: WasmFlavour } = {},
+  { poison = false, flavour, qkNorm }: { poison?: boolean; flavour?: WasmFlavour; qkNorm?: QkNorm } = {},
 ) {
   const wasm = await createWasmBackend({ threads: 2, poison, flavour });
   if (flavour && wasm.flavour !== flavour) {
@@ -185,8 +197,10 @@ async function everyRule(
   const ref = createRefBackend();
   try {
     let seed = 1;
-    for (const rule of SCALAR_RULES) {
-      for (const alignment of ALIGNMENTS) await body(wasm, ref, ruleConfig(rule, { alignment }), seed++);
+    for (const rule of CHUNK_RULES) {
+      for (const alignment of ALIGNMENTS) {
+        await body(wasm, ref, ruleConfig(rule, { alignment, ...(qkNorm ? { qkNorm } : {}) }), seed++);
+      }
     }
   } finally {
     wasm.close();
@@ -206,16 +220,83 @@ const PACKED: Case = {
   starts: (b, t) => (b === 0 ? t === 3 || t === 4 || t === 12 : t === 20 || t === 28),
 };
 
-Deno.test("usesChunkKernel() picks the chunked kernel for chunked forms of scalar-coefficient rules only", () => {
+Deno.test("usesChunkKernel() picks the chunked kernel for the chunked forms of every rule", () => {
   const expect = (got: boolean, want: boolean, what: string) => {
     if (got !== want) throw new Error(`${what}: expected ${want}, got ${got}`);
   };
   for (const rule of RULES) {
-    const scalar = SCALAR_RULES.includes(rule);
-    expect(usesChunkKernel(ruleConfig(rule), "chunk"), scalar, `${rule} chunk`);
-    expect(usesChunkKernel(ruleConfig(rule), "parallel"), scalar, `${rule} parallel`);
+    const chunked = CHUNK_RULES.includes(rule);
+    expect(usesChunkKernel(ruleConfig(rule), "chunk"), chunked, `${rule} chunk`);
+    expect(usesChunkKernel(ruleConfig(rule), "parallel"), chunked, `${rule} parallel`);
     expect(usesChunkKernel(ruleConfig(rule), "recurrent"), false, `${rule} recurrent`);
   }
+});
+
+/**
+ * Run `body` for falcon3 and falcon3a under both alignments with each window size of `windows`, with
+ * the default RMS q/k norm and with none (then falcon3a's statistic's gradient reaches the keys:
+ * RMS-normalised keys have a constant norm, so it vanishes there).
+ */
+async function everyWindow(
+  windows: readonly number[],
+  body: (wasm: Backend, ref: Backend, config: RuleConfig, seed: number) => Promise<void>,
+) {
+  const wasm = await createWasmBackend({ threads: 2, poison: true });
+  const ref = createRefBackend();
+  try {
+    let seed = 500;
+    for (const window of windows) {
+      for (const alignment of ALIGNMENTS) {
+        for (const qkNorm of ["rms", "none"] as const) {
+          for (const rule of ["falcon3", "falcon3a"] as const) {
+            await body(wasm, ref, ruleConfig(rule, { alignment, window, qkNorm }), seed++);
+          }
+        }
+      }
+    }
+  } finally {
+    wasm.close();
+  }
+}
+
+Deno.test("window rules' chunk form matches with windows B = 1, 2, 4 and B > C (window over several chunks), packed starts, S0", async () => {
+  await everyWindow([1, 2, 4, 9], async (wasm, ref, config, seed) => {
+    const tag = `${config.rule} B=${config.window}/${config.alignment}/${config.qkNorm}`;
+    await check(wasm, ref, config, makeData(config, PACKED, seed), `${tag} packed C=5`);
+    const one: Case = { ...PACKED, B: 1, T: 13, chunkSize: 1, starts: (_b, t) => t === 6 };
+    await check(wasm, ref, config, makeData(config, one, seed + 20), `${tag} C=1`);
+    const big: Case = {
+      ...PACKED,
+      B: 1,
+      T: 67,
+      H: 1,
+      dk: 9,
+      dv: 6,
+      chunkSize: 64,
+      starts: (_b, t) => t === 40,
+    };
+    await check(wasm, ref, config, makeData(config, big, seed + 40), `${tag} C=64`);
+    const clamp: Case = { ...PACKED, B: 1, T: 33, clamp: true };
+    await check(wasm, ref, config, makeData(config, clamp, seed + 60), `${tag} clamp`);
+  });
+});
+
+Deno.test("window rules' chunk form continues from a carry holding fewer than B - 1 pairs, and from a full one", async () => {
+  await everyWindow([6], async (wasm, ref, config, seed) => {
+    const tag = `${config.rule} B=${config.window}/${config.alignment}/${config.qkNorm}`;
+    // 3 positions: the carry holds 2 (prefix) or 3 (current) of the 5 slots
+    const first: Case = { B: 2, T: 3, H: 2, dk: 6, dv: 3, chunkSize: 2, s0: true, clamp: false };
+    const c1 = await check(wasm, ref, config, makeData(config, first, seed), `${tag} part 1`);
+    const counts = Array.from(c1.chunk.windowCount);
+    if (counts.some((c) => c <= 0 || c >= config.window - 1)) {
+      throw new Error(`${tag}: expected a partly filled carry, got counts ${counts}`);
+    }
+    // row 0 continues over chunks of 2 (windows reach into the carry), row 1 restarts mid-way
+    const second: Case = { ...first, T: 11, starts: (b, t) => b === 1 && t === 7 };
+    const c2 = await check(wasm, ref, config, makeData(config, second, seed + 1), `${tag} part 2`, c1);
+    const third: Case = { ...first, T: 4, chunkSize: 3 };
+    await check(wasm, ref, config, makeData(config, third, seed + 2), `${tag} part 3 (full carry)`, c2);
+  });
 });
 
 Deno.test("chunk form matches the reference and the recurrent form with packed starts mid-chunk and S0 (C = 5; NaN-poisoned heap)", async () => {
@@ -223,6 +304,13 @@ Deno.test("chunk form matches the reference and the recurrent form with packed s
     const tag = `${config.rule}/${config.alignment} packed C=5`;
     await check(wasm, ref, config, makeData(config, PACKED, seed), tag);
   }, { poison: true });
+});
+
+Deno.test("chunk form matches without q/k norm (the gradient of each step's key statistic reaches the keys)", async () => {
+  await everyRule(async (wasm, ref, config, seed) => {
+    const tag = `${config.rule}/${config.alignment} qkNorm none`;
+    await check(wasm, ref, config, makeData(config, PACKED, seed + 700), tag);
+  }, { qkNorm: "none" });
 });
 
 Deno.test("chunk form of the plain-SIMD build (no relaxed madd) matches too (packed starts, S0, C = 5)", async () => {

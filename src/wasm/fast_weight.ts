@@ -4,10 +4,12 @@
  * head) on the thread pool.
  *
  * Forms: `chunk` and `parallel` run the chunk-parallel kernel (assembly/fw_chunk.ts, chunks of
- * `chunkSize` positions, default 64) for the rules with one scalar coefficient per step (falcon1,
- * falcon1a, linear, retnet, mamba2, deltanet, gated_deltanet); `recurrent`, and every form of
- * falcon2/falcon2a (per-column coefficients) and falcon3/falcon3a (windows), run the recurrent kernels,
- * whose backward stores a checkpoint every `chunkSize` positions and recomputes inside each chunk.
+ * `chunkSize` positions, default 64) for every rule: the rules with one scalar coefficient per step
+ * (falcon1, falcon1a, linear, retnet, mamba2, deltanet, gated_deltanet), the per-column
+ * falcon2/falcon2a (assembly/fw_chunk_column.ts) and the window rules falcon3a
+ * (assembly/fw_chunk_window.ts) and falcon3 (assembly/fw_chunk_window_reg.ts); `recurrent` runs the
+ * recurrent kernels, whose backward stores a checkpoint every `chunkSize` positions and recomputes
+ * inside each chunk.
  * All forms agree mathematically (SPEC section 4), so results match every form of the reference.
  *
  * @module
@@ -22,15 +24,7 @@ import type {
   FormOptions,
   Tensor,
 } from "../rules/backend.ts";
-import {
-  type Form,
-  FORMS,
-  isPerColumnRule,
-  isWindowRule,
-  retnetDecay,
-  type RuleConfig,
-  RULES,
-} from "../rules/config.ts";
+import { type Form, FORMS, isPerColumnRule, retnetDecay, type RuleConfig, RULES } from "../rules/config.ts";
 import { fastWeightDims } from "../rules/reference/fast_weight.ts";
 import { FW_PARAM } from "./_generated_wasm.ts";
 import type { WasmContext } from "./context.ts";
@@ -47,9 +41,14 @@ function chunkSizeOf(options: FormOptions): number {
   return c;
 }
 
-/** Whether a call runs the chunk-parallel kernel: a chunked form and a rule with scalar coefficients. */
-export function usesChunkKernel(config: RuleConfig, form: Form = "recurrent"): boolean {
-  return form !== "recurrent" && !isPerColumnRule(config.rule) && !isWindowRule(config.rule);
+/** Whether a call runs the chunk-parallel kernel: a chunked form (`chunk` or `parallel`), any rule. */
+export function usesChunkKernel(_config: RuleConfig, form: Form = "recurrent"): boolean {
+  return form !== "recurrent";
+}
+
+/** The scratch mode of fwScratchBytes: 0 recurrent, 1 chunk-parallel, 2 chunk-parallel falcon3. */
+function chunkMode(config: RuleConfig, chunked: boolean): number {
+  return chunked ? (config.rule === "falcon3" ? 2 : 1) : 0;
 }
 
 /** Fast-weight ops on the given context. */
@@ -156,7 +155,15 @@ export function wasmFastWeightOps(ctx: WasmContext): FastWeightOps {
         set(FW_PARAM.OUT_WX, windowX.ptr);
         set(FW_PARAM.OUT_WY, windowY.ptr);
         set(FW_PARAM.OUT_COUNT, count);
-        const scratch = ctx.exports.fwScratchBytes(T, dk, dv, config.window, chunk, 0, chunked ? 1 : 0);
+        const scratch = ctx.exports.fwScratchBytes(
+          T,
+          dk,
+          dv,
+          config.window,
+          chunk,
+          0,
+          chunkMode(config, chunked),
+        );
         ctx.pool.run("fw_forward_f32", params, B * H, scratch);
         const windowCount = H > 0 ? ctx.heap.i32.slice(count >>> 2, (count >>> 2) + B) : new Int32Array(B);
         const carry: Carry = { state, lastKey, windowX, windowY, windowCount };
@@ -196,7 +203,15 @@ export function wasmFastWeightOps(ctx: WasmContext): FastWeightOps {
         set(FW_PARAM.DLAMBDA, grads.dlambdabar.ptr);
         set(FW_PARAM.DS0, grads.ds0.ptr);
         set(FW_PARAM.DCARRY, grads.dCarryState.ptr);
-        const scratch = ctx.exports.fwScratchBytes(T, dk, dv, config.window, chunk, 1, chunked ? 1 : 0);
+        const scratch = ctx.exports.fwScratchBytes(
+          T,
+          dk,
+          dv,
+          config.window,
+          chunk,
+          1,
+          chunkMode(config, chunked),
+        );
         ctx.pool.run("fw_backward_f32", params, B * H, scratch);
         return grads;
       } finally {

@@ -1,0 +1,733 @@
+/**
+ * WGSL of the chunk-parallel fast-weight kernels of the ADDITIVE rules (falcon1a, falcon3a, linear,
+ * retnet, mamba2), forward and backward, float32 (SPEC section 4, SSD style).
+ *
+ * Recurrence: `S_t = gamma_t S_{t-1} + g_t sum_{j=lo_t}^{t} x_j y_j^T`, readout `o_t = S_t^T q_t`, with
+ * `gamma_t`, `g_t` (the `b` of `fast_weight_coef.ts`, `eta_t / B_t` for the Falcon rules) from the same
+ * `coef()` code as the recurrent kernels. For a chunk `a..e` entering with `S_in`, with
+ * `P_t = sum log gamma_r` over `r` from the last sequence start in `a..t` (or from `a`) to `t`, and
+ * `seg(t)` the number of starts in `a..t`:
+ * - `M[t,j] = sum_{s=max(j,a)}^{min(t, j+W-1)} [seg(s) = seg(t), lo_s <= j] exp(P_t - P_s) g_s`
+ *   (masked before `exp`; `j` runs from `a-W+1`, the pairs before the chunk),
+ * - `S_t = exp(P_t) base_t + sum_j M[t,j] x_j y_j^T`, `base_t = seg(t) > 0 ? S0 : S_in`,
+ * - `o_t = exp(P_t) base_t^T q_t + sum_j M[t,j] (q_t . x_j) y_j`.
+ *
+ * Kernels (`fastweight_chunk_<pass>_f32`), each spread over many workgroups:
+ * - `coef`: one invocation per `(b, h, t)`: `log gamma_t` (`log eps_gamma` where clamped) and `g_t`;
+ * - `local`: per `(b, h, chunk, 64 state elements)`: `dS_n = sum_j M[e,j] x_j y_j^T`, the chunk decay
+ *   `exp(P_e)` and whether the chunk holds a start;
+ * - `scan`: per `(b, h, state element)`, sequential over chunks: the entering state of every chunk;
+ * - `out`: per `(b, h, chunk, R rows)`: the outputs;
+ * - backward: `uv` (per-chunk `sum exp(P_t) q_t dO_t^T`, split before/after the first start), `rscan`
+ *   (reverse scan: the gradient `G_n` of every chunk's exit state, `dS0`, `dCarryState`), `dq` (rows:
+ *   `dq_t = S_t dO_t`), `cols` (per `(b, h, chunk, RC pair columns)`: `dx_j`, `dy_j` and the terms of
+ *   `d g_s`), `coefb1` (`d g_t`, `dP_t = dO_t . o_t - g_t dg_t [+ <G_n, S_e> at t = e]`), `coefb2`
+ *   (`d log gamma_t` = suffix sum of `dP` inside the segment, then `coef_back`) and `rowfix` (adds the
+ *   pair gradients that later chunks computed for earlier rows, and the step statistic's gradient).
+ *
+ * Shapes (`BH = B*H`, `NCK = ceil(T / C)`, `PAD = W-1`): `ws` is the head-major workspace of
+ * `fast_weight_recurrent.ts` (`QN [BH,T,Dk]`, `X [BH,XR,Dk]`, `Y [BH,YR,Dv]`, pair `p` at row `PAD+p`);
+ * `stepinfo [B,T,2]` (`lo_t`, start flag); `cw` the chunk workspace, sections at the offsets of the
+ * uniform block: `LG, GK, DG, DP, DST [BH,T]`, `DEC, Z [BH,NCK]`, `DS, SIN, GB [BH,NCK,Dk,Dv]`,
+ * `SFIN [BH,Dk,Dv]`, `UV [BH,NCK,2,Dk,Dv]`, `SPX [BH,NCK,PAD,Dk]`, `SPY [BH,NCK,PAD,Dv]`,
+ * `CON [BH,NCK,C+PAD,W]`; `g` the gradient workspace of the recurrent backward.
+ * Preconditions: additive rule with scalar `gamma`, `g` per step (not falcon2a); workgroup memory
+ * for the chunk's step arrays (`4C` floats) and the row/column tiles.
+ *
+ * @module
+ */
+
+import type { RuleConfig } from "../../src/rules/config.ts";
+import { coefficientWgsl, f32Literal, type HeadConstants, statKind } from "./fast_weight_coef.ts";
+import { windowSlots } from "./fast_weight_recurrent.ts";
+
+/** Compile-time shape of the chunk kernels. */
+export interface ChunkShape {
+  /** Heads. */
+  readonly H: number;
+  /** Key size. */
+  readonly dk: number;
+  /** Value size. */
+  readonly dv: number;
+  /** Chunk size `C`. */
+  readonly C: number;
+  /** Rows per workgroup of the `out` and `dq` kernels. */
+  readonly R: number;
+  /** Pair columns per workgroup of the `cols` kernel. */
+  readonly RC: number;
+}
+
+/** The passes of the chunk kernels, in dispatch order (forward: coef..out; backward: coef..rowfix). */
+export const CHUNK_PASSES = [
+  "coef",
+  "local",
+  "scan",
+  "out",
+  "uv",
+  "rscan",
+  "dq",
+  "cols",
+  "coefb1",
+  "coefb2",
+  "rowfix",
+] as const;
+
+/** One chunk kernel pass. */
+export type ChunkPass = typeof CHUNK_PASSES[number];
+
+/** Invocations per workgroup of every chunk kernel. */
+export const CHUNK_WG = 64;
+
+/** Fields of the uniform block (u32 each), in order. */
+export const CHUNK_UNIFORM_FIELDS = [
+  "B",
+  "T",
+  "hasS0",
+  "hasInit",
+  "NCK",
+  "LG",
+  "GK",
+  "DG",
+  "DP",
+  "DST",
+  "DEC",
+  "Z",
+  "DS",
+  "SIN",
+  "GB",
+  "SFIN",
+  "UV",
+  "SPX",
+  "SPY",
+  "CON",
+  "gDX",
+  "gDY",
+  "gDB",
+  "gDLB",
+  "gDS0",
+  "gDC",
+] as const;
+
+/** Name of a uniform field. */
+export type ChunkUniformField = typeof CHUNK_UNIFORM_FIELDS[number];
+
+/** Storage bindings a pass may use, in binding order. */
+export type ChunkBindingName = "ws" | "beta" | "lb" | "stepinfo" | "s0" | "init" | "dout" | "cw" | "out";
+
+const DECL: Record<ChunkBindingName, string> = {
+  ws: "var<storage, read> ws: array<f32>",
+  beta: "var<storage, read> beta: array<f32>",
+  lb: "var<storage, read> lb: array<f32>",
+  stepinfo: "var<storage, read> stepinfo: array<i32>",
+  s0: "var<storage, read> s0: array<f32>",
+  init: "var<storage, read> init: array<f32>",
+  dout: "var<storage, read> dout: array<f32>",
+  cw: "var<storage, read_write> cw: array<f32>",
+  out: "var<storage, read_write> out: array<f32>",
+};
+
+const BINDINGS: Record<ChunkPass, readonly ChunkBindingName[]> = {
+  coef: ["ws", "beta", "lb", "stepinfo", "cw"],
+  local: ["ws", "stepinfo", "cw"],
+  scan: ["s0", "init", "cw"],
+  out: ["ws", "stepinfo", "s0", "cw", "out"],
+  uv: ["ws", "stepinfo", "dout", "cw"],
+  rscan: ["cw", "out"],
+  dq: ["ws", "stepinfo", "s0", "dout", "cw", "out"],
+  cols: ["ws", "stepinfo", "dout", "cw", "out"],
+  coefb1: ["ws", "stepinfo", "cw", "out"],
+  coefb2: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
+  rowfix: ["ws", "stepinfo", "cw", "out"],
+};
+
+/**
+ * The storage bindings of a pass, in binding order (the uniform block follows them). Rules without
+ * a step statistic read no features in `coef`, `coefb2` and `rowfix`.
+ */
+export function chunkBindings(pass: ChunkPass, config: RuleConfig): readonly ChunkBindingName[] {
+  const list = BINDINGS[pass];
+  if (statKind(config.rule) !== "none") return list;
+  if (pass === "rowfix") return ["cw", "out"];
+  if (pass === "coef" || pass === "coefb2") return list.filter((b) => b !== "ws");
+  return list;
+}
+
+/** Rules the chunk kernels run. */
+export function isChunkRule(config: RuleConfig): boolean {
+  return ["falcon1a", "falcon3a", "linear", "retnet", "mamba2"].includes(config.rule);
+}
+
+/** Workgroup floats a pass needs beyond nothing (for picking `R`, `RC` and checking `C`). */
+export function chunkSharedFloats(config: RuleConfig, s: Pick<ChunkShape, "dk" | "dv" | "C" | "R" | "RC">) {
+  const pad = windowSlots(config) - 1;
+  const steps = 4 * s.C;
+  return {
+    local: steps + s.C + pad,
+    rows: steps + s.R * (s.C + pad),
+    cols: steps + s.RC * (s.dk + s.dv + 3 * s.C + 2),
+  };
+}
+
+/** Pipeline key of a chunk kernel. */
+export function chunkKey(pass: ChunkPass, config: RuleConfig, s: ChunkShape, heads: HeadConstants): string {
+  return [
+    `fastweight_chunk_${pass}_f32`,
+    config.rule,
+    config.coupling,
+    config.eps,
+    config.epsGamma,
+    windowSlots(config),
+    s.H,
+    s.dk,
+    s.dv,
+    s.C,
+    s.R,
+    s.RC,
+    heads.mambaA.join(","),
+    heads.retnetG.join(","),
+  ].join(":");
+}
+
+/** Number of workgroups (or, for the flat passes, invocations) a pass needs. */
+export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number, T: number): number {
+  const BH = B * s.H;
+  const nck = Math.ceil(T / s.C);
+  const elems = Math.ceil((s.dk * s.dv) / CHUNK_WG);
+  switch (pass) {
+    case "coef":
+    case "coefb1":
+    case "coefb2":
+      return Math.ceil((BH * T) / CHUNK_WG);
+    case "scan":
+    case "rscan":
+      return Math.ceil((BH * s.dk * s.dv) / CHUNK_WG);
+    case "rowfix":
+      return Math.ceil((BH * (pad + T + 1)) / CHUNK_WG);
+    case "local":
+    case "uv":
+      return BH * nck * elems;
+    case "out":
+    case "dq":
+      return BH * nck * Math.ceil(s.C / s.R);
+    case "cols":
+      return BH * nck * Math.ceil((s.C + pad) / s.RC);
+  }
+}
+
+function prelude(pass: ChunkPass, config: RuleConfig, s: ChunkShape, heads: HeadConstants): string {
+  const nw = windowSlots(config);
+  const names = chunkBindings(pass, config);
+  const bindings = names.map((name, i) => `@group(0) @binding(${i}) ${DECL[name]};`).join("\n");
+  const nb = names.length;
+  const usesWs = names.includes("ws");
+  return `// fastweight_chunk_${pass}_f32 (${config.rule})
+${bindings}
+struct U { ${CHUNK_UNIFORM_FIELDS.map((f) => `${f}: u32`).join(", ")} }
+@group(0) @binding(${nb}) var<uniform> u: U;
+const DK = ${s.dk}u;
+const DV = ${s.dv}u;
+const NW = ${nw}u;
+const PAD = ${nw - 1}u;
+const H = ${s.H}u;
+const C = ${s.C}u;
+const R = ${s.R}u;
+const RC = ${s.RC}u;
+const WG = ${CHUNK_WG}u;
+const CP = ${s.C + nw - 1}u;
+${
+    usesWs
+      ? `fn qn(bh: u32, t: u32, i: u32) -> f32 { return ws[(bh * u.T + t) * DK + i]; }
+fn xp(bh: u32, j: i32, i: u32) -> f32 { return ws[u.B * H * u.T * DK + (bh * (PAD + u.T + 1u) + u32(j + i32(PAD))) * DK + i]; }
+fn yp(bh: u32, j: i32, c: u32) -> f32 {
+  return ws[u.B * H * (u.T * DK + (PAD + u.T + 1u) * DK) + (bh * (PAD + u.T) + u32(j + i32(PAD))) * DV + c];
+}`
+      : ""
+  }
+fn nck() -> u32 { return u.NCK; }
+${pass === "coef" || pass === "coefb2" ? coefficientWgsl(config, heads) : ""}
+`;
+}
+
+/** The chunk's step arrays in workgroup memory and `M[t, j]` (passes with a per-chunk workgroup). */
+const CHUNK_STEPS = `
+var<workgroup> cp: array<f32, C>;   // P_t (log decay since the chunk start or the last start)
+var<workgroup> cg: array<f32, C>;   // g_t
+var<workgroup> clo: array<i32, C>;  // lo_t (first pair of step t's window)
+var<workgroup> cseg: array<u32, C>; // starts seen in a..t
+fn load_chunk(lid: u32, bh: u32, b: u32, a: u32, len: u32) {
+  for (var k = lid; k < len; k += WG) {
+    cp[k] = cw[u.LG + bh * u.T + a + k];
+    cg[k] = cw[u.GK + bh * u.T + a + k];
+    clo[k] = stepinfo[(b * u.T + a + k) * 2u];
+    cseg[k] = u32(stepinfo[(b * u.T + a + k) * 2u + 1u]);
+  }
+  workgroupBarrier();
+  if (lid == 0u) {
+    var p = 0.0;
+    var sg = 0u;
+    for (var k = 0u; k < len; k++) {
+      if (cseg[k] != 0u) { p = 0.0; sg++; }
+      p += cp[k];
+      cp[k] = p;
+      cseg[k] = sg;
+    }
+  }
+  workgroupBarrier();
+}
+// M[t, j] for chunk step tt = t - a and pair j (masked before exp)
+fn m_of(tt: u32, j: i32, a: u32) -> f32 {
+  var m = 0.0;
+  for (var o = 0u; o < NW; o++) {
+    let s = j + i32(o);
+    if (s < i32(a) || s > i32(a + tt)) { continue; }
+    let ss = u32(s) - a;
+    if (cseg[ss] != cseg[tt] || clo[ss] > j) { continue; }
+    m += exp(cp[tt] - cp[ss]) * cg[ss];
+  }
+  return m;
+}
+`;
+
+/** Entry point header of a per-chunk pass: `bh, b, n, a, len, tile` from the flat workgroup id. */
+function chunkEntry(tiles: string): string {
+  return `@compute @workgroup_size(${CHUNK_WG})
+fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  let wgid = gid.y * nwg.x + gid.x;
+  let tiles = ${tiles};
+  if (wgid >= u.B * H * nck() * tiles) { return; }
+  let tile = wgid % tiles;
+  let bn = wgid / tiles;
+  let n = bn % nck();
+  let bh = bn / nck();
+  let b = bh / H;
+  let a = n * C;
+  let len = min(C, u.T - a);
+  load_chunk(lid, bh, b, a, len);`;
+}
+
+function flatEntry(count: string): string {
+  return `@compute @workgroup_size(${CHUNK_WG})
+fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  let idx = (gid.y * nwg.x + gid.x) * WG + lid;
+  if (idx >= ${count}) { return; }`;
+}
+
+/** WGSL `step_co(bh, b, h, t)`: step `t`'s pair count and coefficients, as the recurrent kernels compute them. */
+function stepCoefWgsl(config: RuleConfig): string {
+  const kind = statKind(config.rule);
+  const dot = (o: string) => `dot_xx(bh, i32(t) - i32(${o}))`;
+  const stat = kind === "E" ? `if (n > 0u) { st = ${dot("0u")}; }` : kind === "Ebar"
+    ? `if (n > 0u) {
+    var sm = ${dot("0u")};
+    for (var o = 1u; o < NW; o++) { if (o < n) { sm += ${dot("o")}; } }
+    st = sm / f32(n);
+  }`
+    : "";
+  return `${
+    kind === "none" ? "" : `
+fn dot_xx(bh: u32, j: i32) -> f32 {
+  var d = 0.0;
+  for (var i = 0u; i < DK; i++) { let v = xp(bh, j, i); d += v * v; }
+  return d;
+}`
+  }
+fn pairs_at(b: u32, t: u32) -> u32 { return u32(max(i32(t) - stepinfo[(b * u.T + t) * 2u] + 1, 0)); }
+fn step_co(bh: u32, b: u32, h: u32, t: u32) -> Co {
+  let n = pairs_at(b, t);
+  var st = 0.0;
+  ${stat}
+  return coef(n, st, beta[(b * u.T + t) * H + h], lb[(b * u.T + t) * H + h], h);
+}
+fn log_gamma(co: Co) -> f32 {
+  if (co.clamped) { return ${f32Literal(Math.log(config.epsGamma))}; }
+  return log(co.gamma);
+}`;
+}
+
+/** WGSL of the chunk kernel `pass` (entry point `main`; bindings of {@linkcode chunkBindings}, then the uniform). */
+export function chunkShader(
+  pass: ChunkPass,
+  config: RuleConfig,
+  s: ChunkShape,
+  heads: HeadConstants,
+): string {
+  const head = prelude(pass, config, s, heads);
+  const kind = statKind(config.rule);
+  switch (pass) {
+    case "coef":
+      return head + stepCoefWgsl(config) + `
+${flatEntry("u.B * H * u.T")}
+  let t = idx % u.T;
+  let bh = idx / u.T;
+  let co = step_co(bh, bh / H, bh % H, t);
+  cw[u.LG + idx] = log_gamma(co);
+  cw[u.GK + idx] = co.b;
+}`;
+    case "local":
+      return head + CHUNK_STEPS + `
+var<workgroup> me: array<f32, CP>;
+${chunkEntry(`${Math.ceil((s.dk * s.dv) / CHUNK_WG)}u`)}
+  let j0 = i32(a) - i32(PAD);
+  for (var k = lid; k < len + PAD; k += WG) { me[k] = m_of(len - 1u, j0 + i32(k), a); }
+  workgroupBarrier();
+  let e = tile * WG + lid;
+  if (e < DK * DV) {
+    let i = e / DV;
+    let c = e % DV;
+    var acc = 0.0;
+    for (var k = 0u; k < len + PAD; k++) {
+      let m = me[k];
+      if (m != 0.0) { acc += m * xp(bh, j0 + i32(k), i) * yp(bh, j0 + i32(k), c); }
+    }
+    cw[u.DS + (bh * nck() + n) * DK * DV + e] = acc;
+  }
+  if (tile == 0u && lid == 0u) {
+    cw[u.DEC + bh * nck() + n] = exp(cp[len - 1u]);
+    cw[u.Z + bh * nck() + n] = select(0.0, 1.0, cseg[len - 1u] > 0u);
+  }
+}`;
+    case "scan":
+      return head + `
+${flatEntry("u.B * H * DK * DV")}
+  let e = idx % (DK * DV);
+  let bh = idx / (DK * DV);
+  var st = select(0.0, init[idx], u.hasInit != 0u);
+  let sz = select(0.0, s0[idx], u.hasS0 != 0u);
+  for (var n = 0u; n < nck(); n++) {
+    let k = (bh * nck() + n) * DK * DV + e;
+    cw[u.SIN + k] = st;
+    let dec = cw[u.DEC + bh * nck() + n];
+    st = dec * select(st, sz, cw[u.Z + bh * nck() + n] != 0.0) + cw[u.DS + k];
+  }
+  cw[u.SFIN + idx] = st;
+}`;
+    case "out":
+    case "dq":
+      return head + CHUNK_STEPS + rowsKernel(pass, s, windowSlots(config) - 1);
+    case "uv":
+      return head + CHUNK_STEPS + `
+${chunkEntry(`${Math.ceil((s.dk * s.dv) / CHUNK_WG)}u`)}
+  let h = bh % H;
+  let e = tile * WG + lid;
+  if (e < DK * DV) {
+    let i = e / DV;
+    let c = e % DV;
+    var uu = 0.0;
+    var vv = 0.0;
+    for (var tt = 0u; tt < len; tt++) {
+      let t = a + tt;
+      let w = exp(cp[tt]) * qn(bh, t, i) * dout[((b * u.T + t) * H + h) * DV + c];
+      if (cseg[tt] == 0u) { uu += w; } else { vv += w; }
+    }
+    let k = ((bh * nck() + n) * 2u) * DK * DV + e;
+    cw[u.UV + k] = uu;
+    cw[u.UV + k + DK * DV] = vv;
+  }
+}`;
+    case "rscan":
+      return head + `
+${flatEntry("u.B * H * DK * DV")}
+  let e = idx % (DK * DV);
+  let bh = idx / (DK * DV);
+  var gs = 0.0;
+  var acc = 0.0;
+  for (var nn = i32(nck()) - 1; nn >= 0; nn--) {
+    let n = u32(nn);
+    let k = (bh * nck() + n) * DK * DV + e;
+    cw[u.GB + k] = gs;
+    let dg = cw[u.DEC + bh * nck() + n] * gs;
+    let ku = ((bh * nck() + n) * 2u) * DK * DV + e;
+    acc += cw[u.UV + ku + DK * DV];
+    if (cw[u.Z + bh * nck() + n] != 0.0) {
+      acc += dg;
+      gs = cw[u.UV + ku];
+    } else {
+      gs = cw[u.UV + ku] + dg;
+    }
+  }
+  out[u.gDS0 + idx] = acc;
+  out[u.gDC + idx] = gs;
+}`;
+    case "cols":
+      return head + CHUNK_STEPS + colsKernel(s, windowSlots(config) - 1);
+    case "coefb1":
+      return head + `
+fn pairs_at(b: u32, t: u32) -> u32 { return u32(max(i32(t) - stepinfo[(b * u.T + t) * 2u] + 1, 0)); }
+${flatEntry("u.B * H * u.T")}
+  let t = idx % u.T;
+  let bh = idx / u.T;
+  let b = bh / H;
+  let n = t / C;
+  let a = n * C;
+  let e = min(a + C, u.T) - 1u;
+  let np = pairs_at(b, t);
+  var dg = 0.0;
+  for (var o = 0u; o < NW; o++) {
+    if (o < np) { dg += cw[u.CON + ((bh * nck() + n) * CP + (t - o - a + PAD)) * NW + o]; }
+  }
+  var dov = 0.0;
+  for (var i = 0u; i < DK; i++) { dov += qn(bh, t, i) * out[(bh * u.T + t) * DK + i]; }
+  var dp = dov - cw[u.GK + idx] * dg;
+  if (t == e) {
+    let gb = u.GB + (bh * nck() + n) * DK * DV;
+    let sx = select(u.SFIN + bh * DK * DV, u.SIN + (bh * nck() + n + 1u) * DK * DV, n + 1u < nck());
+    var ex = 0.0;
+    for (var k = 0u; k < DK * DV; k++) { ex += cw[gb + k] * cw[sx + k]; }
+    dp += ex;
+  }
+  cw[u.DG + idx] = dg;
+  cw[u.DP + idx] = dp;
+}`;
+    case "coefb2":
+      return head + stepCoefWgsl(config) + `
+${flatEntry("u.B * H * u.T")}
+  let t = idx % u.T;
+  let bh = idx / u.T;
+  let b = bh / H;
+  let h = bh % H;
+  let e = min((t / C) * C + C, u.T) - 1u;
+  var dlg = cw[u.DP + idx];
+  for (var r = t + 1u; r <= e; r++) {
+    if (stepinfo[(b * u.T + r) * 2u + 1u] != 0) { break; }
+    dlg += cw[u.DP + bh * u.T + r];
+  }
+  let co = step_co(bh, b, h, t);
+  var dgamma = 0.0;
+  if (!co.clamped && co.gamma > 0.0) { dgamma = dlg / co.gamma; }
+  let cb = coef_back(co, dgamma, 0.0, cw[u.DG + idx]);
+  out[u.gDB + idx] = cb.x;
+  out[u.gDLB + idx] = cb.y;
+  cw[u.DST + idx] = cb.z;
+}`;
+    case "rowfix":
+      return head + `
+${flatEntry("u.B * H * (PAD + u.T + 1u)")}
+  let r = idx % (PAD + u.T + 1u);
+  let bh = idx / (PAD + u.T + 1u);
+  let b = bh / H;
+  let p = i32(r) - i32(PAD);
+  // pairs before chunk n (rows a_n - PAD .. a_n - 1) were differentiated by chunk n
+  for (var n = u32(max(p + 1, 0) + i32(C) - 1) / C; n < nck() && i32(n * C) <= p + i32(PAD); n++) {
+    let jj = u32(p - (i32(n * C) - i32(PAD)));
+    for (var i = 0u; i < DK; i++) {
+      let k = u.gDX + (bh * (PAD + u.T + 1u) + r) * DK + i;
+      out[k] = out[k] + cw[u.SPX + ((bh * nck() + n) * PAD + jj) * DK + i];
+    }
+    for (var c = 0u; c < DV; c++) {
+      let k = u.gDY + (bh * (PAD + u.T) + r) * DV + c;
+      out[k] = out[k] + cw[u.SPY + ((bh * nck() + n) * PAD + jj) * DV + c];
+    }
+  }
+  ${
+        kind === "none" ? "" : `// the step statistic (E or Ebar) of every step whose window holds pair p
+  var w = 0.0;
+  for (var o = 0u; o < NW; o++) {
+    let s = p + i32(o);
+    if (s < 0 || s >= i32(u.T)) { continue; }
+    let lo = stepinfo[(b * u.T + u32(s)) * 2u];
+    if (lo > p) { continue; }
+    w += cw[u.DST + bh * u.T + u32(s)] * 2.0 / f32(s - lo + 1);
+  }
+  if (w != 0.0) {
+    for (var i = 0u; i < DK; i++) {
+      let k = u.gDX + (bh * (PAD + u.T + 1u) + r) * DK + i;
+      out[k] = out[k] + w * xp(bh, p, i);
+    }
+  }`
+      }
+}`;
+  }
+}
+
+/**
+ * `out`: `o_t = exp(P_t) base_t^T q_t + sum_j (M[t,j] q_t.x_j) y_j`;
+ * `dq`: `dq_t = exp(P_t) base_t dO_t + sum_j (M[t,j] dO_t.y_j) x_j` (= `S_t dO_t`).
+ */
+function rowsKernel(pass: "out" | "dq", s: ChunkShape, pad: number): string {
+  const fwd = pass === "out";
+  const dout = "dout[((b * u.T + t) * H + h) * DV";
+  return `
+var<workgroup> sc: array<f32, ${s.R * (s.C + pad)}>;
+${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
+  let h = bh % H;
+  let r0 = tile * R;
+  let j0 = i32(a) - i32(PAD);
+  // scores of the tile's rows
+  for (var k = lid; k < R * CP; k += WG) {
+    let tr = k / CP;
+    let jj = k % CP;
+    let tt = r0 + tr;
+    var v = 0.0;
+    if (tt < len && jj <= tt + PAD) {
+      let t = a + tt;
+      let j = j0 + i32(jj);
+      let m = m_of(tt, j, a);
+      if (m != 0.0) {
+        var d = 0.0;
+        ${
+    fwd
+      ? "for (var i = 0u; i < DK; i++) { d += qn(bh, t, i) * xp(bh, j, i); }"
+      : `for (var c = 0u; c < DV; c++) { d += ${dout} + c] * yp(bh, j, c); }`
+  }
+        v = m * d;
+      }
+    }
+    sc[k] = v;
+  }
+  workgroupBarrier();
+  let base = u.SIN + (bh * nck() + n) * DK * DV;
+  for (var k = lid; k < R * ${fwd ? "DV" : "DK"}; k += WG) {
+    let tr = k / ${fwd ? "DV" : "DK"};
+    let col = k % ${fwd ? "DV" : "DK"};
+    let tt = r0 + tr;
+    if (tt >= len) { continue; }
+    let t = a + tt;
+    // inter-chunk part: exp(P_t) times base_t (S0 after a start, else the entering state)
+    let fromS0 = cseg[tt] > 0u;
+    var inter = 0.0;
+    if (!fromS0 || u.hasS0 != 0u) {
+      let sb = select(base, bh * DK * DV, fromS0);
+      ${
+    fwd
+      ? `for (var i = 0u; i < DK; i++) {
+        let k = sb + i * DV + col;
+        inter += qn(bh, t, i) * select(cw[k], s0[k], fromS0);
+      }`
+      : `for (var c = 0u; c < DV; c++) {
+        let k = sb + col * DV + c;
+        inter += ${dout} + c] * select(cw[k], s0[k], fromS0);
+      }`
+  }
+    }
+    var acc = exp(cp[tt]) * inter;
+    for (var jj = 0u; jj <= tt + PAD; jj++) {
+      let v = sc[tr * CP + jj];
+      if (v != 0.0) { acc += v * ${fwd ? "yp(bh, j0 + i32(jj), col)" : "xp(bh, j0 + i32(jj), col)"}; }
+    }
+    ${fwd ? "out[((b * u.T + t) * H + h) * DV + col] = acc;" : "out[(bh * u.T + t) * DK + col] = acc;"}
+  }
+}`;
+}
+
+/**
+ * `cols`: for pair columns `j` of the chunk (`j = a-PAD .. e`), with `G` the exit-state gradient:
+ * `dx_j = sum_t M[t,j] (y_j.dO_t) q_t + M[e,j] G y_j`, `dy_j = sum_t M[t,j] (q_t.x_j) dO_t + M[e,j] G^T x_j`,
+ * and `CON[j, o] = sum_{t >= s} [seg] exp(P_t - P_s) (q_t.x_j)(y_j.dO_t) + [seg] exp(P_e - P_s) x_j^T G y_j`
+ * for `s = j + o` (the terms of `d g_s`).
+ */
+function colsKernel(s: ChunkShape, pad: number): string {
+  const dout = "dout[((b * u.T + t) * H + h) * DV";
+  return `
+var<workgroup> gy: array<f32, ${s.RC * s.dk}>;
+var<workgroup> gx: array<f32, ${s.RC * s.dv}>;
+var<workgroup> wq: array<f32, ${s.RC * s.C}>;
+var<workgroup> wd: array<f32, ${s.RC * s.C}>;
+var<workgroup> dm: array<f32, ${s.RC * s.C}>;
+var<workgroup> mex: array<f32, ${2 * s.RC}>;
+${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
+  let h = bh % H;
+  let c0 = tile * RC;
+  let j0 = i32(a) - i32(PAD);
+  let ncol = len + PAD;
+  let gb = u.GB + (bh * nck() + n) * DK * DV;
+  // G y_j and G^T x_j
+  for (var k = lid; k < RC * (DK + DV); k += WG) {
+    let jr = k / (DK + DV);
+    let q = k % (DK + DV);
+    let jj = c0 + jr;
+    var v = 0.0;
+    if (jj < ncol) {
+      let j = j0 + i32(jj);
+      if (q < DK) {
+        for (var c = 0u; c < DV; c++) { v += cw[gb + q * DV + c] * yp(bh, j, c); }
+      } else {
+        let c = q - DK;
+        for (var i = 0u; i < DK; i++) { v += cw[gb + i * DV + c] * xp(bh, j, i); }
+      }
+    }
+    if (q < DK) { gy[jr * DK + q] = v; } else { gx[jr * DV + q - DK] = v; }
+  }
+  workgroupBarrier();
+  for (var k = lid; k < RC * C; k += WG) {
+    let jr = k / C;
+    let tt = k % C;
+    let jj = c0 + jr;
+    var vq = 0.0;
+    var vd = 0.0;
+    var vm = 0.0;
+    if (jj < ncol && tt < len && jj <= tt + PAD) {
+      let t = a + tt;
+      let j = j0 + i32(jj);
+      var qx = 0.0;
+      for (var i = 0u; i < DK; i++) { qx += qn(bh, t, i) * xp(bh, j, i); }
+      var yd = 0.0;
+      for (var c = 0u; c < DV; c++) { yd += ${dout} + c] * yp(bh, j, c); }
+      let m = m_of(tt, j, a);
+      vq = m * yd;
+      vd = m * qx;
+      vm = qx * yd;
+    }
+    wq[k] = vq;
+    wd[k] = vd;
+    dm[k] = vm;
+  }
+  for (var jr = lid; jr < RC; jr += WG) {
+    let jj = c0 + jr;
+    var me = 0.0;
+    var ex = 0.0;
+    if (jj < ncol) {
+      let j = j0 + i32(jj);
+      me = m_of(len - 1u, j, a);
+      for (var i = 0u; i < DK; i++) { ex += xp(bh, j, i) * gy[jr * DK + i]; }
+    }
+    mex[2u * jr] = me;
+    mex[2u * jr + 1u] = ex;
+  }
+  workgroupBarrier();
+  for (var k = lid; k < RC * (DK + DV); k += WG) {
+    let jr = k / (DK + DV);
+    let q = k % (DK + DV);
+    let jj = c0 + jr;
+    if (jj >= ncol) { continue; }
+    let j = j0 + i32(jj);
+    if (q < DK) {
+      var v = mex[2u * jr] * gy[jr * DK + q];
+      for (var tt = 0u; tt < len; tt++) { v += wq[jr * C + tt] * qn(bh, a + tt, q); }
+      if (jj >= PAD) {
+        out[u.gDX + (bh * (PAD + u.T + 1u) + u32(j + i32(PAD))) * DK + q] = v;
+      } else {
+        cw[u.SPX + ((bh * nck() + n) * PAD + jj) * DK + q] = v;
+      }
+    } else {
+      let c = q - DK;
+      var v = mex[2u * jr] * gx[jr * DV + c];
+      for (var tt = 0u; tt < len; tt++) {
+        let t = a + tt;
+        v += wd[jr * C + tt] * ${dout} + c];
+      }
+      if (jj >= PAD) {
+        out[u.gDY + (bh * (PAD + u.T) + u32(j + i32(PAD))) * DV + c] = v;
+      } else {
+        cw[u.SPY + ((bh * nck() + n) * PAD + jj) * DV + c] = v;
+      }
+    }
+  }
+  for (var k = lid; k < RC * NW; k += WG) {
+    let jr = k / NW;
+    let o = k % NW;
+    let jj = c0 + jr;
+    if (jj >= ncol) { continue; }
+    let sa = i32(jj) - i32(PAD) + i32(o); // s - a
+    if (sa < 0 || sa >= i32(len)) { continue; }
+    let ss = u32(sa);
+    var v = 0.0;
+    for (var tt = ss; tt < len; tt++) {
+      if (cseg[tt] == cseg[ss]) { v += exp(cp[tt] - cp[ss]) * dm[jr * C + tt]; }
+    }
+    if (cseg[len - 1u] == cseg[ss]) { v += exp(cp[len - 1u] - cp[ss]) * mex[2u * jr + 1u]; }
+    cw[u.CON + ((bh * nck() + n) * CP + jj) * NW + o] = v;
+  }
+}`;
+}

@@ -21,9 +21,14 @@
  * - backward: `uv` (per-chunk `sum exp(P_t) q_t dO_t^T`, split before/after the first start), `rscan`
  *   (reverse scan: the gradient `G_n` of every chunk's exit state, `dS0`, `dCarryState`), `dq` (rows:
  *   `dq_t = S_t dO_t`), `cols` (per `(b, h, chunk, RC pair columns)`: `dx_j`, `dy_j` and the terms of
- *   `d g_s`), `coefb1` (`d g_t`, `dP_t = dO_t . o_t - g_t dg_t [+ <G_n, S_e> at t = e]`), `coefb2`
- *   (`d log gamma_t` = suffix sum of `dP` inside the segment, then `coef_back`) and `rowfix` (adds the
- *   pair gradients that later chunks computed for earlier rows, and the step statistic's gradient).
+ *   `d g_s`), `coefb1` (per `(b, h, chunk)`: `d g_t` and `dP_t = q_t . dq_t - g_t dg_t`, plus
+ *   `<G_n, S_e>` at `t = e`; `q_t . dq_t = dO_t . o_t`), `coefb2` (per step: `d log gamma_t` = suffix sum
+ *   of `dP` inside the segment, then `coef_back`) and `rowfix` (per pair row: adds the pair gradients
+ *   that later chunks computed for earlier rows, and the step statistic's gradient).
+ * Gradient chain: `P_t` enters `exp(P_t) base_t` and `exp(P_t - P_s)`, so `dP_t = dO_t . o_t - g_t dg_t`
+ * (+ `<G_n, S_e>` at the exit); `d log gamma_r` sums `dP_t` over `t >= r` in `r`'s segment;
+ * `d gamma = d log gamma / gamma` (0 where clamped), then `coef_back(co, d gamma, 0, dg)` as in the
+ * recurrent backward.
  *
  * Shapes (`BH = B*H`, `NCK = ceil(T / C)`, `PAD = W-1`): `ws` is the head-major workspace of
  * `fast_weight_recurrent.ts` (`QN [BH,T,Dk]`, `X [BH,XR,Dk]`, `Y [BH,YR,Dv]`, pair `p` at row `PAD+p`);
@@ -195,9 +200,10 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
   const elems = Math.ceil((s.dk * s.dv) / CHUNK_WG);
   switch (pass) {
     case "coef":
-    case "coefb1":
     case "coefb2":
       return Math.ceil((BH * T) / CHUNK_WG);
+    case "coefb1":
+      return BH * nck;
     case "scan":
     case "rscan":
       return Math.ceil((BH * s.dk * s.dv) / CHUNK_WG);
@@ -455,30 +461,42 @@ ${flatEntry("u.B * H * DK * DV")}
     case "coefb1":
       return head + `
 fn pairs_at(b: u32, t: u32) -> u32 { return u32(max(i32(t) - stepinfo[(b * u.T + t) * 2u] + 1, 0)); }
-${flatEntry("u.B * H * u.T")}
-  let t = idx % u.T;
-  let bh = idx / u.T;
+var<workgroup> red: array<f32, WG>;
+@compute @workgroup_size(${CHUNK_WG})
+fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  let wgid = gid.y * nwg.x + gid.x;
+  if (wgid >= u.B * H * nck()) { return; }
+  let n = wgid % nck();
+  let bh = wgid / nck();
   let b = bh / H;
-  let n = t / C;
   let a = n * C;
-  let e = min(a + C, u.T) - 1u;
-  let np = pairs_at(b, t);
-  var dg = 0.0;
-  for (var o = 0u; o < NW; o++) {
-    if (o < np) { dg += cw[u.CON + ((bh * nck() + n) * CP + (t - o - a + PAD)) * NW + o]; }
+  let len = min(C, u.T - a);
+  // <G_n, S_exit>: the exit state's share of dP at the chunk's last step
+  let gb = u.GB + (bh * nck() + n) * DK * DV;
+  let sx = select(u.SFIN + bh * DK * DV, u.SIN + (bh * nck() + n + 1u) * DK * DV, n + 1u < nck());
+  var part = 0.0;
+  for (var k = lid; k < DK * DV; k += WG) { part += cw[gb + k] * cw[sx + k]; }
+  red[lid] = part;
+  workgroupBarrier();
+  for (var w = WG / 2u; w > 0u; w >>= 1u) {
+    if (lid < w) { red[lid] += red[lid + w]; }
+    workgroupBarrier();
   }
-  var dov = 0.0;
-  for (var i = 0u; i < DK; i++) { dov += qn(bh, t, i) * out[(bh * u.T + t) * DK + i]; }
-  var dp = dov - cw[u.GK + idx] * dg;
-  if (t == e) {
-    let gb = u.GB + (bh * nck() + n) * DK * DV;
-    let sx = select(u.SFIN + bh * DK * DV, u.SIN + (bh * nck() + n + 1u) * DK * DV, n + 1u < nck());
-    var ex = 0.0;
-    for (var k = 0u; k < DK * DV; k++) { ex += cw[gb + k] * cw[sx + k]; }
-    dp += ex;
+  let ex = red[0];
+  for (var tt = lid; tt < len; tt += WG) {
+    let t = a + tt;
+    let idx = bh * u.T + t;
+    let np = pairs_at(b, t);
+    var dg = 0.0;
+    for (var o = 0u; o < NW; o++) {
+      if (o < np) { dg += cw[u.CON + ((bh * nck() + n) * CP + (tt - o + PAD)) * NW + o]; }
+    }
+    var dov = 0.0;
+    for (var i = 0u; i < DK; i++) { dov += qn(bh, t, i) * out[idx * DK + i]; }
+    cw[u.DG + idx] = dg;
+    cw[u.DP + idx] = dov - cw[u.GK + idx] * dg + select(0.0, ex, tt + 1u == len);
   }
-  cw[u.DG + idx] = dg;
-  cw[u.DP + idx] = dp;
 }`;
     case "coefb2":
       return head + stepCoefWgsl(config) + `

@@ -1,11 +1,14 @@
 /**
- * Driver of the chunk-parallel fast-weight kernels (`shaders/fast_weight_chunk.ts`) of the additive
- * rules: picks the tile sizes, lays out the chunk workspace and records the passes. The q/k
+ * Driver of the chunk-parallel fast-weight kernels (`shaders/fast_weight_chunk.ts` for the additive
+ * rules, `shaders/fast_weight_chunk_delta.ts` for the delta rules): picks the tile sizes, lays out
+ * the chunk workspace and records the passes. The q/k
  * normalisation into the head-major workspace, the carry gather and the gradient scatter stay in
  * `fast_weight.ts`, shared with the recurrent kernels.
  *
- * Work is spread over `B*H*ceil(T/C)*tiles` workgroups in the per-chunk passes; only the two
- * scans (over chunks, one invocation per state element) are sequential, over `T/C` steps.
+ * Work is spread over `B*H*ceil(T/C)*tiles` workgroups in the per-chunk passes; only the scans
+ * over chunks are sequential, over `T/C` steps (additive: one invocation per state element;
+ * delta: one workgroup per value column, a `Dk x Dk` transition per step), and the delta rules'
+ * triangular solves run one invocation per column over the `C` steps of a chunk.
  *
  * @module
  */
@@ -25,7 +28,9 @@ import {
   chunkSharedFloats,
   type ChunkUniformField,
   chunkWork,
+  isDeltaChunkRule,
 } from "./shaders/fast_weight_chunk.ts";
+import { statKind } from "./shaders/fast_weight_coef.ts";
 import { windowSlots } from "./shaders/fast_weight_recurrent.ts";
 
 /** Sizes of a call. */
@@ -66,21 +71,23 @@ export function chunkShape(config: RuleConfig, d: ChunkDims, C: number, sharedBy
     new RangeError(
       `chunkSize = ${C} with Dk = ${d.dk}, Dv = ${d.dv} does not fit this device's workgroup memory (${sharedBytes} bytes)`,
     );
-  const floats = (r: number) => chunkSharedFloats(config, { dk: d.dk, dv: d.dv, C, R: r, RC: r });
+  const floats = (r: number) => chunkSharedFloats(config, { dk: d.dk, dv: d.dv, C, R: r, RC: r, RP: r });
   if (floats(1).local > limit) throw tooBig();
   // the largest power-of-two tile (up to 16, and up to the rows or columns there are) that fits
-  const fit = (key: "rows" | "cols", max: number) => {
+  const fit = (key: "rows" | "cols" | "pairs", max: number) => {
     for (let r = 16; r >= 1; r >>= 1) if (r <= max && floats(r)[key] <= limit) return r;
     throw tooBig();
   };
-  return { H: d.H, dk: d.dk, dv: d.dv, C, R: fit("rows", C), RC: fit("cols", C + pad) };
+  return { H: d.H, dk: d.dk, dv: d.dv, C, R: fit("rows", C), RC: fit("cols", C + pad), RP: fit("pairs", C) };
 }
 
-/** Float offsets of the chunk workspace sections and its size. */
-function workspaceLayout(pad: number, d: ChunkDims, C: number) {
+/** Float offsets of the chunk workspace sections and its size (the delta sections only for delta rules). */
+function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number) {
+  const pad = windowSlots(config) - 1;
   const BH = d.B * d.H;
   const nck = Math.ceil(d.T / C);
   const S = d.dk * d.dv;
+  const delta = isDeltaChunkRule(config) ? 1 : 0;
   const sizes: [ChunkUniformField, number][] = [
     ["LG", BH * d.T],
     ["GK", BH * d.T],
@@ -97,6 +104,21 @@ function workspaceLayout(pad: number, d: ChunkDims, C: number) {
     ["SPX", BH * nck * pad * d.dk],
     ["SPY", BH * nck * pad * d.dv],
     ["CON", BH * nck * (C + pad) * (pad + 1)],
+    ["GA", delta * BH * d.T],
+    ["AM", delta * BH * nck * C * C],
+    ["U0", delta * BH * nck * C * d.dv],
+    ["VV", delta * BH * nck * C * d.dk],
+    ["KM", delta * BH * nck * d.dk * d.dk],
+    ["WW", delta * BH * d.T * d.dv],
+    ["QD", delta * BH * d.T * d.dv],
+    ["DW", delta * BH * d.T * d.dv],
+    ["DR", delta * BH * d.T * d.dv],
+    ["LN", delta * BH * nck * S],
+    ["D0C", delta * BH * nck * S],
+    ["DAS", delta * BH * d.T],
+    ["DBS", delta * BH * d.T],
+    ["DPP", delta * BH * d.T],
+    ["DPC", delta * BH * d.T],
   ];
   const offsets: Partial<Record<ChunkUniformField, number>> = {};
   let total = 0;
@@ -123,6 +145,37 @@ export interface GradOffsets {
   gDC: number;
 }
 
+/** The forward passes of a rule, in dispatch order. */
+function forwardPasses(config: RuleConfig): ChunkPass[] {
+  return isDeltaChunkRule(config)
+    ? ["coef", "amat", "solve", "trans", "dscan", "wfix", "out"]
+    : ["coef", "local", "scan", "out"];
+}
+
+/** The backward passes of a rule (recomputing the forward states first), in dispatch order. */
+function backwardPasses(config: RuleConfig): ChunkPass[] {
+  if (!isDeltaChunkRule(config)) {
+    return ["coef", "local", "scan", "uv", "rscan", "dq", "cols", "coefb1", "coefb2", "rowfix"];
+  }
+  const stat: ChunkPass[] = statKind(config.rule) === "none" ? [] : ["rowfix"];
+  return [
+    ...forwardPasses(config).slice(0, -1),
+    "uv",
+    "colsq",
+    "lnk",
+    "rscan2",
+    "cols",
+    "solvet",
+    "dq",
+    "pairs",
+    "coefd",
+    "coefd2",
+    "s0part",
+    "s0sum",
+    ...stat,
+  ];
+}
+
 /** The chunk kernels on a runtime. */
 export function createChunkKernels(rt: GpuRuntime) {
   const sharedBytes = rt.device.limits.maxComputeWorkgroupStorageSize;
@@ -137,7 +190,7 @@ export function createChunkKernels(rt: GpuRuntime) {
   ) {
     const shape = chunkShape(config, d, C, sharedBytes);
     const pad = windowSlots(config) - 1;
-    const layout = workspaceLayout(pad, d, C);
+    const layout = workspaceLayout(config, d, C);
     const values: Record<ChunkUniformField, number> = {
       ...Object.fromEntries(CHUNK_UNIFORM_FIELDS.map((f) => [f, 0])),
       ...layout.offsets,
@@ -172,7 +225,7 @@ export function createChunkKernels(rt: GpuRuntime) {
   }
 
   function workspace(config: RuleConfig, d: ChunkDims, C: number): GpuTensor {
-    return rt.tensor([workspaceLayout(windowSlots(config) - 1, d, C).total], false);
+    return rt.tensor([workspaceLayout(config, d, C).total], false);
   }
 
   return {
@@ -187,7 +240,7 @@ export function createChunkKernels(rt: GpuRuntime) {
       state: GpuTensor,
     ): void {
       const cw = workspace(config, d, C);
-      const layout = run(["coef", "local", "scan", "out"], config, heads, d, C, {
+      const layout = run(forwardPasses(config), config, heads, d, C, {
         ...io,
         dout: null,
         out: o.buffer,
@@ -211,7 +264,7 @@ export function createChunkKernels(rt: GpuRuntime) {
     ): void {
       const cw = workspace(config, d, C);
       run(
-        ["coef", "local", "scan", "uv", "rscan", "dq", "cols", "coefb1", "coefb2", "rowfix"],
+        backwardPasses(config),
         config,
         heads,
         d,

@@ -16,7 +16,9 @@ Deno.test("chunkShape picks the largest tiles (up to 16) whose workgroup arrays 
     const s = chunkShape(config, d, 64, WEBGPU_DEFAULT_SHARED);
     const f = chunkSharedFloats(config, s);
     const limit = WEBGPU_DEFAULT_SHARED / 4 - 16;
-    if (f.rows > limit || f.cols > limit || f.local > limit) throw new Error(`${rule}: tiles overflow: ${JSON.stringify(f)}`);
+    if (f.rows > limit || f.cols > limit || f.local > limit) {
+      throw new Error(`${rule}: tiles overflow: ${JSON.stringify(f)}`);
+    }
     const bigger = chunkSharedFloats(config, { ...s, RC: s.RC * 2 });
     if (s.RC < 16 && bigger.cols <= limit) {
       throw new Error(`${rule}: RC = ${s.RC} is not the largest that fits`);
@@ -53,8 +55,13 @@ Deno.test("chunk passes spread over B*H*chunks*tiles workgroups, not B*H", () =>
   const chunks = BH * Math.ceil(d.T / 64);
   for (const pass of CHUNK_PASSES) {
     const groups = chunkWork(pass, s, config.window - 1, d.B, d.T);
-    // the scans run one invocation per state element: B*H*Dk*Dv/64 workgroups
-    const floor = pass === "scan" || pass === "rscan" ? (BH * d.dk * d.dv) / 64 : chunks;
+    // the scans over chunks: one invocation per state element (additive: B*H*Dk*Dv/64 workgroups)
+    // or one workgroup per value column (delta: B*H*Dv workgroups, an invocation per key row)
+    const floor = pass === "scan" || pass === "rscan"
+      ? (BH * d.dk * d.dv) / 64
+      : pass === "dscan" || pass === "rscan2"
+      ? BH * d.dv
+      : chunks;
     if (groups < floor) throw new Error(`${pass}: ${groups} workgroups, expected at least ${floor}`);
   }
 });

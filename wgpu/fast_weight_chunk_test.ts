@@ -1,5 +1,6 @@
 /**
- * The chunk-parallel WebGPU kernels of the additive rules (`shaders/fast_weight_chunk.ts`) against
+ * The chunk-parallel WebGPU kernels (`shaders/fast_weight_chunk.ts`, additive rules;
+ * `shaders/fast_weight_chunk_delta.ts`, delta rules) against
  * the float64 reference backend and against the WebGPU recurrent kernels: both alignments, chunk
  * sizes 1, 5 and 16 with `T` not a multiple of `C`, packed starts mid-chunk, a non-zero S0,
  * continuation from a carry, `Dk != Dv` (odd sizes), and the clamp binding at every step.
@@ -19,7 +20,16 @@ const ref = createRefBackend();
 const FWD = 1e-5;
 const GRAD = 1e-4;
 const GRAD_NAMES = ["dq", "dk", "dv", "dbeta", "dlambdabar", "ds0", "dCarryState"] as const;
-const CHUNK_RULES: RuleName[] = ["falcon1a", "falcon3a", "linear", "retnet", "mamba2"];
+const CHUNK_RULES: RuleName[] = [
+  "falcon1a",
+  "falcon3a",
+  "linear",
+  "retnet",
+  "mamba2",
+  "falcon1",
+  "deltanet",
+  "gated_deltanet",
+];
 
 function expectClose(
   name: string,
@@ -139,7 +149,7 @@ for (const rule of CHUNK_RULES) {
   );
 }
 
-for (const rule of ["falcon1a", "falcon3a"] as const) {
+for (const rule of ["falcon1a", "falcon3a", "falcon1"] as const) {
   gpuTest(
     `webgpu chunk kernels of ${rule} stay finite and match with the clamp binding at every step`,
     async (gpu) => {

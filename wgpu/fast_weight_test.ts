@@ -84,7 +84,7 @@ gpuTest(
       beta: gpu.fromArray(v(8, () => 0.7), [1, 4, 2]),
       lambdabar: gpu.fromArray(v(8, () => 0.2), [1, 4, 2]),
     };
-    for (const rule of ["falcon1a", "falcon1"] as const) {
+    for (const rule of ["falcon1a", "falcon1", "falcon3"] as const) {
       const config = ruleConfig(rule);
       const outs = [];
       for (const form of ["recurrent", "chunk", "parallel"] as const) {
@@ -103,10 +103,11 @@ gpuTest(
   },
 );
 
-Deno.test("usesChunkKernels: chunk and parallel forms of the additive scalar rules only", () => {
+Deno.test("usesChunkKernels: chunk and parallel forms of the rules with scalar coefficients and no Gram window", () => {
   for (const form of ["chunk", "parallel"] as const) {
     const routed = RULES.filter((r) => usesChunkKernels(ruleConfig(r), { form })).join();
-    if (routed !== "falcon1a,falcon3a,linear,retnet,mamba2") throw new Error(`${form} routes ${routed}`);
+    const expected = "falcon1,falcon1a,falcon3a,linear,retnet,mamba2,deltanet,gated_deltanet";
+    if (routed !== expected) throw new Error(`${form} routes ${routed}`);
   }
   if (usesChunkKernels(ruleConfig("falcon1a"), { form: "recurrent" })) {
     throw new Error("recurrent form routed");

@@ -36,6 +36,8 @@
  * uniform block: `LG, GK, DG, DP, DST [BH,T]`, `DEC, Z [BH,NCK]`, `DS, SIN, GB [BH,NCK,Dk,Dv]`,
  * `SFIN [BH,Dk,Dv]`, `UV [BH,NCK,2,Dk,Dv]`, `SPX [BH,NCK,PAD,Dk]`, `SPY [BH,NCK,PAD,Dv]`,
  * `CON [BH,NCK,C+PAD,W]`; `g` the gradient workspace of the recurrent backward.
+ * The `out`, `dq`, `cols` and `uv` kernels also serve the delta rules (`fast_weight_chunk_delta.ts`),
+ * with the solved pseudo-values `w` as values and `M = Gam`; `chunkShader` dispatches every pass.
  * Preconditions: additive rule with scalar `gamma`, `g` per step (not falcon2a); workgroup memory
  * for the chunk's step arrays (`4C` floats) and the row/column tiles.
  *
@@ -43,314 +45,37 @@
  */
 
 import type { RuleConfig } from "../../src/rules/config.ts";
-import { coefficientWgsl, f32Literal, type HeadConstants, statKind } from "./fast_weight_coef.ts";
+import { type HeadConstants, statKind } from "./fast_weight_coef.ts";
 import { windowSlots } from "./fast_weight_recurrent.ts";
+import {
+  CHUNK_WG,
+  chunkEntry,
+  type ChunkPass,
+  type ChunkShape,
+  chunkSteps,
+  flatEntry,
+  isDeltaChunkRule,
+  prelude,
+  stepCoefWgsl,
+} from "./_chunk_wgsl.ts";
+import { deltaShader, isDeltaPass } from "./fast_weight_chunk_delta.ts";
 
-/** Compile-time shape of the chunk kernels. */
-export interface ChunkShape {
-  /** Heads. */
-  readonly H: number;
-  /** Key size. */
-  readonly dk: number;
-  /** Value size. */
-  readonly dv: number;
-  /** Chunk size `C`. */
-  readonly C: number;
-  /** Rows per workgroup of the `out` and `dq` kernels. */
-  readonly R: number;
-  /** Pair columns per workgroup of the `cols` kernel. */
-  readonly RC: number;
-}
-
-/** The passes of the chunk kernels, in dispatch order (forward: coef..out; backward: coef..rowfix). */
-export const CHUNK_PASSES = [
-  "coef",
-  "local",
-  "scan",
-  "out",
-  "uv",
-  "rscan",
-  "dq",
-  "cols",
-  "coefb1",
-  "coefb2",
-  "rowfix",
-] as const;
-
-/** One chunk kernel pass. */
-export type ChunkPass = typeof CHUNK_PASSES[number];
-
-/** Invocations per workgroup of every chunk kernel. */
-export const CHUNK_WG = 64;
-
-/** Fields of the uniform block (u32 each), in order. */
-export const CHUNK_UNIFORM_FIELDS = [
-  "B",
-  "T",
-  "hasS0",
-  "hasInit",
-  "NCK",
-  "LG",
-  "GK",
-  "DG",
-  "DP",
-  "DST",
-  "DEC",
-  "Z",
-  "DS",
-  "SIN",
-  "GB",
-  "SFIN",
-  "UV",
-  "SPX",
-  "SPY",
-  "CON",
-  "gDX",
-  "gDY",
-  "gDB",
-  "gDLB",
-  "gDS0",
-  "gDC",
-] as const;
-
-/** Name of a uniform field. */
-export type ChunkUniformField = typeof CHUNK_UNIFORM_FIELDS[number];
-
-/** Storage bindings a pass may use, in binding order. */
-export type ChunkBindingName = "ws" | "beta" | "lb" | "stepinfo" | "s0" | "init" | "dout" | "cw" | "out";
-
-const DECL: Record<ChunkBindingName, string> = {
-  ws: "var<storage, read> ws: array<f32>",
-  beta: "var<storage, read> beta: array<f32>",
-  lb: "var<storage, read> lb: array<f32>",
-  stepinfo: "var<storage, read> stepinfo: array<i32>",
-  s0: "var<storage, read> s0: array<f32>",
-  init: "var<storage, read> init: array<f32>",
-  dout: "var<storage, read> dout: array<f32>",
-  cw: "var<storage, read_write> cw: array<f32>",
-  out: "var<storage, read_write> out: array<f32>",
-};
-
-const BINDINGS: Record<ChunkPass, readonly ChunkBindingName[]> = {
-  coef: ["ws", "beta", "lb", "stepinfo", "cw"],
-  local: ["ws", "stepinfo", "cw"],
-  scan: ["s0", "init", "cw"],
-  out: ["ws", "stepinfo", "s0", "cw", "out"],
-  uv: ["ws", "stepinfo", "dout", "cw"],
-  rscan: ["cw", "out"],
-  dq: ["ws", "stepinfo", "s0", "dout", "cw", "out"],
-  cols: ["ws", "stepinfo", "dout", "cw", "out"],
-  coefb1: ["ws", "stepinfo", "cw", "out"],
-  coefb2: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
-  rowfix: ["ws", "stepinfo", "cw", "out"],
-};
-
-/**
- * The storage bindings of a pass, in binding order (the uniform block follows them). Rules without
- * a step statistic read no features in `coef`, `coefb2` and `rowfix`.
- */
-export function chunkBindings(pass: ChunkPass, config: RuleConfig): readonly ChunkBindingName[] {
-  const list = BINDINGS[pass];
-  if (statKind(config.rule) !== "none") return list;
-  if (pass === "rowfix") return ["cw", "out"];
-  if (pass === "coef" || pass === "coefb2") return list.filter((b) => b !== "ws");
-  return list;
-}
-
-/** Rules the chunk kernels run. */
-export function isChunkRule(config: RuleConfig): boolean {
-  return ["falcon1a", "falcon3a", "linear", "retnet", "mamba2"].includes(config.rule);
-}
-
-/** Workgroup floats a pass needs beyond nothing (for picking `R`, `RC` and checking `C`). */
-export function chunkSharedFloats(config: RuleConfig, s: Pick<ChunkShape, "dk" | "dv" | "C" | "R" | "RC">) {
-  const pad = windowSlots(config) - 1;
-  const steps = 4 * s.C;
-  return {
-    local: steps + s.C + pad,
-    rows: steps + s.R * (s.C + pad),
-    cols: steps + s.RC * (s.dk + s.dv + 3 * s.C + 2),
-  };
-}
-
-/** Pipeline key of a chunk kernel. */
-export function chunkKey(pass: ChunkPass, config: RuleConfig, s: ChunkShape, heads: HeadConstants): string {
-  return [
-    `fastweight_chunk_${pass}_f32`,
-    config.rule,
-    config.coupling,
-    config.eps,
-    config.epsGamma,
-    windowSlots(config),
-    s.H,
-    s.dk,
-    s.dv,
-    s.C,
-    s.R,
-    s.RC,
-    heads.mambaA.join(","),
-    heads.retnetG.join(","),
-  ].join(":");
-}
-
-/** Number of workgroups (or, for the flat passes, invocations) a pass needs. */
-export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number, T: number): number {
-  const BH = B * s.H;
-  const nck = Math.ceil(T / s.C);
-  const elems = Math.ceil((s.dk * s.dv) / CHUNK_WG);
-  switch (pass) {
-    case "coef":
-    case "coefb2":
-      return Math.ceil((BH * T) / CHUNK_WG);
-    case "coefb1":
-      return BH * nck;
-    case "scan":
-    case "rscan":
-      return Math.ceil((BH * s.dk * s.dv) / CHUNK_WG);
-    case "rowfix":
-      return Math.ceil((BH * (pad + T + 1)) / CHUNK_WG);
-    case "local":
-    case "uv":
-      return BH * nck * elems;
-    case "out":
-    case "dq":
-      return BH * nck * Math.ceil(s.C / s.R);
-    case "cols":
-      return BH * nck * Math.ceil((s.C + pad) / s.RC);
-  }
-}
-
-function prelude(pass: ChunkPass, config: RuleConfig, s: ChunkShape, heads: HeadConstants): string {
-  const nw = windowSlots(config);
-  const names = chunkBindings(pass, config);
-  const bindings = names.map((name, i) => `@group(0) @binding(${i}) ${DECL[name]};`).join("\n");
-  const nb = names.length;
-  const usesWs = names.includes("ws");
-  return `// fastweight_chunk_${pass}_f32 (${config.rule})
-${bindings}
-struct U { ${CHUNK_UNIFORM_FIELDS.map((f) => `${f}: u32`).join(", ")} }
-@group(0) @binding(${nb}) var<uniform> u: U;
-const DK = ${s.dk}u;
-const DV = ${s.dv}u;
-const NW = ${nw}u;
-const PAD = ${nw - 1}u;
-const H = ${s.H}u;
-const C = ${s.C}u;
-const R = ${s.R}u;
-const RC = ${s.RC}u;
-const WG = ${CHUNK_WG}u;
-const CP = ${s.C + nw - 1}u;
-${
-    usesWs
-      ? `fn qn(bh: u32, t: u32, i: u32) -> f32 { return ws[(bh * u.T + t) * DK + i]; }
-fn xp(bh: u32, j: i32, i: u32) -> f32 { return ws[u.B * H * u.T * DK + (bh * (PAD + u.T + 1u) + u32(j + i32(PAD))) * DK + i]; }
-fn yp(bh: u32, j: i32, c: u32) -> f32 {
-  return ws[u.B * H * (u.T * DK + (PAD + u.T + 1u) * DK) + (bh * (PAD + u.T) + u32(j + i32(PAD))) * DV + c];
-}`
-      : ""
-  }
-fn nck() -> u32 { return u.NCK; }
-${pass === "coef" || pass === "coefb2" ? coefficientWgsl(config, heads) : ""}
-`;
-}
-
-/** The chunk's step arrays in workgroup memory and `M[t, j]` (passes with a per-chunk workgroup). */
-const CHUNK_STEPS = `
-var<workgroup> cp: array<f32, C>;   // P_t (log decay since the chunk start or the last start)
-var<workgroup> cg: array<f32, C>;   // g_t
-var<workgroup> clo: array<i32, C>;  // lo_t (first pair of step t's window)
-var<workgroup> cseg: array<u32, C>; // starts seen in a..t
-fn load_chunk(lid: u32, bh: u32, b: u32, a: u32, len: u32) {
-  for (var k = lid; k < len; k += WG) {
-    cp[k] = cw[u.LG + bh * u.T + a + k];
-    cg[k] = cw[u.GK + bh * u.T + a + k];
-    clo[k] = stepinfo[(b * u.T + a + k) * 2u];
-    cseg[k] = u32(stepinfo[(b * u.T + a + k) * 2u + 1u]);
-  }
-  workgroupBarrier();
-  if (lid == 0u) {
-    var p = 0.0;
-    var sg = 0u;
-    for (var k = 0u; k < len; k++) {
-      if (cseg[k] != 0u) { p = 0.0; sg++; }
-      p += cp[k];
-      cp[k] = p;
-      cseg[k] = sg;
-    }
-  }
-  workgroupBarrier();
-}
-// M[t, j] for chunk step tt = t - a and pair j (masked before exp)
-fn m_of(tt: u32, j: i32, a: u32) -> f32 {
-  var m = 0.0;
-  for (var o = 0u; o < NW; o++) {
-    let s = j + i32(o);
-    if (s < i32(a) || s > i32(a + tt)) { continue; }
-    let ss = u32(s) - a;
-    if (cseg[ss] != cseg[tt] || clo[ss] > j) { continue; }
-    m += exp(cp[tt] - cp[ss]) * cg[ss];
-  }
-  return m;
-}
-`;
-
-/** Entry point header of a per-chunk pass: `bh, b, n, a, len, tile` from the flat workgroup id. */
-function chunkEntry(tiles: string): string {
-  return `@compute @workgroup_size(${CHUNK_WG})
-fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-  let wgid = gid.y * nwg.x + gid.x;
-  let tiles = ${tiles};
-  if (wgid >= u.B * H * nck() * tiles) { return; }
-  let tile = wgid % tiles;
-  let bn = wgid / tiles;
-  let n = bn % nck();
-  let bh = bn / nck();
-  let b = bh / H;
-  let a = n * C;
-  let len = min(C, u.T - a);
-  load_chunk(lid, bh, b, a, len);`;
-}
-
-function flatEntry(count: string): string {
-  return `@compute @workgroup_size(${CHUNK_WG})
-fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-  let idx = (gid.y * nwg.x + gid.x) * WG + lid;
-  if (idx >= ${count}) { return; }`;
-}
-
-/** WGSL `step_co(bh, b, h, t)`: step `t`'s pair count and coefficients, as the recurrent kernels compute them. */
-function stepCoefWgsl(config: RuleConfig): string {
-  const kind = statKind(config.rule);
-  const dot = (o: string) => `dot_xx(bh, i32(t) - i32(${o}))`;
-  const stat = kind === "E" ? `if (n > 0u) { st = ${dot("0u")}; }` : kind === "Ebar"
-    ? `if (n > 0u) {
-    var sm = ${dot("0u")};
-    for (var o = 1u; o < NW; o++) { if (o < n) { sm += ${dot("o")}; } }
-    st = sm / f32(n);
-  }`
-    : "";
-  return `${
-    kind === "none" ? "" : `
-fn dot_xx(bh: u32, j: i32) -> f32 {
-  var d = 0.0;
-  for (var i = 0u; i < DK; i++) { let v = xp(bh, j, i); d += v * v; }
-  return d;
-}`
-  }
-fn pairs_at(b: u32, t: u32) -> u32 { return u32(max(i32(t) - stepinfo[(b * u.T + t) * 2u] + 1, 0)); }
-fn step_co(bh: u32, b: u32, h: u32, t: u32) -> Co {
-  let n = pairs_at(b, t);
-  var st = 0.0;
-  ${stat}
-  return coef(n, st, beta[(b * u.T + t) * H + h], lb[(b * u.T + t) * H + h], h);
-}
-fn log_gamma(co: Co) -> f32 {
-  if (co.clamped) { return ${f32Literal(Math.log(config.epsGamma))}; }
-  return log(co.gamma);
-}`;
-}
+export {
+  CHUNK_PASSES,
+  CHUNK_UNIFORM_FIELDS,
+  CHUNK_WG,
+  type ChunkBindingName,
+  chunkBindings,
+  chunkKey,
+  type ChunkPass,
+  type ChunkShape,
+  chunkSharedFloats,
+  type ChunkUniformField,
+  chunkWork,
+  isAdditiveChunkRule,
+  isChunkRule,
+  isDeltaChunkRule,
+} from "./_chunk_wgsl.ts";
 
 /** WGSL of the chunk kernel `pass` (entry point `main`; bindings of {@linkcode chunkBindings}, then the uniform). */
 export function chunkShader(
@@ -359,8 +84,10 @@ export function chunkShader(
   s: ChunkShape,
   heads: HeadConstants,
 ): string {
+  if (isDeltaPass(pass)) return deltaShader(pass, config, s, heads);
   const head = prelude(pass, config, s, heads);
   const kind = statKind(config.rule);
+  const delta = isDeltaChunkRule(config);
   switch (pass) {
     case "coef":
       return head + stepCoefWgsl(config) + `
@@ -370,9 +97,10 @@ ${flatEntry("u.B * H * u.T")}
   let co = step_co(bh, bh / H, bh % H, t);
   cw[u.LG + idx] = log_gamma(co);
   cw[u.GK + idx] = co.b;
+  ${delta ? "cw[u.GA + idx] = co.a;" : ""}
 }`;
     case "local":
-      return head + CHUNK_STEPS + `
+      return head + chunkSteps(false) + `
 var<workgroup> me: array<f32, CP>;
 ${chunkEntry(`${Math.ceil((s.dk * s.dv) / CHUNK_WG)}u`)}
   let j0 = i32(a) - i32(PAD);
@@ -411,9 +139,9 @@ ${flatEntry("u.B * H * DK * DV")}
 }`;
     case "out":
     case "dq":
-      return head + CHUNK_STEPS + rowsKernel(pass, s, windowSlots(config) - 1);
+      return head + chunkSteps(delta) + rowsKernel(pass, s, windowSlots(config) - 1, delta);
     case "uv":
-      return head + CHUNK_STEPS + `
+      return head + chunkSteps(delta) + `
 ${chunkEntry(`${Math.ceil((s.dk * s.dv) / CHUNK_WG)}u`)}
   let h = bh % H;
   let e = tile * WG + lid;
@@ -457,7 +185,9 @@ ${flatEntry("u.B * H * DK * DV")}
   out[u.gDC + idx] = gs;
 }`;
     case "cols":
-      return head + CHUNK_STEPS + colsKernel(s, windowSlots(config) - 1);
+      return head + chunkSteps(delta) + colsKernel(s, windowSlots(config) - 1, delta ? "delta" : "additive");
+    case "colsq":
+      return head + chunkSteps(true) + colsKernel(s, 0, "deltaNoExit");
     case "coefb1":
       return head + `
 fn pairs_at(b: u32, t: u32) -> u32 { return u32(max(i32(t) - stepinfo[(b * u.T + t) * 2u] + 1, 0)); }
@@ -563,10 +293,10 @@ ${flatEntry("u.B * H * (PAD + u.T + 1u)")}
  * `out`: `o_t = exp(P_t) base_t^T q_t + sum_j (M[t,j] q_t.x_j) y_j`;
  * `dq`: `dq_t = exp(P_t) base_t dO_t + sum_j (M[t,j] dO_t.y_j) x_j` (= `S_t dO_t`).
  */
-function rowsKernel(pass: "out" | "dq", s: ChunkShape, pad: number): string {
+function rowsKernel(pass: "out" | "dq", s: ChunkShape, pad: number, delta: boolean): string {
   const fwd = pass === "out";
   const dout = "dout[((b * u.T + t) * H + h) * DV";
-  return `
+  return `${valueWgsl(delta)}
 var<workgroup> sc: array<f32, ${s.R * (s.C + pad)}>;
 ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
   let h = bh % H;
@@ -587,7 +317,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
         ${
     fwd
       ? "for (var i = 0u; i < DK; i++) { d += qn(bh, t, i) * xp(bh, j, i); }"
-      : `for (var c = 0u; c < DV; c++) { d += ${dout} + c] * yp(bh, j, c); }`
+      : `for (var c = 0u; c < DV; c++) { d += ${dout} + c] * vp(bh, j, c); }`
   }
         v = m * d;
       }
@@ -622,7 +352,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
     var acc = exp(cp[tt]) * inter;
     for (var jj = 0u; jj <= tt + PAD; jj++) {
       let v = sc[tr * CP + jj];
-      if (v != 0.0) { acc += v * ${fwd ? "yp(bh, j0 + i32(jj), col)" : "xp(bh, j0 + i32(jj), col)"}; }
+      if (v != 0.0) { acc += v * ${fwd ? "vp(bh, j0 + i32(jj), col)" : "xp(bh, j0 + i32(jj), col)"}; }
     }
     ${fwd ? "out[((b * u.T + t) * H + h) * DV + col] = acc;" : "out[(bh * u.T + t) * DK + col] = acc;"}
   }
@@ -635,9 +365,11 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
  * and `CON[j, o] = sum_{t >= s} [seg] exp(P_t - P_s) (q_t.x_j)(y_j.dO_t) + [seg] exp(P_e - P_s) x_j^T G y_j`
  * for `s = j + o` (the terms of `d g_s`).
  */
-function colsKernel(s: ChunkShape, pad: number): string {
+function colsKernel(s: ChunkShape, pad: number, variant: "additive" | "delta" | "deltaNoExit"): string {
   const dout = "dout[((b * u.T + t) * H + h) * DV";
-  return `
+  const delta = variant !== "additive";
+  const exit = variant !== "deltaNoExit";
+  return `${valueWgsl(delta)}
 var<workgroup> gy: array<f32, ${s.RC * s.dk}>;
 var<workgroup> gx: array<f32, ${s.RC * s.dv}>;
 var<workgroup> wq: array<f32, ${s.RC * s.C}>;
@@ -649,7 +381,7 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
   let c0 = tile * RC;
   let j0 = i32(a) - i32(PAD);
   let ncol = len + PAD;
-  let gb = u.GB + (bh * nck() + n) * DK * DV;
+  ${exit ? "let gb = u.GB + (bh * nck() + n) * DK * DV;" : ""}
   // G y_j and G^T x_j
   for (var k = lid; k < RC * (DK + DV); k += WG) {
     let jr = k / (DK + DV);
@@ -658,12 +390,16 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
     var v = 0.0;
     if (jj < ncol) {
       let j = j0 + i32(jj);
-      if (q < DK) {
-        for (var c = 0u; c < DV; c++) { v += cw[gb + q * DV + c] * yp(bh, j, c); }
+      ${
+    exit
+      ? `if (q < DK) {
+        for (var c = 0u; c < DV; c++) { v += cw[gb + q * DV + c] * vp(bh, j, c); }
       } else {
         let c = q - DK;
         for (var i = 0u; i < DK; i++) { v += cw[gb + i * DV + c] * xp(bh, j, i); }
-      }
+      }`
+      : "// no exit-state gradient in this variant"
+  }
     }
     if (q < DK) { gy[jr * DK + q] = v; } else { gx[jr * DV + q - DK] = v; }
   }
@@ -681,7 +417,7 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
       var qx = 0.0;
       for (var i = 0u; i < DK; i++) { qx += qn(bh, t, i) * xp(bh, j, i); }
       var yd = 0.0;
-      for (var c = 0u; c < DV; c++) { yd += ${dout} + c] * yp(bh, j, c); }
+      for (var c = 0u; c < DV; c++) { yd += ${dout} + c] * vp(bh, j, c); }
       let m = m_of(tt, j, a);
       vq = m * yd;
       vd = m * qx;
@@ -711,13 +447,17 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
     if (jj >= ncol) { continue; }
     let j = j0 + i32(jj);
     if (q < DK) {
-      var v = mex[2u * jr] * gy[jr * DK + q];
+      ${
+    exit
+      ? `var v = mex[2u * jr] * gy[jr * DK + q];
       for (var tt = 0u; tt < len; tt++) { v += wq[jr * C + tt] * qn(bh, a + tt, q); }
       if (jj >= PAD) {
         out[u.gDX + (bh * (PAD + u.T + 1u) + u32(j + i32(PAD))) * DK + q] = v;
       } else {
         cw[u.SPX + ((bh * nck() + n) * PAD + jj) * DK + q] = v;
-      }
+      }`
+      : ""
+  }
     } else {
       let c = q - DK;
       var v = mex[2u * jr] * gx[jr * DV + c];
@@ -725,14 +465,17 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
         let t = a + tt;
         v += wd[jr * C + tt] * ${dout} + c];
       }
-      if (jj >= PAD) {
+      ${
+    delta ? `cw[u.${exit ? "DW" : "QD"} + (bh * u.T + u32(j)) * DV + c] = v;` : `if (jj >= PAD) {
         out[u.gDY + (bh * (PAD + u.T) + u32(j + i32(PAD))) * DV + c] = v;
       } else {
         cw[u.SPY + ((bh * nck() + n) * PAD + jj) * DV + c] = v;
-      }
+      }`
+  }
     }
   }
-  for (var k = lid; k < RC * NW; k += WG) {
+  ${
+    delta ? "" : `  for (var k = lid; k < RC * NW; k += WG) {
     let jr = k / NW;
     let o = k % NW;
     let jj = c0 + jr;
@@ -747,5 +490,14 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
     if (cseg[len - 1u] == cseg[ss]) { v += exp(cp[len - 1u] - cp[ss]) * mex[2u * jr + 1u]; }
     cw[u.CON + ((bh * nck() + n) * CP + jj) * NW + o] = v;
   }
+`
+  }
 }`;
+}
+
+/** WGSL `vp(bh, j, c)`: the values the readout mixes: targets `y_j` (additive) or pseudo-values `w_j` (delta). */
+function valueWgsl(delta: boolean): string {
+  return delta
+    ? "fn vp(bh: u32, j: i32, c: u32) -> f32 { return cw[u.WW + (bh * u.T + u32(j)) * DV + c]; }"
+    : "fn vp(bh: u32, j: i32, c: u32) -> f32 { return yp(bh, j, c); }";
 }

@@ -184,3 +184,23 @@ for (const rule of ["falcon1a", "falcon3a", "falcon1"] as const) {
     },
   );
 }
+
+for (const rule of ["gated_deltanet", "mamba2"] as const) {
+  gpuTest(
+    `webgpu chunk kernels of ${rule} stay finite and match where the decay underflows to 0`,
+    async (gpu) => {
+      for (const alignment of ALIGNMENTS) {
+        const config = ruleConfig(rule, { alignment, mambaA: [200, 1] });
+        // gated_deltanet: exp(-lambdabar) with lambdabar up to 1e4; mamba2: exp(-dt A) with A = 200 in head 0
+        const spec = { ...SHAPE, T: 29, seed: 43, packed: true, lambdaScale: 1e4 };
+        await compareChunk(
+          gpu,
+          config,
+          spec,
+          { form: "chunk", chunkSize: 16 },
+          `${rule}/${alignment} underflow`,
+        );
+      }
+    },
+  );
+}

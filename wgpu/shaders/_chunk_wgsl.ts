@@ -416,8 +416,15 @@ fn step_co(bh: u32, b: u32, h: u32, t: u32) -> Co {
   ${stat}
   return coef(n, st, beta[(b * u.T + t) * H + h], lb[(b * u.T + t) * H + h], h);
 }
+// gamma below GAMMA_MIN (exp(-lambdabar) or exp(-dt A) underflowing to 0) acts as GAMMA_MIN: every
+// decay ratio across such a step is below 1e-37 instead of exactly 0, and its d gamma is dropped
+const GAMMA_MIN = 1e-37;
 fn log_gamma(co: Co) -> f32 {
   if (co.clamped) { return ${f32Literal(Math.log(config.epsGamma))}; }
-  return log(co.gamma);
+  return log(max(co.gamma, GAMMA_MIN));
+}
+fn dgamma_of(co: Co, dlg: f32) -> f32 {
+  if (co.clamped || co.gamma < GAMMA_MIN) { return 0.0; }
+  return dlg / co.gamma;
 }`;
 }

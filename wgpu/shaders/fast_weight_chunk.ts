@@ -242,9 +242,7 @@ ${flatEntry("u.B * H * u.T")}
     dlg += cw[u.DP + bh * u.T + r];
   }
   let co = step_co(bh, b, h, t);
-  var dgamma = 0.0;
-  if (!co.clamped && co.gamma > 0.0) { dgamma = dlg / co.gamma; }
-  let cb = coef_back(co, dgamma, 0.0, cw[u.DG + idx]);
+  let cb = coef_back(co, dgamma_of(co, dlg), 0.0, cw[u.DG + idx]);
   out[u.gDB + idx] = cb.x;
   out[u.gDLB + idx] = cb.y;
   cw[u.DST + idx] = cb.z;

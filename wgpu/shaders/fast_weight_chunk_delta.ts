@@ -250,9 +250,7 @@ ${flatEntry("u.B * H * u.T")}
     dlg += cw[u.DP + bh * u.T + r];
   }
   let co = step_co(bh, b, h, t);
-  var dgamma = 0.0;
-  if (!co.clamped && co.gamma > 0.0) { dgamma = dlg / co.gamma; }
-  let cb = coef_back(co, dgamma, cw[u.DAS + idx], cw[u.DBS + idx]);
+  let cb = coef_back(co, dgamma_of(co, dlg), cw[u.DAS + idx], cw[u.DBS + idx]);
   out[u.gDB + idx] = cb.x;
   out[u.gDLB + idx] = cb.y;
   cw[u.DST + idx] = cb.z;

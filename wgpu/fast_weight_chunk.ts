@@ -117,8 +117,11 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number) {
     ["D0C", delta * BH * nck * S],
     ["DAS", delta * BH * d.T],
     ["DBS", delta * BH * d.T],
-    ["DPP", delta * BH * d.T],
-    ["DPC", delta * BH * d.T],
+    ["DMM", BH * nck * C * (C + pad)],
+    ["EXJ", BH * nck * (C + pad)],
+    ["DQB", BH * d.T * d.dk],
+    ["YM", delta * BH * nck * C * C],
+    ["RB", delta * BH * d.T],
   ];
   const offsets: Partial<Record<ChunkUniformField, number>> = {};
   let total = 0;

@@ -38,8 +38,10 @@ function expectClose(
   tol: number,
 ) {
   if (!x.every(Number.isFinite)) throw new Error(`${name}: non-finite values`);
-  if (y.every((v) => v === 0)) assertRelL2(`${name} (zero)`, x.map((v) => v + 1), y.map((v) => v + 1), tol);
-  else assertRelL2(name, x, y, tol);
+  // a reference that is zero to float32 resolution (decays that underflow) is compared shifted by 1
+  if (y.every((v) => Math.abs(v) < 1e-30)) {
+    assertRelL2(`${name} (zero)`, x.map((v) => v + 1), y.map((v) => v + 1), tol);
+  } else assertRelL2(name, x, y, tol);
 }
 
 /** Compare one GPU tensor with a reference tensor and, when given, another GPU tensor (the recurrent kernel's). */
@@ -191,8 +193,8 @@ for (const rule of ["gated_deltanet", "mamba2"] as const) {
     async (gpu) => {
       for (const alignment of ALIGNMENTS) {
         const config = ruleConfig(rule, { alignment, mambaA: [200, 1] });
-        // gated_deltanet: exp(-lambdabar) with lambdabar up to 1e4; mamba2: exp(-dt A) with A = 200 in head 0
-        const spec = { ...SHAPE, T: 29, seed: 43, packed: true, lambdaScale: 1e4 };
+        // gated_deltanet: exp(-lambdabar), lambdabar uniform in [0, 1e3] (underflowing, tiny and moderate decays mixed); mamba2: exp(-dt A) with A = 200 in head 0
+        const spec = { ...SHAPE, T: 29, seed: 43, packed: true, lambdaScale: 1e3 };
         await compareChunk(
           gpu,
           config,

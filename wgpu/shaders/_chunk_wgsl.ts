@@ -104,9 +104,12 @@ export const CHUNK_UNIFORM_FIELDS = [
   "DR",
   "DAS",
   "DBS",
-  "DPP",
-  "DPC",
   "D0C",
+  "DMM",
+  "EXJ",
+  "DQB",
+  "YM",
+  "RB",
 ] as const;
 
 /** Name of a uniform field. */
@@ -136,7 +139,7 @@ const BINDINGS: Record<ChunkPass, readonly ChunkBindingName[]> = {
   rscan: ["cw", "out"],
   dq: ["ws", "stepinfo", "s0", "dout", "cw", "out"],
   cols: ["ws", "stepinfo", "dout", "cw", "out"],
-  coefb1: ["ws", "stepinfo", "cw", "out"],
+  coefb1: ["ws", "stepinfo", "s0", "cw"],
   coefb2: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
   rowfix: ["ws", "stepinfo", "cw", "out"],
   amat: ["ws", "stepinfo", "cw"],
@@ -149,7 +152,7 @@ const BINDINGS: Record<ChunkPass, readonly ChunkBindingName[]> = {
   rscan2: ["cw", "out"],
   solvet: ["stepinfo", "cw"],
   pairs: ["ws", "stepinfo", "s0", "cw", "out"],
-  coefd: ["ws", "cw", "out"],
+  coefd: ["ws", "stepinfo", "s0", "cw"],
   coefd2: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
   s0part: ["ws", "stepinfo", "cw"],
   s0sum: ["cw", "out"],
@@ -193,7 +196,7 @@ export function chunkSharedFloats(
     local: steps + s.C + pad,
     rows: steps + s.R * (s.C + pad),
     cols: steps + s.RC * (s.dk + s.dv + 3 * s.C + 2),
-    pairs: steps + s.RP * (3 * s.C + s.dk + 1),
+    pairs: steps + s.RP * (2 * s.C + s.dk),
   };
 }
 
@@ -426,5 +429,87 @@ fn log_gamma(co: Co) -> f32 {
 fn dgamma_of(co: Co, dlg: f32) -> f32 {
   if (co.clamped || co.gamma < GAMMA_MIN) { return 0.0; }
   return dlg / co.gamma;
+}`;
+}
+
+/**
+ * WGSL of the per-chunk log-decay gradient (`coefb1` additive, `coefd` delta): one workgroup per
+ * `(b, h, chunk)`, one invocation per step `r`. `d log gamma_r` sums, over every decay factor whose
+ * chain of steps holds `r`, the factor's share of the loss (its value times its gradient):
+ * readout `Gam[t,s]` for `s < r <= t` (weights `DMM`: `(q_t.x_j)(v_j.dO_t)`, times `g_s` summed over
+ * the window of `s`), the exit factors `Gam[e,s]` (weights `EXJ`: `x_j^T G v_j`), the bases
+ * `exp(P_t)` (`q_t . DQB_t`) and `exp(P_e)` (`<G, base_e>`) for `r <= t`, and for the delta rules the
+ * solve's factors `Gp[t,s]` (`YM`) and `exp(Pp_t)` (`RB`) for `r <= t - 1`. Every term carries
+ * `gamma_r`, so a small `gamma_r` gives a small, accurate sum (no cancellation).
+ * Additive rules also gather `d g_t` from `CON` into `DG`. Writes `d log gamma` into `DP`.
+ */
+export function decayGradKernel(delta: boolean): string {
+  const xw = delta ? "cw[u.DMM + (cb * C + t) * CP + s]" : "cg[s] * win_sum(u.DMM + (cb * C + t) * CP, s, a)";
+  const xe = delta ? "cw[u.EXJ + cb * CP + s]" : "cg[s] * win_sum(u.EXJ + cb * CP, s, a)";
+  return `
+var<workgroup> red: array<f32, WG>;
+var<workgroup> bw: array<f32, C>;
+// sum over the window pairs j = s, s-1, .., lo_s of row[j] (pair j at column j - a + PAD)
+fn win_sum(row: u32, s: u32, a: u32) -> f32 {
+  let np = u32(max(i32(a + s) - clo[s] + 1, 0));
+  var v = 0.0;
+  for (var o = 0u; o < NW; o++) { if (o < np) { v += cw[row + s - o + PAD]; } }
+  return v;
+}
+${chunkEntry("1u")}
+  let cb = bh * nck() + n;
+  // exit base weight exp(P_e) <G_n, base_e>
+  let z = cseg[len - 1u] > 0u;
+  let gb = u.GB + cb * DK * DV;
+  let sb = select(u.SIN + cb * DK * DV, bh * DK * DV, z);
+  var part = 0.0;
+  if (!z || u.hasS0 != 0u) {
+    for (var k = lid; k < DK * DV; k += WG) { part += cw[gb + k] * select(cw[sb + k], s0[sb + k], z); }
+  }
+  red[lid] = part;
+  workgroupBarrier();
+  for (var w = WG / 2u; w > 0u; w >>= 1u) {
+    if (lid < w) { red[lid] += red[lid + w]; }
+    workgroupBarrier();
+  }
+  let ebase = exp(cp[len - 1u]) * red[0];
+  for (var tt = lid; tt < len; tt += WG) {
+    var v = 0.0;
+    for (var i = 0u; i < DK; i++) { v += qn(bh, a + tt, i) * cw[u.DQB + (bh * u.T + a + tt) * DK + i]; }
+    bw[tt] = v;
+  }
+  workgroupBarrier();
+  for (var r = lid; r < len; r += WG) {
+    var sg0 = r;
+    for (; sg0 > 0u; sg0--) { if (cseg[sg0 - 1u] != cseg[r]) { break; } }
+    var acc = 0.0;
+    for (var t = r; t < len; t++) {
+      if (cseg[t] != cseg[r]) { break; }
+      acc += bw[t];
+      for (var s = sg0; s < r; s++) { acc += exp(cp[t] - cp[s]) * ${xw}; }
+      ${
+    delta
+      ? `if (t > r) {
+        acc += cw[u.RB + bh * u.T + a + t];
+        for (var s = sg0; s < r; s++) { acc += cw[u.YM + (cb * C + t) * C + s]; }
+      }`
+      : ""
+  }
+    }
+    if (cseg[len - 1u] == cseg[r]) {
+      acc += ebase;
+      for (var s = sg0; s < r; s++) { acc += exp(cp[len - 1u] - cp[s]) * ${xe}; }
+    }
+    let idx = bh * u.T + a + r;
+    cw[u.DP + idx] = acc;
+    ${
+    delta ? "" : `var dg = 0.0;
+    let np = u32(max(i32(a + r) - clo[r] + 1, 0));
+    for (var o = 0u; o < NW; o++) {
+      if (o < np) { dg += cw[u.CON + (cb * CP + (r - o + PAD)) * NW + o]; }
+    }
+    cw[u.DG + idx] = dg;`
+  }
+  }
 }`;
 }

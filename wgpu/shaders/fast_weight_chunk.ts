@@ -53,6 +53,7 @@ import {
   type ChunkPass,
   type ChunkShape,
   chunkSteps,
+  decayGradKernel,
   flatEntry,
   isDeltaChunkRule,
   prelude,
@@ -189,45 +190,7 @@ ${flatEntry("u.B * H * DK * DV")}
     case "colsq":
       return head + chunkSteps(true) + colsKernel(s, 0, "deltaNoExit");
     case "coefb1":
-      return head + `
-fn pairs_at(b: u32, t: u32) -> u32 { return u32(max(i32(t) - stepinfo[(b * u.T + t) * 2u] + 1, 0)); }
-var<workgroup> red: array<f32, WG>;
-@compute @workgroup_size(${CHUNK_WG})
-fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-  let wgid = gid.y * nwg.x + gid.x;
-  if (wgid >= u.B * H * nck()) { return; }
-  let n = wgid % nck();
-  let bh = wgid / nck();
-  let b = bh / H;
-  let a = n * C;
-  let len = min(C, u.T - a);
-  // <G_n, S_exit>: the exit state's share of dP at the chunk's last step
-  let gb = u.GB + (bh * nck() + n) * DK * DV;
-  let sx = select(u.SFIN + bh * DK * DV, u.SIN + (bh * nck() + n + 1u) * DK * DV, n + 1u < nck());
-  var part = 0.0;
-  for (var k = lid; k < DK * DV; k += WG) { part += cw[gb + k] * cw[sx + k]; }
-  red[lid] = part;
-  workgroupBarrier();
-  for (var w = WG / 2u; w > 0u; w >>= 1u) {
-    if (lid < w) { red[lid] += red[lid + w]; }
-    workgroupBarrier();
-  }
-  let ex = red[0];
-  for (var tt = lid; tt < len; tt += WG) {
-    let t = a + tt;
-    let idx = bh * u.T + t;
-    let np = pairs_at(b, t);
-    var dg = 0.0;
-    for (var o = 0u; o < NW; o++) {
-      if (o < np) { dg += cw[u.CON + ((bh * nck() + n) * CP + (tt - o + PAD)) * NW + o]; }
-    }
-    var dov = 0.0;
-    for (var i = 0u; i < DK; i++) { dov += qn(bh, t, i) * out[idx * DK + i]; }
-    cw[u.DG + idx] = dg;
-    cw[u.DP + idx] = dov - cw[u.GK + idx] * dg + select(0.0, ex, tt + 1u == len);
-  }
-}`;
+      return head + chunkSteps(false) + decayGradKernel(false);
     case "coefb2":
       return head + stepCoefWgsl(config) + `
 ${flatEntry("u.B * H * u.T")}
@@ -235,12 +198,7 @@ ${flatEntry("u.B * H * u.T")}
   let bh = idx / u.T;
   let b = bh / H;
   let h = bh % H;
-  let e = min((t / C) * C + C, u.T) - 1u;
-  var dlg = cw[u.DP + idx];
-  for (var r = t + 1u; r <= e; r++) {
-    if (stepinfo[(b * u.T + r) * 2u + 1u] != 0) { break; }
-    dlg += cw[u.DP + bh * u.T + r];
-  }
+  let dlg = cw[u.DP + idx];
   let co = step_co(bh, b, h, t);
   let cb = coef_back(co, dgamma_of(co, dlg), 0.0, cw[u.DG + idx]);
   out[u.gDB + idx] = cb.x;
@@ -348,6 +306,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
   }
     }
     var acc = exp(cp[tt]) * inter;
+    ${fwd ? "" : "cw[u.DQB + (bh * u.T + t) * DK + col] = acc;"}
     for (var jj = 0u; jj <= tt + PAD; jj++) {
       let v = sc[tr * CP + jj];
       if (v != 0.0) { acc += v * ${fwd ? "vp(bh, j0 + i32(jj), col)" : "xp(bh, j0 + i32(jj), col)"}; }
@@ -424,6 +383,7 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
     wq[k] = vq;
     wd[k] = vd;
     dm[k] = vm;
+    ${exit ? "if (jj < ncol && tt < len) { cw[u.DMM + ((bh * nck() + n) * C + tt) * CP + jj] = vm; }" : ""}
   }
   for (var jr = lid; jr < RC; jr += WG) {
     let jj = c0 + jr;
@@ -436,6 +396,7 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
     }
     mex[2u * jr] = me;
     mex[2u * jr + 1u] = ex;
+    ${exit ? "if (jj < ncol) { cw[u.EXJ + (bh * nck() + n) * CP + jj] = ex; }" : ""}
   }
   workgroupBarrier();
   for (var k = lid; k < RC * (DK + DV); k += WG) {

@@ -24,11 +24,13 @@
  * column), `dq`, `pairs` (per `(b, h, chunk, RP rows)`: everything `A` and `R` feed: `dx`, `dy = b dR`,
  * `da`, `db`, the log-decay terms), `coefd`/`coefd2` (`dP`, `d log gamma`, `coef_back`), `s0part`/
  * `s0sum` (`dS0`) and `rowfix` (the statistic's `dx`).
- * Log-decay gradient: `dP_t = q_t.dq_t - w_t.dW_t [+ <G_n, S_e> at e] + dPp_t + dPcol_t` and
- * `d log gamma_r = sum_{t >= r, same segment} dP_t - dPp_r`.
+ * Log-decay gradient (`coefd`, `decayGradKernel` of `_chunk_wgsl.ts`): per step `r`, the sum over the
+ * decay factors whose chain holds `r`, readout and exit as for the additive rules (values `w`), plus
+ * the solve's `Gp[t,s]` (`YM[t,s] = dA[t,s] A[t,s]`) and `exp(Pp_t)` (`RB_t`) factors.
  * Workspace sections `[BH, ...]` (offsets in the uniform block): `GA [T]`, `AM [NCK, C, C]`,
  * `U0 [NCK, C, Dv]`, `VV [NCK, C, Dk]`, `KM [NCK, Dk, Dk]`, `DS` (= `Bv`), `WW, QD, DW, DR [T, Dv]`,
- * `LN, D0C [NCK, Dk, Dv]`, `DAS, DBS, DPP, DPC [T]`, with `SIN`, `SFIN`, `GB`, `UV`, `DP`, `DST` shared.
+ * `LN, D0C [NCK, Dk, Dv]`, `DAS, DBS, RB [T]`, `YM [NCK, C, C]`, with `SIN`, `SFIN`, `GB`, `UV`, `DP`,
+ * `DST`, `DMM`, `EXJ`, `DQB` shared.
  *
  * @module
  */
@@ -40,6 +42,7 @@ import {
   type ChunkPass,
   type ChunkShape,
   chunkSteps,
+  decayGradKernel,
   flatEntry,
   prelude,
   stepCoefWgsl,
@@ -204,38 +207,7 @@ ${chunkEntry("1u")}
     case "pairs":
       return head + chunkSteps(true) + pairsKernel(s);
     case "coefd":
-      return head + `
-var<workgroup> red: array<f32, WG>;
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-  let wgid = gid.y * nwg.x + gid.x;
-  if (wgid >= u.B * H * nck()) { return; }
-  let n = wgid % nck();
-  let bh = wgid / nck();
-  let a = n * C;
-  let len = min(C, u.T - a);
-  let gb = u.GB + (bh * nck() + n) * DK * DV;
-  let sx = select(u.SFIN + bh * DK * DV, u.SIN + (bh * nck() + n + 1u) * DK * DV, n + 1u < nck());
-  var part = 0.0;
-  for (var k = lid; k < DK * DV; k += WG) { part += cw[gb + k] * cw[sx + k]; }
-  red[lid] = part;
-  workgroupBarrier();
-  for (var w = WG / 2u; w > 0u; w >>= 1u) {
-    if (lid < w) { red[lid] += red[lid + w]; }
-    workgroupBarrier();
-  }
-  let ex = red[0];
-  for (var tt = lid; tt < len; tt += WG) {
-    let t = a + tt;
-    let idx = bh * u.T + t;
-    var dov = 0.0;
-    for (var i = 0u; i < DK; i++) { dov += qn(bh, t, i) * out[idx * DK + i]; }
-    var wdw = 0.0;
-    for (var c = 0u; c < DV; c++) { wdw += cw[u.WW + idx * DV + c] * cw[u.DW + idx * DV + c]; }
-    cw[u.DP + idx] = dov - wdw + cw[u.DPP + idx] + cw[u.DPC + idx] + select(0.0, ex, tt + 1u == len);
-  }
-}`;
+      return head + chunkSteps(true) + decayGradKernel(true);
     case "coefd2":
       return head + stepCoefWgsl(config) + `
 ${flatEntry("u.B * H * u.T")}
@@ -243,12 +215,7 @@ ${flatEntry("u.B * H * u.T")}
   let bh = idx / u.T;
   let b = bh / H;
   let h = bh % H;
-  let e = min((t / C) * C + C, u.T) - 1u;
-  var dlg = cw[u.DP + idx] - cw[u.DPP + idx];
-  for (var r = t + 1u; r <= e; r++) {
-    if (stepinfo[(b * u.T + r) * 2u + 1u] != 0) { break; }
-    dlg += cw[u.DP + bh * u.T + r];
-  }
+  let dlg = cw[u.DP + idx];
   let co = step_co(bh, b, h, t);
   let cb = coef_back(co, dgamma_of(co, dlg), cw[u.DAS + idx], cw[u.DBS + idx]);
   out[u.gDB + idx] = cb.x;
@@ -292,7 +259,6 @@ function pairsKernel(s: ChunkShape): string {
   return `
 var<workgroup> scx: array<f32, ${s.RP * s.C}>;
 var<workgroup> sv1: array<f32, ${s.RP * s.C}>;
-var<workgroup> sv2: array<f32, ${s.RP * s.C}>;
 var<workgroup> sxb: array<f32, ${s.RP * s.dk}>;
 ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
   let r0 = tile * RP;
@@ -317,13 +283,11 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
       if (kk < jt) {
         v1 = -dw * gp * xx;
         v2 = f * xx;
-      } else {
-        v2 = -f * xx;
       }
     }
     scx[k] = cx;
     sv1[k] = v1;
-    sv2[k] = v2;
+    if (jt < len && kk < len) { cw[u.YM + ((bh * nck() + n) * C + jt) * C + kk] = select(0.0, v2, kk < jt); }
   }
   workgroupBarrier();
   let bin = u.SIN + (bh * nck() + n) * DK * DV;
@@ -361,12 +325,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
     if (jt >= len) { continue; }
     let t = a + jt;
     var s1 = 0.0;
-    var spp = 0.0;
-    var spc = 0.0;
-    for (var kk = 0u; kk < len; kk++) {
-      s1 += sv1[jr * C + kk];
-      if (kk < jt) { spp += sv2[jr * C + kk]; } else { spc += sv2[jr * C + kk]; }
-    }
+    for (var kk = 0u; kk < len; kk++) { s1 += sv1[jr * C + kk]; }
     var xbd = 0.0;
     for (var i = 0u; i < DK; i++) { xbd += sxb[jr * DK + i]; }
     var db = 0.0;
@@ -375,8 +334,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
     let k = bh * u.T + t;
     cw[u.DAS + k] = s1 - ex * xbd;
     cw[u.DBS + k] = db;
-    cw[u.DPP + k] = spp - cga[jt] * ex * xbd;
-    cw[u.DPC + k] = spc;
+    cw[u.RB + k] = -cga[jt] * ex * xbd;
   }
 }`;
 }

@@ -313,7 +313,7 @@ export function chunkSteps(delta: boolean): string {
 var<workgroup> cp: array<f32, C>;   // P_t (log decay since the chunk start or the last start)
 var<workgroup> cg: array<f32, C>;   // g_t (the write gain b_t)
 var<workgroup> clo: array<i32, C>;  // lo_t (first pair of step t's window)
-var<workgroup> cseg: array<u32, C>; // starts seen in a..t
+var<workgroup> cseg: array<u32, C>; // 2 * (segments begun in a..t) + (1 if the current one began at a cut)
 ${
     delta
       ? `var<workgroup> cpp: array<f32, C>;  // Pp_t = P_t - log gamma_t
@@ -331,16 +331,28 @@ fn load_chunk(lid: u32, bh: u32, b: u32, a: u32, len: u32) {
   workgroupBarrier();
   if (lid == 0u) {
     var p = 0.0;
-    var sg = 0u;
+    var cnt = 0u;
+    var zb = 0u;
     for (var k = 0u; k < len; k++) {
-      if (cseg[k] != 0u) { p = 0.0; sg++; }
+      // a sequence start, or a cut (gamma underflowed to 0: LG holds the marker 1), begins a segment
+      let cut = cp[k] > 0.5;
+      if (cseg[k] != 0u || cut) {
+        p = 0.0;
+        cnt++;
+        zb = select(0u, 1u, cut);
+      }
       ${delta ? "cpp[k] = p;" : ""}
-      p += cp[k];
+      if (!cut) { p += cp[k]; }
       cp[k] = p;
-      cseg[k] = sg;
+      cseg[k] = 2u * cnt + zb;
     }
   }
   workgroupBarrier();
+}
+// what the decayed base of step k's segment is: 0 the entering state, 1 S0 (after a start), 2 zero (after a cut)
+fn base_kind(k: u32) -> u32 {
+  if (cseg[k] == 0u) { return 0u; }
+  return select(1u, 2u, (cseg[k] & 1u) == 1u);
 }
 ${
     delta
@@ -419,12 +431,13 @@ fn step_co(bh: u32, b: u32, h: u32, t: u32) -> Co {
   ${stat}
   return coef(n, st, beta[(b * u.T + t) * H + h], lb[(b * u.T + t) * H + h], h);
 }
-// gamma below GAMMA_MIN (exp(-lambdabar) or exp(-dt A) underflowing to 0) acts as GAMMA_MIN: every
-// decay ratio across such a step is below 1e-37 instead of exactly 0, and its d gamma is dropped
+// gamma below GAMMA_MIN (exp(-lambdabar) or exp(-dt A) underflowing to 0) cuts the chain: LG holds the
+// marker 1 (log gamma is never positive), the step begins a segment with a zero base, d gamma is dropped
 const GAMMA_MIN = 1e-37;
 fn log_gamma(co: Co) -> f32 {
   if (co.clamped) { return ${f32Literal(Math.log(config.epsGamma))}; }
-  return log(max(co.gamma, GAMMA_MIN));
+  if (co.gamma < GAMMA_MIN) { return 1.0; }
+  return log(co.gamma);
 }
 fn dgamma_of(co: Co, dlg: f32) -> f32 {
   if (co.clamped || co.gamma < GAMMA_MIN) { return 0.0; }
@@ -459,11 +472,12 @@ fn win_sum(row: u32, s: u32, a: u32) -> f32 {
 ${chunkEntry("1u")}
   let cb = bh * nck() + n;
   // exit base weight exp(P_e) <G_n, base_e>
-  let z = cseg[len - 1u] > 0u;
+  let bk = base_kind(len - 1u);
+  let z = bk == 1u;
   let gb = u.GB + cb * DK * DV;
   let sb = select(u.SIN + cb * DK * DV, bh * DK * DV, z);
   var part = 0.0;
-  if (!z || u.hasS0 != 0u) {
+  if (bk == 0u || (z && u.hasS0 != 0u)) {
     for (var k = lid; k < DK * DV; k += WG) { part += cw[gb + k] * select(cw[sb + k], s0[sb + k], z); }
   }
   red[lid] = part;

@@ -5,17 +5,19 @@
  * Recurrence: `S_t = gamma_t S_{t-1} + g_t sum_{j=lo_t}^{t} x_j y_j^T`, readout `o_t = S_t^T q_t`, with
  * `gamma_t`, `g_t` (the `b` of `fast_weight_coef.ts`, `eta_t / B_t` for the Falcon rules) from the same
  * `coef()` code as the recurrent kernels. For a chunk `a..e` entering with `S_in`, with
- * `P_t = sum log gamma_r` over `r` from the last sequence start in `a..t` (or from `a`) to `t`, and
- * `seg(t)` the number of starts in `a..t`:
+ * `P_t = sum log gamma_r` over `r` from the start of `t`'s segment to `t`, where a segment begins at
+ * the chunk start, at a sequence start, or at a cut (a `gamma` that underflowed to 0, whose chain
+ * carries nothing), and `seg(t)` names `t`'s segment:
  * - `M[t,j] = sum_{s=max(j,a)}^{min(t, j+W-1)} [seg(s) = seg(t), lo_s <= j] exp(P_t - P_s) g_s`
  *   (masked before `exp`; `j` runs from `a-W+1`, the pairs before the chunk),
- * - `S_t = exp(P_t) base_t + sum_j M[t,j] x_j y_j^T`, `base_t = seg(t) > 0 ? S0 : S_in`,
+ * - `S_t = exp(P_t) base_t + sum_j M[t,j] x_j y_j^T`, with `base_t` = `S_in` in the chunk's first
+ *   segment, `S0` after a start, 0 after a cut,
  * - `o_t = exp(P_t) base_t^T q_t + sum_j M[t,j] (q_t . x_j) y_j`.
  *
  * Kernels (`fastweight_chunk_<pass>_f32`), each spread over many workgroups:
  * - `coef`: one invocation per `(b, h, t)`: `log gamma_t` (`log eps_gamma` where clamped) and `g_t`;
  * - `local`: per `(b, h, chunk, 64 state elements)`: `dS_n = sum_j M[e,j] x_j y_j^T`, the chunk decay
- *   `exp(P_e)` and whether the chunk holds a start;
+ *   `exp(P_e)` and which base the exit state has (`Z`: 0 `S_in`, 1 `S0`, 2 zero);
  * - `scan`: per `(b, h, state element)`, sequential over chunks: the entering state of every chunk;
  * - `out`: per `(b, h, chunk, R rows)`: the outputs;
  * - backward: `uv` (per-chunk `sum exp(P_t) q_t dO_t^T`, split before/after the first start), `rscan`
@@ -120,7 +122,7 @@ ${chunkEntry(`${Math.ceil((s.dk * s.dv) / CHUNK_WG)}u`)}
   }
   if (tile == 0u && lid == 0u) {
     cw[u.DEC + bh * nck() + n] = exp(cp[len - 1u]);
-    cw[u.Z + bh * nck() + n] = select(0.0, 1.0, cseg[len - 1u] > 0u);
+    cw[u.Z + bh * nck() + n] = f32(base_kind(len - 1u));
   }
 }`;
     case "scan":
@@ -134,7 +136,8 @@ ${flatEntry("u.B * H * DK * DV")}
     let k = (bh * nck() + n) * DK * DV + e;
     cw[u.SIN + k] = st;
     let dec = cw[u.DEC + bh * nck() + n];
-    st = dec * select(st, sz, cw[u.Z + bh * nck() + n] != 0.0) + cw[u.DS + k];
+    let zk = cw[u.Z + bh * nck() + n];
+    st = dec * select(select(0.0, sz, zk == 1.0), st, zk == 0.0) + cw[u.DS + k];
   }
   cw[u.SFIN + idx] = st;
 }`;
@@ -154,7 +157,8 @@ ${chunkEntry(`${Math.ceil((s.dk * s.dv) / CHUNK_WG)}u`)}
     for (var tt = 0u; tt < len; tt++) {
       let t = a + tt;
       let w = exp(cp[tt]) * qn(bh, t, i) * dout[((b * u.T + t) * H + h) * DV + c];
-      if (cseg[tt] == 0u) { uu += w; } else { vv += w; }
+      let bk = base_kind(tt);
+      if (bk == 0u) { uu += w; } else if (bk == 1u) { vv += w; }
     }
     let k = ((bh * nck() + n) * 2u) * DK * DV + e;
     cw[u.UV + k] = uu;
@@ -175,11 +179,12 @@ ${flatEntry("u.B * H * DK * DV")}
     let dg = cw[u.DEC + bh * nck() + n] * gs;
     let ku = ((bh * nck() + n) * 2u) * DK * DV + e;
     acc += cw[u.UV + ku + DK * DV];
-    if (cw[u.Z + bh * nck() + n] != 0.0) {
-      acc += dg;
-      gs = cw[u.UV + ku];
-    } else {
+    let zk = cw[u.Z + bh * nck() + n];
+    if (zk == 0.0) {
       gs = cw[u.UV + ku] + dg;
+    } else {
+      if (zk == 1.0) { acc += dg; }
+      gs = cw[u.UV + ku];
     }
   }
   out[u.gDS0 + idx] = acc;
@@ -289,9 +294,10 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
     if (tt >= len) { continue; }
     let t = a + tt;
     // inter-chunk part: exp(P_t) times base_t (S0 after a start, else the entering state)
-    let fromS0 = cseg[tt] > 0u;
+    let bk = base_kind(tt);
+    let fromS0 = bk == 1u;
     var inter = 0.0;
-    if (!fromS0 || u.hasS0 != 0u) {
+    if (bk == 0u || (fromS0 && u.hasS0 != 0u)) {
       let sb = select(base, bh * DK * DV, fromS0);
       ${
     fwd

@@ -116,7 +116,7 @@ ${chunkEntry("1u")}
       var r = 0.0;
       if (col < DV) {
         r = cg[t] * yp(bh, i32(a + t), col);
-        if (cseg[t] > 0u && u.hasS0 != 0u) {
+        if (base_kind(t) == 1u && u.hasS0 != 0u) {
           var sx = 0.0;
           for (var i = 0u; i < DK; i++) { sx += s0[(bh * DK + i) * DV + col] * xp(bh, i32(a + t), i); }
           r -= cga[t] * ex * sx;
@@ -125,7 +125,7 @@ ${chunkEntry("1u")}
         cw[u0i(bh, n, t, col)] = r;
       } else {
         let i = col - DV;
-        if (cseg[t] == 0u) { r = cga[t] * ex * xp(bh, i32(a + t), i); }
+        if (base_kind(t) == 0u) { r = cga[t] * ex * xp(bh, i32(a + t), i); }
         for (var q = 0u; q < t; q++) { r -= cw[am(bh, n, t, q)] * cw[vvi(bh, n, q, i)]; }
         cw[vvi(bh, n, t, i)] = r;
       }
@@ -144,11 +144,11 @@ ${chunkEntry(`${Math.ceil((s.dk * (s.dk + s.dv)) / 64)}u`)}
   workgroupBarrier();
   let e = tile * WG + lid;
   let dec = exp(cp[len - 1u]);
-  let z = cseg[len - 1u] > 0u;
+  let bk = base_kind(len - 1u);
   if (e < DK * DK) {
     let i = e / DK;
     let i2 = e % DK;
-    var v = select(0.0, dec, !z && i == i2);
+    var v = select(0.0, dec, bk == 0u && i == i2);
     for (var q = 0u; q < len; q++) { v -= ge[q] * xp(bh, i32(a + q), i) * cw[vvi(bh, n, q, i2)]; }
     cw[u.KM + ((bh * nck() + n) * DK + i) * DK + i2] = v;
   } else if (e < DK * (DK + DV)) {
@@ -156,7 +156,7 @@ ${chunkEntry(`${Math.ceil((s.dk * (s.dk + s.dv)) / 64)}u`)}
     let i = e2 / DV;
     let c = e2 % DV;
     var v = 0.0;
-    if (z && u.hasS0 != 0u) { v = dec * s0[(bh * DK + i) * DV + c]; }
+    if (bk == 1u && u.hasS0 != 0u) { v = dec * s0[(bh * DK + i) * DV + c]; }
     for (var q = 0u; q < len; q++) { v += ge[q] * xp(bh, i32(a + q), i) * cw[u0i(bh, n, q, c)]; }
     cw[u.DS + ((bh * nck() + n) * DK + i) * DV + c] = v;
   }
@@ -230,9 +230,9 @@ ${chunkEntry(elems)}
     let i = e / DV;
     let c = e % DV;
     var v = cw[u.UV + ((bh * nck() + n) * 2u + 1u) * DK * DV + e];
-    if (cseg[len - 1u] > 0u) { v += exp(cp[len - 1u]) * cw[u.GB + (bh * nck() + n) * DK * DV + e]; }
+    if (base_kind(len - 1u) == 1u) { v += exp(cp[len - 1u]) * cw[u.GB + (bh * nck() + n) * DK * DV + e]; }
     for (var q = 0u; q < len; q++) {
-      if (cseg[q] > 0u) { v -= cga[q] * exp(cpp[q]) * xp(bh, i32(a + q), i) * cw[u.DR + row(bh, a + q, c)]; }
+      if (base_kind(q) == 1u) { v -= cga[q] * exp(cpp[q]) * xp(bh, i32(a + q), i) * cw[u.DR + row(bh, a + q, c)]; }
     }
     cw[u.D0C + (bh * nck() + n) * DK * DV + e] = v;
   }
@@ -301,9 +301,10 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
       var v = 0.0;
       for (var kk = 0u; kk < len; kk++) { v += scx[jr * C + kk] * xp(bh, i32(a + kk), q); }
       // the right-hand side's -a_t exp(Pp_t) base_t^T x_t
-      let fromS0 = cseg[jt] > 0u;
+      let bk = base_kind(jt);
+      let fromS0 = bk == 1u;
       var bd = 0.0;
-      if (!fromS0 || u.hasS0 != 0u) {
+      if (bk == 0u || (fromS0 && u.hasS0 != 0u)) {
         let sb = select(bin, bh * DK * DV, fromS0);
         for (var c = 0u; c < DV; c++) {
           let kq = sb + q * DV + c;

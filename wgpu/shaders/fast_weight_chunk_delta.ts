@@ -253,7 +253,8 @@ ${flatEntry("u.B * H * DK * DV")}
  * `pairs`: for rows `j` of the chunk, with `F[t,s] = -(dR_t.w_s) a_t Gp[t,s]` (`s < t`):
  * `dx_j += sum_k (F[j,k] + F[k,j]) x_k - a_j exp(Pp_j) base_j dR_j`, `dy_j = b_j dR_j`,
  * `da_j = sum_s -(dR_j.w_s) Gp[j,s] x_j.x_s - exp(Pp_j) dR_j.(base_j^T x_j)`, `db_j = dR_j.y_j`,
- * `dPp_j = sum_s F[j,s] x_j.x_s - a_j exp(Pp_j) dR_j.(base_j^T x_j)`, `dPcol_j = -sum_t F[t,j] x_t.x_j`.
+ * and the decay factors' shares for `coefd`: `YM[t,s] = F[t,s] x_t.x_s` (factor `Gp[t,s]`) and
+ * `RB_t = -a_t exp(Pp_t) dR_t.(base_t^T x_t)` (factor `exp(Pp_t)`).
  */
 function pairsKernel(s: ChunkShape): string {
   return `

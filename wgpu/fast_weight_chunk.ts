@@ -81,8 +81,28 @@ export function chunkShape(config: RuleConfig, d: ChunkDims, C: number, sharedBy
   return { H: d.H, dk: d.dk, dv: d.dv, C, R: fit("rows", C), RC: fit("cols", C + pad), RP: fit("pairs", C) };
 }
 
-/** Float offsets of the chunk workspace sections and its size (the delta sections only for delta rules). */
-function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number) {
+/** Workspace sections the forward passes use (the others are sized 0 there). */
+const FORWARD_SECTIONS: ReadonlySet<ChunkUniformField> = new Set<ChunkUniformField>([
+  "LG",
+  "GK",
+  "GA",
+  "DEC",
+  "Z",
+  "DS",
+  "SIN",
+  "SFIN",
+  "AM",
+  "U0",
+  "VV",
+  "KM",
+  "WW",
+]);
+
+/**
+ * Float offsets of the chunk workspace sections and its size: the delta sections only for delta
+ * rules, the backward-only sections only when `backward`.
+ */
+function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: boolean) {
   const pad = windowSlots(config) - 1;
   const BH = d.B * d.H;
   const nck = Math.ceil(d.T / C);
@@ -127,7 +147,7 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number) {
   let total = 0;
   for (const [name, size] of sizes) {
     offsets[name] = total;
-    total += size;
+    if (backward || FORWARD_SECTIONS.has(name)) total += size;
   }
   return { offsets, total, nck };
 }
@@ -183,17 +203,19 @@ function backwardPasses(config: RuleConfig): ChunkPass[] {
 export function createChunkKernels(rt: GpuRuntime) {
   const sharedBytes = rt.device.limits.maxComputeWorkgroupStorageSize;
 
+  /** Record `passes` on a fresh chunk workspace (backward sections when `io.dout` is given); returns it. */
   function run(
     passes: readonly ChunkPass[],
     config: RuleConfig,
     heads: HeadConstants,
     d: ChunkDims,
     C: number,
-    io: ChunkInputs & { dout: GPUBuffer | null; out: GPUBuffer; cw: GpuTensor; grads?: GradOffsets },
+    io: ChunkInputs & { dout: GPUBuffer | null; out: GPUBuffer; grads?: GradOffsets },
   ) {
     const shape = chunkShape(config, d, C, sharedBytes);
     const pad = windowSlots(config) - 1;
-    const layout = workspaceLayout(config, d, C);
+    const layout = workspaceLayout(config, d, C, io.dout !== null);
+    const cw = rt.tensor([layout.total], false);
     const values: Record<ChunkUniformField, number> = {
       ...Object.fromEntries(CHUNK_UNIFORM_FIELDS.map((f) => [f, 0])),
       ...layout.offsets,
@@ -213,7 +235,7 @@ export function createChunkKernels(rt: GpuRuntime) {
       s0: io.s0 ?? rt.zeroBuffer(),
       init: io.init ?? rt.zeroBuffer(),
       dout: io.dout ?? rt.zeroBuffer(),
-      cw: io.cw.buffer,
+      cw: cw.buffer,
       out: io.out,
     };
     for (const pass of passes) {
@@ -224,11 +246,7 @@ export function createChunkKernels(rt: GpuRuntime) {
       const bindings = chunkBindings(pass, config).map((name) => buffers[name]);
       rt.dispatch(pipe, [...bindings, uniform], grid(chunkWork(pass, shape, pad, d.B, d.T)));
     }
-    return layout;
-  }
-
-  function workspace(config: RuleConfig, d: ChunkDims, C: number): GpuTensor {
-    return rt.tensor([workspaceLayout(config, d, C).total], false);
+    return { layout, cw };
   }
 
   return {
@@ -242,12 +260,10 @@ export function createChunkKernels(rt: GpuRuntime) {
       o: GpuTensor,
       state: GpuTensor,
     ): void {
-      const cw = workspace(config, d, C);
-      const layout = run(forwardPasses(config), config, heads, d, C, {
+      const { layout, cw } = run(forwardPasses(config), config, heads, d, C, {
         ...io,
         dout: null,
         out: o.buffer,
-        cw,
       });
       const bytes = d.B * d.H * d.dk * d.dv * 4;
       rt.encoder().copyBufferToBuffer(cw.buffer, (layout.offsets.SFIN ?? 0) * 4, state.buffer, 0, bytes);
@@ -265,15 +281,7 @@ export function createChunkKernels(rt: GpuRuntime) {
       g: GpuTensor,
       grads: GradOffsets,
     ): void {
-      const cw = workspace(config, d, C);
-      run(
-        backwardPasses(config),
-        config,
-        heads,
-        d,
-        C,
-        { ...io, dout, out: g.buffer, cw, grads },
-      );
+      const { cw } = run(backwardPasses(config), config, heads, d, C, { ...io, dout, out: g.buffer, grads });
       rt.pool.release(cw.buffer);
     },
   };

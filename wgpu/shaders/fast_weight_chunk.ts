@@ -20,28 +20,27 @@
  *   `exp(P_e)` and which base the exit state has (`Z`: 0 `S_in`, 1 `S0`, 2 zero);
  * - `scan`: per `(b, h, state element)`, sequential over chunks: the entering state of every chunk;
  * - `out`: per `(b, h, chunk, R rows)`: the outputs;
- * - backward: `uv` (per-chunk `sum exp(P_t) q_t dO_t^T`, split before/after the first start), `rscan`
+ * - backward: `uv` (per-chunk `sum exp(P_t) q_t dO_t^T`, split by the base: `S_in` or `S0`), `rscan`
  *   (reverse scan: the gradient `G_n` of every chunk's exit state, `dS0`, `dCarryState`), `dq` (rows:
- *   `dq_t = S_t dO_t`), `cols` (per `(b, h, chunk, RC pair columns)`: `dx_j`, `dy_j` and the terms of
- *   `d g_s`), `coefb1` (per `(b, h, chunk)`: `d g_t` and `dP_t = q_t . dq_t - g_t dg_t`, plus
- *   `<G_n, S_e>` at `t = e`; `q_t . dq_t = dO_t . o_t`), `coefb2` (per step: `d log gamma_t` = suffix sum
- *   of `dP` inside the segment, then `coef_back`) and `rowfix` (per pair row: adds the pair gradients
- *   that later chunks computed for earlier rows, and the step statistic's gradient).
- * Gradient chain: `P_t` enters `exp(P_t) base_t` and `exp(P_t - P_s)`, so `dP_t = dO_t . o_t - g_t dg_t`
- * (+ `<G_n, S_e>` at the exit); `d log gamma_r` sums `dP_t` over `t >= r` in `r`'s segment;
- * `d gamma = d log gamma / gamma` (0 where clamped), then `coef_back(co, d gamma, 0, dg)` as in the
- * recurrent backward.
+ *   `dq_t = S_t dO_t`, and its base part `DQB`), `cols` (per `(b, h, chunk, RC pair columns)`: `dx_j`,
+ *   `dy_j`, the terms of `d g_s` (`CON`) and the readout and exit weights `DMM`, `EXJ`), `coefb1` (per
+ *   `(b, h, chunk)`: `d g_t` and `d log gamma_t` by `decayGradKernel` of `_chunk_wgsl.ts`: the sum
+ *   over the decay factors whose chain holds step `t`, so no cancellation), `coefb2` (per step:
+ *   `d gamma = d log gamma / gamma` (0 where clamped or cut), then `coef_back(co, d gamma, 0, dg)` as
+ *   in the recurrent backward) and `rowfix` (per pair row: adds the pair gradients that later chunks
+ *   computed for earlier rows, and the step statistic's gradient).
  *
  * Shapes (`BH = B*H`, `NCK = ceil(T / C)`, `PAD = W-1`): `ws` is the head-major workspace of
  * `fast_weight_recurrent.ts` (`QN [BH,T,Dk]`, `X [BH,XR,Dk]`, `Y [BH,YR,Dv]`, pair `p` at row `PAD+p`);
  * `stepinfo [B,T,2]` (`lo_t`, start flag); `cw` the chunk workspace, sections at the offsets of the
  * uniform block: `LG, GK, DG, DP, DST [BH,T]`, `DEC, Z [BH,NCK]`, `DS, SIN, GB [BH,NCK,Dk,Dv]`,
  * `SFIN [BH,Dk,Dv]`, `UV [BH,NCK,2,Dk,Dv]`, `SPX [BH,NCK,PAD,Dk]`, `SPY [BH,NCK,PAD,Dv]`,
- * `CON [BH,NCK,C+PAD,W]`; `g` the gradient workspace of the recurrent backward.
+ * `CON [BH,NCK,C+PAD,W]`, `DMM [BH,NCK,C,C+PAD]`, `EXJ [BH,NCK,C+PAD]`, `DQB [BH,T,Dk]` (`DP` holds
+ * `d log gamma`); `g` the gradient workspace of the recurrent backward.
  * The `out`, `dq`, `cols` and `uv` kernels also serve the delta rules (`fast_weight_chunk_delta.ts`),
  * with the solved pseudo-values `w` as values and `M = Gam`; `chunkShader` dispatches every pass.
  * Preconditions: additive rule with scalar `gamma`, `g` per step (not falcon2a); workgroup memory
- * for the chunk's step arrays (`4C` floats) and the row/column tiles.
+ * for the chunk's step arrays (`4C` floats, `6C` for the delta rules) and the row/column tiles.
  *
  * @module
  */

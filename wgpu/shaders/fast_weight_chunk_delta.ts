@@ -22,7 +22,7 @@
  * (`L_n = U_n - V^T Qd`) give the reverse scan `rscan2` (`G_{n-1} = K_n^T G_n + L_n`); then `cols`
  * (`dx` of the readout and exit, `dW`), `solvet` (`dR = (I + A)^-T dW`, back substitution per
  * column), `dq`, `pairs` (per `(b, h, chunk, RP rows)`: everything `A` and `R` feed: `dx`, `dy = b dR`,
- * `da`, `db`, the log-decay terms), `coefd`/`coefd2` (`dP`, `d log gamma`, `coef_back`), `s0part`/
+ * `da`, `db`, the log-decay terms), `coefd`/`coefd2` (`d log gamma`, then `coef_back`), `s0part`/
  * `s0sum` (`dS0`) and `rowfix` (the statistic's `dx`).
  * Log-decay gradient (`coefd`, `decayGradKernel` of `_chunk_wgsl.ts`): per step `r`, the sum over the
  * decay factors whose chain holds `r`, readout and exit as for the additive rules (values `w`), plus

@@ -4,7 +4,9 @@
  *
  * Flags: `--gemm 4096,2048,1024` (square sizes), `--gemm-inner 10` (GEMMs per timed batch),
  * `--rules falcon1,falcon3a`, `--B 8 --T 4096 --H 8 --dk 64 --dv 64`, `--fw-inner 4` (fast-weight
- * calls per timed batch), `--reps 5`, `--chunk 64`, `--skip-gemm`, `--skip-rules`, `--out FILE`.
+ * calls per timed batch), `--reps 5`, `--chunk 64`, `--form chunk` (or `recurrent`, `parallel`; the
+ * additive rules run the chunk-parallel kernels in `chunk`/`parallel`), `--skip-gemm`, `--skip-rules`,
+ * `--out FILE`.
  * Each timed batch ends with one device sync; `sync_overhead_seconds` is that sync alone.
  * Small shapes (e.g. `--gemm 256 --T 64 --B 1 --H 2 --dk 16 --dv 16`) run on software adapters.
  *
@@ -13,7 +15,8 @@
 
 import { parseArgs } from "node:util";
 import { createWebGpuBackend, type WebGpuBackend } from "../wgpu/backend.ts";
-import { isPerColumnRule, ruleConfig, type RuleName, RULES } from "../src/rules/config.ts";
+import { type Form, FORMS, isPerColumnRule, ruleConfig, type RuleName, RULES } from "../src/rules/config.ts";
+import { usesChunkKernels } from "../wgpu/fast_weight.ts";
 import { Rng } from "../src/testing/compare.ts";
 
 const { values } = parseArgs({
@@ -28,6 +31,7 @@ const { values } = parseArgs({
     dv: { type: "string", default: "64" },
     reps: { type: "string", default: "5" },
     chunk: { type: "string", default: "64" },
+    form: { type: "string", default: "chunk" },
     "skip-gemm": { type: "boolean", default: false },
     "skip-rules": { type: "boolean", default: false },
     "gemm-inner": { type: "string", default: "10" },
@@ -82,6 +86,7 @@ async function fastWeight(
   reps: number,
   chunk: number,
   inner: number,
+  form: Form,
 ) {
   const { B, T, H, dk, dv } = d;
   const rng = new Rng(7);
@@ -98,16 +103,17 @@ async function fastWeight(
   };
   const dO = gpu.fromArray(rng.normals(n * dv), [B, T, H, dv]);
   const forward = await timeIt(gpu, reps, () => {
-    const r = gpu.fastWeightForward(config, inputs, { form: "chunk", chunkSize: chunk });
+    const r = gpu.fastWeightForward(config, inputs, { form, chunkSize: chunk });
     for (const t of [r.o, r.carry.state, r.carry.lastKey, r.carry.windowX, r.carry.windowY]) gpu.dispose(t);
   }, inner);
   const backward = await timeIt(gpu, reps, () => {
-    const g = gpu.fastWeightBackward(config, inputs, dO, { form: "chunk", chunkSize: chunk });
+    const g = gpu.fastWeightBackward(config, inputs, dO, { form, chunkSize: chunk });
     for (const t of Object.values(g)) gpu.dispose(t);
   }, inner);
   const tokens = B * T;
   return {
     rule,
+    kernels: usesChunkKernels(config, { form }) ? "chunk-parallel" : "recurrent",
     forward_seconds: forward,
     backward_seconds: backward,
     forward_tokens_per_s: tokens / forward,
@@ -145,10 +151,11 @@ if (!values["skip-rules"]) {
   }
   const results = [];
   const inner = int("fw-inner", values["fw-inner"]);
-  for (const r of rules) {
-    results.push(await fastWeight(gpu, r as RuleName, dims, reps, int("chunk", values.chunk), inner));
-  }
-  report.fastWeight = { ...dims, inner, form: "recurrent kernel (chunk requested; same algorithm)", results };
+  const form = values.form as Form;
+  if (!(FORMS as readonly string[]).includes(form)) throw new RangeError(`unknown --form "${form}"`);
+  const chunk = int("chunk", values.chunk);
+  for (const r of rules) results.push(await fastWeight(gpu, r as RuleName, dims, reps, chunk, inner, form));
+  report.fastWeight = { ...dims, inner, form, chunk, results };
 }
 const json = JSON.stringify(report, null, 2);
 console.log(json);

@@ -1,12 +1,19 @@
 /**
  * The fast-weight ops of the `webgpu` backend (float32): every rule, both alignments, forward
- * and backward, through the recurrent kernels of `shaders/fast_weight_recurrent.ts`.
+ * and backward.
  *
- * Pipeline per call: normalise q/k into a head-major workspace (carry rows in front), run one
- * workgroup per `(b, h)` over all positions, then gather the carry (forward) or scatter the
- * gradients back to `[B, T, H, D]` through the q/k normalisation backward.
- * Every `form` (`recurrent`, `chunk`, `parallel`) runs this same recurrent algorithm; `chunkSize`
- * is the checkpoint interval of the backward pass.
+ * Pipeline per call: normalise q/k into a head-major workspace (carry rows in front), run the
+ * rule's kernels, then gather the carry (forward) or scatter the gradients back to `[B, T, H, D]`
+ * through the q/k normalisation backward.
+ * Kernels by form:
+ * - `chunk` and `parallel` of the rules with scalar coefficients and no Gram window: the
+ *   chunk-parallel kernels (SPEC section 4) of `shaders/fast_weight_chunk.ts` for the additive
+ *   rules (falcon1a, falcon3a, linear, retnet, mamba2) and `shaders/fast_weight_chunk_delta.ts` for
+ *   the delta rules (falcon1, deltanet, gated_deltanet: the `(I + A)^-1` solve), in chunks of
+ *   `chunkSize` positions (default 64; `parallel` runs the same kernels);
+ * - `recurrent`, and every form of falcon2, falcon2a (per-column coefficients) and falcon3 (the
+ *   top-eigenvalue window): the recurrent kernels of `shaders/fast_weight_recurrent.ts`, one
+ *   workgroup per `(b, h)`; `chunkSize` is then the checkpoint interval of the backward pass.
  *
  * @module
  */
@@ -23,6 +30,8 @@ import type {
 import { FORMS, isPerColumnRule, isWindowRule, retnetDecay, type RuleConfig } from "../src/rules/config.ts";
 import { type GpuRuntime, grid } from "./runtime.ts";
 import { gpuBuffer, type GpuTensor } from "./tensor.ts";
+import { createChunkKernels } from "./fast_weight_chunk.ts";
+import { isChunkRule } from "./shaders/fast_weight_chunk.ts";
 import type { HeadConstants } from "./shaders/fast_weight_coef.ts";
 import { gatherRowsShader, normRowsShader, scatterRowsShader } from "./shaders/fast_weight_layout.ts";
 import {
@@ -128,9 +137,26 @@ function formOf(options: FormOptions): number {
   return c;
 }
 
+/** Whether a call runs the chunk-parallel kernels (see the module docs). */
+export function usesChunkKernels(config: RuleConfig, options: FormOptions): boolean {
+  return (options.form === "chunk" || options.form === "parallel") && isChunkRule(config);
+}
+
 /** The fast-weight ops on a runtime. */
 export function createFastWeightOps(rt: GpuRuntime): FastWeightOps {
   const limits = rt.device.limits;
+  const chunk = createChunkKernels(rt);
+
+  function chunkInputs(inputs: FastWeightInputs, ws: GpuTensor, meta: GPUBuffer) {
+    return {
+      ws: ws.buffer,
+      beta: gpuBuffer(inputs.beta, "beta"),
+      lb: gpuBuffer(inputs.lambdabar, "lambdabar"),
+      stepinfo: meta,
+      s0: inputs.s0 ? gpuBuffer(inputs.s0, "s0") : null,
+      init: inputs.carry ? gpuBuffer(inputs.carry.state, "carry.state") : null,
+    };
+  }
 
   function shapeOf(config: RuleConfig, d: Dims, ck: number): RecurrentShape {
     if (d.dv > limits.maxComputeInvocationsPerWorkgroup) {
@@ -291,23 +317,27 @@ export function createFastWeightOps(rt: GpuRuntime): FastWeightOps {
       const ck = formOf(options);
       const d = fastWeightDims(config, inputs);
       const { B, T, H, dk, dv } = d;
-      const shape = shapeOf(config, d, ck);
       const heads = headConstants(config, H);
       const prep = prepare(config, inputs, d);
       const o = rt.tensor([B, T, H, dv], false);
       const state = rt.tensor([B, H, dk, dv], false);
-      const pipe = rt.pipeline(
-        recurrentKey("forward", config, shape, heads),
-        () => recurrentForwardShader(config, shape, heads),
-      );
-      rt.dispatch(pipe, [
-        ...commonBindings(inputs, prep.ws, prep.meta),
-        o.buffer,
-        state.buffer,
-        uniformOf(inputs, d),
-      ], [
-        B * H,
-      ]);
+      if (usesChunkKernels(config, options)) {
+        chunk.forward(config, heads, d, ck, chunkInputs(inputs, prep.ws, prep.meta), o, state);
+      } else {
+        const shape = shapeOf(config, d, ck);
+        const pipe = rt.pipeline(
+          recurrentKey("forward", config, shape, heads),
+          () => recurrentForwardShader(config, shape, heads),
+        );
+        rt.dispatch(pipe, [
+          ...commonBindings(inputs, prep.ws, prep.meta),
+          o.buffer,
+          state.buffer,
+          uniformOf(inputs, d),
+        ], [
+          B * H,
+        ]);
+      }
       // carry: last key feature and the newest window pairs
       const slots = Math.max(0, config.window - 1);
       const lastKey = rt.tensor([B, H, dk], false);
@@ -361,12 +391,9 @@ export function createFastWeightOps(rt: GpuRuntime): FastWeightOps {
       const { B, T, H, dk, dv } = d;
       expectShape("dO", dO, [B, T, H, dv]);
       const BH = B * H;
-      const shape = shapeOf(config, d, ck);
       const heads = headConstants(config, H);
       const prep = prepare(config, inputs, d);
       const bw = isPerColumnRule(config.rule) ? dv : 1;
-      const nck = Math.ceil(T / ck);
-      const work = rt.tensor([BH * (nck + ck) * dk * dv], false);
       const gDX = BH * T * dk;
       const gDY = gDX + BH * prep.XR * dk;
       const gDB = gDY + BH * prep.YR * dv;
@@ -374,21 +401,45 @@ export function createFastWeightOps(rt: GpuRuntime): FastWeightOps {
       const gDS0 = gDLB + BH * T;
       const gDC = gDS0 + BH * dk * dv;
       const g = rt.tensor([gDC + BH * dk * dv], true);
-      const pipe = rt.pipeline(
-        recurrentKey("backward", config, shape, heads),
-        () => recurrentBackwardShader(config, shape, heads),
-      );
-      rt.dispatch(
-        pipe,
-        [
-          ...commonBindings(inputs, prep.ws, prep.meta),
+      if (usesChunkKernels(config, options)) {
+        chunk.backward(
+          config,
+          heads,
+          d,
+          ck,
+          chunkInputs(inputs, prep.ws, prep.meta),
           gpuBuffer(dO, "dO"),
-          work.buffer,
-          g.buffer,
-          uniformOf(inputs, d),
-        ],
-        [BH],
-      );
+          g,
+          {
+            gDX,
+            gDY,
+            gDB,
+            gDLB,
+            gDS0,
+            gDC,
+          },
+        );
+      } else {
+        const shape = shapeOf(config, d, ck);
+        const nck = Math.ceil(T / ck);
+        const work = rt.tensor([BH * (nck + ck) * dk * dv], false);
+        const pipe = rt.pipeline(
+          recurrentKey("backward", config, shape, heads),
+          () => recurrentBackwardShader(config, shape, heads),
+        );
+        rt.dispatch(
+          pipe,
+          [
+            ...commonBindings(inputs, prep.ws, prep.meta),
+            gpuBuffer(dO, "dO"),
+            work.buffer,
+            g.buffer,
+            uniformOf(inputs, d),
+          ],
+          [BH],
+        );
+        rt.pool.release(work.buffer);
+      }
       const grads = {
         dq: rt.tensor([B, T, H, dk], false),
         dk: rt.tensor([B, T, H, dk], false),
@@ -435,7 +486,6 @@ export function createFastWeightOps(rt: GpuRuntime): FastWeightOps {
       enc.copyBufferToBuffer(g.buffer, gDS0 * 4, grads.ds0.buffer, 0, BH * dk * dv * 4);
       enc.copyBufferToBuffer(g.buffer, gDC * 4, grads.dCarryState.buffer, 0, BH * dk * dv * 4);
       rt.pool.release(prep.ws.buffer);
-      rt.pool.release(work.buffer);
       rt.pool.release(g.buffer);
       return grads;
     },

@@ -3,9 +3,10 @@
  * shape checks of a call.
  */
 
-import { ruleConfig } from "../src/rules/config.ts";
+import { ruleConfig, RULES } from "../src/rules/config.ts";
+import { assertRelL2 } from "../src/testing/compare.ts";
 import type { Carry, Tensor } from "../src/rules/backend.ts";
-import { stepMeta } from "./fast_weight.ts";
+import { stepMeta, usesChunkKernels } from "./fast_weight.ts";
 import { gpuTest } from "./_test_util.ts";
 
 function expectEqual(name: string, got: ArrayLike<number>, want: number[]) {
@@ -72,22 +73,44 @@ gpuTest("webgpu fastWeightForward rejects mismatched shapes and unknown forms by
   await gpu.sync();
 });
 
-gpuTest("webgpu fastWeightForward accepts every form and gives the same result", async (gpu) => {
-  const config = ruleConfig("falcon1a");
-  const v = (n: number, f: (i: number) => number) => Array.from({ length: n }, (_, i) => f(i));
-  const inputs = {
-    q: gpu.fromArray(v(24, (i) => Math.sin(i)), [1, 4, 2, 3]),
-    k: gpu.fromArray(v(24, (i) => Math.cos(i)), [1, 4, 2, 3]),
-    v: gpu.fromArray(v(24, (i) => Math.sin(2 * i)), [1, 4, 2, 3]),
-    beta: gpu.fromArray(v(8, () => 0.7), [1, 4, 2]),
-    lambdabar: gpu.fromArray(v(8, () => 0.2), [1, 4, 2]),
-  };
-  const outs = [];
-  for (const form of ["recurrent", "chunk", "parallel"] as const) {
-    outs.push(Array.from(await gpu.read(gpu.fastWeightForward(config, inputs, { form, chunkSize: 2 }).o)));
+gpuTest(
+  "webgpu fastWeightForward accepts every form: chunk kernels agree within 1e-5, recurrent-only rules exactly",
+  async (gpu) => {
+    const v = (n: number, f: (i: number) => number) => Array.from({ length: n }, (_, i) => f(i));
+    const inputs = {
+      q: gpu.fromArray(v(24, (i) => Math.sin(i)), [1, 4, 2, 3]),
+      k: gpu.fromArray(v(24, (i) => Math.cos(i)), [1, 4, 2, 3]),
+      v: gpu.fromArray(v(24, (i) => Math.sin(2 * i)), [1, 4, 2, 3]),
+      beta: gpu.fromArray(v(8, () => 0.7), [1, 4, 2]),
+      lambdabar: gpu.fromArray(v(8, () => 0.2), [1, 4, 2]),
+    };
+    for (const rule of ["falcon1a", "falcon1", "falcon3"] as const) {
+      const config = ruleConfig(rule);
+      const outs = [];
+      for (const form of ["recurrent", "chunk", "parallel"] as const) {
+        outs.push(
+          Array.from(await gpu.read(gpu.fastWeightForward(config, inputs, { form, chunkSize: 2 }).o)),
+        );
+      }
+      if (outs[0].every((x) => x === 0)) throw new Error(`${rule}: output is all zero`);
+      if (usesChunkKernels(config, { form: "chunk" })) {
+        assertRelL2(`${rule} chunk vs recurrent`, outs[1], outs[0], 1e-5);
+        assertRelL2(`${rule} parallel vs recurrent`, outs[2], outs[0], 1e-5);
+      } else if (outs[1].join() !== outs[0].join() || outs[2].join() !== outs[0].join()) {
+        throw new Error(`${rule}: forms of the recurrent kernel disagree`);
+      }
+    }
+  },
+);
+
+Deno.test("usesChunkKernels: chunk and parallel forms of the rules with scalar coefficients and no Gram window", () => {
+  for (const form of ["chunk", "parallel"] as const) {
+    const routed = RULES.filter((r) => usesChunkKernels(ruleConfig(r), { form })).join();
+    const expected = "falcon1,falcon1a,falcon3a,linear,retnet,mamba2,deltanet,gated_deltanet";
+    if (routed !== expected) throw new Error(`${form} routes ${routed}`);
   }
-  if (outs[0].every((x) => x === 0)) throw new Error("output is all zero");
-  if (outs[1].join() !== outs[0].join() || outs[2].join() !== outs[0].join()) {
-    throw new Error("forms disagree");
+  if (usesChunkKernels(ruleConfig("falcon1a"), { form: "recurrent" })) {
+    throw new Error("recurrent form routed");
   }
+  if (usesChunkKernels(ruleConfig("falcon1a"), {})) throw new Error("default form routed");
 });

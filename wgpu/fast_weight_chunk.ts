@@ -1,0 +1,288 @@
+/**
+ * Driver of the chunk-parallel fast-weight kernels (`shaders/fast_weight_chunk.ts` for the additive
+ * rules, `shaders/fast_weight_chunk_delta.ts` for the delta rules): picks the tile sizes, lays out
+ * the chunk workspace and records the passes. The q/k
+ * normalisation into the head-major workspace, the carry gather and the gradient scatter stay in
+ * `fast_weight.ts`, shared with the recurrent kernels.
+ *
+ * Work is spread over `B*H*ceil(T/C)*tiles` workgroups in the per-chunk passes; only the scans
+ * over chunks are sequential, over `T/C` steps (additive: one invocation per state element;
+ * delta: one workgroup per value column, a `Dk x Dk` transition per step), and the delta rules'
+ * triangular solves run one invocation per column over the `C` steps of a chunk.
+ *
+ * @module
+ */
+
+import type { RuleConfig } from "../src/rules/config.ts";
+import { type GpuRuntime, grid } from "./runtime.ts";
+import type { GpuTensor } from "./tensor.ts";
+import type { HeadConstants } from "./shaders/fast_weight_coef.ts";
+import {
+  CHUNK_UNIFORM_FIELDS,
+  type ChunkBindingName,
+  chunkBindings,
+  chunkKey,
+  type ChunkPass,
+  chunkShader,
+  type ChunkShape,
+  chunkSharedFloats,
+  type ChunkUniformField,
+  chunkWork,
+  isDeltaChunkRule,
+} from "./shaders/fast_weight_chunk.ts";
+import { statKind } from "./shaders/fast_weight_coef.ts";
+import { windowSlots } from "./shaders/fast_weight_recurrent.ts";
+
+/** Sizes of a call. */
+export interface ChunkDims {
+  /** Batch rows. */
+  B: number;
+  /** Positions. */
+  T: number;
+  /** Heads. */
+  H: number;
+  /** Key size. */
+  dk: number;
+  /** Value size. */
+  dv: number;
+}
+
+/** Buffers of a call the chunk passes read (the workspace and step table of `fast_weight.ts`). */
+export interface ChunkInputs {
+  /** Head-major workspace `QN, X, Y`. */
+  ws: GPUBuffer;
+  /** `beta [B, T, H]`. */
+  beta: GPUBuffer;
+  /** `lambdabar [B, T, H]`. */
+  lb: GPUBuffer;
+  /** `(lo_t, start)` per step, `[B, T, 2]` i32. */
+  stepinfo: GPUBuffer;
+  /** `S0 [B, H, Dk, Dv]` or null. */
+  s0: GPUBuffer | null;
+  /** Carried state `[B, H, Dk, Dv]` or null. */
+  init: GPUBuffer | null;
+}
+
+/** The tile sizes for a call, or a RangeError naming the chunk size that does not fit. */
+export function chunkShape(config: RuleConfig, d: ChunkDims, C: number, sharedBytes: number): ChunkShape {
+  const limit = Math.floor(sharedBytes / 4) - 16;
+  const pad = windowSlots(config) - 1;
+  const tooBig = () =>
+    new RangeError(
+      `chunkSize = ${C} with Dk = ${d.dk}, Dv = ${d.dv} does not fit this device's workgroup memory (${sharedBytes} bytes)`,
+    );
+  const floats = (r: number) => chunkSharedFloats(config, { dk: d.dk, dv: d.dv, C, R: r, RC: r, RP: r });
+  if (floats(1).local > limit) throw tooBig();
+  // the largest power-of-two tile (up to 16, and up to the rows or columns there are) that fits
+  const fit = (key: "rows" | "cols" | "pairs", max: number) => {
+    for (let r = 16; r >= 1; r >>= 1) if (r <= max && floats(r)[key] <= limit) return r;
+    throw tooBig();
+  };
+  return { H: d.H, dk: d.dk, dv: d.dv, C, R: fit("rows", C), RC: fit("cols", C + pad), RP: fit("pairs", C) };
+}
+
+/** Workspace sections the forward passes use (the others are sized 0 there). */
+const FORWARD_SECTIONS: ReadonlySet<ChunkUniformField> = new Set<ChunkUniformField>([
+  "LG",
+  "GK",
+  "GA",
+  "DEC",
+  "Z",
+  "DS",
+  "SIN",
+  "SFIN",
+  "AM",
+  "U0",
+  "VV",
+  "KM",
+  "WW",
+]);
+
+/**
+ * Float offsets of the chunk workspace sections and its size: the delta sections only for delta
+ * rules, the backward-only sections only when `backward`.
+ */
+function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: boolean) {
+  const pad = windowSlots(config) - 1;
+  const BH = d.B * d.H;
+  const nck = Math.ceil(d.T / C);
+  const S = d.dk * d.dv;
+  const delta = isDeltaChunkRule(config) ? 1 : 0;
+  const sizes: [ChunkUniformField, number][] = [
+    ["LG", BH * d.T],
+    ["GK", BH * d.T],
+    ["DG", BH * d.T],
+    ["DP", BH * d.T],
+    ["DST", BH * d.T],
+    ["DEC", BH * nck],
+    ["Z", BH * nck],
+    ["DS", BH * nck * S],
+    ["SIN", BH * nck * S],
+    ["GB", BH * nck * S],
+    ["SFIN", BH * S],
+    ["UV", BH * nck * 2 * S],
+    ["SPX", BH * nck * pad * d.dk],
+    ["SPY", BH * nck * pad * d.dv],
+    ["CON", BH * nck * (C + pad) * (pad + 1)],
+    ["GA", delta * BH * d.T],
+    ["AM", delta * BH * nck * C * C],
+    ["U0", delta * BH * nck * C * d.dv],
+    ["VV", delta * BH * nck * C * d.dk],
+    ["KM", delta * BH * nck * d.dk * d.dk],
+    ["WW", delta * BH * d.T * d.dv],
+    ["QD", delta * BH * d.T * d.dv],
+    ["DW", delta * BH * d.T * d.dv],
+    ["DR", delta * BH * d.T * d.dv],
+    ["LN", delta * BH * nck * S],
+    ["D0C", delta * BH * nck * S],
+    ["DAS", delta * BH * d.T],
+    ["DBS", delta * BH * d.T],
+    ["DMM", BH * nck * C * (C + pad)],
+    ["EXJ", BH * nck * (C + pad)],
+    ["DQB", BH * d.T * d.dk],
+    ["YM", delta * BH * nck * C * C],
+    ["RB", delta * BH * d.T],
+  ];
+  const offsets: Partial<Record<ChunkUniformField, number>> = {};
+  let total = 0;
+  for (const [name, size] of sizes) {
+    offsets[name] = total;
+    if (backward || FORWARD_SECTIONS.has(name)) total += size;
+  }
+  return { offsets, total, nck };
+}
+
+/** Gradient workspace offsets of the recurrent backward (`fast_weight_recurrent.ts`), shared here. */
+export interface GradOffsets {
+  /** `DX`. */
+  gDX: number;
+  /** `DY`. */
+  gDY: number;
+  /** `DB`. */
+  gDB: number;
+  /** `DLB`. */
+  gDLB: number;
+  /** `DS0`. */
+  gDS0: number;
+  /** `DC`. */
+  gDC: number;
+}
+
+/** The forward passes of a rule, in dispatch order. */
+function forwardPasses(config: RuleConfig): ChunkPass[] {
+  return isDeltaChunkRule(config)
+    ? ["coef", "amat", "solve", "trans", "dscan", "wfix", "out"]
+    : ["coef", "local", "scan", "out"];
+}
+
+/** The backward passes of a rule (recomputing the forward states first), in dispatch order. */
+function backwardPasses(config: RuleConfig): ChunkPass[] {
+  if (!isDeltaChunkRule(config)) {
+    return ["coef", "local", "scan", "uv", "rscan", "dq", "cols", "coefb1", "coefb2", "rowfix"];
+  }
+  const stat: ChunkPass[] = statKind(config.rule) === "none" ? [] : ["rowfix"];
+  return [
+    ...forwardPasses(config).slice(0, -1),
+    "uv",
+    "colsq",
+    "lnk",
+    "rscan2",
+    "cols",
+    "solvet",
+    "dq",
+    "pairs",
+    "coefd",
+    "coefd2",
+    "s0part",
+    "s0sum",
+    ...stat,
+  ];
+}
+
+/** The chunk kernels on a runtime. */
+export function createChunkKernels(rt: GpuRuntime) {
+  const sharedBytes = rt.device.limits.maxComputeWorkgroupStorageSize;
+
+  /** Record `passes` on a fresh chunk workspace (backward sections when `io.dout` is given); returns it. */
+  function run(
+    passes: readonly ChunkPass[],
+    config: RuleConfig,
+    heads: HeadConstants,
+    d: ChunkDims,
+    C: number,
+    io: ChunkInputs & { dout: GPUBuffer | null; out: GPUBuffer; grads?: GradOffsets },
+  ) {
+    const shape = chunkShape(config, d, C, sharedBytes);
+    const pad = windowSlots(config) - 1;
+    const layout = workspaceLayout(config, d, C, io.dout !== null);
+    const cw = rt.tensor([layout.total], false);
+    const values: Record<ChunkUniformField, number> = {
+      ...Object.fromEntries(CHUNK_UNIFORM_FIELDS.map((f) => [f, 0])),
+      ...layout.offsets,
+      ...io.grads,
+      B: d.B,
+      T: d.T,
+      hasS0: io.s0 ? 1 : 0,
+      hasInit: io.init ? 1 : 0,
+      NCK: layout.nck,
+    } as Record<ChunkUniformField, number>;
+    const uniform = rt.uniform(CHUNK_UNIFORM_FIELDS.map((f) => ({ u: values[f] })));
+    const buffers: Record<ChunkBindingName, GPUBuffer> = {
+      ws: io.ws,
+      beta: io.beta,
+      lb: io.lb,
+      stepinfo: io.stepinfo,
+      s0: io.s0 ?? rt.zeroBuffer(),
+      init: io.init ?? rt.zeroBuffer(),
+      dout: io.dout ?? rt.zeroBuffer(),
+      cw: cw.buffer,
+      out: io.out,
+    };
+    for (const pass of passes) {
+      const pipe = rt.pipeline(
+        chunkKey(pass, config, shape, heads),
+        () => chunkShader(pass, config, shape, heads),
+      );
+      const bindings = chunkBindings(pass, config).map((name) => buffers[name]);
+      rt.dispatch(pipe, [...bindings, uniform], grid(chunkWork(pass, shape, pad, d.B, d.T)));
+    }
+    return { layout, cw };
+  }
+
+  return {
+    /** Forward: outputs `o [B, T, H, Dv]` into `o` and the final state `[B, H, Dk, Dv]` into `state`. */
+    forward(
+      config: RuleConfig,
+      heads: HeadConstants,
+      d: ChunkDims,
+      C: number,
+      io: ChunkInputs,
+      o: GpuTensor,
+      state: GpuTensor,
+    ): void {
+      const { layout, cw } = run(forwardPasses(config), config, heads, d, C, {
+        ...io,
+        dout: null,
+        out: o.buffer,
+      });
+      const bytes = d.B * d.H * d.dk * d.dv * 4;
+      rt.encoder().copyBufferToBuffer(cw.buffer, (layout.offsets.SFIN ?? 0) * 4, state.buffer, 0, bytes);
+      rt.pool.release(cw.buffer);
+    },
+
+    /** Backward: fills the zeroed gradient workspace `g` (layout {@linkcode GradOffsets}). */
+    backward(
+      config: RuleConfig,
+      heads: HeadConstants,
+      d: ChunkDims,
+      C: number,
+      io: ChunkInputs,
+      dout: GPUBuffer,
+      g: GpuTensor,
+      grads: GradOffsets,
+    ): void {
+      const { cw } = run(backwardPasses(config), config, heads, d, C, { ...io, dout, out: g.buffer, grads });
+      rt.pool.release(cw.buffer);
+    },
+  };
+}

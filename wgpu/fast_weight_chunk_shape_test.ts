@@ -1,0 +1,67 @@
+/**
+ * Host-side sizing of the chunk-parallel kernels: tiles that fit the workgroup memory, a RangeError
+ * naming the chunk size when nothing fits, and work spread over `B*H*chunks*tiles` workgroups.
+ */
+
+import { ruleConfig } from "../src/rules/config.ts";
+import { chunkShape } from "./fast_weight_chunk.ts";
+import { CHUNK_PASSES, chunkSharedFloats, chunkWork } from "./shaders/fast_weight_chunk.ts";
+
+const WEBGPU_DEFAULT_SHARED = 16384;
+
+Deno.test("chunkShape picks the largest tiles (up to 16) whose workgroup arrays fit", () => {
+  for (const rule of ["falcon1a", "falcon3a"] as const) {
+    const config = ruleConfig(rule);
+    const d = { B: 8, T: 4096, H: 8, dk: 128, dv: 128 };
+    const s = chunkShape(config, d, 64, WEBGPU_DEFAULT_SHARED);
+    const f = chunkSharedFloats(config, s);
+    const limit = WEBGPU_DEFAULT_SHARED / 4 - 16;
+    if (f.rows > limit || f.cols > limit || f.local > limit) {
+      throw new Error(`${rule}: tiles overflow: ${JSON.stringify(f)}`);
+    }
+    const bigger = chunkSharedFloats(config, { ...s, RC: s.RC * 2 });
+    if (s.RC < 16 && bigger.cols <= limit) {
+      throw new Error(`${rule}: RC = ${s.RC} is not the largest that fits`);
+    }
+    if (s.R !== 16) throw new Error(`${rule}: R = ${s.R}, expected 16 at C = 64`);
+  }
+  const small = chunkShape(
+    ruleConfig("linear"),
+    { B: 1, T: 3, H: 1, dk: 2, dv: 2 },
+    1,
+    WEBGPU_DEFAULT_SHARED,
+  );
+  if (small.R !== 1 || small.RC !== 1) throw new Error(`C = 1: tiles ${small.R}, ${small.RC}, expected 1, 1`);
+});
+
+Deno.test("chunkShape rejects a chunk size that does not fit, naming it", () => {
+  let message = "";
+  try {
+    chunkShape(ruleConfig("falcon1a"), { B: 1, T: 8192, H: 1, dk: 64, dv: 64 }, 4096, WEBGPU_DEFAULT_SHARED);
+  } catch (e) {
+    if (!(e instanceof RangeError)) throw e;
+    message = e.message;
+  }
+  if (!message.includes("chunkSize = 4096")) {
+    throw new Error(`expected a RangeError naming chunkSize, got "${message}"`);
+  }
+});
+
+Deno.test("chunk passes spread over B*H*chunks*tiles workgroups, not B*H", () => {
+  const config = ruleConfig("falcon3a");
+  const d = { B: 8, T: 4096, H: 8, dk: 64, dv: 64 };
+  const s = chunkShape(config, d, 64, WEBGPU_DEFAULT_SHARED);
+  const BH = d.B * d.H;
+  const chunks = BH * Math.ceil(d.T / 64);
+  for (const pass of CHUNK_PASSES) {
+    const groups = chunkWork(pass, s, config.window - 1, d.B, d.T);
+    // the scans over chunks: one invocation per state element (additive: B*H*Dk*Dv/64 workgroups)
+    // or one workgroup per value column (delta: B*H*Dv workgroups, an invocation per key row)
+    const floor = pass === "scan" || pass === "rscan"
+      ? (BH * d.dk * d.dv) / 64
+      : pass === "dscan" || pass === "rscan2"
+      ? BH * d.dv
+      : chunks;
+    if (groups < floor) throw new Error(`${pass}: ${groups} workgroups, expected at least ${floor}`);
+  }
+});

@@ -1,0 +1,529 @@
+/**
+ * Shared pieces of the chunk-parallel fast-weight kernels (`fast_weight_chunk.ts` for the additive
+ * rules, `fast_weight_chunk_delta.ts` for the delta rules): compile-time shape, passes, bindings,
+ * uniform block, workspace addressing, the chunk's step arrays in workgroup memory and the
+ * per-step coefficients (the recurrent kernels' `coef()`).
+ *
+ * @module
+ */
+
+import type { RuleConfig } from "../../src/rules/config.ts";
+import { coefficientWgsl, f32Literal, type HeadConstants, statKind } from "./fast_weight_coef.ts";
+import { windowSlots } from "./fast_weight_recurrent.ts";
+
+/** Compile-time shape of the chunk kernels. */
+export interface ChunkShape {
+  /** Heads. */
+  readonly H: number;
+  /** Key size. */
+  readonly dk: number;
+  /** Value size. */
+  readonly dv: number;
+  /** Chunk size `C`. */
+  readonly C: number;
+  /** Rows per workgroup of the `out` and `dq` kernels. */
+  readonly R: number;
+  /** Pair columns per workgroup of the `cols` kernel. */
+  readonly RC: number;
+  /** Rows per workgroup of the delta rules' `pairs` kernel. */
+  readonly RP: number;
+}
+
+/** The passes of the chunk kernels (additive rules, then the delta rules' own). */
+export const CHUNK_PASSES = [
+  "coef",
+  "local",
+  "scan",
+  "out",
+  "uv",
+  "rscan",
+  "dq",
+  "cols",
+  "coefb1",
+  "coefb2",
+  "rowfix",
+  "amat",
+  "solve",
+  "trans",
+  "dscan",
+  "wfix",
+  "colsq",
+  "lnk",
+  "rscan2",
+  "solvet",
+  "pairs",
+  "coefd",
+  "coefd2",
+  "s0part",
+  "s0sum",
+] as const;
+
+/** One chunk kernel pass. */
+export type ChunkPass = typeof CHUNK_PASSES[number];
+
+/** Invocations per workgroup of every chunk kernel. */
+export const CHUNK_WG = 64;
+
+/** Fields of the uniform block (u32 each), in order. */
+export const CHUNK_UNIFORM_FIELDS = [
+  "B",
+  "T",
+  "hasS0",
+  "hasInit",
+  "NCK",
+  "LG",
+  "GK",
+  "DG",
+  "DP",
+  "DST",
+  "DEC",
+  "Z",
+  "DS",
+  "SIN",
+  "GB",
+  "SFIN",
+  "UV",
+  "SPX",
+  "SPY",
+  "CON",
+  "gDX",
+  "gDY",
+  "gDB",
+  "gDLB",
+  "gDS0",
+  "gDC",
+  "GA",
+  "AM",
+  "U0",
+  "VV",
+  "KM",
+  "WW",
+  "QD",
+  "LN",
+  "DW",
+  "DR",
+  "DAS",
+  "DBS",
+  "D0C",
+  "DMM",
+  "EXJ",
+  "DQB",
+  "YM",
+  "RB",
+] as const;
+
+/** Name of a uniform field. */
+export type ChunkUniformField = typeof CHUNK_UNIFORM_FIELDS[number];
+
+/** Storage bindings a pass may use, in binding order. */
+export type ChunkBindingName = "ws" | "beta" | "lb" | "stepinfo" | "s0" | "init" | "dout" | "cw" | "out";
+
+const DECL: Record<ChunkBindingName, string> = {
+  ws: "var<storage, read> ws: array<f32>",
+  beta: "var<storage, read> beta: array<f32>",
+  lb: "var<storage, read> lb: array<f32>",
+  stepinfo: "var<storage, read> stepinfo: array<i32>",
+  s0: "var<storage, read> s0: array<f32>",
+  init: "var<storage, read> init: array<f32>",
+  dout: "var<storage, read> dout: array<f32>",
+  cw: "var<storage, read_write> cw: array<f32>",
+  out: "var<storage, read_write> out: array<f32>",
+};
+
+const BINDINGS: Record<ChunkPass, readonly ChunkBindingName[]> = {
+  coef: ["ws", "beta", "lb", "stepinfo", "cw"],
+  local: ["ws", "stepinfo", "cw"],
+  scan: ["s0", "init", "cw"],
+  out: ["ws", "stepinfo", "s0", "cw", "out"],
+  uv: ["ws", "stepinfo", "dout", "cw"],
+  rscan: ["cw", "out"],
+  dq: ["ws", "stepinfo", "s0", "dout", "cw", "out"],
+  cols: ["ws", "stepinfo", "dout", "cw", "out"],
+  coefb1: ["ws", "stepinfo", "s0", "cw"],
+  coefb2: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
+  rowfix: ["ws", "stepinfo", "cw", "out"],
+  amat: ["ws", "stepinfo", "cw"],
+  solve: ["ws", "stepinfo", "s0", "cw"],
+  trans: ["ws", "stepinfo", "s0", "cw"],
+  dscan: ["init", "cw"],
+  wfix: ["cw"],
+  colsq: ["ws", "stepinfo", "dout", "cw"],
+  lnk: ["stepinfo", "cw"],
+  rscan2: ["cw", "out"],
+  solvet: ["stepinfo", "cw"],
+  pairs: ["ws", "stepinfo", "s0", "cw", "out"],
+  coefd: ["ws", "stepinfo", "s0", "cw"],
+  coefd2: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
+  s0part: ["ws", "stepinfo", "cw"],
+  s0sum: ["cw", "out"],
+};
+
+/**
+ * The storage bindings of a pass, in binding order (the uniform block follows them). Rules without
+ * a step statistic read no features in `coef`, `coefb2` and `rowfix`.
+ */
+export function chunkBindings(pass: ChunkPass, config: RuleConfig): readonly ChunkBindingName[] {
+  const list = BINDINGS[pass];
+  if (statKind(config.rule) !== "none") return list;
+  if (pass === "rowfix") return ["cw", "out"];
+  if (pass === "coef" || pass === "coefb2" || pass === "coefd2") return list.filter((b) => b !== "ws");
+  return list;
+}
+
+/** Additive rules with scalar coefficients: chunk kernels without a solve. */
+export function isAdditiveChunkRule(config: RuleConfig): boolean {
+  return ["falcon1a", "falcon3a", "linear", "retnet", "mamba2"].includes(config.rule);
+}
+
+/** Delta rules with scalar coefficients and no window: chunk kernels with the `(I + A)^-1` solve. */
+export function isDeltaChunkRule(config: RuleConfig): boolean {
+  return ["falcon1", "deltanet", "gated_deltanet"].includes(config.rule);
+}
+
+/** Rules the chunk kernels run. */
+export function isChunkRule(config: RuleConfig): boolean {
+  return isAdditiveChunkRule(config) || isDeltaChunkRule(config);
+}
+
+/** Workgroup floats of the kernels with tiles (for picking `R`, `RC`, `RP` and checking `C`). */
+export function chunkSharedFloats(
+  config: RuleConfig,
+  s: Pick<ChunkShape, "dk" | "dv" | "C" | "R" | "RC" | "RP">,
+) {
+  const pad = windowSlots(config) - 1;
+  const steps = (isDeltaChunkRule(config) ? 6 : 4) * s.C;
+  return {
+    local: steps + s.C + pad,
+    rows: steps + s.R * (s.C + pad),
+    cols: steps + s.RC * (s.dk + s.dv + 3 * s.C + 2),
+    pairs: steps + s.RP * (2 * s.C + s.dk),
+  };
+}
+
+/** Pipeline key of a chunk kernel. */
+export function chunkKey(pass: ChunkPass, config: RuleConfig, s: ChunkShape, heads: HeadConstants): string {
+  return [
+    `fastweight_chunk_${pass}_f32`,
+    config.rule,
+    config.coupling,
+    config.eps,
+    config.epsGamma,
+    windowSlots(config),
+    s.H,
+    s.dk,
+    s.dv,
+    s.C,
+    s.R,
+    s.RC,
+    s.RP,
+    heads.mambaA.join(","),
+    heads.retnetG.join(","),
+  ].join(":");
+}
+
+/** Number of workgroups (or, for the flat passes, invocations) a pass needs. */
+export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number, T: number): number {
+  const BH = B * s.H;
+  const nck = Math.ceil(T / s.C);
+  const elems = Math.ceil((s.dk * s.dv) / CHUNK_WG);
+  const flat = (n: number) => Math.ceil(n / CHUNK_WG);
+  switch (pass) {
+    case "coef":
+    case "coefb2":
+    case "coefd2":
+      return flat(BH * T);
+    case "coefb1":
+    case "coefd":
+    case "solve":
+    case "solvet":
+      return BH * nck;
+    case "scan":
+    case "rscan":
+    case "s0sum":
+      return flat(BH * s.dk * s.dv);
+    case "dscan":
+    case "rscan2":
+      return BH * s.dv;
+    case "wfix":
+      return flat(BH * T * s.dv);
+    case "rowfix":
+      return flat(BH * (pad + T + 1));
+    case "local":
+    case "uv":
+    case "lnk":
+    case "s0part":
+      return BH * nck * elems;
+    case "amat":
+      return BH * nck * Math.ceil((s.C * s.C) / CHUNK_WG);
+    case "trans":
+      return BH * nck * Math.ceil((s.dk * (s.dk + s.dv)) / CHUNK_WG);
+    case "out":
+    case "dq":
+      return BH * nck * Math.ceil(s.C / s.R);
+    case "cols":
+    case "colsq":
+      return BH * nck * Math.ceil((s.C + pad) / s.RC);
+    case "pairs":
+      return BH * nck * Math.ceil(s.C / s.RP);
+  }
+}
+
+export function prelude(pass: ChunkPass, config: RuleConfig, s: ChunkShape, heads: HeadConstants): string {
+  const nw = windowSlots(config);
+  const names = chunkBindings(pass, config);
+  const bindings = names.map((name, i) => `@group(0) @binding(${i}) ${DECL[name]};`).join("\n");
+  const nb = names.length;
+  const usesWs = names.includes("ws");
+  return `// fastweight_chunk_${pass}_f32 (${config.rule})
+${bindings}
+struct U { ${CHUNK_UNIFORM_FIELDS.map((f) => `${f}: u32`).join(", ")} }
+@group(0) @binding(${nb}) var<uniform> u: U;
+const DK = ${s.dk}u;
+const DV = ${s.dv}u;
+const NW = ${nw}u;
+const PAD = ${nw - 1}u;
+const H = ${s.H}u;
+const C = ${s.C}u;
+const R = ${s.R}u;
+const RC = ${s.RC}u;
+const RP = ${s.RP}u;
+const WG = ${CHUNK_WG}u;
+const CP = ${s.C + nw - 1}u;
+${
+    usesWs
+      ? `fn qn(bh: u32, t: u32, i: u32) -> f32 { return ws[(bh * u.T + t) * DK + i]; }
+fn xp(bh: u32, j: i32, i: u32) -> f32 { return ws[u.B * H * u.T * DK + (bh * (PAD + u.T + 1u) + u32(j + i32(PAD))) * DK + i]; }
+fn yp(bh: u32, j: i32, c: u32) -> f32 {
+  return ws[u.B * H * (u.T * DK + (PAD + u.T + 1u) * DK) + (bh * (PAD + u.T) + u32(j + i32(PAD))) * DV + c];
+}`
+      : ""
+  }
+fn nck() -> u32 { return u.NCK; }
+${pass === "coef" || pass === "coefb2" || pass === "coefd2" ? coefficientWgsl(config, heads) : ""}
+`;
+}
+
+/**
+ * The chunk's step arrays in workgroup memory and `M[t, j]` (passes with a per-chunk workgroup).
+ * Delta rules also keep `Pp_t` (the log decay before step `t`'s own factor) and `a_t`, and their
+ * `M[t, s]` is the plain decay ratio `Gam[t, s]` (the gain sits in the solved pseudo-values).
+ */
+export function chunkSteps(delta: boolean): string {
+  return `
+var<workgroup> cp: array<f32, C>;   // P_t (log decay since the chunk start or the last start)
+var<workgroup> cg: array<f32, C>;   // g_t (the write gain b_t)
+var<workgroup> clo: array<i32, C>;  // lo_t (first pair of step t's window)
+var<workgroup> cseg: array<u32, C>; // 2 * (segments begun in a..t) + (1 if the current one began at a cut)
+${
+    delta
+      ? `var<workgroup> cpp: array<f32, C>;  // Pp_t = P_t - log gamma_t
+var<workgroup> cga: array<f32, C>;  // a_t`
+      : ""
+  }
+fn load_chunk(lid: u32, bh: u32, b: u32, a: u32, len: u32) {
+  for (var k = lid; k < len; k += WG) {
+    cp[k] = cw[u.LG + bh * u.T + a + k];
+    cg[k] = cw[u.GK + bh * u.T + a + k];
+    clo[k] = stepinfo[(b * u.T + a + k) * 2u];
+    cseg[k] = u32(stepinfo[(b * u.T + a + k) * 2u + 1u]);
+    ${delta ? "cga[k] = cw[u.GA + bh * u.T + a + k];" : ""}
+  }
+  workgroupBarrier();
+  if (lid == 0u) {
+    var p = 0.0;
+    var cnt = 0u;
+    var zb = 0u;
+    for (var k = 0u; k < len; k++) {
+      // a sequence start, or a cut (gamma underflowed to 0: LG holds the marker 1), begins a segment
+      let cut = cp[k] > 0.5;
+      if (cseg[k] != 0u || cut) {
+        p = 0.0;
+        cnt++;
+        zb = select(0u, 1u, cut);
+      }
+      ${delta ? "cpp[k] = p;" : ""}
+      if (!cut) { p += cp[k]; }
+      cp[k] = p;
+      cseg[k] = 2u * cnt + zb;
+    }
+  }
+  workgroupBarrier();
+}
+// what the decayed base of step k's segment is: 0 the entering state, 1 S0 (after a start), 2 zero (after a cut)
+fn base_kind(k: u32) -> u32 {
+  if (cseg[k] == 0u) { return 0u; }
+  return select(1u, 2u, (cseg[k] & 1u) == 1u);
+}
+${
+    delta
+      ? `// Gam[t, s] for chunk step tt = t - a and step s (masked before exp)
+fn m_of(tt: u32, j: i32, a: u32) -> f32 {
+  if (j < i32(a) || j > i32(a + tt)) { return 0.0; }
+  let ss = u32(j) - a;
+  if (cseg[ss] != cseg[tt]) { return 0.0; }
+  return exp(cp[tt] - cp[ss]);
+}`
+      : `// M[t, j] for chunk step tt = t - a and pair j (masked before exp)
+fn m_of(tt: u32, j: i32, a: u32) -> f32 {
+  var m = 0.0;
+  for (var o = 0u; o < NW; o++) {
+    let s = j + i32(o);
+    if (s < i32(a) || s > i32(a + tt)) { continue; }
+    let ss = u32(s) - a;
+    if (cseg[ss] != cseg[tt] || clo[ss] > j) { continue; }
+    m += exp(cp[tt] - cp[ss]) * cg[ss];
+  }
+  return m;
+}`
+  }
+`;
+}
+
+/** Entry point header of a per-chunk pass: `bh, b, n, a, len, tile` from the flat workgroup id. */
+export function chunkEntry(tiles: string): string {
+  return `@compute @workgroup_size(${CHUNK_WG})
+fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  let wgid = gid.y * nwg.x + gid.x;
+  let tiles = ${tiles};
+  if (wgid >= u.B * H * nck() * tiles) { return; }
+  let tile = wgid % tiles;
+  let bn = wgid / tiles;
+  let n = bn % nck();
+  let bh = bn / nck();
+  let b = bh / H;
+  let a = n * C;
+  let len = min(C, u.T - a);
+  load_chunk(lid, bh, b, a, len);`;
+}
+
+export function flatEntry(count: string): string {
+  return `@compute @workgroup_size(${CHUNK_WG})
+fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  let idx = (gid.y * nwg.x + gid.x) * WG + lid;
+  if (idx >= ${count}) { return; }`;
+}
+
+/** WGSL `step_co(bh, b, h, t)`: step `t`'s pair count and coefficients, as the recurrent kernels compute them. */
+export function stepCoefWgsl(config: RuleConfig): string {
+  const kind = statKind(config.rule);
+  const dot = (o: string) => `dot_xx(bh, i32(t) - i32(${o}))`;
+  const stat = kind === "E" ? `if (n > 0u) { st = ${dot("0u")}; }` : kind === "Ebar"
+    ? `if (n > 0u) {
+    var sm = ${dot("0u")};
+    for (var o = 1u; o < NW; o++) { if (o < n) { sm += ${dot("o")}; } }
+    st = sm / f32(n);
+  }`
+    : "";
+  return `${
+    kind === "none" ? "" : `
+fn dot_xx(bh: u32, j: i32) -> f32 {
+  var d = 0.0;
+  for (var i = 0u; i < DK; i++) { let v = xp(bh, j, i); d += v * v; }
+  return d;
+}`
+  }
+fn pairs_at(b: u32, t: u32) -> u32 { return u32(max(i32(t) - stepinfo[(b * u.T + t) * 2u] + 1, 0)); }
+fn step_co(bh: u32, b: u32, h: u32, t: u32) -> Co {
+  let n = pairs_at(b, t);
+  var st = 0.0;
+  ${stat}
+  return coef(n, st, beta[(b * u.T + t) * H + h], lb[(b * u.T + t) * H + h], h);
+}
+// gamma below GAMMA_MIN (exp(-lambdabar) or exp(-dt A) underflowing to 0) cuts the chain: LG holds the
+// marker 1 (log gamma is never positive), the step begins a segment with a zero base, d gamma is dropped
+const GAMMA_MIN = 1e-37;
+fn log_gamma(co: Co) -> f32 {
+  if (co.clamped) { return ${f32Literal(Math.log(config.epsGamma))}; }
+  if (co.gamma < GAMMA_MIN) { return 1.0; }
+  return log(co.gamma);
+}
+fn dgamma_of(co: Co, dlg: f32) -> f32 {
+  if (co.clamped || co.gamma < GAMMA_MIN) { return 0.0; }
+  return dlg / co.gamma;
+}`;
+}
+
+/**
+ * WGSL of the per-chunk log-decay gradient (`coefb1` additive, `coefd` delta): one workgroup per
+ * `(b, h, chunk)`, one invocation per step `r`. `d log gamma_r` sums, over every decay factor whose
+ * chain of steps holds `r`, the factor's share of the loss (its value times its gradient):
+ * readout `Gam[t,s]` for `s < r <= t` (weights `DMM`: `(q_t.x_j)(v_j.dO_t)`, times `g_s` summed over
+ * the window of `s`), the exit factors `Gam[e,s]` (weights `EXJ`: `x_j^T G v_j`), the bases
+ * `exp(P_t)` (`q_t . DQB_t`) and `exp(P_e)` (`<G, base_e>`) for `r <= t`, and for the delta rules the
+ * solve's factors `Gp[t,s]` (`YM`) and `exp(Pp_t)` (`RB`) for `r <= t - 1`. Every term carries
+ * `gamma_r`, so a small `gamma_r` gives a small, accurate sum (no cancellation).
+ * Additive rules also gather `d g_t` from `CON` into `DG`. Writes `d log gamma` into `DP`.
+ */
+export function decayGradKernel(delta: boolean): string {
+  const xw = delta ? "cw[u.DMM + (cb * C + t) * CP + s]" : "cg[s] * win_sum(u.DMM + (cb * C + t) * CP, s, a)";
+  const xe = delta ? "cw[u.EXJ + cb * CP + s]" : "cg[s] * win_sum(u.EXJ + cb * CP, s, a)";
+  return `
+var<workgroup> red: array<f32, WG>;
+var<workgroup> bw: array<f32, C>;
+// sum over the window pairs j = s, s-1, .., lo_s of row[j] (pair j at column j - a + PAD)
+fn win_sum(row: u32, s: u32, a: u32) -> f32 {
+  let np = u32(max(i32(a + s) - clo[s] + 1, 0));
+  var v = 0.0;
+  for (var o = 0u; o < NW; o++) { if (o < np) { v += cw[row + s - o + PAD]; } }
+  return v;
+}
+${chunkEntry("1u")}
+  let cb = bh * nck() + n;
+  // exit base weight exp(P_e) <G_n, base_e>
+  let bk = base_kind(len - 1u);
+  let z = bk == 1u;
+  let gb = u.GB + cb * DK * DV;
+  let sb = select(u.SIN + cb * DK * DV, bh * DK * DV, z);
+  var part = 0.0;
+  if (bk == 0u || (z && u.hasS0 != 0u)) {
+    for (var k = lid; k < DK * DV; k += WG) { part += cw[gb + k] * select(cw[sb + k], s0[sb + k], z); }
+  }
+  red[lid] = part;
+  workgroupBarrier();
+  for (var w = WG / 2u; w > 0u; w >>= 1u) {
+    if (lid < w) { red[lid] += red[lid + w]; }
+    workgroupBarrier();
+  }
+  let ebase = exp(cp[len - 1u]) * red[0];
+  for (var tt = lid; tt < len; tt += WG) {
+    var v = 0.0;
+    for (var i = 0u; i < DK; i++) { v += qn(bh, a + tt, i) * cw[u.DQB + (bh * u.T + a + tt) * DK + i]; }
+    bw[tt] = v;
+  }
+  workgroupBarrier();
+  for (var r = lid; r < len; r += WG) {
+    var sg0 = r;
+    for (; sg0 > 0u; sg0--) { if (cseg[sg0 - 1u] != cseg[r]) { break; } }
+    var acc = 0.0;
+    for (var t = r; t < len; t++) {
+      if (cseg[t] != cseg[r]) { break; }
+      acc += bw[t];
+      for (var s = sg0; s < r; s++) { acc += exp(cp[t] - cp[s]) * ${xw}; }
+      ${
+    delta
+      ? `if (t > r) {
+        acc += cw[u.RB + bh * u.T + a + t];
+        for (var s = sg0; s < r; s++) { acc += cw[u.YM + (cb * C + t) * C + s]; }
+      }`
+      : ""
+  }
+    }
+    if (cseg[len - 1u] == cseg[r]) {
+      acc += ebase;
+      for (var s = sg0; s < r; s++) { acc += exp(cp[len - 1u] - cp[s]) * ${xe}; }
+    }
+    let idx = bh * u.T + a + r;
+    cw[u.DP + idx] = acc;
+    ${
+    delta ? "" : `var dg = 0.0;
+    let np = u32(max(i32(a + r) - clo[r] + 1, 0));
+    for (var o = 0u; o < NW; o++) {
+      if (o < np) { dg += cw[u.CON + (cb * CP + (r - o + PAD)) * NW + o]; }
+    }
+    cw[u.DG + idx] = dg;`
+  }
+  }
+}`;
+}

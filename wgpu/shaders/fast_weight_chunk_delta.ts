@@ -1,0 +1,382 @@
+/**
+ * WGSL of the chunk-parallel kernels of the DELTA rules with scalar coefficients and no window
+ * (falcon1, deltanet, gated_deltanet), forward and backward, float32 (SPEC section 4).
+ *
+ * Recurrence: `S_t = gamma_t S_{t-1} + x_t w_t^T`, `w_t = b_t y_t - a_t S_{t-1}^T x_t` (coefficients
+ * from the recurrent kernels' `coef()`). For a chunk `a..e` entering with `S_in`, with `P_t` and
+ * `seg(t)` as in `fast_weight_chunk.ts`, `Pp_t = P_t - log gamma_t` (0 at a start),
+ * `base_t = seg(t) > 0 ? S0 : S_in`, `Gam[t,s] = [s <= t, same segment] exp(P_t - P_s)` and
+ * `Gp[t,s] = [s < t, same segment] exp(Pp_t - P_s)` (masked before `exp`):
+ * - `(I + A) W = R` with `A[t,s] = a_t Gp[t,s] x_t.x_s`, `R_t = b_t y_t - a_t exp(Pp_t) base_t^T x_t`;
+ *   split as `W = U0 - V S_in` (`U0` solves the `S0` and `y` terms, `V` the `S_in` rows);
+ * - `o_t = exp(P_t) base_t^T q_t + sum_s Gam[t,s] (q_t.x_s) w_s` (the additive readout with values `w`);
+ * - `S_exit = K S_in + Bv`, `K = [no start] exp(P_e) I - X^T diag(Gam[e,:]) V`,
+ *   `Bv = [start] exp(P_e) S0 + X^T diag(Gam[e,:]) U0`.
+ *
+ * Kernels (`fastweight_chunk_<pass>_f32`): `amat` (per `(b, h, chunk, 64 entries)`: `A`), `solve`
+ * (per `(b, h, chunk)`, one invocation per column of `U0 | V`: forward substitution), `trans` (per
+ * `(b, h, chunk, 64 entries)`: `K`, `Bv`), `dscan` (per `(b, h, value column)`, sequential over
+ * chunks: `S_in` of every chunk), `wfix` (per `(b, h, t, column)`: `W`). The readout runs the
+ * shared `out` kernel with values `w`.
+ * Backward: `uv`, `colsq` (the readout's `dW` without the exit term, `Qd`) and `lnk`
+ * (`L_n = U_n - V^T Qd`) give the reverse scan `rscan2` (`G_{n-1} = K_n^T G_n + L_n`); then `cols`
+ * (`dx` of the readout and exit, `dW`), `solvet` (`dR = (I + A)^-T dW`, back substitution per
+ * column), `dq`, `pairs` (per `(b, h, chunk, RP rows)`: everything `A` and `R` feed: `dx`, `dy = b dR`,
+ * `da`, `db`, the log-decay terms), `coefd`/`coefd2` (`d log gamma`, then `coef_back`), `s0part`/
+ * `s0sum` (`dS0`) and `rowfix` (the statistic's `dx`).
+ * Log-decay gradient (`coefd`, `decayGradKernel` of `_chunk_wgsl.ts`): per step `r`, the sum over the
+ * decay factors whose chain holds `r`, readout and exit as for the additive rules (values `w`), plus
+ * the solve's `Gp[t,s]` (`YM[t,s] = dA[t,s] A[t,s]`) and `exp(Pp_t)` (`RB_t`) factors.
+ * Workspace sections `[BH, ...]` (offsets in the uniform block): `GA [T]`, `AM [NCK, C, C]`,
+ * `U0 [NCK, C, Dv]`, `VV [NCK, C, Dk]`, `KM [NCK, Dk, Dk]`, `DS` (= `Bv`), `WW, QD, DW, DR [T, Dv]`,
+ * `LN, D0C [NCK, Dk, Dv]`, `DAS, DBS, RB [T]`, `YM [NCK, C, C]`, with `SIN`, `SFIN`, `GB`, `UV`, `DP`,
+ * `DST`, `DMM`, `EXJ`, `DQB` shared.
+ *
+ * @module
+ */
+
+import type { RuleConfig } from "../../src/rules/config.ts";
+import type { HeadConstants } from "./fast_weight_coef.ts";
+import {
+  chunkEntry,
+  type ChunkPass,
+  type ChunkShape,
+  chunkSteps,
+  decayGradKernel,
+  flatEntry,
+  prelude,
+  stepCoefWgsl,
+} from "./_chunk_wgsl.ts";
+
+/** Passes only the delta rules run. */
+export const DELTA_ONLY_PASSES = [
+  "amat",
+  "solve",
+  "trans",
+  "dscan",
+  "wfix",
+  "lnk",
+  "rscan2",
+  "solvet",
+  "pairs",
+  "coefd",
+  "coefd2",
+  "s0part",
+  "s0sum",
+] as const satisfies readonly ChunkPass[];
+
+/** One delta-only pass. */
+export type DeltaPass = typeof DELTA_ONLY_PASSES[number];
+
+/** Whether a pass is delta-only. */
+export function isDeltaPass(pass: ChunkPass): pass is DeltaPass {
+  return (DELTA_ONLY_PASSES as readonly string[]).includes(pass);
+}
+
+// addressing helpers of the delta sections (n = chunk, t = step inside the chunk)
+const ADDR = `
+fn am(bh: u32, n: u32, t: u32, s: u32) -> u32 { return u.AM + ((bh * nck() + n) * C + t) * C + s; }
+fn u0i(bh: u32, n: u32, t: u32, c: u32) -> u32 { return u.U0 + ((bh * nck() + n) * C + t) * DV + c; }
+fn vvi(bh: u32, n: u32, t: u32, i: u32) -> u32 { return u.VV + ((bh * nck() + n) * C + t) * DK + i; }
+fn row(bh: u32, t: u32, c: u32) -> u32 { return (bh * u.T + t) * DV + c; }
+`;
+
+/** WGSL of a delta-only pass (entry point `main`). */
+export function deltaShader(
+  pass: DeltaPass,
+  config: RuleConfig,
+  s: ChunkShape,
+  heads: HeadConstants,
+): string {
+  const head = prelude(pass, config, s, heads) + ADDR;
+  const elems = `${Math.ceil((s.dk * s.dv) / 64)}u`;
+  switch (pass) {
+    case "amat":
+      return head + chunkSteps(true) + `
+${chunkEntry(`${Math.ceil((s.C * s.C) / 64)}u`)}
+  let e = tile * WG + lid;
+  if (e < C * C) {
+    let t = e / C;
+    let sx = e % C;
+    var v = 0.0;
+    if (t < len && sx < t && cseg[sx] == cseg[t]) {
+      var d = 0.0;
+      for (var i = 0u; i < DK; i++) { d += xp(bh, i32(a + t), i) * xp(bh, i32(a + sx), i); }
+      v = cga[t] * exp(cpp[t] - cp[sx]) * d;
+    }
+    cw[am(bh, n, t, sx)] = v;
+  }
+}`;
+    case "solve":
+      return head + chunkSteps(true) + `
+${chunkEntry("1u")}
+  for (var col = lid; col < DV + DK; col += WG) {
+    for (var t = 0u; t < len; t++) {
+      let ex = exp(cpp[t]);
+      var r = 0.0;
+      if (col < DV) {
+        r = cg[t] * yp(bh, i32(a + t), col);
+        if (base_kind(t) == 1u && u.hasS0 != 0u) {
+          var sx = 0.0;
+          for (var i = 0u; i < DK; i++) { sx += s0[(bh * DK + i) * DV + col] * xp(bh, i32(a + t), i); }
+          r -= cga[t] * ex * sx;
+        }
+        for (var q = 0u; q < t; q++) { r -= cw[am(bh, n, t, q)] * cw[u0i(bh, n, q, col)]; }
+        cw[u0i(bh, n, t, col)] = r;
+      } else {
+        let i = col - DV;
+        if (base_kind(t) == 0u) { r = cga[t] * ex * xp(bh, i32(a + t), i); }
+        for (var q = 0u; q < t; q++) { r -= cw[am(bh, n, t, q)] * cw[vvi(bh, n, q, i)]; }
+        cw[vvi(bh, n, t, i)] = r;
+      }
+    }
+  }
+}`;
+    case "trans":
+      return head + chunkSteps(true) + `
+var<workgroup> ge: array<f32, C>;
+${chunkEntry(`${Math.ceil((s.dk * (s.dk + s.dv)) / 64)}u`)}
+  for (var k = lid; k < len; k += WG) {
+    var v = 0.0;
+    if (cseg[k] == cseg[len - 1u]) { v = exp(cp[len - 1u] - cp[k]); }
+    ge[k] = v;
+  }
+  workgroupBarrier();
+  let e = tile * WG + lid;
+  let dec = exp(cp[len - 1u]);
+  let bk = base_kind(len - 1u);
+  if (e < DK * DK) {
+    let i = e / DK;
+    let i2 = e % DK;
+    var v = select(0.0, dec, bk == 0u && i == i2);
+    for (var q = 0u; q < len; q++) { v -= ge[q] * xp(bh, i32(a + q), i) * cw[vvi(bh, n, q, i2)]; }
+    cw[u.KM + ((bh * nck() + n) * DK + i) * DK + i2] = v;
+  } else if (e < DK * (DK + DV)) {
+    let e2 = e - DK * DK;
+    let i = e2 / DV;
+    let c = e2 % DV;
+    var v = 0.0;
+    if (bk == 1u && u.hasS0 != 0u) { v = dec * s0[(bh * DK + i) * DV + c]; }
+    for (var q = 0u; q < len; q++) { v += ge[q] * xp(bh, i32(a + q), i) * cw[u0i(bh, n, q, c)]; }
+    cw[u.DS + ((bh * nck() + n) * DK + i) * DV + c] = v;
+  }
+}`;
+    case "dscan":
+      return head + scanKernel(s, false);
+    case "wfix":
+      return head + `
+${flatEntry("u.B * H * u.T * DV")}
+  let c = idx % DV;
+  let bt = idx / DV;
+  let t = bt % u.T;
+  let bh = bt / u.T;
+  let n = t / C;
+  let tt = t - n * C;
+  var w = cw[u0i(bh, n, tt, c)];
+  for (var i = 0u; i < DK; i++) {
+    w -= cw[vvi(bh, n, tt, i)] * cw[u.SIN + ((bh * nck() + n) * DK + i) * DV + c];
+  }
+  cw[u.WW + idx] = w;
+}`;
+    case "lnk":
+      return head + chunkSteps(true) + `
+${chunkEntry(elems)}
+  let e = tile * WG + lid;
+  if (e < DK * DV) {
+    let i = e / DV;
+    let c = e % DV;
+    var v = cw[u.UV + ((bh * nck() + n) * 2u) * DK * DV + e];
+    for (var q = 0u; q < len; q++) { v -= cw[vvi(bh, n, q, i)] * cw[u.QD + row(bh, a + q, c)]; }
+    cw[u.LN + (bh * nck() + n) * DK * DV + e] = v;
+  }
+}`;
+    case "rscan2":
+      return head + scanKernel(s, true);
+    case "solvet":
+      return head + chunkSteps(true) + `
+${chunkEntry("1u")}
+  for (var c = lid; c < DV; c += WG) {
+    for (var tr = i32(len) - 1; tr >= 0; tr--) {
+      let t = u32(tr);
+      var r = cw[u.DW + row(bh, a + t, c)];
+      for (var t2 = t + 1u; t2 < len; t2++) { r -= cw[am(bh, n, t2, t)] * cw[u.DR + row(bh, a + t2, c)]; }
+      cw[u.DR + row(bh, a + t, c)] = r;
+    }
+  }
+}`;
+    case "pairs":
+      return head + chunkSteps(true) + pairsKernel(s);
+    case "coefd":
+      return head + chunkSteps(true) + decayGradKernel(true);
+    case "coefd2":
+      return head + stepCoefWgsl(config) + `
+${flatEntry("u.B * H * u.T")}
+  let t = idx % u.T;
+  let bh = idx / u.T;
+  let b = bh / H;
+  let h = bh % H;
+  let dlg = cw[u.DP + idx];
+  let co = step_co(bh, b, h, t);
+  let cb = coef_back(co, dgamma_of(co, dlg), cw[u.DAS + idx], cw[u.DBS + idx]);
+  out[u.gDB + idx] = cb.x;
+  out[u.gDLB + idx] = cb.y;
+  cw[u.DST + idx] = cb.z;
+}`;
+    case "s0part":
+      return head + chunkSteps(true) + `
+${chunkEntry(elems)}
+  let e = tile * WG + lid;
+  if (e < DK * DV) {
+    let i = e / DV;
+    let c = e % DV;
+    var v = cw[u.UV + ((bh * nck() + n) * 2u + 1u) * DK * DV + e];
+    if (base_kind(len - 1u) == 1u) { v += exp(cp[len - 1u]) * cw[u.GB + (bh * nck() + n) * DK * DV + e]; }
+    for (var q = 0u; q < len; q++) {
+      if (base_kind(q) == 1u) { v -= cga[q] * exp(cpp[q]) * xp(bh, i32(a + q), i) * cw[u.DR + row(bh, a + q, c)]; }
+    }
+    cw[u.D0C + (bh * nck() + n) * DK * DV + e] = v;
+  }
+}`;
+    case "s0sum":
+      return head + `
+${flatEntry("u.B * H * DK * DV")}
+  let e = idx % (DK * DV);
+  let bh = idx / (DK * DV);
+  var acc = 0.0;
+  for (var n = 0u; n < nck(); n++) { acc += cw[u.D0C + (bh * nck() + n) * DK * DV + e]; }
+  out[u.gDS0 + idx] = acc;
+}`;
+  }
+}
+
+/**
+ * `pairs`: for rows `j` of the chunk, with `F[t,s] = -(dR_t.w_s) a_t Gp[t,s]` (`s < t`):
+ * `dx_j += sum_k (F[j,k] + F[k,j]) x_k - a_j exp(Pp_j) base_j dR_j`, `dy_j = b_j dR_j`,
+ * `da_j = sum_s -(dR_j.w_s) Gp[j,s] x_j.x_s - exp(Pp_j) dR_j.(base_j^T x_j)`, `db_j = dR_j.y_j`,
+ * and the decay factors' shares for `coefd`: `YM[t,s] = F[t,s] x_t.x_s` (factor `Gp[t,s]`) and
+ * `RB_t = -a_t exp(Pp_t) dR_t.(base_t^T x_t)` (factor `exp(Pp_t)`).
+ */
+function pairsKernel(s: ChunkShape): string {
+  return `
+var<workgroup> scx: array<f32, ${s.RP * s.C}>;
+var<workgroup> sv1: array<f32, ${s.RP * s.C}>;
+var<workgroup> sxb: array<f32, ${s.RP * s.dk}>;
+${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
+  let r0 = tile * RP;
+  for (var k = lid; k < RP * C; k += WG) {
+    let jr = k / C;
+    let kk = k % C;
+    let jt = r0 + jr;
+    var cx = 0.0;
+    var v1 = 0.0;
+    var v2 = 0.0;
+    if (jt < len && kk < len && kk != jt && cseg[kk] == cseg[jt]) {
+      var xx = 0.0;
+      for (var i = 0u; i < DK; i++) { xx += xp(bh, i32(a + jt), i) * xp(bh, i32(a + kk), i); }
+      // (t, s) = (jt, kk) below the diagonal, (kk, jt) above it
+      let tq = max(jt, kk);
+      let sq = min(jt, kk);
+      var dw = 0.0;
+      for (var c = 0u; c < DV; c++) { dw += cw[u.DR + row(bh, a + tq, c)] * cw[u.WW + row(bh, a + sq, c)]; }
+      let gp = exp(cpp[tq] - cp[sq]);
+      let f = -dw * cga[tq] * gp;
+      cx = f;
+      if (kk < jt) {
+        v1 = -dw * gp * xx;
+        v2 = f * xx;
+      }
+    }
+    scx[k] = cx;
+    sv1[k] = v1;
+    if (jt < len && kk < len) { cw[u.YM + ((bh * nck() + n) * C + jt) * C + kk] = select(0.0, v2, kk < jt); }
+  }
+  workgroupBarrier();
+  let bin = u.SIN + (bh * nck() + n) * DK * DV;
+  for (var k = lid; k < RP * (DK + DV); k += WG) {
+    let jr = k / (DK + DV);
+    let q = k % (DK + DV);
+    let jt = r0 + jr;
+    if (jt >= len) { continue; }
+    let t = a + jt;
+    if (q < DK) {
+      var v = 0.0;
+      for (var kk = 0u; kk < len; kk++) { v += scx[jr * C + kk] * xp(bh, i32(a + kk), q); }
+      // the right-hand side's -a_t exp(Pp_t) base_t^T x_t
+      let bk = base_kind(jt);
+      let fromS0 = bk == 1u;
+      var bd = 0.0;
+      if (bk == 0u || (fromS0 && u.hasS0 != 0u)) {
+        let sb = select(bin, bh * DK * DV, fromS0);
+        for (var c = 0u; c < DV; c++) {
+          let kq = sb + q * DV + c;
+          bd += select(cw[kq], s0[kq], fromS0) * cw[u.DR + row(bh, t, c)];
+        }
+      }
+      v -= cga[jt] * exp(cpp[jt]) * bd;
+      sxb[jr * DK + q] = xp(bh, i32(t), q) * bd;
+      let kx = u.gDX + (bh * (u.T + 1u) + t) * DK + q;
+      out[kx] = out[kx] + v;
+    } else {
+      let c = q - DK;
+      out[u.gDY + (bh * u.T + t) * DV + c] = cg[jt] * cw[u.DR + row(bh, t, c)];
+    }
+  }
+  workgroupBarrier();
+  for (var jr = lid; jr < RP; jr += WG) {
+    let jt = r0 + jr;
+    if (jt >= len) { continue; }
+    let t = a + jt;
+    var s1 = 0.0;
+    for (var kk = 0u; kk < len; kk++) { s1 += sv1[jr * C + kk]; }
+    var xbd = 0.0;
+    for (var i = 0u; i < DK; i++) { xbd += sxb[jr * DK + i]; }
+    var db = 0.0;
+    for (var c = 0u; c < DV; c++) { db += cw[u.DR + row(bh, t, c)] * yp(bh, i32(t), c); }
+    let ex = exp(cpp[jt]);
+    let k = bh * u.T + t;
+    cw[u.DAS + k] = s1 - ex * xbd;
+    cw[u.DBS + k] = db;
+    cw[u.RB + k] = -cga[jt] * ex * xbd;
+  }
+}`;
+}
+
+/**
+ * `dscan` (forward, `S_{n+1} = K_n S_n + Bv_n`, storing every `S_in`) or `rscan2` (reverse,
+ * `G_{n-1} = K_n^T G_n + L_n`, storing every `G_n`): one workgroup per `(b, h, value column)`, the
+ * column in workgroup memory, one invocation per key row (a barrier per chunk, `Dk` products each).
+ */
+function scanKernel(s: ChunkShape, reverse: boolean): string {
+  const km = reverse ? "u.KM + (base + i2) * DK + i" : "u.KM + (base + i) * DK + i2";
+  return `
+var<workgroup> col: array<f32, ${s.dk}>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  let wgid = gid.y * nwg.x + gid.x;
+  if (wgid >= u.B * H * DV) { return; }
+  let c = wgid % DV;
+  let bh = wgid / DV;
+  for (var i = lid; i < DK; i += WG) {
+    col[i] = ${reverse ? "0.0" : "select(0.0, init[(bh * DK + i) * DV + c], u.hasInit != 0u)"};
+  }
+  workgroupBarrier();
+  var nx: array<f32, ${Math.ceil(s.dk / 64)}>;
+  for (var k = 0u; k < nck(); k++) {
+    let n = ${reverse ? "nck() - 1u - k" : "k"};
+    let base = (bh * nck() + n) * DK;
+    for (var i = lid; i < DK; i += WG) {
+      cw[u.${reverse ? "GB" : "SIN"} + (base + i) * DV + c] = col[i];
+      var v = cw[u.${reverse ? "LN" : "DS"} + (base + i) * DV + c];
+      for (var i2 = 0u; i2 < DK; i2++) { v += cw[${km}] * col[i2]; }
+      nx[i / WG] = v;
+    }
+    workgroupBarrier();
+    for (var i = lid; i < DK; i += WG) { col[i] = nx[i / WG]; }
+    workgroupBarrier();
+  }
+  for (var i = lid; i < DK; i += WG) {
+    ${reverse ? "out[u.gDC + (bh * DK + i) * DV + c]" : "cw[u.SFIN + (bh * DK + i) * DV + c]"} = col[i];
+  }
+}`;
+}

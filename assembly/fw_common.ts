@@ -10,7 +10,7 @@
  */
 
 import * as P from "./fw_params";
-import { ldd, ldf, std, stf } from "./simd";
+import { fillF, ldd, ldf, scaleF64, std, stf, sumSquaresF64 } from "./simd";
 
 // rule ids (order of RULES in src/rules/config.ts)
 export const FALCON1: i32 = 0;
@@ -169,15 +169,11 @@ export function normalize(dst: usize, src: usize, n: i32): void {
     memory.copy(dst, src, <usize> n << 2);
     return;
   }
-  let ss: f64 = 0;
-  for (let i = 0; i < n; i++) {
-    const u = <f64> ldf(src, i);
-    ss += u * u;
-  }
+  const ss = sumSquaresF64(src, n);
   let r: f64;
   if (QKN == 0) r = 1.0 / Math.sqrt(ss / <f64> n + EPS_RMS);
   else r = 1.0 / Math.max(Math.sqrt(ss), 1e-6);
-  for (let i = 0; i < n; i++) stf(dst, i, <f32> (<f64> ldf(src, i) * r));
+  scaleF64(dst, src, r, n);
 }
 
 /** `dst = d norm(src)^T g`: gradient with respect to the raw vector, given `g` for the normalised one. */
@@ -211,12 +207,7 @@ export function normalizeBackward(dst: usize, src: usize, g: usize, n: i32): voi
 
 /** Squared norm of Dk floats, accumulated in float64. */
 export function sqnorm(x: usize, n: i32): f64 {
-  let s: f64 = 0;
-  for (let i = 0; i < n; i++) {
-    const u = <f64> ldf(x, i);
-    s += u * u;
-  }
-  return s;
+  return sumSquaresF64(x, n);
 }
 
 /** Whether the rule belongs to the Falcon family. */
@@ -245,11 +236,9 @@ export function isRegression(rule: i32): bool {
 export function coefs(t: i32, noop: bool, E: f64, gam: usize, ca: usize, cb: usize): void {
   const n = DV;
   if (noop || (isFalcon(RULE) && E == 0)) {
-    for (let j = 0; j < n; j++) {
-      stf(gam, j, 1);
-      stf(ca, j, 0);
-      stf(cb, j, 0);
-    }
+    fillF(gam, 1, n);
+    fillF(ca, 0, n);
+    fillF(cb, 0, n);
     return;
   }
   const bp = BETA0 + betaOff(t);
@@ -258,11 +247,17 @@ export function coefs(t: i32, noop: bool, E: f64, gam: usize, ca: usize, cb: usi
     const lam = COUPLING ? lb * E : lb;
     const den = E + lam + EPS;
     const reg = isRegression(RULE);
-    const perCol = isPerColumn(RULE);
-    const b0 = <f64> load<f32>(bp);
+    if (!isPerColumn(RULE)) {
+      // one beta per head: the same coefficients for every column, computed once
+      const eta = <f64> load<f32>(bp) / den;
+      const alpha = eta * lam;
+      fillF(gam, <f32> (alpha >= 1 - EPS_GAMMA ? EPS_GAMMA : 1 - alpha), n);
+      fillF(ca, reg ? <f32> eta : 0, n);
+      fillF(cb, <f32> eta, n);
+      return;
+    }
     for (let j = 0; j < n; j++) {
-      const beta = perCol ? <f64> ldf(bp, j) : b0;
-      const eta = beta / den;
+      const eta = <f64> ldf(bp, j) / den;
       const alpha = eta * lam;
       const g = alpha >= 1 - EPS_GAMMA ? EPS_GAMMA : 1 - alpha;
       stf(gam, j, <f32> g);
@@ -288,11 +283,9 @@ export function coefs(t: i32, noop: bool, E: f64, gam: usize, ca: usize, cb: usi
     a = g * beta;
     b = beta;
   }
-  for (let j = 0; j < n; j++) {
-    stf(gam, j, <f32> g);
-    stf(ca, j, <f32> a);
-    stf(cb, j, <f32> b);
-  }
+  fillF(gam, <f32> g, n);
+  fillF(ca, <f32> a, n);
+  fillF(cb, <f32> b, n);
 }
 
 /** Gradient with respect to `E_t` produced by the last {@link coefGrads} call. */

@@ -55,7 +55,7 @@ import {
   WIN,
 } from "./fw_common";
 import { backA, backB, predict, reduceRows, stepFused } from "./fw_step";
-import { axpyF, fillF, ldf, stf } from "./simd";
+import { axpyF, fillF, ldf, mulSubF, stf } from "./simd";
 
 /** Pointers of the per-head outputs, set by the entry points (fast_weight.ts). */
 export let OUT_O: usize = 0;
@@ -185,9 +185,9 @@ function runSteps(
     if (reg && !pValid) predict(src, x, V_P, dk, dv);
     const y = V0 + vOff(t);
     if (reg) {
-      for (let j = 0; j < dv; j++) stf(w, j, ldf(cb, j) * ldf(y, j) - ldf(ca, j) * ldf(V_P, j));
+      mulSubF(w, cb, y, ca, V_P, dv);
     } else {
-      for (let j = 0; j < dv; j++) stf(w, j, ldf(cb, j) * ldf(y, j));
+      mulSubF(w, cb, y, 0, 0, dv);
       fillF(V_P, 0, dv);
     }
     if (states != 0) memory.copy(coef + 4 * cstride + ((<usize> i * <usize> dv) << 2), V_P, <usize> dv << 2);

@@ -23,7 +23,14 @@ function st(p: usize, i: i32, v: f32): void {
   store<f32>(p + (<usize> i << 2), v);
 }
 
-/** `S = gam ⊙ src + x w^T; o = S^T q; pn = S^T xn` (o and pn overwritten; `src` may be `S`). */
+/**
+ * `S = gam ⊙ src + x w^T; o = S^T q; pn = S^T xn` (o and pn overwritten; `src` may be `S`).
+ *
+ * One row per iteration over an 8-column block: 4 loop-invariant vectors (gam, w), 4 accumulators and
+ * 5 temporaries fit the 15 vector registers V8 allocates on x64 (a 2-row unroll spilled), and the four
+ * accumulator chains (one FMA each per row) are as long as the row's 8 vector operations take at two
+ * per cycle. Pointers advance by one row; loads of the second vector use immediate offsets.
+ */
 export function stepFused(
   S: usize,
   src: usize,
@@ -38,71 +45,45 @@ export function stepFused(
   dv: i32,
 ): void {
   const rs = <usize> dv << 2;
-  const so = src - S; // offset of the source state (wraps when src < S: addresses are mod 2^32)
+  const xe = x + (<usize> dk << 2);
   let j = 0;
   for (; j + 8 <= dv; j += 8) {
     const jo = <usize> j << 2;
     const g0 = v128.load(gam + jo);
-    const g1 = v128.load(gam + jo + 16);
+    const g1 = v128.load(gam + jo, 16);
     const w0 = v128.load(w + jo);
-    const w1 = v128.load(w + jo + 16);
-    // two rows per iteration with separate accumulators (shorter dependency chains)
+    const w1 = v128.load(w + jo, 16);
     let o0 = f32x4.splat(0);
     let o1 = f32x4.splat(0);
     let p0 = f32x4.splat(0);
     let p1 = f32x4.splat(0);
-    let o2 = f32x4.splat(0);
-    let o3 = f32x4.splat(0);
-    let p2 = f32x4.splat(0);
-    let p3 = f32x4.splat(0);
     let sp = S + jo;
-    let i = 0;
-    for (; i + 2 <= dk; i += 2) {
-      const io = <usize> i << 2;
-      const xi = v128.load32_splat(x + io);
-      const qi = v128.load32_splat(q + io);
-      const ni = v128.load32_splat(xn + io);
-      const s0 = madd(xi, w0, f32x4.mul(g0, v128.load(sp + so)));
-      const s1 = madd(xi, w1, f32x4.mul(g1, v128.load(sp + so + 16)));
+    let rp = src + jo;
+    let xp = x;
+    let qp = q;
+    let np = xn;
+    while (xp < xe) {
+      const xi = v128.load32_splat(xp);
+      const s0 = madd(xi, w0, f32x4.mul(g0, v128.load(rp)));
+      const s1 = madd(xi, w1, f32x4.mul(g1, v128.load(rp, 16)));
       v128.store(sp, s0);
-      v128.store(sp + 16, s1);
+      v128.store(sp, s1, 16);
+      const qi = v128.load32_splat(qp);
       o0 = madd(qi, s0, o0);
       o1 = madd(qi, s1, o1);
+      const ni = v128.load32_splat(np);
       p0 = madd(ni, s0, p0);
       p1 = madd(ni, s1, p1);
       sp += rs;
-      const xj = v128.load32_splat(x + io + 4);
-      const qj = v128.load32_splat(q + io + 4);
-      const nj = v128.load32_splat(xn + io + 4);
-      const s2 = madd(xj, w0, f32x4.mul(g0, v128.load(sp + so)));
-      const s3 = madd(xj, w1, f32x4.mul(g1, v128.load(sp + so + 16)));
-      v128.store(sp, s2);
-      v128.store(sp + 16, s3);
-      o2 = madd(qj, s2, o2);
-      o3 = madd(qj, s3, o3);
-      p2 = madd(nj, s2, p2);
-      p3 = madd(nj, s3, p3);
-      sp += rs;
+      rp += rs;
+      xp += 4;
+      qp += 4;
+      np += 4;
     }
-    for (; i < dk; i++) {
-      const io = <usize> i << 2;
-      const xi = v128.load32_splat(x + io);
-      const qi = v128.load32_splat(q + io);
-      const ni = v128.load32_splat(xn + io);
-      const s0 = madd(xi, w0, f32x4.mul(g0, v128.load(sp + so)));
-      const s1 = madd(xi, w1, f32x4.mul(g1, v128.load(sp + so + 16)));
-      v128.store(sp, s0);
-      v128.store(sp + 16, s1);
-      o0 = madd(qi, s0, o0);
-      o1 = madd(qi, s1, o1);
-      p0 = madd(ni, s0, p0);
-      p1 = madd(ni, s1, p1);
-      sp += rs;
-    }
-    v128.store(o + jo, f32x4.add(o0, o2));
-    v128.store(o + jo + 16, f32x4.add(o1, o3));
-    v128.store(pn + jo, f32x4.add(p0, p2));
-    v128.store(pn + jo + 16, f32x4.add(p1, p3));
+    v128.store(o + jo, o0);
+    v128.store(o + jo, o1, 16);
+    v128.store(pn + jo, p0);
+    v128.store(pn + jo, p1, 16);
   }
   for (; j + 4 <= dv; j += 4) {
     const jo = <usize> j << 2;
@@ -111,13 +92,15 @@ export function stepFused(
     let o0 = f32x4.splat(0);
     let p0 = f32x4.splat(0);
     let sp = S + jo;
+    let rp = src + jo;
     for (let i = 0; i < dk; i++) {
       const io = <usize> i << 2;
-      const s0 = madd(v128.load32_splat(x + io), w0, f32x4.mul(g0, v128.load(sp + so)));
+      const s0 = madd(v128.load32_splat(x + io), w0, f32x4.mul(g0, v128.load(rp)));
       v128.store(sp, s0);
       o0 = madd(v128.load32_splat(q + io), s0, o0);
       p0 = madd(v128.load32_splat(xn + io), s0, p0);
       sp += rs;
+      rp += rs;
     }
     v128.store(o + jo, o0);
     v128.store(pn + jo, p0);
@@ -128,12 +111,14 @@ export function stepFused(
     let oj: f32 = 0;
     let pj: f32 = 0;
     let sp = S + (<usize> j << 2);
+    let rp = src + (<usize> j << 2);
     for (let i = 0; i < dk; i++) {
-      const s = gj * load<f32>(sp + so) + ld(x, i) * wj;
+      const s = gj * load<f32>(rp) + ld(x, i) * wj;
       store<f32>(sp, s);
       oj += ld(q, i) * s;
       pj += ld(xn, i) * s;
       sp += rs;
+      rp += rs;
     }
     st(o, j, oj);
     st(pn, j, pj);

@@ -444,6 +444,7 @@ export let L_DKHAT: usize = 0; // [T, Dk]
 export let L_ZERO: usize = 0; // [Dk] zeros (the sentinel's write feature)
 export let L_ZS: usize = 0; // [Dk, Dv] zeros (S0 when none is given)
 export let L_VEC: usize = 0; // 14 vectors of max(Dk, Dv)
+export let L_ROWS: usize = 0; // [Dk, 3] v128: the pre-splatted rows of fw_step's splatRows
 export let L_ACC: usize = 0; // (16 + 5 W) x Dk floats: row partial sums of the backward passes, and dx
 export let L_WIN: usize = 0; // window work: 5 * W * max(Dk, Dv) floats
 export let L_F64: usize = 0; // float64 work: 3 * W * W + 2 * W + Dk
@@ -477,6 +478,8 @@ export function layout(t: i32, dk: i32, dv: i32, w: i32, c: i32, backward: bool)
   o = up(o + sd);
   L_VEC = o;
   o = up(o + ((14 * md) << 2));
+  L_ROWS = o;
+  o = up(o + <usize> dk * 48);
   L_ACC = o;
   o = up(o + (((16 + 5 * <usize> w) * <usize> dk) << 2));
   L_WIN = o;

@@ -35,6 +35,7 @@ import {
   L_DS,
   L_KHAT,
   L_QHAT,
+  L_ROWS,
   L_ST,
   L_VEC,
   L_ZERO,
@@ -54,7 +55,7 @@ import {
   vOff,
   WIN,
 } from "./fw_common";
-import { backA, backB, predict, reduceRows, stepFused } from "./fw_step";
+import { backA, backB, predict, reduceRows, splatRows, stepFused, stepSplat1, stepSplat2 } from "./fw_step";
 import { axpyF, fillF, ldf, mulSubF, stf } from "./simd";
 
 /** Pointers of the per-head outputs, set by the entry points (fast_weight.ts). */
@@ -194,9 +195,24 @@ function runSteps(
     let xn = zero;
     const nextValid = regRule && t + 1 < t1 && !isStart(t + 1);
     if (nextValid) xn = xPtr(t + 1, false, kh, zero);
-    const q = readout ? qh + (<usize> t * <usize> dk << 2) : zero;
-    const o = readout ? OUT_O + vOff(t) : V_ODUMMY;
-    stepFused(cur, src, x, q, xn, gam, w, o, V_PN, dk, dv);
+    const R = scratch + L_ROWS;
+    if (!readout) {
+      // recording / checkpoint pass: only the next prediction (zero when none is needed)
+      splatRows(R, x, xn, xn, dk);
+      stepSplat1(cur, src, R, x, xn, gam, w, V_PN, V_ODUMMY, dk, dv);
+    } else {
+      const q = qh + (<usize> t * <usize> dk << 2);
+      const o = OUT_O + vOff(t);
+      if (!nextValid) {
+        splatRows(R, x, q, q, dk);
+        stepSplat1(cur, src, R, x, q, gam, w, o, V_PN, dk, dv); // V_PN is not valid afterwards
+      } else if (cur == src) {
+        splatRows(R, x, q, xn, dk);
+        stepSplat2(cur, R, x, q, xn, gam, w, o, V_PN, dk, dv);
+      } else {
+        stepFused(cur, src, x, q, xn, gam, w, o, V_PN, dk, dv);
+      }
+    }
     const tmp = V_P;
     V_P = V_PN;
     V_PN = tmp;

@@ -4,7 +4,8 @@
  * registers while the rows stream past, so each step touches S once (forward) or twice (backward).
  *
  * - {@link stepFused}: `S = gam ⊙ S + x w^T`, then `o = S^T q` and `pn = S^T xn` in the same sweep
- *   (pn is the next step's prediction).
+ *   (pn is the next step's prediction); {@link stepSplat2} / {@link stepSplat1} are the same sweep with
+ *   the row scalars pre-splatted ({@link splatRows}), in place with two readouts or with one.
  * - {@link predict}: `p = S^T x`.
  * - {@link backA}: `dS += q dO^T`, `g = dS^T x`, `dgam = colsum(dS ⊙ P)`, `dq += Snew dO`, `dx = dS w`.
  * - {@link backB}: `dx -= P ag`, `dS = gam ⊙ dS - x ag^T`.
@@ -23,14 +24,7 @@ function st(p: usize, i: i32, v: f32): void {
   store<f32>(p + (<usize> i << 2), v);
 }
 
-/**
- * `S = gam ⊙ src + x w^T; o = S^T q; pn = S^T xn` (o and pn overwritten; `src` may be `S`).
- *
- * One row per iteration over an 8-column block: 4 loop-invariant vectors (gam, w), 4 accumulators and
- * 5 temporaries fit the 15 vector registers V8 allocates on x64 (a 2-row unroll spilled), and the four
- * accumulator chains (one FMA each per row) are as long as the row's 8 vector operations take at two
- * per cycle. Pointers advance by one row; loads of the second vector use immediate offsets.
- */
+/** `S = gam ⊙ src + x w^T; o = S^T q; pn = S^T xn` (o and pn overwritten; `src` may be `S`). */
 export function stepFused(
   S: usize,
   src: usize,
@@ -44,9 +38,31 @@ export function stepFused(
   dk: i32,
   dv: i32,
 ): void {
+  stepCols(S, src, x, q, xn, gam, w, o, pn, dk, dv, 0);
+}
+
+/**
+ * {@link stepFused} for value columns `j0..dv-1` only (rows stay `dv` floats apart): 8-column blocks
+ * with one row per iteration (4 invariant vectors, 4 accumulators: no spills), then 4-column blocks,
+ * then single columns. The tail of the pre-splatted kernels below.
+ */
+function stepCols(
+  S: usize,
+  src: usize,
+  x: usize,
+  q: usize,
+  xn: usize,
+  gam: usize,
+  w: usize,
+  o: usize,
+  pn: usize,
+  dk: i32,
+  dv: i32,
+  j0: i32,
+): void {
   const rs = <usize> dv << 2;
   const xe = x + (<usize> dk << 2);
-  let j = 0;
+  let j = j0;
   for (; j + 8 <= dv; j += 8) {
     const jo = <usize> j << 2;
     const g0 = v128.load(gam + jo);
@@ -125,23 +141,163 @@ export function stepFused(
   }
 }
 
+/** Bytes of the pre-splatted row buffer of {@link splatRows} for `dk` rows. */
+export function splatBytes(dk: i32): usize {
+  return <usize> dk * 48;
+}
+
+/**
+ * Row buffer of the splatted kernels: `R[i] = (splat x_i, splat u_i, splat v_i)`, 48 bytes per row, so
+ * the sweeps load whole vectors instead of broadcasting three scalars per row and column block.
+ */
+export function splatRows(R: usize, x: usize, u: usize, v: usize, dk: i32): void {
+  let d = R;
+  for (let i = 0; i < dk; i++) {
+    const io = <usize> i << 2;
+    v128.store(d, v128.load32_splat(x + io));
+    v128.store(d, v128.load32_splat(u + io), 16);
+    v128.store(d, v128.load32_splat(v + io), 32);
+    d += 48;
+  }
+}
+
+/**
+ * In place: `S = gam ⊙ S + x w^T; o = S^T q; pn = S^T xn`, with `R` from `splatRows(R, x, q, xn)`.
+ * The forward step of the regression rules: one load and one store of S per element (in place is
+ * measurably faster than reading another state), 4 vector operations per 4 elements.
+ */
+export function stepSplat2(
+  S: usize,
+  R: usize,
+  x: usize,
+  q: usize,
+  xn: usize,
+  gam: usize,
+  w: usize,
+  o: usize,
+  pn: usize,
+  dk: i32,
+  dv: i32,
+): void {
+  const rs = <usize> dv << 2;
+  const re = R + splatBytes(dk);
+  let j = 0;
+  for (; j + 8 <= dv; j += 8) {
+    const jo = <usize> j << 2;
+    const g0 = v128.load(gam + jo);
+    const g1 = v128.load(gam + jo, 16);
+    const w0 = v128.load(w + jo);
+    const w1 = v128.load(w + jo, 16);
+    let o0 = f32x4.splat(0);
+    let o1 = f32x4.splat(0);
+    let p0 = f32x4.splat(0);
+    let p1 = f32x4.splat(0);
+    let sp = S + jo;
+    let d = R;
+    while (d < re) {
+      const xi = v128.load(d);
+      const s0 = madd(xi, w0, f32x4.mul(g0, v128.load(sp)));
+      const s1 = madd(xi, w1, f32x4.mul(g1, v128.load(sp, 16)));
+      v128.store(sp, s0);
+      v128.store(sp, s1, 16);
+      const qi = v128.load(d, 16);
+      o0 = madd(qi, s0, o0);
+      o1 = madd(qi, s1, o1);
+      const ni = v128.load(d, 32);
+      p0 = madd(ni, s0, p0);
+      p1 = madd(ni, s1, p1);
+      sp += rs;
+      d += 48;
+    }
+    v128.store(o + jo, o0);
+    v128.store(o + jo, o1, 16);
+    v128.store(pn + jo, p0);
+    v128.store(pn + jo, p1, 16);
+  }
+  if (j < dv) stepCols(S, S, x, q, xn, gam, w, o, pn, dk, dv, j);
+}
+
+/**
+ * `S = gam ⊙ src + x w^T; r = S^T u` (one readout), with `R` from `splatRows(R, x, u, u)`; `src` may be
+ * `S`. The step when only one of o, pn is wanted: the additive rules' forward (o), the recording
+ * recomputation of the backward (pn), the last step of a call. 3 vector operations per 4 elements.
+ */
+export function stepSplat1(
+  S: usize,
+  src: usize,
+  R: usize,
+  x: usize,
+  u: usize,
+  gam: usize,
+  w: usize,
+  r: usize,
+  dummy: usize,
+  dk: i32,
+  dv: i32,
+): void {
+  const rs = <usize> dv << 2;
+  const re = R + splatBytes(dk);
+  let j = 0;
+  for (; j + 8 <= dv; j += 8) {
+    const jo = <usize> j << 2;
+    const g0 = v128.load(gam + jo);
+    const g1 = v128.load(gam + jo, 16);
+    const w0 = v128.load(w + jo);
+    const w1 = v128.load(w + jo, 16);
+    let o0 = f32x4.splat(0);
+    let o1 = f32x4.splat(0);
+    let sp = S + jo;
+    let rp = src + jo;
+    let d = R;
+    while (d < re) {
+      const xi = v128.load(d);
+      const s0 = madd(xi, w0, f32x4.mul(g0, v128.load(rp)));
+      const s1 = madd(xi, w1, f32x4.mul(g1, v128.load(rp, 16)));
+      v128.store(sp, s0);
+      v128.store(sp, s1, 16);
+      const ui = v128.load(d, 16);
+      o0 = madd(ui, s0, o0);
+      o1 = madd(ui, s1, o1);
+      sp += rs;
+      rp += rs;
+      d += 48;
+    }
+    v128.store(r + jo, o0);
+    v128.store(r + jo, o1, 16);
+  }
+  if (j < dv) stepCols(S, src, x, u, u, gam, w, r, dummy, dk, dv, j);
+}
+
 /** `p = S^T x` (overwritten). */
 export function predict(S: usize, x: usize, p: usize, dk: i32, dv: i32): void {
   const rs = <usize> dv << 2;
   let j = 0;
   for (; j + 8 <= dv; j += 8) {
+    // two rows per iteration into separate accumulators: four FMA chains (the sweep is latency bound)
     const jo = <usize> j << 2;
     let p0 = f32x4.splat(0);
     let p1 = f32x4.splat(0);
+    let p2 = f32x4.splat(0);
+    let p3 = f32x4.splat(0);
     let sp = S + jo;
-    for (let i = 0; i < dk; i++) {
+    let i = 0;
+    for (; i + 2 <= dk; i += 2) {
+      const xp = x + (<usize> i << 2);
+      const xi = v128.load32_splat(xp);
+      const xj = v128.load32_splat(xp, 4);
+      p0 = madd(xi, v128.load(sp), p0);
+      p1 = madd(xi, v128.load(sp, 16), p1);
+      p2 = madd(xj, v128.load(sp + rs), p2);
+      p3 = madd(xj, v128.load(sp + rs, 16), p3);
+      sp += rs + rs;
+    }
+    if (i < dk) {
       const xi = v128.load32_splat(x + (<usize> i << 2));
       p0 = madd(xi, v128.load(sp), p0);
-      p1 = madd(xi, v128.load(sp + 16), p1);
-      sp += rs;
+      p1 = madd(xi, v128.load(sp, 16), p1);
     }
-    v128.store(p + jo, p0);
-    v128.store(p + jo + 16, p1);
+    v128.store(p + jo, f32x4.add(p0, p2));
+    v128.store(p + jo, f32x4.add(p1, p3), 16);
   }
   for (; j + 4 <= dv; j += 4) {
     const jo = <usize> j << 2;

@@ -132,8 +132,10 @@ function setupVectors(scratch: usize): void {
 }
 
 /**
- * Steps t0..t1-1 on the running state. In place (`states == 0`): `S` is updated, and with `readout`
- * the readout is written to the output o (otherwise to a scratch vector). Recording (`states != 0`): `states[0]` holds the state entering t0 and
+ * Steps t0..t1-1 on the running state. In place (`states == 0`): `S` is updated (the state entering t0
+ * is read from `init` when that is not 0, so a carried state need not be copied first), and with
+ * `readout` the readout is written to the output o (otherwise to a scratch vector). Recording
+ * (`states != 0`): `states[0]` holds the state entering t0 and
  * `states[i + 1]` receives the state after step t0 + i; the step's gam, a, b, w, p go to slot i of
  * `coef` (five arrays of C x Dv floats, `cstride` bytes apart); no readout.
  */
@@ -149,6 +151,7 @@ function runSteps(
   qh: usize,
   zero: usize,
   readout: bool,
+  init: usize,
 ): void {
   const dk = DK;
   const dv = DV;
@@ -160,7 +163,7 @@ function runSteps(
     const i = t - t0;
     const start = isStart(t);
     let cur = S;
-    let src = S;
+    let src = t == t0 && init != 0 ? init : S;
     if (states != 0) {
       cur = states + <usize> (i + 1) * sdb;
       src = start ? s0 : states + <usize> i * sdb;
@@ -220,6 +223,12 @@ function runSteps(
   }
 }
 
+/** Whether any position of this head's row starts a sequence (then the reset state is read). */
+function anyStart(): bool {
+  for (let t = 0; t < T; t++) if (isStart(t)) return true;
+  return false;
+}
+
 /** Forward of one head of a coefficient-stream rule. */
 export function coefForward(scratch: usize): void {
   layout(T, DK, DV, WIN, CHUNK, false);
@@ -229,14 +238,14 @@ export function coefForward(scratch: usize): void {
   const kh = scratch + L_KHAT;
   const zero = scratch + L_ZERO;
   fillF(zero, 0, dk);
-  fillF(scratch + L_ZS, 0, sd);
+  if (S0 == 0 && anyStart()) fillF(scratch + L_ZS, 0, sd); // the zero reset state, only when used
   setupVectors(scratch);
   for (let t = 0; t < T; t++) {
     normalize(qh + (<usize> t * <usize> dk << 2), qRow(t), dk);
     normalize(kh + (<usize> t * <usize> dk << 2), kRow(t), dk);
   }
-  if (HAS_CARRY) memory.copy(OUT_STATE, C_STATE, <usize> sd << 2);
-  runSteps(0, T, OUT_STATE, 0, 0, 0, scratch, kh, qh, zero, true);
+  if (HAS_CARRY && T == 0) memory.copy(OUT_STATE, C_STATE, <usize> sd << 2);
+  runSteps(0, T, OUT_STATE, 0, 0, 0, scratch, kh, qh, zero, true, HAS_CARRY ? C_STATE : 0);
   if (T > 0) memory.copy(OUT_LASTKEY, kh + (<usize> (T - 1) * <usize> dk << 2), <usize> dk << 2);
   else if (HAS_CARRY) memory.copy(OUT_LASTKEY, C_LASTKEY, <usize> dk << 2);
   else fillF(OUT_LASTKEY, 0, dk);
@@ -288,14 +297,14 @@ export function coefBackward(scratch: usize): void {
   const nc = (T + C - 1) / C;
   for (let c = 0; c < nc; c++) {
     memory.copy(ckpt + <usize> c * sdb, run, sdb);
-    if (c < nc - 1) runSteps(c * C, min(T, c * C + C), run, 0, 0, 0, scratch, kh, 0, zero, false);
+    if (c < nc - 1) runSteps(c * C, min(T, c * C + C), run, 0, 0, 0, scratch, kh, 0, zero, false, 0);
   }
   fillF(dS, 0, sd);
   for (let c = nc - 1; c >= 0; c--) {
     const a = c * C;
     const n = min(T - a, C);
     memory.copy(st, ckpt + <usize> c * sdb, sdb);
-    runSteps(a, a + n, 0, st, coef, cstride, scratch, kh, 0, zero, false);
+    runSteps(a, a + n, 0, st, coef, cstride, scratch, kh, 0, zero, false, 0);
     for (let i = n - 1; i >= 0; i--) {
       const t = a + i;
       const start = isStart(t);

@@ -10,7 +10,7 @@
  */
 
 import * as P from "./fw_params";
-import { fillF, ldd, ldf, scaleF64, std, stf, sumSquaresF64 } from "./simd";
+import { combineF64, dotF64, fillF, ldd, ldf, scaleF64, std, stf, sumSquaresF64 } from "./simd";
 
 // rule ids (order of RULES in src/rules/config.ts)
 export const FALCON1: i32 = 0;
@@ -182,23 +182,18 @@ export function normalizeBackward(dst: usize, src: usize, g: usize, n: i32): voi
     memory.copy(dst, g, <usize> n << 2);
     return;
   }
-  let ss: f64 = 0;
-  let gu: f64 = 0;
-  for (let i = 0; i < n; i++) {
-    const u = <f64> ldf(src, i);
-    ss += u * u;
-    gu += <f64> ldf(g, i) * u;
-  }
+  const ss = sumSquaresF64(src, n);
+  const gu = dotF64(g, src, n);
   if (QKN == 0) {
     const r = 1.0 / Math.sqrt(ss / <f64> n + EPS_RMS);
     const c = r * r * r * gu / <f64> n;
-    for (let i = 0; i < n; i++) stf(dst, i, <f32> (r * <f64> ldf(g, i) - c * <f64> ldf(src, i)));
+    combineF64(dst, g, r, src, -c, n);
   } else {
     const nrm = Math.sqrt(ss);
     if (nrm > 1e-6) {
       const r = 1.0 / nrm;
       const c = gu * r * r * r;
-      for (let i = 0; i < n; i++) stf(dst, i, <f32> (r * <f64> ldf(g, i) - c * <f64> ldf(src, i)));
+      combineF64(dst, g, r, src, -c, n);
     } else {
       for (let i = 0; i < n; i++) stf(dst, i, <f32> (<f64> ldf(g, i) * 1e6));
     }
@@ -338,12 +333,8 @@ export function coefGrads(
       GRAD_E = dden;
       store<f32>(dlamPtr, <f32> (dlam * (COUPLING ? E : 1)));
     } else {
-      let dg: f64 = 0;
-      let deta: f64 = 0;
-      for (let j = 0; j < n; j++) {
-        dg += <f64> ldf(dgam, j);
-        deta += <f64> ldf(db, j) + (reg ? <f64> ldf(da, j) : 0);
-      }
+      const dg = dotF64(dgam, 0, n);
+      let deta = dotF64(db, 0, n) + (reg ? dotF64(da, 0, n) : 0);
       const beta = <f64> load<f32>(bp);
       const eta = beta / den;
       const clamped = eta * lam >= 1 - EPS_GAMMA;
@@ -360,14 +351,9 @@ export function coefGrads(
     }
     return;
   }
-  let sg: f64 = 0;
-  let sa: f64 = 0;
-  let sb: f64 = 0;
-  for (let j = 0; j < n; j++) {
-    sg += <f64> ldf(dgam, j);
-    sa += <f64> ldf(da, j);
-    sb += <f64> ldf(db, j);
-  }
+  const sg = dotF64(dgam, 0, n);
+  const sa = dotF64(da, 0, n);
+  const sb = dotF64(db, 0, n);
   const beta = <f64> load<f32>(bp);
   let dbeta: f64 = 0;
   let dlb: f64 = 0;

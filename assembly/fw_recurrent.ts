@@ -55,7 +55,16 @@ import {
   vOff,
   WIN,
 } from "./fw_common";
-import { backA, backB, predict, reduceRows, splatRows, stepFused, stepSplat1, stepSplat2 } from "./fw_step";
+import {
+  backASplat,
+  backBSplat,
+  predict,
+  reduceRows,
+  splatRows,
+  stepFused,
+  stepSplat1,
+  stepSplat2,
+} from "./fw_step";
 import { axpyF, fillF, ldf, mulSubF, stf } from "./simd";
 
 /** Pointers of the per-head outputs, set by the entry points (fast_weight.ts). */
@@ -251,6 +260,40 @@ export function coefForward(scratch: usize): void {
   else fillF(OUT_LASTKEY, 0, dk);
 }
 
+/**
+ * Per-column gradients of one step from `g = dS^T x`: `ag = a ⊙ g`, `da = -g ⊙ p`, `db = g ⊙ y` and
+ * `dv = b ⊙ g` (Dv floats each).
+ */
+function coefStreamGrads(
+  g: usize,
+  ca: usize,
+  cb: usize,
+  p: usize,
+  y: usize,
+  ag: usize,
+  da: usize,
+  db: usize,
+  dvt: usize,
+  n: i32,
+): void {
+  let j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const o = <usize> j << 2;
+    const gj = v128.load(g + o);
+    v128.store(ag + o, f32x4.mul(v128.load(ca + o), gj));
+    v128.store(da + o, f32x4.mul(f32x4.neg(gj), v128.load(p + o)));
+    v128.store(db + o, f32x4.mul(gj, v128.load(y + o)));
+    v128.store(dvt + o, f32x4.mul(v128.load(cb + o), gj));
+  }
+  for (; j < n; j++) {
+    const gj = ldf(g, j);
+    stf(ag, j, ldf(ca, j) * gj);
+    stf(da, j, -gj * ldf(p, j));
+    stf(db, j, gj * ldf(y, j));
+    stf(dvt, j, ldf(cb, j) * gj);
+  }
+}
+
 /** Backward of one head of a coefficient-stream rule (gradients of `sum(o * dO)`). */
 export function coefBackward(scratch: usize): void {
   const C = CHUNK;
@@ -323,18 +366,14 @@ export function coefBackward(scratch: usize): void {
       const dqt = dqh + (<usize> t * <usize> dk << 2);
       const y = V0 + vOff(t);
       // pass A: readout gradient, g = dS^T x, dgam = colsum(dS ⊙ prev), dx = dS w
-      backA(dS, prev, Snew, x, qt, dO, cw, g, dgam, accQ, accX, dk, dv);
+      const R = scratch + L_ROWS;
+      splatRows(R, x, qt, x, dk);
+      backASplat(dS, prev, Snew, R, x, qt, dO, cw, g, dgam, accQ, accX, dk, dv);
       reduceRows(dqt, accQ, dk, 1, true);
       const dvt = G_DV + vOff(t);
-      for (let j = 0; j < dv; j++) {
-        const gj = ldf(g, j);
-        stf(ag, j, ldf(cA, j) * gj);
-        stf(da, j, -gj * ldf(cp, j));
-        stf(db, j, gj * ldf(y, j));
-        stf(dvt, j, ldf(cB, j) * gj); // y_t = v_t is used by this step only
-      }
+      coefStreamGrads(g, cA, cB, cp, y, ag, da, db, dvt, dv); // y_t = v_t is used by this step only
       // pass B: dx -= prev (a ⊙ g); dS <- gamma ⊙ dS - x (a ⊙ g)^T
-      backB(dS, prev, x, cg, ag, accP, dk, dv);
+      backBSplat(dS, prev, R, x, cg, ag, accP, dk, dv);
       reduceRows(dx, accX, dk, 1, false);
       reduceRows(dx, accP, dk, -1, true);
       const E = sqnorm(x, dk);

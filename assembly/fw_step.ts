@@ -14,7 +14,7 @@
  * plus a scalar array for the column tail, then reduced once per step.
  */
 
-import { hsum, madd } from "./simd";
+import { hsum, madd, nmadd } from "./simd";
 
 function ld(p: usize, i: i32): f32 {
   return load<f32>(p + (<usize> i << 2));
@@ -339,11 +339,102 @@ export function backA(
   dk: i32,
   dv: i32,
 ): void {
+  const vb = <usize> dk << 4;
+  memory.fill(accQ, 0, vb + (<usize> dk << 2));
+  memory.fill(accX, 0, vb + (<usize> dk << 2));
+  backACols(dS, P, Snew, x, q, dO, w, g, dgam, accQ, accX, dk, dv, 0);
+}
+
+/**
+ * {@link backA} with the row scalars pre-splatted: `R` from `splatRows(R, x, q, x)`. Same outputs; the
+ * 8-column blocks walk pointers and load whole vectors, the tail columns go through {@link backA}'s code.
+ */
+export function backASplat(
+  dS: usize,
+  P: usize,
+  Snew: usize,
+  R: usize,
+  x: usize,
+  q: usize,
+  dO: usize,
+  w: usize,
+  g: usize,
+  dgam: usize,
+  accQ: usize,
+  accX: usize,
+  dk: i32,
+  dv: i32,
+): void {
   const rs = <usize> dv << 2;
   const vb = <usize> dk << 4;
   memory.fill(accQ, 0, vb + (<usize> dk << 2));
   memory.fill(accX, 0, vb + (<usize> dk << 2));
+  const re = R + splatBytes(dk);
   let j = 0;
+  for (; j + 8 <= dv; j += 8) {
+    const jo = <usize> j << 2;
+    const d0 = v128.load(dO + jo);
+    const d1 = v128.load(dO + jo, 16);
+    const w0 = v128.load(w + jo);
+    const w1 = v128.load(w + jo, 16);
+    let g0 = f32x4.splat(0);
+    let g1 = f32x4.splat(0);
+    let e0 = f32x4.splat(0);
+    let e1 = f32x4.splat(0);
+    let sp = dS + jo;
+    let pp = P + jo;
+    let np = Snew + jo;
+    let aq = accQ;
+    let ax = accX;
+    let d = R;
+    while (d < re) {
+      const xi = v128.load(d);
+      const qi = v128.load(d, 16);
+      const a0 = madd(qi, d0, v128.load(sp));
+      const a1 = madd(qi, d1, v128.load(sp, 16));
+      v128.store(sp, a0);
+      v128.store(sp, a1, 16);
+      g0 = madd(xi, a0, g0);
+      g1 = madd(xi, a1, g1);
+      e0 = madd(a0, v128.load(pp), e0);
+      e1 = madd(a1, v128.load(pp, 16), e1);
+      v128.store(aq, madd(v128.load(np, 16), d1, madd(v128.load(np), d0, v128.load(aq))));
+      v128.store(ax, madd(a1, w1, madd(a0, w0, v128.load(ax))));
+      sp += rs;
+      pp += rs;
+      np += rs;
+      aq += 16;
+      ax += 16;
+      d += 48;
+    }
+    v128.store(g + jo, g0);
+    v128.store(g + jo, g1, 16);
+    v128.store(dgam + jo, e0);
+    v128.store(dgam + jo, e1, 16);
+  }
+  if (j < dv) backACols(dS, P, Snew, x, q, dO, w, g, dgam, accQ, accX, dk, dv, j);
+}
+
+/** The column sweep of {@link backA} from column `j0` on (the accumulators are already zeroed). */
+function backACols(
+  dS: usize,
+  P: usize,
+  Snew: usize,
+  x: usize,
+  q: usize,
+  dO: usize,
+  w: usize,
+  g: usize,
+  dgam: usize,
+  accQ: usize,
+  accX: usize,
+  dk: i32,
+  dv: i32,
+  j0: i32,
+): void {
+  const rs = <usize> dv << 2;
+  const vb = <usize> dk << 4;
+  let j = j0;
   for (; j + 8 <= dv; j += 8) {
     const jo = <usize> j << 2;
     const d0 = v128.load(dO + jo);
@@ -433,10 +524,67 @@ export function backB(
   dk: i32,
   dv: i32,
 ): void {
+  const vb = <usize> dk << 4;
+  memory.fill(accP, 0, vb + (<usize> dk << 2));
+  backBCols(dS, P, x, gam, ag, accP, dk, dv, 0);
+}
+
+/** {@link backB} with the row scalars pre-splatted (`R` as for {@link backASplat}). */
+export function backBSplat(
+  dS: usize,
+  P: usize,
+  R: usize,
+  x: usize,
+  gam: usize,
+  ag: usize,
+  accP: usize,
+  dk: i32,
+  dv: i32,
+): void {
   const rs = <usize> dv << 2;
   const vb = <usize> dk << 4;
   memory.fill(accP, 0, vb + (<usize> dk << 2));
+  const re = R + splatBytes(dk);
   let j = 0;
+  for (; j + 8 <= dv; j += 8) {
+    const jo = <usize> j << 2;
+    const a0 = v128.load(ag + jo);
+    const a1 = v128.load(ag + jo, 16);
+    const g0 = v128.load(gam + jo);
+    const g1 = v128.load(gam + jo, 16);
+    let sp = dS + jo;
+    let pp = P + jo;
+    let ap = accP;
+    let d = R;
+    while (d < re) {
+      const xi = v128.load(d);
+      v128.store(ap, madd(v128.load(pp, 16), a1, madd(v128.load(pp), a0, v128.load(ap))));
+      v128.store(sp, nmadd(xi, a0, f32x4.mul(g0, v128.load(sp))));
+      v128.store(sp, nmadd(xi, a1, f32x4.mul(g1, v128.load(sp, 16))), 16);
+      sp += rs;
+      pp += rs;
+      ap += 16;
+      d += 48;
+    }
+  }
+  if (j < dv) backBCols(dS, P, x, gam, ag, accP, dk, dv, j);
+}
+
+/** The column sweep of {@link backB} from column `j0` on (accP already zeroed). */
+function backBCols(
+  dS: usize,
+  P: usize,
+  x: usize,
+  gam: usize,
+  ag: usize,
+  accP: usize,
+  dk: i32,
+  dv: i32,
+  j0: i32,
+): void {
+  const rs = <usize> dv << 2;
+  const vb = <usize> dk << 4;
+  let j = j0;
   for (; j + 8 <= dv; j += 8) {
     const jo = <usize> j << 2;
     const a0 = v128.load(ag + jo);
@@ -482,7 +630,23 @@ export function backB(
 /** `out[i] (+)= sign * (hsum(acc[i]) + tail[i])` for the partial sums of backA / backB. */
 export function reduceRows(out: usize, acc: usize, dk: i32, sign: f32, accumulate: bool): void {
   const tail = acc + (<usize> dk << 4);
-  for (let i = 0; i < dk; i++) {
+  const sv = f32x4.splat(sign);
+  let i = 0;
+  for (; i + 4 <= dk; i += 4) {
+    // four rows at once: a 4 x 4 transpose-and-add leaves the four lane sums in one vector
+    const a = acc + (<usize> i << 4);
+    const v0 = v128.load(a);
+    const v1 = v128.load(a, 16);
+    const v2 = v128.load(a, 32);
+    const v3 = v128.load(a, 48);
+    const s01 = f32x4.add(v128.shuffle<f32>(v0, v1, 0, 4, 1, 5), v128.shuffle<f32>(v0, v1, 2, 6, 3, 7));
+    const s23 = f32x4.add(v128.shuffle<f32>(v2, v3, 0, 4, 1, 5), v128.shuffle<f32>(v2, v3, 2, 6, 3, 7));
+    const sums = f32x4.add(v128.shuffle<f32>(s01, s23, 0, 1, 4, 5), v128.shuffle<f32>(s01, s23, 2, 3, 6, 7));
+    const io = <usize> i << 2;
+    const v = f32x4.mul(sv, f32x4.add(sums, v128.load(tail + io)));
+    v128.store(out + io, accumulate ? f32x4.add(v128.load(out + io), v) : v);
+  }
+  for (; i < dk; i++) {
     const v = sign * (hsum(v128.load(acc + (<usize> i << 4))) + ld(tail, i));
     st(out, i, accumulate ? ld(out, i) + v : v);
   }

@@ -11,6 +11,13 @@ export function madd(a: v128, b: v128, c: v128): v128 {
   return f32x4.add(f32x4.mul(a, b), c);
 }
 
+/** `c - a * b` per lane; `relaxed_nmadd` in the relaxed-SIMD build, mul + sub otherwise. */
+
+export function nmadd(a: v128, b: v128, c: v128): v128 {
+  if (ASC_FEATURE_RELAXED_SIMD) return f32x4.relaxed_nmadd(a, b, c);
+  return f32x4.sub(c, f32x4.mul(a, b));
+}
+
 /** Sum of the four lanes. */
 
 export function hsum(v: v128): f32 {
@@ -64,6 +71,48 @@ export function sumSquaresF64(x: usize, n: i32): f64 {
     s += u * u;
   }
   return s;
+}
+
+/** `sum_j a[j] * b[j]` over `n` floats (`b == 0`: `sum_j a[j]`), accumulated in float64 (f64x2). */
+export function dotF64(a: usize, b: usize, n: i32): f64 {
+  let a0 = f64x2.splat(0);
+  let a1 = f64x2.splat(0);
+  const one = f64x2.splat(1);
+  let j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const o = <usize> j << 2;
+    const lo = f64x2.promote_low_f32x4(v128.load64_zero(a + o));
+    const hi = f64x2.promote_low_f32x4(v128.load64_zero(a + o, 8));
+    const blo = b == 0 ? one : f64x2.promote_low_f32x4(v128.load64_zero(b + o));
+    const bhi = b == 0 ? one : f64x2.promote_low_f32x4(v128.load64_zero(b + o, 8));
+    a0 = f64x2.add(a0, f64x2.mul(lo, blo));
+    a1 = f64x2.add(a1, f64x2.mul(hi, bhi));
+  }
+  const acc = f64x2.add(a0, a1);
+  let s = f64x2.extract_lane(acc, 0) + f64x2.extract_lane(acc, 1);
+  for (; j < n; j++) {
+    const o = <usize> j << 2;
+    s += <f64> load<f32>(a + o) * (b == 0 ? 1 : <f64> load<f32>(b + o));
+  }
+  return s;
+}
+
+/** `dst[j] = f32(r * f64(g[j]) + c * f64(src[j]))` over `n` floats (float64 arithmetic, one rounding). */
+export function combineF64(dst: usize, g: usize, r: f64, src: usize, c: f64, n: i32): void {
+  const rv = f64x2.splat(r);
+  const cv = f64x2.splat(c);
+  let j = 0;
+  for (; j + 2 <= n; j += 2) {
+    const o = <usize> j << 2;
+    const gv = f64x2.promote_low_f32x4(v128.load64_zero(g + o));
+    const sv = f64x2.promote_low_f32x4(v128.load64_zero(src + o));
+    const v = f64x2.add(f64x2.mul(rv, gv), f64x2.mul(cv, sv));
+    v128.store64_lane(dst + o, f32x4.demote_f64x2_zero(v), 0);
+  }
+  for (; j < n; j++) {
+    const o = <usize> j << 2;
+    store<f32>(dst + o, <f32> (r * <f64> load<f32>(g + o) + c * <f64> load<f32>(src + o)));
+  }
 }
 
 /** `dst[j] = f32(f64(src[j]) * r)` over `n` floats (the product rounded once, as in scalar code). */

@@ -10,7 +10,7 @@
  */
 
 import * as P from "./fw_params";
-import { combineF64, dotF64, fillF, ldd, ldf, scaleF64, std, stf, sumSquaresF64 } from "./simd";
+import { combineF64, dotF64, fillF, ldd, ldf, scaleF64, std, stf, sumF64, sumSquaresF64 } from "./simd";
 
 // rule ids (order of RULES in src/rules/config.ts)
 export const FALCON1: i32 = 0;
@@ -333,8 +333,8 @@ export function coefGrads(
       GRAD_E = dden;
       store<f32>(dlamPtr, <f32> (dlam * (COUPLING ? E : 1)));
     } else {
-      const dg = dotF64(dgam, 0, n);
-      let deta = dotF64(db, 0, n) + (reg ? dotF64(da, 0, n) : 0);
+      const dg = sumF64(dgam, n);
+      let deta = sumF64(db, n) + (reg ? sumF64(da, n) : 0);
       const beta = <f64> load<f32>(bp);
       const eta = beta / den;
       const clamped = eta * lam >= 1 - EPS_GAMMA;
@@ -351,9 +351,9 @@ export function coefGrads(
     }
     return;
   }
-  const sg = dotF64(dgam, 0, n);
-  const sa = dotF64(da, 0, n);
-  const sb = dotF64(db, 0, n);
+  const sg = sumF64(dgam, n);
+  const sa = sumF64(da, n);
+  const sb = sumF64(db, n);
   const beta = <f64> load<f32>(bp);
   let dbeta: f64 = 0;
   let dlb: f64 = 0;

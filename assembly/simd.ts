@@ -73,27 +73,40 @@ export function sumSquaresF64(x: usize, n: i32): f64 {
   return s;
 }
 
-/** `sum_j a[j] * b[j]` over `n` floats (`b == 0`: `sum_j a[j]`), accumulated in float64 (f64x2). */
+/** `sum_j a[j] * b[j]` over `n` floats, accumulated in float64 (two f64x2 partial sums, then the tail). */
 export function dotF64(a: usize, b: usize, n: i32): f64 {
   let a0 = f64x2.splat(0);
   let a1 = f64x2.splat(0);
-  const one = f64x2.splat(1);
   let j = 0;
   for (; j + 4 <= n; j += 4) {
     const o = <usize> j << 2;
     const lo = f64x2.promote_low_f32x4(v128.load64_zero(a + o));
     const hi = f64x2.promote_low_f32x4(v128.load64_zero(a + o, 8));
-    const blo = b == 0 ? one : f64x2.promote_low_f32x4(v128.load64_zero(b + o));
-    const bhi = b == 0 ? one : f64x2.promote_low_f32x4(v128.load64_zero(b + o, 8));
-    a0 = f64x2.add(a0, f64x2.mul(lo, blo));
-    a1 = f64x2.add(a1, f64x2.mul(hi, bhi));
+    a0 = f64x2.add(a0, f64x2.mul(lo, f64x2.promote_low_f32x4(v128.load64_zero(b + o))));
+    a1 = f64x2.add(a1, f64x2.mul(hi, f64x2.promote_low_f32x4(v128.load64_zero(b + o, 8))));
   }
   const acc = f64x2.add(a0, a1);
   let s = f64x2.extract_lane(acc, 0) + f64x2.extract_lane(acc, 1);
   for (; j < n; j++) {
     const o = <usize> j << 2;
-    s += <f64> load<f32>(a + o) * (b == 0 ? 1 : <f64> load<f32>(b + o));
+    s += <f64> load<f32>(a + o) * <f64> load<f32>(b + o);
   }
+  return s;
+}
+
+/** `sum_j a[j]` over `n` floats, accumulated in float64 (two f64x2 partial sums, then the tail). */
+export function sumF64(a: usize, n: i32): f64 {
+  let a0 = f64x2.splat(0);
+  let a1 = f64x2.splat(0);
+  let j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const o = <usize> j << 2;
+    a0 = f64x2.add(a0, f64x2.promote_low_f32x4(v128.load64_zero(a + o)));
+    a1 = f64x2.add(a1, f64x2.promote_low_f32x4(v128.load64_zero(a + o, 8)));
+  }
+  const acc = f64x2.add(a0, a1);
+  let s = f64x2.extract_lane(acc, 0) + f64x2.extract_lane(acc, 1);
+  for (; j < n; j++) s += <f64> load<f32>(a + (<usize> j << 2));
   return s;
 }
 

@@ -11,7 +11,7 @@
  */
 
 import { ldd } from "./simd";
-import { madd } from "./simd";
+import { hsum, madd } from "./simd";
 
 /** Slots of the GEMM parameter block. */
 export const G_M: i32 = 0;
@@ -194,6 +194,136 @@ function zeroBlock(c: usize, ldc: i32, r0: i32, r1: i32, c0: i32, c1: i32): void
   }
 }
 
+/** Row bands of at most this many rows skip the packed kernel (decoding-style products). */
+const THIN_ROWS: i32 = 2;
+
+/**
+ * `c[j0..j1] (+)= a B[:, j0..j1]` for one row `a` (element stride `sak`) and a row-major B (`sbk` floats
+ * between rows): 32 columns at a time in 8 accumulators (enough independent FMA chains), then 4, then 1.
+ */
+function rowTimesB(
+  c: usize,
+  a: usize,
+  sak: i32,
+  b: usize,
+  sbk: i32,
+  K: i32,
+  j0: i32,
+  j1: i32,
+  add: bool,
+): void {
+  const as = <usize> sak << 2;
+  const bs = <usize> sbk << 2;
+  let j = j0;
+  for (; j + 32 <= j1; j += 32) {
+    let c0 = f32x4.splat(0), c1 = f32x4.splat(0), c2 = f32x4.splat(0), c3 = f32x4.splat(0);
+    let c4 = f32x4.splat(0), c5 = f32x4.splat(0), c6 = f32x4.splat(0), c7 = f32x4.splat(0);
+    let ap = a;
+    let bp = b + (<usize> j << 2);
+    for (let k = 0; k < K; k++) {
+      const av = v128.load32_splat(ap);
+      c0 = madd(av, v128.load(bp), c0);
+      c1 = madd(av, v128.load(bp, 16), c1);
+      c2 = madd(av, v128.load(bp, 32), c2);
+      c3 = madd(av, v128.load(bp, 48), c3);
+      c4 = madd(av, v128.load(bp, 64), c4);
+      c5 = madd(av, v128.load(bp, 80), c5);
+      c6 = madd(av, v128.load(bp, 96), c6);
+      c7 = madd(av, v128.load(bp, 112), c7);
+      ap += as;
+      bp += bs;
+    }
+    const cp = c + (<usize> j << 2);
+    if (add) {
+      c0 = f32x4.add(c0, v128.load(cp));
+      c1 = f32x4.add(c1, v128.load(cp, 16));
+      c2 = f32x4.add(c2, v128.load(cp, 32));
+      c3 = f32x4.add(c3, v128.load(cp, 48));
+      c4 = f32x4.add(c4, v128.load(cp, 64));
+      c5 = f32x4.add(c5, v128.load(cp, 80));
+      c6 = f32x4.add(c6, v128.load(cp, 96));
+      c7 = f32x4.add(c7, v128.load(cp, 112));
+    }
+    v128.store(cp, c0);
+    v128.store(cp, c1, 16);
+    v128.store(cp, c2, 32);
+    v128.store(cp, c3, 48);
+    v128.store(cp, c4, 64);
+    v128.store(cp, c5, 80);
+    v128.store(cp, c6, 96);
+    v128.store(cp, c7, 112);
+  }
+  for (; j + 4 <= j1; j += 4) {
+    let c0 = f32x4.splat(0);
+    let ap = a;
+    let bp = b + (<usize> j << 2);
+    for (let k = 0; k < K; k++) {
+      c0 = madd(v128.load32_splat(ap), v128.load(bp), c0);
+      ap += as;
+      bp += bs;
+    }
+    const cp = c + (<usize> j << 2);
+    v128.store(cp, add ? f32x4.add(c0, v128.load(cp)) : c0);
+  }
+  for (; j < j1; j++) {
+    let s: f32 = 0;
+    let ap = a;
+    let bp = b + (<usize> j << 2);
+    for (let k = 0; k < K; k++) {
+      s += load<f32>(ap) * load<f32>(bp);
+      ap += as;
+      bp += bs;
+    }
+    const cp = c + (<usize> j << 2);
+    store<f32>(cp, add ? load<f32>(cp) + s : s);
+  }
+}
+
+/** `*cp (+)= v`. */
+function storeSum(cp: usize, v: f32, add: bool): void {
+  store<f32>(cp, add ? load<f32>(cp) + v : v);
+}
+
+/**
+ * `c[j] (+)= dot(a, bt_j)` for `j = j0..j1-1`, with `a` and every row `bt_j` of the transposed B contiguous
+ * (`sbn` floats between rows): four columns at a time share each vector of `a`.
+ */
+function rowDotsBt(c: usize, a: usize, bt: usize, sbn: i32, K: i32, j0: i32, j1: i32, add: bool): void {
+  const rs = <usize> sbn << 2;
+  const k4 = K & ~3;
+  let j = j0;
+  for (; j < j1; j += 4) {
+    const cols = min(4, j1 - j);
+    const b0 = bt + (<usize> j * rs);
+    const b1 = cols > 1 ? b0 + rs : b0;
+    const b2 = cols > 2 ? b1 + rs : b1;
+    const b3 = cols > 3 ? b2 + rs : b2;
+    let d0 = f32x4.splat(0), d1 = f32x4.splat(0), d2 = f32x4.splat(0), d3 = f32x4.splat(0);
+    for (let k = 0; k < k4; k += 4) {
+      const o = <usize> k << 2;
+      const av = v128.load(a + o);
+      d0 = madd(av, v128.load(b0 + o), d0);
+      d1 = madd(av, v128.load(b1 + o), d1);
+      d2 = madd(av, v128.load(b2 + o), d2);
+      d3 = madd(av, v128.load(b3 + o), d3);
+    }
+    let s0 = hsum(d0), s1 = hsum(d1), s2 = hsum(d2), s3 = hsum(d3);
+    for (let k = k4; k < K; k++) {
+      const o = <usize> k << 2;
+      const ak = load<f32>(a + o);
+      s0 += ak * load<f32>(b0 + o);
+      s1 += ak * load<f32>(b1 + o);
+      s2 += ak * load<f32>(b2 + o);
+      s3 += ak * load<f32>(b3 + o);
+    }
+    const cp = c + (<usize> j << 2);
+    storeSum(cp, s0, add);
+    if (cols > 1) storeSum(cp + 4, s1, add);
+    if (cols > 2) storeSum(cp + 8, s2, add);
+    if (cols > 3) storeSum(cp + 12, s3, add);
+  }
+}
+
 /** Start of band `i` of `bands` over `units` blocks of `unit` items, clipped to `total`. */
 function bandStart(i: i32, bands: i32, units: i32, unit: i32, total: i32): i32 {
   const per = (units + bands - 1) / bands;
@@ -230,6 +360,16 @@ export function gemm_f32(params: usize, task: i32, scratch: usize): void {
   const tile = ap + ((<usize> KC * <usize> MR) << 2);
   if (K == 0) {
     if (!acc) zeroBlock(c, ldc, r0, r1, cb0, cb1);
+    return;
+  }
+  if (r1 - r0 <= THIN_ROWS && (sbn == 1 || (sbk == 1 && sak == 1))) {
+    // a thin band: packing B (read once per row) would cost as much as the product itself
+    for (let i = r0; i < r1; i++) {
+      const ci = c + ((<usize> i * <usize> ldc) << 2);
+      const ai = a + ((<usize> i * <usize> sam) << 2);
+      if (sbn == 1) rowTimesB(ci, ai, sak, b, sbk, K, cb0, cb1, acc);
+      else rowDotsBt(ci, ai, b, sbn, K, cb0, cb1, acc);
+    }
     return;
   }
   const ldcb = <usize> ldc << 2;

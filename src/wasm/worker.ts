@@ -5,8 +5,9 @@
  * pool_layout.ts). It never returns to its event loop until the pool bumps the epoch word (then it
  * closes itself). Handshake: it posts "loaded", receives a {@linkcode WorkerStart}, posts "ready".
  *
- * Every wait is timed, so that the thread regularly returns to V8. The worker's module graph holds no
- * TypeScript that needs checking (`@ts-nocheck` here, plain JavaScript in pool_layout.js): under
+ * After a job it polls the generation word for `spinMs` before it sleeps (a job that follows at once
+ * then needs no futex wake-up). Every wait is timed, so that the thread regularly returns to V8. The
+ * worker's module graph holds no TypeScript that needs checking (`@ts-nocheck` here, plain JavaScript in pool_layout.js): under
  * `deno test`, a worker whose graph needed a type-check at spawn time sometimes never started
  * (Deno 2.9.6). It imports nothing else: it receives the compiled module instead of decoding it.
  *
@@ -27,6 +28,8 @@ export interface WorkerStart {
   id: number;
   /** The pool's epoch at start; the worker exits once the epoch word differs. */
   epoch: number;
+  /** Milliseconds to poll the generation word after a job before sleeping on it. */
+  spinMs: number;
 }
 
 const scope = self as unknown as {
@@ -36,7 +39,7 @@ const scope = self as unknown as {
 };
 
 scope.onmessage = (e: MessageEvent<WorkerStart>) => {
-  const { memory, module, ctl, id, epoch } = e.data;
+  const { memory, module, ctl, id, epoch, spinMs } = e.data;
   const instance = new WebAssembly.Instance(module, { env: { memory } });
   const fns = KERNELS.map((name) => instance.exports[name] as (p: number, t: number, s: number) => void);
   const i32 = new Int32Array(memory.buffer); // the control block sits below the heap: never moves
@@ -45,7 +48,12 @@ scope.onmessage = (e: MessageEvent<WorkerStart>) => {
   scope.onmessage = null;
   scope.postMessage("ready");
   for (;;) {
-    if (Atomics.wait(i32, base + CTL_GEN, seen, 50) === "timed-out") continue;
+    // poll briefly (a back-to-back job starts without a wake-up), then sleep until notified
+    const spinUntil = performance.now() + spinMs;
+    while (Atomics.load(i32, base + CTL_GEN) === seen && performance.now() < spinUntil);
+    if (Atomics.load(i32, base + CTL_GEN) === seen) {
+      if (Atomics.wait(i32, base + CTL_GEN, seen, 50) === "timed-out") continue;
+    }
     seen = Atomics.load(i32, base + CTL_GEN);
     if (Atomics.load(i32, base + CTL_EPOCH) !== epoch) {
       scope.close();

@@ -2,7 +2,8 @@
  * The thread pool: Deno Workers sharing the one WebAssembly.Memory. Jobs are synchronous for the
  * caller: the main thread publishes a job in the control block, claims tasks itself, polls for `spinMs`
  * and then blocks in `Atomics.wait` until every task is done; a worker polls as long after each job, so
- * back-to-back jobs (the GEMMs of a training step) start without a futex wake-up. Workers that are not yet started simply do not take part.
+ * back-to-back jobs (the GEMMs of a training step) start without a futex wake-up. Workers that are
+ * not yet started simply do not take part.
  *
  * Idle workers are terminated after `idleMs` without a job (an unref'd timer checks), so a program
  * that created a backend can exit; the next multi-task job starts them again (they join when ready).

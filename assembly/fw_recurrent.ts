@@ -65,7 +65,7 @@ import {
   stepSplat1,
   stepSplat2,
 } from "./fw_step";
-import { axpyF, fillF, ldf, mulSubF, stf } from "./simd";
+import { axpyF, dotF, fillF, ldf, mulSubF, stf } from "./simd";
 
 /** Pointers of the per-head outputs, set by the entry points (fast_weight.ts). */
 export let OUT_O: usize = 0;
@@ -317,9 +317,9 @@ export function coefBackward(scratch: usize): void {
   const ag = dgam + md;
   const da = ag + md;
   const db = da + md;
+  const gd = db + md;
   const accQ = scratch + L_ACC;
-  const accX = accQ + ((<usize> dk * 5) << 2);
-  const accP = accX + ((<usize> dk * 5) << 2);
+  const accP = accQ + ((<usize> dk * 5) << 2);
   const dx = accP + ((<usize> dk * 5) << 2);
   const ckpt = scratch + L_CKPT;
   const st = scratch + L_ST;
@@ -353,7 +353,6 @@ export function coefBackward(scratch: usize): void {
       const start = isStart(t);
       const noop = PREFIX && start;
       const prev = start ? s0 : st + <usize> i * sdb;
-      const Snew = st + <usize> (i + 1) * sdb;
       const ci = coef + ((<usize> i * <usize> dv) << 2);
       const cg = ci;
       const cA = ci + cstride;
@@ -368,14 +367,15 @@ export function coefBackward(scratch: usize): void {
       // pass A: readout gradient, g = dS^T x, dgam = colsum(dS ⊙ prev), dx = dS w
       const R = scratch + L_ROWS;
       splatRows(R, x, qt, x, dk);
-      backASplat(dS, prev, Snew, R, x, qt, dO, cw, g, dgam, accQ, accX, dk, dv);
+      mulSubF(gd, cg, dO, 0, 0, dv); // gd = gam ⊙ dO
+      backASplat(dS, prev, R, x, qt, dO, gd, g, dgam, accQ, dk, dv);
       reduceRows(dqt, accQ, dk, 1, true);
+      axpyF(dqt, x, dotF(cw, dO, dv), dk); // dq = Snew dO = prev gd + x (w . dO)
       const dvt = G_DV + vOff(t);
       coefStreamGrads(g, cA, cB, cp, y, ag, da, db, dvt, dv); // y_t = v_t is used by this step only
       // pass B: dx -= prev (a ⊙ g); dS <- gamma ⊙ dS - x (a ⊙ g)^T
-      backBSplat(dS, prev, R, x, cg, ag, accP, dk, dv);
-      reduceRows(dx, accX, dk, 1, false);
-      reduceRows(dx, accP, dk, -1, true);
+      backBSplat(dS, prev, R, x, cg, ag, cw, accP, dk, dv);
+      reduceRows(dx, accP, dk, 1, false);
       const E = sqnorm(x, dk);
       coefGrads(t, noop, E, dgam, da, db, G_DBETA + ((<usize> t * <usize> G_BW_H) << 2), G_DLAM + lamOff(t));
       const ge = <f32> (2 * GRAD_E);

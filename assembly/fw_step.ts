@@ -346,46 +346,44 @@ export function backA(
 }
 
 /**
- * {@link backA} with the row scalars pre-splatted: `R` from `splatRows(R, x, q, x)`. Same outputs; the
- * 8-column blocks walk pointers and load whole vectors, the tail columns go through {@link backA}'s code.
+ * Backward pass A with the row scalars pre-splatted (`R` from `splatRows(R, x, q, x)`): `dS += q dO^T`,
+ * `g = dS^T x`, `dgam = colsum(dS ⊙ P)`, and the row partial sums of `P gd` into `accQ` (as in backA)
+ * with `gd = gam ⊙ dO`: since `Snew = gam ⊙ P + x w^T`, `dq = Snew dO = P gd + x (w . dO)` (the caller adds
+ * the rank-one part), so the pass reads P once for both dgam and dq and never loads Snew. The dx partial
+ * sums move to {@link backBSplat}, which loads dS anyway.
  */
 export function backASplat(
   dS: usize,
   P: usize,
-  Snew: usize,
   R: usize,
   x: usize,
   q: usize,
   dO: usize,
-  w: usize,
+  gd: usize,
   g: usize,
   dgam: usize,
   accQ: usize,
-  accX: usize,
   dk: i32,
   dv: i32,
 ): void {
   const rs = <usize> dv << 2;
   const vb = <usize> dk << 4;
   memory.fill(accQ, 0, vb + (<usize> dk << 2));
-  memory.fill(accX, 0, vb + (<usize> dk << 2));
   const re = R + splatBytes(dk);
   let j = 0;
   for (; j + 8 <= dv; j += 8) {
     const jo = <usize> j << 2;
     const d0 = v128.load(dO + jo);
     const d1 = v128.load(dO + jo, 16);
-    const w0 = v128.load(w + jo);
-    const w1 = v128.load(w + jo, 16);
+    const h0 = v128.load(gd + jo);
+    const h1 = v128.load(gd + jo, 16);
     let g0 = f32x4.splat(0);
     let g1 = f32x4.splat(0);
     let e0 = f32x4.splat(0);
     let e1 = f32x4.splat(0);
     let sp = dS + jo;
     let pp = P + jo;
-    let np = Snew + jo;
     let aq = accQ;
-    let ax = accX;
     let d = R;
     while (d < re) {
       const xi = v128.load(d);
@@ -396,15 +394,14 @@ export function backASplat(
       v128.store(sp, a1, 16);
       g0 = madd(xi, a0, g0);
       g1 = madd(xi, a1, g1);
-      e0 = madd(a0, v128.load(pp), e0);
-      e1 = madd(a1, v128.load(pp, 16), e1);
-      v128.store(aq, madd(v128.load(np, 16), d1, madd(v128.load(np), d0, v128.load(aq))));
-      v128.store(ax, madd(a1, w1, madd(a0, w0, v128.load(ax))));
+      const p0 = v128.load(pp);
+      const p1 = v128.load(pp, 16);
+      e0 = madd(a0, p0, e0);
+      e1 = madd(a1, p1, e1);
+      v128.store(aq, madd(p1, h1, madd(p0, h0, v128.load(aq))));
       sp += rs;
       pp += rs;
-      np += rs;
       aq += 16;
-      ax += 16;
       d += 48;
     }
     v128.store(g + jo, g0);
@@ -412,7 +409,25 @@ export function backASplat(
     v128.store(dgam + jo, e0);
     v128.store(dgam + jo, e1, 16);
   }
-  if (j < dv) backACols(dS, P, Snew, x, q, dO, w, g, dgam, accQ, accX, dk, dv, j);
+  const tq = accQ + vb;
+  for (; j < dv; j++) {
+    const dj = ld(dO, j);
+    const hj = ld(gd, j);
+    let gj: f32 = 0;
+    let ej: f32 = 0;
+    let off = <usize> j << 2;
+    for (let i = 0; i < dk; i++) {
+      const a = ld(q, i) * dj + load<f32>(dS + off);
+      store<f32>(dS + off, a);
+      gj += ld(x, i) * a;
+      const pv = load<f32>(P + off);
+      ej += a * pv;
+      st(tq, i, ld(tq, i) + pv * hj);
+      off += rs;
+    }
+    st(g, j, gj);
+    st(dgam, j, ej);
+  }
 }
 
 /** The column sweep of {@link backA} from column `j0` on (the accumulators are already zeroed). */
@@ -529,7 +544,11 @@ export function backB(
   backBCols(dS, P, x, gam, ag, accP, dk, dv, 0);
 }
 
-/** {@link backB} with the row scalars pre-splatted (`R` as for {@link backASplat}). */
+/**
+ * Backward pass B with the row scalars pre-splatted (`R` as for {@link backASplat}): the row partial
+ * sums of the whole `dx = dS w - P ag` into `accP` (dS as pass A left it, read before its update), then
+ * `dS = gam ⊙ dS - x ag^T`.
+ */
 export function backBSplat(
   dS: usize,
   P: usize,
@@ -537,6 +556,7 @@ export function backBSplat(
   x: usize,
   gam: usize,
   ag: usize,
+  w: usize,
   accP: usize,
   dk: i32,
   dv: i32,
@@ -552,22 +572,40 @@ export function backBSplat(
     const a1 = v128.load(ag + jo, 16);
     const g0 = v128.load(gam + jo);
     const g1 = v128.load(gam + jo, 16);
+    const w0 = v128.load(w + jo);
+    const w1 = v128.load(w + jo, 16);
     let sp = dS + jo;
     let pp = P + jo;
     let ap = accP;
     let d = R;
     while (d < re) {
       const xi = v128.load(d);
-      v128.store(ap, madd(v128.load(pp, 16), a1, madd(v128.load(pp), a0, v128.load(ap))));
-      v128.store(sp, nmadd(xi, a0, f32x4.mul(g0, v128.load(sp))));
-      v128.store(sp, nmadd(xi, a1, f32x4.mul(g1, v128.load(sp, 16))), 16);
+      const s0 = v128.load(sp);
+      const s1 = v128.load(sp, 16);
+      const p0 = v128.load(pp);
+      const p1 = v128.load(pp, 16);
+      v128.store(ap, madd(s1, w1, madd(s0, w0, nmadd(p1, a1, nmadd(p0, a0, v128.load(ap))))));
+      v128.store(sp, nmadd(xi, a0, f32x4.mul(g0, s0)));
+      v128.store(sp, nmadd(xi, a1, f32x4.mul(g1, s1)), 16);
       sp += rs;
       pp += rs;
       ap += 16;
       d += 48;
     }
   }
-  if (j < dv) backBCols(dS, P, x, gam, ag, accP, dk, dv, j);
+  const tp = accP + vb;
+  for (; j < dv; j++) {
+    const aj = ld(ag, j);
+    const gj = ld(gam, j);
+    const wj = ld(w, j);
+    let off = <usize> j << 2;
+    for (let i = 0; i < dk; i++) {
+      const sv = load<f32>(dS + off);
+      st(tp, i, ld(tp, i) + sv * wj - load<f32>(P + off) * aj);
+      store<f32>(dS + off, gj * sv - ld(x, i) * aj);
+      off += rs;
+    }
+  }
 }
 
 /** The column sweep of {@link backB} from column `j0` on (accP already zeroed). */

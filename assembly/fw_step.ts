@@ -7,11 +7,12 @@
  *   (pn is the next step's prediction); {@link stepSplat2} / {@link stepSplat1} are the same sweep with
  *   the row scalars pre-splatted ({@link splatRows}), in place with two readouts or with one.
  * - {@link predict}: `p = S^T x`.
- * - {@link backA}: `dS += q dO^T`, `g = dS^T x`, `dgam = colsum(dS ⊙ P)`, `dq += Snew dO`, `dx = dS w`.
- * - {@link backB}: `dx -= P ag`, `dS = gam ⊙ dS - x ag^T`.
+ * - {@link backASplat}: `dS += q dO^T`, `g = dS^T x`, `dgam = colsum(dS ⊙ P)`, row sums of `P (gam ⊙ dO)`
+ *   (with `x (w . dO)` added by the caller: `dq = Snew dO`).
+ * - {@link backBSplat}: row sums of `dx = dS w - P ag`, then `dS = gam ⊙ dS - x ag^T`.
  *
  * Row reductions (`dq`, `dx`) are collected per row in f32x4 partial sums (scratch `acc`, Dk vectors)
- * plus a scalar array for the column tail, then reduced once per step.
+ * plus a scalar array for the column tail, then reduced once per step ({@link reduceRows}).
  */
 
 import { hsum, madd, nmadd } from "./simd";
@@ -321,36 +322,12 @@ export function predict(S: usize, x: usize, p: usize, dk: i32, dv: i32): void {
 }
 
 /**
- * Backward pass A of one step. `accQ`, `accX`: Dk f32x4 partial sums each, followed by Dk scalars
- * (tail columns) each; this function zeroes and fills them; {@link reduceRows} adds them up.
- */
-export function backA(
-  dS: usize,
-  P: usize,
-  Snew: usize,
-  x: usize,
-  q: usize,
-  dO: usize,
-  w: usize,
-  g: usize,
-  dgam: usize,
-  accQ: usize,
-  accX: usize,
-  dk: i32,
-  dv: i32,
-): void {
-  const vb = <usize> dk << 4;
-  memory.fill(accQ, 0, vb + (<usize> dk << 2));
-  memory.fill(accX, 0, vb + (<usize> dk << 2));
-  backACols(dS, P, Snew, x, q, dO, w, g, dgam, accQ, accX, dk, dv, 0);
-}
-
-/**
- * Backward pass A with the row scalars pre-splatted (`R` from `splatRows(R, x, q, x)`): `dS += q dO^T`,
- * `g = dS^T x`, `dgam = colsum(dS ⊙ P)`, and the row partial sums of `P gd` into `accQ` (as in backA)
- * with `gd = gam ⊙ dO`: since `Snew = gam ⊙ P + x w^T`, `dq = Snew dO = P gd + x (w . dO)` (the caller adds
- * the rank-one part), so the pass reads P once for both dgam and dq and never loads Snew. The dx partial
- * sums move to {@link backBSplat}, which loads dS anyway.
+ * Backward pass A of one step, with the row scalars pre-splatted (`R` from `splatRows(R, x, q, x)`):
+ * `dS += q dO^T`, `g = dS^T x`, `dgam = colsum(dS ⊙ P)`, and the row partial sums of `P gd` into `accQ`
+ * (Dk f32x4 partial sums followed by Dk scalars for the tail columns; zeroed here, added up by
+ * {@link reduceRows}) with `gd = gam ⊙ dO`: since `Snew = gam ⊙ P + x w^T`,
+ * `dq = Snew dO = P gd + x (w . dO)` (the caller adds the rank-one part), so the pass reads P once for both
+ * dgam and dq and never loads Snew. The dx partial sums are left to {@link backBSplat}, which loads dS anyway.
  */
 export function backASplat(
   dS: usize,
@@ -430,120 +407,6 @@ export function backASplat(
   }
 }
 
-/** The column sweep of {@link backA} from column `j0` on (the accumulators are already zeroed). */
-function backACols(
-  dS: usize,
-  P: usize,
-  Snew: usize,
-  x: usize,
-  q: usize,
-  dO: usize,
-  w: usize,
-  g: usize,
-  dgam: usize,
-  accQ: usize,
-  accX: usize,
-  dk: i32,
-  dv: i32,
-  j0: i32,
-): void {
-  const rs = <usize> dv << 2;
-  const vb = <usize> dk << 4;
-  let j = j0;
-  for (; j + 8 <= dv; j += 8) {
-    const jo = <usize> j << 2;
-    const d0 = v128.load(dO + jo);
-    const d1 = v128.load(dO + jo + 16);
-    const w0 = v128.load(w + jo);
-    const w1 = v128.load(w + jo + 16);
-    let g0 = f32x4.splat(0);
-    let g1 = f32x4.splat(0);
-    let e0 = f32x4.splat(0);
-    let e1 = f32x4.splat(0);
-    let off = jo;
-    for (let i = 0; i < dk; i++) {
-      const io = <usize> i << 2;
-      const qi = v128.load32_splat(q + io);
-      const xi = v128.load32_splat(x + io);
-      const a0 = madd(qi, d0, v128.load(dS + off));
-      const a1 = madd(qi, d1, v128.load(dS + off + 16));
-      v128.store(dS + off, a0);
-      v128.store(dS + off + 16, a1);
-      g0 = madd(xi, a0, g0);
-      g1 = madd(xi, a1, g1);
-      e0 = madd(a0, v128.load(P + off), e0);
-      e1 = madd(a1, v128.load(P + off + 16), e1);
-      const aq = accQ + (<usize> i << 4);
-      v128.store(aq, madd(v128.load(Snew + off + 16), d1, madd(v128.load(Snew + off), d0, v128.load(aq))));
-      const ax = accX + (<usize> i << 4);
-      v128.store(ax, madd(a1, w1, madd(a0, w0, v128.load(ax))));
-      off += rs;
-    }
-    v128.store(g + jo, g0);
-    v128.store(g + jo + 16, g1);
-    v128.store(dgam + jo, e0);
-    v128.store(dgam + jo + 16, e1);
-  }
-  for (; j + 4 <= dv; j += 4) {
-    const jo = <usize> j << 2;
-    const d0 = v128.load(dO + jo);
-    const w0 = v128.load(w + jo);
-    let g0 = f32x4.splat(0);
-    let e0 = f32x4.splat(0);
-    let off = jo;
-    for (let i = 0; i < dk; i++) {
-      const io = <usize> i << 2;
-      const a0 = madd(v128.load32_splat(q + io), d0, v128.load(dS + off));
-      v128.store(dS + off, a0);
-      g0 = madd(v128.load32_splat(x + io), a0, g0);
-      e0 = madd(a0, v128.load(P + off), e0);
-      const aq = accQ + (<usize> i << 4);
-      v128.store(aq, madd(v128.load(Snew + off), d0, v128.load(aq)));
-      const ax = accX + (<usize> i << 4);
-      v128.store(ax, madd(a0, w0, v128.load(ax)));
-      off += rs;
-    }
-    v128.store(g + jo, g0);
-    v128.store(dgam + jo, e0);
-  }
-  const tq = accQ + vb;
-  const tx = accX + vb;
-  for (; j < dv; j++) {
-    const dj = ld(dO, j);
-    const wj = ld(w, j);
-    let gj: f32 = 0;
-    let ej: f32 = 0;
-    let off = <usize> j << 2;
-    for (let i = 0; i < dk; i++) {
-      const a = ld(q, i) * dj + load<f32>(dS + off);
-      store<f32>(dS + off, a);
-      gj += ld(x, i) * a;
-      ej += a * load<f32>(P + off);
-      st(tq, i, ld(tq, i) + load<f32>(Snew + off) * dj);
-      st(tx, i, ld(tx, i) + a * wj);
-      off += rs;
-    }
-    st(g, j, gj);
-    st(dgam, j, ej);
-  }
-}
-
-/** Backward pass B of one step: `accP` (as in backA) gets `P ag`; `dS = gam ⊙ dS - x ag^T`. */
-export function backB(
-  dS: usize,
-  P: usize,
-  x: usize,
-  gam: usize,
-  ag: usize,
-  accP: usize,
-  dk: i32,
-  dv: i32,
-): void {
-  const vb = <usize> dk << 4;
-  memory.fill(accP, 0, vb + (<usize> dk << 2));
-  backBCols(dS, P, x, gam, ag, accP, dk, dv, 0);
-}
-
 /**
  * Backward pass B with the row scalars pre-splatted (`R` as for {@link backASplat}): the row partial
  * sums of the whole `dx = dS w - P ag` into `accP` (dS as pass A left it, read before its update), then
@@ -608,64 +471,7 @@ export function backBSplat(
   }
 }
 
-/** The column sweep of {@link backB} from column `j0` on (accP already zeroed). */
-function backBCols(
-  dS: usize,
-  P: usize,
-  x: usize,
-  gam: usize,
-  ag: usize,
-  accP: usize,
-  dk: i32,
-  dv: i32,
-  j0: i32,
-): void {
-  const rs = <usize> dv << 2;
-  const vb = <usize> dk << 4;
-  let j = j0;
-  for (; j + 8 <= dv; j += 8) {
-    const jo = <usize> j << 2;
-    const a0 = v128.load(ag + jo);
-    const a1 = v128.load(ag + jo + 16);
-    const g0 = v128.load(gam + jo);
-    const g1 = v128.load(gam + jo + 16);
-    let off = jo;
-    for (let i = 0; i < dk; i++) {
-      const nx = f32x4.neg(v128.load32_splat(x + (<usize> i << 2)));
-      const ap = accP + (<usize> i << 4);
-      v128.store(ap, madd(v128.load(P + off + 16), a1, madd(v128.load(P + off), a0, v128.load(ap))));
-      v128.store(dS + off, madd(nx, a0, f32x4.mul(g0, v128.load(dS + off))));
-      v128.store(dS + off + 16, madd(nx, a1, f32x4.mul(g1, v128.load(dS + off + 16))));
-      off += rs;
-    }
-  }
-  for (; j + 4 <= dv; j += 4) {
-    const jo = <usize> j << 2;
-    const a0 = v128.load(ag + jo);
-    const g0 = v128.load(gam + jo);
-    let off = jo;
-    for (let i = 0; i < dk; i++) {
-      const nx = f32x4.neg(v128.load32_splat(x + (<usize> i << 2)));
-      const ap = accP + (<usize> i << 4);
-      v128.store(ap, madd(v128.load(P + off), a0, v128.load(ap)));
-      v128.store(dS + off, madd(nx, a0, f32x4.mul(g0, v128.load(dS + off))));
-      off += rs;
-    }
-  }
-  const tp = accP + vb;
-  for (; j < dv; j++) {
-    const aj = ld(ag, j);
-    const gj = ld(gam, j);
-    let off = <usize> j << 2;
-    for (let i = 0; i < dk; i++) {
-      st(tp, i, ld(tp, i) + load<f32>(P + off) * aj);
-      store<f32>(dS + off, gj * load<f32>(dS + off) - ld(x, i) * aj);
-      off += rs;
-    }
-  }
-}
-
-/** `out[i] (+)= sign * (hsum(acc[i]) + tail[i])` for the partial sums of backA / backB. */
+/** `out[i] (+)= sign * (hsum(acc[i]) + tail[i])` for the row partial sums of the backward passes. */
 export function reduceRows(out: usize, acc: usize, dk: i32, sign: f32, accumulate: bool): void {
   const tail = acc + (<usize> dk << 4);
   const sv = f32x4.splat(sign);
@@ -747,8 +553,8 @@ export function updateWindow(
 export let WB_DGAM: f64 = 0;
 
 /**
- * Window backward, sweep A: `dS += q dO^T`, `dq += Snew dO` (row partial sums into `accQ`, as in
- * backA), and for the n pairs `xs [n, Dk]`: `Pn[a] = P^T x_a`, `Gn[a] = dS^T x_a` (`[n, Dv]` each,
+ * Window backward, sweep A: `dS += q dO^T`, `dq += Snew dO` (row partial sums into `accQ`, laid out as
+ * in backASplat), and for the n pairs `xs [n, Dk]`: `Pn[a] = P^T x_a`, `Gn[a] = dS^T x_a` (`[n, Dv]` each,
  * overwritten), and {@link WB_DGAM} `= <dS, P>` (after the readout update).
  */
 export function windowBackA(

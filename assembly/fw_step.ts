@@ -515,6 +515,7 @@ export function updateWindow(
   const xr = <usize> dk << 2;
   const gv = f32x4.splat(g);
   let j = 0;
+  if (n >= 1 && n <= 4) j = updateWindow4(S, gv, xs, ws, n, q, o, dk, dv);
   for (; j + 4 <= dv; j += 4) {
     const jo = <usize> j << 2;
     let o0 = f32x4.splat(0);
@@ -547,6 +548,74 @@ export function updateWindow(
     }
     st(o, j, oj);
   }
+}
+
+/**
+ * The 8-column blocks of {@link updateWindow} for a window of 1 to 4 pairs: the pairs' `w` vectors stay
+ * in registers for the whole column block (8 of them; a missing pair gets a zero `w` and reads pair 0's
+ * features, which adds exact zeros, so results equal the general loop's). Returns the first column left.
+ */
+function updateWindow4(
+  S: usize,
+  gv: v128,
+  xs: usize,
+  ws: usize,
+  n: i32,
+  q: usize,
+  o: usize,
+  dk: i32,
+  dv: i32,
+): i32 {
+  const rs = <usize> dv << 2;
+  const xr = <usize> dk << 2;
+  const z = f32x4.splat(0);
+  let x1 = xs;
+  let x2 = xs;
+  let x3 = xs;
+  if (n > 1) x1 = xs + xr;
+  if (n > 2) x2 = xs + 2 * xr;
+  if (n > 3) x3 = xs + 3 * xr;
+  let j = 0;
+  for (; j + 8 <= dv; j += 8) {
+    const jo = <usize> j << 2;
+    const w00 = n > 0 ? v128.load(ws + jo) : z;
+    const w01 = n > 0 ? v128.load(ws + jo, 16) : z;
+    const w10 = n > 1 ? v128.load(ws + rs + jo) : z;
+    const w11 = n > 1 ? v128.load(ws + rs + jo, 16) : z;
+    const w20 = n > 2 ? v128.load(ws + 2 * rs + jo) : z;
+    const w21 = n > 2 ? v128.load(ws + 2 * rs + jo, 16) : z;
+    const w30 = n > 3 ? v128.load(ws + 3 * rs + jo) : z;
+    const w31 = n > 3 ? v128.load(ws + 3 * rs + jo, 16) : z;
+    let o0 = z;
+    let o1 = z;
+    let sp = S + jo;
+    for (let i = 0; i < dk; i++) {
+      const io = <usize> i << 2;
+      let s0 = f32x4.mul(gv, v128.load(sp));
+      let s1 = f32x4.mul(gv, v128.load(sp, 16));
+      let xa = v128.load32_splat(xs + io);
+      s0 = madd(xa, w00, s0);
+      s1 = madd(xa, w01, s1);
+      xa = v128.load32_splat(x1 + io);
+      s0 = madd(xa, w10, s0);
+      s1 = madd(xa, w11, s1);
+      xa = v128.load32_splat(x2 + io);
+      s0 = madd(xa, w20, s0);
+      s1 = madd(xa, w21, s1);
+      xa = v128.load32_splat(x3 + io);
+      s0 = madd(xa, w30, s0);
+      s1 = madd(xa, w31, s1);
+      v128.store(sp, s0);
+      v128.store(sp, s1, 16);
+      const qi = v128.load32_splat(q + io);
+      o0 = madd(qi, s0, o0);
+      o1 = madd(qi, s1, o1);
+      sp += rs;
+    }
+    v128.store(o + jo, o0);
+    v128.store(o + jo, o1, 16);
+  }
+  return j;
 }
 
 /** `<dS, P>` of the last {@link windowBackA} call. */

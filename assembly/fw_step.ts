@@ -649,6 +649,59 @@ export function windowBackA(
   let e = f32x4.splat(0);
   let es: f32 = 0;
   let j = 0;
+  if (n <= 4) {
+    // the pairs' column sums stay in registers over a 4-column block (a missing pair reads pair 0's
+    // features into an accumulator that is never stored); same summation order as the loop below
+    const x1 = n > 1 ? xs + xr : xs;
+    const x2 = n > 2 ? xs + 2 * xr : xs;
+    const x3 = n > 3 ? xs + 3 * xr : xs;
+    for (; j + 4 <= dv; j += 4) {
+      const jo = <usize> j << 2;
+      const d0 = v128.load(dO + jo);
+      let p0 = f32x4.splat(0), p1 = f32x4.splat(0), p2 = f32x4.splat(0), p3 = f32x4.splat(0);
+      let g0 = f32x4.splat(0), g1 = f32x4.splat(0), g2 = f32x4.splat(0), g3 = f32x4.splat(0);
+      let off = jo;
+      let aq = accQ;
+      for (let i = 0; i < dk; i++) {
+        const io = <usize> i << 2;
+        const a0 = madd(v128.load32_splat(q + io), d0, v128.load(dS + off));
+        v128.store(dS + off, a0);
+        v128.store(aq, madd(v128.load(Snew + off), d0, v128.load(aq)));
+        const pv = v128.load(P + off);
+        e = madd(a0, pv, e);
+        let xa = v128.load32_splat(xs + io);
+        p0 = madd(xa, pv, p0);
+        g0 = madd(xa, a0, g0);
+        xa = v128.load32_splat(x1 + io);
+        p1 = madd(xa, pv, p1);
+        g1 = madd(xa, a0, g1);
+        xa = v128.load32_splat(x2 + io);
+        p2 = madd(xa, pv, p2);
+        g2 = madd(xa, a0, g2);
+        xa = v128.load32_splat(x3 + io);
+        p3 = madd(xa, pv, p3);
+        g3 = madd(xa, a0, g3);
+        off += rs;
+        aq += 16;
+      }
+      if (n > 0) {
+        v128.store(Pn + jo, p0);
+        v128.store(Gn + jo, g0);
+      }
+      if (n > 1) {
+        v128.store(Pn + rs + jo, p1);
+        v128.store(Gn + rs + jo, g1);
+      }
+      if (n > 2) {
+        v128.store(Pn + 2 * rs + jo, p2);
+        v128.store(Gn + 2 * rs + jo, g2);
+      }
+      if (n > 3) {
+        v128.store(Pn + 3 * rs + jo, p3);
+        v128.store(Gn + 3 * rs + jo, g3);
+      }
+    }
+  }
   for (; j + 4 <= dv; j += 4) {
     const jo = <usize> j << 2;
     const d0 = v128.load(dO + jo);

@@ -772,6 +772,7 @@ export function windowBackB(
   memory.fill(accX, 0, nb + ((<usize> n * <usize> dk) << 2));
   const gv = f32x4.splat(g);
   let j = 0;
+  if (n >= 1 && n <= 4) j = windowBackB4(dS, P, xs, n, ws, dps, gv, accX, dk, dv);
   for (; j + 4 <= dv; j += 4) {
     const jo = <usize> j << 2;
     let off = jo;
@@ -813,6 +814,64 @@ export function windowBackB(
       off += rs;
     }
   }
+}
+
+/**
+ * The 4-column blocks of {@link windowBackB} for 1 to 4 pairs: each pair's `w` and `dp` vectors stay in
+ * registers over the block (a missing pair gets a zero `dp`, which adds exact zeros to dS, and no partial
+ * sum); same summation order as the general loop. Returns the first column left.
+ */
+function windowBackB4(
+  dS: usize,
+  P: usize,
+  xs: usize,
+  n: i32,
+  ws: usize,
+  dps: usize,
+  gv: v128,
+  accX: usize,
+  dk: i32,
+  dv: i32,
+): i32 {
+  const rs = <usize> dv << 2;
+  const xr = <usize> dk << 2;
+  const ab = <usize> dk << 4; // bytes between the pairs' partial-sum blocks
+  const z = f32x4.splat(0);
+  const x1 = n > 1 ? xs + xr : xs;
+  const x2 = n > 2 ? xs + 2 * xr : xs;
+  const x3 = n > 3 ? xs + 3 * xr : xs;
+  let j = 0;
+  for (; j + 4 <= dv; j += 4) {
+    const jo = <usize> j << 2;
+    const w0 = v128.load(ws + jo);
+    const q0 = v128.load(dps + jo);
+    const w1 = n > 1 ? v128.load(ws + rs + jo) : z;
+    const q1 = n > 1 ? v128.load(dps + rs + jo) : z;
+    const w2 = n > 2 ? v128.load(ws + 2 * rs + jo) : z;
+    const q2 = n > 2 ? v128.load(dps + 2 * rs + jo) : z;
+    const w3 = n > 3 ? v128.load(ws + 3 * rs + jo) : z;
+    const q3 = n > 3 ? v128.load(dps + 3 * rs + jo) : z;
+    let off = jo;
+    let ao = accX;
+    for (let i = 0; i < dk; i++) {
+      const io = <usize> i << 2;
+      const d0 = v128.load(dS + off);
+      const p0 = v128.load(P + off);
+      let s = f32x4.mul(gv, d0);
+      v128.store(ao, madd(p0, q0, madd(d0, w0, v128.load(ao))));
+      s = madd(v128.load32_splat(xs + io), q0, s);
+      if (n > 1) v128.store(ao + ab, madd(p0, q1, madd(d0, w1, v128.load(ao + ab))));
+      s = madd(v128.load32_splat(x1 + io), q1, s);
+      if (n > 2) v128.store(ao + 2 * ab, madd(p0, q2, madd(d0, w2, v128.load(ao + 2 * ab))));
+      s = madd(v128.load32_splat(x2 + io), q2, s);
+      if (n > 3) v128.store(ao + 3 * ab, madd(p0, q3, madd(d0, w3, v128.load(ao + 3 * ab))));
+      s = madd(v128.load32_splat(x3 + io), q3, s);
+      v128.store(dS + off, s);
+      off += rs;
+      ao += 16;
+    }
+  }
+  return j;
 }
 
 /** `dx[a, i] = hsum(accX[a][i]) + tail[a, i]` for the partial sums of {@link windowBackB}; dx rows `stride` floats apart. */

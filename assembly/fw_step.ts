@@ -322,6 +322,74 @@ export function predict(S: usize, x: usize, p: usize, dk: i32, dv: i32): void {
 }
 
 /**
+ * `p_a = S^T x_a` for the `n` rows `x_a` of `xs` (`[n, Dk]`) into the rows of `p` (`[n, Dv]`): for 1 to 4
+ * pairs one sweep over S with 8 accumulators (4 pairs x 2 vectors, a missing pair reads pair 0 and is
+ * not stored) instead of n predicts; otherwise n calls of {@link predict}.
+ */
+export function predictPairs(S: usize, xs: usize, n: i32, p: usize, dk: i32, dv: i32): void {
+  const rs = <usize> dv << 2;
+  const xr = <usize> dk << 2;
+  if (n < 1 || n > 4) {
+    for (let a = 0; a < n; a++) predict(S, xs + <usize> a * xr, p + <usize> a * rs, dk, dv);
+    return;
+  }
+  const x1 = n > 1 ? xs + xr : xs;
+  const x2 = n > 2 ? xs + 2 * xr : xs;
+  const x3 = n > 3 ? xs + 3 * xr : xs;
+  let j = 0;
+  for (; j + 8 <= dv; j += 8) {
+    const jo = <usize> j << 2;
+    let a0 = f32x4.splat(0), a1 = f32x4.splat(0), b0 = f32x4.splat(0), b1 = f32x4.splat(0);
+    let c0 = f32x4.splat(0), c1 = f32x4.splat(0), d0 = f32x4.splat(0), d1 = f32x4.splat(0);
+    let sp = S + jo;
+    for (let i = 0; i < dk; i++) {
+      const io = <usize> i << 2;
+      const s0 = v128.load(sp);
+      const s1 = v128.load(sp, 16);
+      let x = v128.load32_splat(xs + io);
+      a0 = madd(x, s0, a0);
+      a1 = madd(x, s1, a1);
+      x = v128.load32_splat(x1 + io);
+      b0 = madd(x, s0, b0);
+      b1 = madd(x, s1, b1);
+      x = v128.load32_splat(x2 + io);
+      c0 = madd(x, s0, c0);
+      c1 = madd(x, s1, c1);
+      x = v128.load32_splat(x3 + io);
+      d0 = madd(x, s0, d0);
+      d1 = madd(x, s1, d1);
+      sp += rs;
+    }
+    v128.store(p + jo, a0);
+    v128.store(p + jo, a1, 16);
+    if (n > 1) {
+      v128.store(p + rs + jo, b0);
+      v128.store(p + rs + jo, b1, 16);
+    }
+    if (n > 2) {
+      v128.store(p + 2 * rs + jo, c0);
+      v128.store(p + 2 * rs + jo, c1, 16);
+    }
+    if (n > 3) {
+      v128.store(p + 3 * rs + jo, d0);
+      v128.store(p + 3 * rs + jo, d1, 16);
+    }
+  }
+  for (; j < dv; j++) {
+    for (let a = 0; a < n; a++) {
+      let pj: f32 = 0;
+      let sp = S + (<usize> j << 2);
+      const xa = xs + <usize> a * xr;
+      for (let i = 0; i < dk; i++) {
+        pj += ld(xa, i) * load<f32>(sp);
+        sp += rs;
+      }
+      st(p + <usize> a * rs, j, pj);
+    }
+  }
+}
+
+/**
  * Backward pass A of one step, with the row scalars pre-splatted (`R` from `splatRows(R, x, q, x)`):
  * `dS += q dO^T`, `g = dS^T x`, `dgam = colsum(dS ⊙ P)`, and the row partial sums of `P gd` into `accQ`
  * (Dk f32x4 partial sums followed by Dk scalars for the tail columns; zeroed here, added up by

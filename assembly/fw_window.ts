@@ -73,7 +73,7 @@ import {
   s0Ptr,
 } from "./fw_recurrent";
 import {
-  predict,
+  predictPairs,
   reduceRows,
   reduceWindowRows,
   updateWindow,
@@ -188,11 +188,12 @@ function windowUpdate(S: usize, kh: usize, ww: usize, pw: usize, qh: usize, o: u
     m = n;
     const reg = RULE == FALCON3;
     for (let a = 0; a < n; a++) {
+      memory.copy(xs + ((<usize> a * <usize> dk) << 2), pairX(WLO + a, kh), <usize> dk << 2);
+    }
+    if (reg) predictPairs(S, xs, n, pw, dk, dv); // p_a = S^T x_a, all pairs in one sweep
+    else fillF(pw, 0, n * dv);
+    for (let a = 0; a < n; a++) {
       const pa = pw + <usize> a * rs;
-      const xa = pairX(WLO + a, kh);
-      memory.copy(xs + ((<usize> a * <usize> dk) << 2), xa, <usize> dk << 2);
-      if (reg) predict(S, xa, pa, dk, dv);
-      else fillF(pa, 0, dv);
       const ya = pairY(WLO + a);
       const wa = ww + <usize> a * rs;
       for (let j = 0; j < dv; j++) stf(wa, j, gain * (ldf(ya, j) - ldf(pa, j)));

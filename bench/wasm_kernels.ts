@@ -1,9 +1,10 @@
 /**
  * Kernel probe of the WASM CPU backend on ONE thread, timed by the process's CPU time
  * (`process.cpuUsage()`), which stays steady on a machine that other jobs share (wall time does not):
- * GEMM GFLOP/s for square, thin (`M = 1`) and training-size products; Falcon-1 recurrent forward and
- * backward at B = 1, T = 2048, H = 4, d = 64 (ms and in-kernel head-steps/s); decoding of B = 16, H = 4
- * heads, one position per call from the carry (us per head-step, including the per-call TypeScript work).
+ * GEMM GFLOP/s for square, thin (`M = 1`) and training-size products; Falcon-1 and Falcon-3 (window 4)
+ * recurrent forward and backward at B = 1, T = 2048, H = 4, d = 64 (ms and in-kernel head-steps/s);
+ * decoding of B = 16, H = 4 heads, one position per call from the carry (us per head-step, including the
+ * per-call TypeScript work).
  * Each figure is the median of 7 timed repeats after a warm-up. Run it in two trees to compare them:
  *
  * ```sh
@@ -50,9 +51,9 @@ function gemm(be: WasmBackend, M: number, K: number, N: number, transB: boolean,
   return (2 * M * N * K * reps) / (ms * 1e6);
 }
 
-/** Falcon-1 recurrent forward and backward times at B = 1, T = 2048, H = 4, d = 64. */
-function falcon(be: WasmBackend) {
-  const config = ruleConfig("falcon1");
+/** Recurrent forward and backward times of a rule at B = 1, T = 2048, H = 4, d = 64. */
+function falcon(be: WasmBackend, rule: "falcon1" | "falcon3") {
+  const config = ruleConfig(rule);
   const [T, H, d] = [2048, 4, 64];
   const n = T * H;
   const rng = new Rng(2);
@@ -111,7 +112,8 @@ if (import.meta.main) {
         M512_K64_N64: gemm(be, 512, 64, 64, false, 50),
         M512_K64_N256: gemm(be, 512, 64, 256, false, 20),
       },
-      falcon1: falcon(be),
+      falcon1: falcon(be, "falcon1"),
+      falcon3: falcon(be, "falcon3"),
       decodingMicrosecondsPerHeadStep: { B16_H4: decoding(be, 16, 4, 100) },
     };
     console.log(JSON.stringify(report, null, 2));

@@ -81,7 +81,7 @@ import {
   windowBackA,
   windowBackB,
 } from "./fw_step";
-import { axpyF, fillF, ldd, ldf, std, stf } from "./simd";
+import { axpyF, dotF64, fillF, ldd, ldf, std, stf, sumSquaresF64 } from "./simd";
 
 /** Window of position t: sets WLO and WN (0 at the prefix sentinel). Uses j0 = first real pair. */
 let WLO: i32 = 0;
@@ -143,19 +143,14 @@ function windowCoefs(t: i32, kh: usize, f64s: usize): void {
     for (let a = 0; a < n; a++) {
       const xa = pairX(WLO + a, kh);
       for (let b = a; b < n; b++) {
-        const xb = pairX(WLO + b, kh);
-        let s: f64 = 0;
-        for (let i = 0; i < dk; i++) s += <f64> ldf(xa, i) * <f64> ldf(xb, i);
+        const s = dotF64(xa, pairX(WLO + b, kh), dk);
         std(G, a * n + b, s);
         std(G, b * n + a, s);
       }
     }
     stat = topEigen(G, V, u, n) / <f64> n;
   } else {
-    for (let a = 0; a < n; a++) {
-      const xa = pairX(WLO + a, kh);
-      for (let i = 0; i < dk; i++) stat += <f64> ldf(xa, i) * <f64> ldf(xa, i);
-    }
+    for (let a = 0; a < n; a++) stat += sumSquaresF64(pairX(WLO + a, kh), dk);
     stat /= <f64> n;
   }
   ST_STAT = stat;

@@ -11,7 +11,7 @@
 
 import * as P from "./fw_params";
 import { chunkLayout } from "./fw_chunk_layout";
-import { ldd, ldf, std, stf } from "./simd";
+import { combineF64, dotF64, fillF, ldd, ldf, scaleF64, std, stf, sumF64, sumSquaresF64 } from "./simd";
 
 // rule ids (order of RULES in src/rules/config.ts)
 export const FALCON1: i32 = 0;
@@ -173,15 +173,11 @@ export function normalize(dst: usize, src: usize, n: i32): void {
     memory.copy(dst, src, <usize> n << 2);
     return;
   }
-  let ss: f64 = 0;
-  for (let i = 0; i < n; i++) {
-    const u = <f64> ldf(src, i);
-    ss += u * u;
-  }
+  const ss = sumSquaresF64(src, n);
   let r: f64;
   if (QKN == 0) r = 1.0 / Math.sqrt(ss / <f64> n + EPS_RMS);
   else r = 1.0 / Math.max(Math.sqrt(ss), 1e-6);
-  for (let i = 0; i < n; i++) stf(dst, i, <f32> (<f64> ldf(src, i) * r));
+  scaleF64(dst, src, r, n);
 }
 
 /** `dst = d norm(src)^T g`: gradient with respect to the raw vector, given `g` for the normalised one. */
@@ -190,23 +186,18 @@ export function normalizeBackward(dst: usize, src: usize, g: usize, n: i32): voi
     memory.copy(dst, g, <usize> n << 2);
     return;
   }
-  let ss: f64 = 0;
-  let gu: f64 = 0;
-  for (let i = 0; i < n; i++) {
-    const u = <f64> ldf(src, i);
-    ss += u * u;
-    gu += <f64> ldf(g, i) * u;
-  }
+  const ss = sumSquaresF64(src, n);
+  const gu = dotF64(g, src, n);
   if (QKN == 0) {
     const r = 1.0 / Math.sqrt(ss / <f64> n + EPS_RMS);
     const c = r * r * r * gu / <f64> n;
-    for (let i = 0; i < n; i++) stf(dst, i, <f32> (r * <f64> ldf(g, i) - c * <f64> ldf(src, i)));
+    combineF64(dst, g, r, src, -c, n);
   } else {
     const nrm = Math.sqrt(ss);
     if (nrm > 1e-6) {
       const r = 1.0 / nrm;
       const c = gu * r * r * r;
-      for (let i = 0; i < n; i++) stf(dst, i, <f32> (r * <f64> ldf(g, i) - c * <f64> ldf(src, i)));
+      combineF64(dst, g, r, src, -c, n);
     } else {
       for (let i = 0; i < n; i++) stf(dst, i, <f32> (<f64> ldf(g, i) * 1e6));
     }
@@ -215,12 +206,7 @@ export function normalizeBackward(dst: usize, src: usize, g: usize, n: i32): voi
 
 /** Squared norm of Dk floats, accumulated in float64. */
 export function sqnorm(x: usize, n: i32): f64 {
-  let s: f64 = 0;
-  for (let i = 0; i < n; i++) {
-    const u = <f64> ldf(x, i);
-    s += u * u;
-  }
-  return s;
+  return sumSquaresF64(x, n);
 }
 
 /** Whether the rule belongs to the Falcon family. */
@@ -250,11 +236,9 @@ export function isRegression(rule: i32): bool {
 export function coefs(t: i32, noop: bool, E: f64, gam: usize, ca: usize, cb: usize, cols: i32 = 0): void {
   const n = cols > 0 ? cols : DV;
   if (noop || (isFalcon(RULE) && E == 0)) {
-    for (let j = 0; j < n; j++) {
-      stf(gam, j, 1);
-      stf(ca, j, 0);
-      stf(cb, j, 0);
-    }
+    fillF(gam, 1, n);
+    fillF(ca, 0, n);
+    fillF(cb, 0, n);
     return;
   }
   const bp = BETA0 + betaOff(t);
@@ -263,11 +247,17 @@ export function coefs(t: i32, noop: bool, E: f64, gam: usize, ca: usize, cb: usi
     const lam = COUPLING ? lb * E : lb;
     const den = E + lam + EPS;
     const reg = isRegression(RULE);
-    const perCol = isPerColumn(RULE);
-    const b0 = <f64> load<f32>(bp);
+    if (!isPerColumn(RULE)) {
+      // one beta per head: the same coefficients for every column, computed once
+      const eta = <f64> load<f32>(bp) / den;
+      const alpha = eta * lam;
+      fillF(gam, <f32> (alpha >= 1 - EPS_GAMMA ? EPS_GAMMA : 1 - alpha), n);
+      fillF(ca, reg ? <f32> eta : 0, n);
+      fillF(cb, <f32> eta, n);
+      return;
+    }
     for (let j = 0; j < n; j++) {
-      const beta = perCol ? <f64> ldf(bp, j) : b0;
-      const eta = beta / den;
+      const eta = <f64> ldf(bp, j) / den;
       const alpha = eta * lam;
       const g = alpha >= 1 - EPS_GAMMA ? EPS_GAMMA : 1 - alpha;
       stf(gam, j, <f32> g);
@@ -293,11 +283,9 @@ export function coefs(t: i32, noop: bool, E: f64, gam: usize, ca: usize, cb: usi
     a = g * beta;
     b = beta;
   }
-  for (let j = 0; j < n; j++) {
-    stf(gam, j, <f32> g);
-    stf(ca, j, <f32> a);
-    stf(cb, j, <f32> b);
-  }
+  fillF(gam, <f32> g, n);
+  fillF(ca, <f32> a, n);
+  fillF(cb, <f32> b, n);
 }
 
 /** Gradient with respect to `E_t` produced by the last {@link coefGrads} call. */
@@ -352,12 +340,8 @@ export function coefGrads(
       GRAD_E = dden;
       store<f32>(dlamPtr, <f32> (dlam * (COUPLING ? E : 1)));
     } else {
-      let dg: f64 = 0;
-      let deta: f64 = 0;
-      for (let j = 0; j < n; j++) {
-        dg += <f64> ldf(dgam, j);
-        deta += <f64> ldf(db, j) + (reg ? <f64> ldf(da, j) : 0);
-      }
+      const dg = sumF64(dgam, n);
+      let deta = sumF64(db, n) + (reg ? sumF64(da, n) : 0);
       const beta = <f64> load<f32>(bp);
       const eta = beta / den;
       const clamped = eta * lam >= 1 - EPS_GAMMA;
@@ -374,14 +358,9 @@ export function coefGrads(
     }
     return;
   }
-  let sg: f64 = 0;
-  let sa: f64 = 0;
-  let sb: f64 = 0;
-  for (let j = 0; j < n; j++) {
-    sg += <f64> ldf(dgam, j);
-    sa += <f64> ldf(da, j);
-    sb += <f64> ldf(db, j);
-  }
+  const sg = sumF64(dgam, n);
+  const sa = sumF64(da, n);
+  const sb = sumF64(db, n);
   const beta = <f64> load<f32>(bp);
   let dbeta: f64 = 0;
   let dlb: f64 = 0;
@@ -458,6 +437,7 @@ export let L_DKHAT: usize = 0; // [T, Dk]
 export let L_ZERO: usize = 0; // [Dk] zeros (the sentinel's write feature)
 export let L_ZS: usize = 0; // [Dk, Dv] zeros (S0 when none is given)
 export let L_VEC: usize = 0; // 14 vectors of max(Dk, Dv)
+export let L_ROWS: usize = 0; // [Dk, 3] v128: the pre-splatted rows of fw_step's splatRows
 export let L_ACC: usize = 0; // (16 + 5 W) x Dk floats: row partial sums of the backward passes, and dx
 export let L_WIN: usize = 0; // window work: 5 * W * max(Dk, Dv) floats
 export let L_F64: usize = 0; // float64 work: 3 * W * W + 2 * W + Dk
@@ -511,6 +491,8 @@ export function layout(
   o = up(o + sd);
   L_VEC = o;
   o = up(o + ((14 * md) << 2));
+  L_ROWS = o;
+  o = up(o + <usize> dk * 48);
   L_ACC = o;
   o = up(o + (((16 + 5 * <usize> w) * <usize> dk) << 2));
   L_WIN = o;

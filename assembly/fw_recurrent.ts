@@ -35,6 +35,7 @@ import {
   L_DS,
   L_KHAT,
   L_QHAT,
+  L_ROWS,
   L_ST,
   L_VEC,
   L_ZERO,
@@ -54,8 +55,17 @@ import {
   vOff,
   WIN,
 } from "./fw_common";
-import { backA, backB, predict, reduceRows, stepFused } from "./fw_step";
-import { axpyF, fillF, ldf, stf } from "./simd";
+import {
+  backASplat,
+  backBSplat,
+  predict,
+  reduceRows,
+  splatRows,
+  stepFused,
+  stepSplat1,
+  stepSplat2,
+} from "./fw_step";
+import { axpyF, dotF, fillF, ldf, mulSubF, stf } from "./simd";
 
 /** Pointers of the per-head outputs, set by the entry points (fast_weight.ts). */
 export let OUT_O: usize = 0;
@@ -131,8 +141,10 @@ function setupVectors(scratch: usize): void {
 }
 
 /**
- * Steps t0..t1-1 on the running state. In place (`states == 0`): `S` is updated, and with `readout`
- * the readout is written to the output o (otherwise to a scratch vector). Recording (`states != 0`): `states[0]` holds the state entering t0 and
+ * Steps t0..t1-1 on the running state. In place (`states == 0`): `S` is updated (the state entering t0
+ * is read from `init` when that is not 0, so a carried state need not be copied first), and with
+ * `readout` the readout is written to the output o (otherwise to a scratch vector). Recording
+ * (`states != 0`): `states[0]` holds the state entering t0 and
  * `states[i + 1]` receives the state after step t0 + i; the step's gam, a, b, w, p go to slot i of
  * `coef` (five arrays of C x Dv floats, `cstride` bytes apart); no readout.
  */
@@ -148,6 +160,7 @@ function runSteps(
   qh: usize,
   zero: usize,
   readout: bool,
+  init: usize,
 ): void {
   const dk = DK;
   const dv = DV;
@@ -159,7 +172,7 @@ function runSteps(
     const i = t - t0;
     const start = isStart(t);
     let cur = S;
-    let src = S;
+    let src = t == t0 && init != 0 ? init : S;
     if (states != 0) {
       cur = states + <usize> (i + 1) * sdb;
       src = start ? s0 : states + <usize> i * sdb;
@@ -185,23 +198,44 @@ function runSteps(
     if (reg && !pValid) predict(src, x, V_P, dk, dv);
     const y = V0 + vOff(t);
     if (reg) {
-      for (let j = 0; j < dv; j++) stf(w, j, ldf(cb, j) * ldf(y, j) - ldf(ca, j) * ldf(V_P, j));
+      mulSubF(w, cb, y, ca, V_P, dv);
     } else {
-      for (let j = 0; j < dv; j++) stf(w, j, ldf(cb, j) * ldf(y, j));
+      mulSubF(w, cb, y, 0, 0, dv);
       fillF(V_P, 0, dv);
     }
     if (states != 0) memory.copy(coef + 4 * cstride + ((<usize> i * <usize> dv) << 2), V_P, <usize> dv << 2);
     let xn = zero;
     const nextValid = regRule && t + 1 < t1 && !isStart(t + 1);
     if (nextValid) xn = xPtr(t + 1, false, kh, zero);
-    const q = readout ? qh + (<usize> t * <usize> dk << 2) : zero;
-    const o = readout ? OUT_O + vOff(t) : V_ODUMMY;
-    stepFused(cur, src, x, q, xn, gam, w, o, V_PN, dk, dv);
+    const R = scratch + L_ROWS;
+    if (!readout) {
+      // recording / checkpoint pass: only the next prediction (zero when none is needed)
+      splatRows(R, x, xn, xn, dk);
+      stepSplat1(cur, src, R, x, xn, gam, w, V_PN, V_ODUMMY, dk, dv);
+    } else {
+      const q = qh + (<usize> t * <usize> dk << 2);
+      const o = OUT_O + vOff(t);
+      if (!nextValid) {
+        splatRows(R, x, q, q, dk);
+        stepSplat1(cur, src, R, x, q, gam, w, o, V_PN, dk, dv); // V_PN is not valid afterwards
+      } else if (cur == src) {
+        splatRows(R, x, q, xn, dk);
+        stepSplat2(cur, R, x, q, xn, gam, w, o, V_PN, dk, dv);
+      } else {
+        stepFused(cur, src, x, q, xn, gam, w, o, V_PN, dk, dv);
+      }
+    }
     const tmp = V_P;
     V_P = V_PN;
     V_PN = tmp;
     pValid = nextValid;
   }
+}
+
+/** Whether any position of this head's row starts a sequence (then the reset state is read). */
+function anyStart(): bool {
+  for (let t = 0; t < T; t++) if (isStart(t)) return true;
+  return false;
 }
 
 /** Forward of one head of a coefficient-stream rule. */
@@ -213,17 +247,51 @@ export function coefForward(scratch: usize): void {
   const kh = scratch + L_KHAT;
   const zero = scratch + L_ZERO;
   fillF(zero, 0, dk);
-  fillF(scratch + L_ZS, 0, sd);
+  if (S0 == 0 && anyStart()) fillF(scratch + L_ZS, 0, sd); // the zero reset state, only when used
   setupVectors(scratch);
   for (let t = 0; t < T; t++) {
     normalize(qh + (<usize> t * <usize> dk << 2), qRow(t), dk);
     normalize(kh + (<usize> t * <usize> dk << 2), kRow(t), dk);
   }
-  if (HAS_CARRY) memory.copy(OUT_STATE, C_STATE, <usize> sd << 2);
-  runSteps(0, T, OUT_STATE, 0, 0, 0, scratch, kh, qh, zero, true);
+  if (HAS_CARRY && T == 0) memory.copy(OUT_STATE, C_STATE, <usize> sd << 2);
+  runSteps(0, T, OUT_STATE, 0, 0, 0, scratch, kh, qh, zero, true, HAS_CARRY ? C_STATE : 0);
   if (T > 0) memory.copy(OUT_LASTKEY, kh + (<usize> (T - 1) * <usize> dk << 2), <usize> dk << 2);
   else if (HAS_CARRY) memory.copy(OUT_LASTKEY, C_LASTKEY, <usize> dk << 2);
   else fillF(OUT_LASTKEY, 0, dk);
+}
+
+/**
+ * Per-column gradients of one step from `g = dS^T x`: `ag = a ⊙ g`, `da = -g ⊙ p`, `db = g ⊙ y` and
+ * `dv = b ⊙ g` (Dv floats each).
+ */
+function coefStreamGrads(
+  g: usize,
+  ca: usize,
+  cb: usize,
+  p: usize,
+  y: usize,
+  ag: usize,
+  da: usize,
+  db: usize,
+  dvt: usize,
+  n: i32,
+): void {
+  let j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const o = <usize> j << 2;
+    const gj = v128.load(g + o);
+    v128.store(ag + o, f32x4.mul(v128.load(ca + o), gj));
+    v128.store(da + o, f32x4.mul(f32x4.neg(gj), v128.load(p + o)));
+    v128.store(db + o, f32x4.mul(gj, v128.load(y + o)));
+    v128.store(dvt + o, f32x4.mul(v128.load(cb + o), gj));
+  }
+  for (; j < n; j++) {
+    const gj = ldf(g, j);
+    stf(ag, j, ldf(ca, j) * gj);
+    stf(da, j, -gj * ldf(p, j));
+    stf(db, j, gj * ldf(y, j));
+    stf(dvt, j, ldf(cb, j) * gj);
+  }
 }
 
 /** Backward of one head of a coefficient-stream rule (gradients of `sum(o * dO)`). */
@@ -249,9 +317,9 @@ export function coefBackward(scratch: usize): void {
   const ag = dgam + md;
   const da = ag + md;
   const db = da + md;
+  const gd = db + md;
   const accQ = scratch + L_ACC;
-  const accX = accQ + ((<usize> dk * 5) << 2);
-  const accP = accX + ((<usize> dk * 5) << 2);
+  const accP = accQ + ((<usize> dk * 5) << 2);
   const dx = accP + ((<usize> dk * 5) << 2);
   const ckpt = scratch + L_CKPT;
   const st = scratch + L_ST;
@@ -272,20 +340,19 @@ export function coefBackward(scratch: usize): void {
   const nc = (T + C - 1) / C;
   for (let c = 0; c < nc; c++) {
     memory.copy(ckpt + <usize> c * sdb, run, sdb);
-    if (c < nc - 1) runSteps(c * C, min(T, c * C + C), run, 0, 0, 0, scratch, kh, 0, zero, false);
+    if (c < nc - 1) runSteps(c * C, min(T, c * C + C), run, 0, 0, 0, scratch, kh, 0, zero, false, 0);
   }
   fillF(dS, 0, sd);
   for (let c = nc - 1; c >= 0; c--) {
     const a = c * C;
     const n = min(T - a, C);
     memory.copy(st, ckpt + <usize> c * sdb, sdb);
-    runSteps(a, a + n, 0, st, coef, cstride, scratch, kh, 0, zero, false);
+    runSteps(a, a + n, 0, st, coef, cstride, scratch, kh, 0, zero, false, 0);
     for (let i = n - 1; i >= 0; i--) {
       const t = a + i;
       const start = isStart(t);
       const noop = PREFIX && start;
       const prev = start ? s0 : st + <usize> i * sdb;
-      const Snew = st + <usize> (i + 1) * sdb;
       const ci = coef + ((<usize> i * <usize> dv) << 2);
       const cg = ci;
       const cA = ci + cstride;
@@ -298,20 +365,17 @@ export function coefBackward(scratch: usize): void {
       const dqt = dqh + (<usize> t * <usize> dk << 2);
       const y = V0 + vOff(t);
       // pass A: readout gradient, g = dS^T x, dgam = colsum(dS ⊙ prev), dx = dS w
-      backA(dS, prev, Snew, x, qt, dO, cw, g, dgam, accQ, accX, dk, dv);
+      const R = scratch + L_ROWS;
+      splatRows(R, x, qt, x, dk);
+      mulSubF(gd, cg, dO, 0, 0, dv); // gd = gam ⊙ dO
+      backASplat(dS, prev, R, x, qt, dO, gd, g, dgam, accQ, dk, dv);
       reduceRows(dqt, accQ, dk, 1, true);
+      axpyF(dqt, x, dotF(cw, dO, dv), dk); // dq = Snew dO = prev gd + x (w . dO)
       const dvt = G_DV + vOff(t);
-      for (let j = 0; j < dv; j++) {
-        const gj = ldf(g, j);
-        stf(ag, j, ldf(cA, j) * gj);
-        stf(da, j, -gj * ldf(cp, j));
-        stf(db, j, gj * ldf(y, j));
-        stf(dvt, j, ldf(cB, j) * gj); // y_t = v_t is used by this step only
-      }
+      coefStreamGrads(g, cA, cB, cp, y, ag, da, db, dvt, dv); // y_t = v_t is used by this step only
       // pass B: dx -= prev (a ⊙ g); dS <- gamma ⊙ dS - x (a ⊙ g)^T
-      backB(dS, prev, x, cg, ag, accP, dk, dv);
-      reduceRows(dx, accX, dk, 1, false);
-      reduceRows(dx, accP, dk, -1, true);
+      backBSplat(dS, prev, R, x, cg, ag, cw, accP, dk, dv);
+      reduceRows(dx, accP, dk, 1, false);
       const E = sqnorm(x, dk);
       coefGrads(t, noop, E, dgam, da, db, G_DBETA + ((<usize> t * <usize> G_BW_H) << 2), G_DLAM + lamOff(t));
       const ge = <f32> (2 * GRAD_E);

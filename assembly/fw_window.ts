@@ -73,7 +73,7 @@ import {
   s0Ptr,
 } from "./fw_recurrent";
 import {
-  predict,
+  predictPairs,
   reduceRows,
   reduceWindowRows,
   updateWindow,
@@ -81,7 +81,7 @@ import {
   windowBackA,
   windowBackB,
 } from "./fw_step";
-import { axpyF, fillF, ldd, ldf, std, stf } from "./simd";
+import { axpyF, dotF64, fillF, ldd, ldf, std, stf, sumSquaresF64 } from "./simd";
 
 /**
  * Window of position t: sets WLO and WN (0 at the prefix sentinel). Uses j0 = first real pair. The
@@ -148,19 +148,14 @@ export function windowCoefs(t: i32, kh: usize, f64s: usize): void {
     for (let a = 0; a < n; a++) {
       const xa = pairX(WLO + a, kh);
       for (let b = a; b < n; b++) {
-        const xb = pairX(WLO + b, kh);
-        let s: f64 = 0;
-        for (let i = 0; i < dk; i++) s += <f64> ldf(xa, i) * <f64> ldf(xb, i);
+        const s = dotF64(xa, pairX(WLO + b, kh), dk);
         std(G, a * n + b, s);
         std(G, b * n + a, s);
       }
     }
     stat = topEigen(G, V, u, n) / <f64> n;
   } else {
-    for (let a = 0; a < n; a++) {
-      const xa = pairX(WLO + a, kh);
-      for (let i = 0; i < dk; i++) stat += <f64> ldf(xa, i) * <f64> ldf(xa, i);
-    }
+    for (let a = 0; a < n; a++) stat += sumSquaresF64(pairX(WLO + a, kh), dk);
     stat /= <f64> n;
   }
   ST_STAT = stat;
@@ -193,11 +188,12 @@ function windowUpdate(S: usize, kh: usize, ww: usize, pw: usize, qh: usize, o: u
     m = n;
     const reg = RULE == FALCON3;
     for (let a = 0; a < n; a++) {
+      memory.copy(xs + ((<usize> a * <usize> dk) << 2), pairX(WLO + a, kh), <usize> dk << 2);
+    }
+    if (reg) predictPairs(S, xs, n, pw, dk, dv); // p_a = S^T x_a, all pairs in one sweep
+    else fillF(pw, 0, n * dv);
+    for (let a = 0; a < n; a++) {
       const pa = pw + <usize> a * rs;
-      const xa = pairX(WLO + a, kh);
-      memory.copy(xs + ((<usize> a * <usize> dk) << 2), xa, <usize> dk << 2);
-      if (reg) predict(S, xa, pa, dk, dv);
-      else fillF(pa, 0, dv);
       const ya = pairY(WLO + a);
       const wa = ww + <usize> a * rs;
       for (let j = 0; j < dv; j++) stf(wa, j, gain * (ldf(ya, j) - ldf(pa, j)));

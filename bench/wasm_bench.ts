@@ -1,7 +1,8 @@
 /**
  * Benchmark of the WASM CPU backend (`deno task bench`): GEMM GFLOP/s at N = 256 and 1024 on 1 and 2
  * threads; Falcon-1 forward + backward at B = 1, T = 2048, H = 4, dk = dv = 64 (tokens/s and
- * effective GFLOP/s) against the float64 reference; recurrent decoding head-steps/s at d = 64.
+ * effective GFLOP/s) against the float64 reference; recurrent decoding at d = 64, one position per call,
+ * for one head and for a batch of B = 16 x H = 4 heads (head-steps/s, per core).
  * The PyTorch CPU eager peer of the same chunked algorithm (bench/torch_peer.py, float32, C = 64) runs
  * in the same command on 1 and 2 threads, at the same shape, and the report gives WASM / PyTorch
  * ratios (`bench/ensure_torch.sh`, run first by the task, installs Debian's python3-torch when absent;
@@ -117,21 +118,42 @@ function reference(T: number, H: number, d: number) {
   };
 }
 
-/** Decoding: one position per call, continuing from the carry (includes the per-call overhead). */
-async function decoding(d: number, steps: number) {
-  const be = await createWasmBackend({ threads: 1 });
+/**
+ * Decoding: one position per call for `B * H` heads at once, each call continuing from the previous
+ * carry (so it includes the per-call overhead: argument checks, the parameter block, five output
+ * tensors). `B = H = 1` is a single stream; `B = 16, H = 4` is how a server decodes a batch. Head-steps
+ * per second per core divide by the thread count.
+ */
+async function decoding(B: number, H: number, d: number, calls: number, threads: number) {
+  const be = await createWasmBackend({ threads });
   const config = ruleConfig("falcon1");
   try {
-    const { inputs } = falconInputs(be, 1, 1, d, 3);
+    const rng = new Rng(3);
+    const n = B * H;
+    const inputs = {
+      q: be.fromArray(rng.normals(n * d), [B, 1, H, d]),
+      k: be.fromArray(rng.normals(n * d), [B, 1, H, d]),
+      v: be.fromArray(rng.normals(n * d), [B, 1, H, d]),
+      beta: be.fromArray(rng.uniforms(n, 0.2, 1.8), [B, 1, H]),
+      lambdabar: be.fromArray(rng.uniforms(n, 0, 0.5), [B, 1, H]),
+    };
     let { carry } = be.fastWeightForward(config, inputs);
     const ms = time(() => {
-      for (let s = 0; s < steps; s++) {
+      for (let s = 0; s < calls; s++) {
         const out = be.fastWeightForward(config, { ...inputs, carry });
         for (const t of [out.o, carry.state, carry.lastKey, carry.windowX, carry.windowY]) be.dispose(t);
         carry = out.carry;
       }
-    }, 3);
-    return { headStepsPerSecondPerCall: steps / (ms / 1e3) };
+    }, 5);
+    const headSteps = (calls * n) / (ms / 1e3);
+    return {
+      B,
+      H,
+      threads,
+      microsecondsPerCall: (ms * 1e3) / calls,
+      headStepsPerSecond: headSteps,
+      headStepsPerSecondPerCore: headSteps / threads,
+    };
   } finally {
     be.close();
   }
@@ -217,7 +239,12 @@ if (import.meta.main) {
       wasmThreads1: await falcon(1, 2048, 4, 64, "falcon3a"),
       wasmThreads2: await falcon(2, 2048, 4, 64, "falcon3a"),
     },
-    decoding: { d: 64, ...(await decoding(64, 2000)) },
+    decoding: {
+      d: 64,
+      singleHead: await decoding(1, 1, 64, 2000, 1),
+      batched: await decoding(16, 4, 64, 100, 1),
+      batchedThreads2: await decoding(16, 4, 64, 100, 2),
+    },
     pytorchCpuPeer: {
       threads1: await torchPeer(1, 2048, 4, 64),
       threads2: await torchPeer(2, 2048, 4, 64),

@@ -34,6 +34,8 @@ export interface WasmBackendOptions {
   readonly poison?: boolean;
   /** Terminate idle workers after this many milliseconds (default 1000); they restart on demand. */
   readonly idleMs?: number;
+  /** Milliseconds a pool thread polls before sleeping, after a job or for its end (default 0.05). */
+  readonly spinMs?: number;
   /** Force a build (default: `relaxed-simd` where the engine validates it, else `simd`). */
   readonly flavour?: WasmFlavour;
 }
@@ -57,7 +59,12 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   const memory = createMemory();
   const exports = instantiate(memory, module);
   const heap = new Heap(memory, exports.heapBase(), options.poison ?? false);
-  const pool = new ThreadPool(heap, exports, { threads, idleMs: options.idleMs, module });
+  const pool = new ThreadPool(heap, exports, {
+    threads,
+    idleMs: options.idleMs,
+    spinMs: options.spinMs,
+    module,
+  });
   await pool.ready();
   const ctx = new WasmContext(heap, pool, exports);
   const fill = (t: WasmTensor, v: number) => heap.f32.fill(v, t.ptr >>> 2, (t.ptr >>> 2) + t.size);

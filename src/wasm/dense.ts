@@ -1,18 +1,19 @@
 /**
  * The dense ops of the WASM backend (DenseOps of src/rules/backend.ts): argument checks on the
- * TypeScript side, the work in the kernels of assembly/. GEMM runs on the thread pool (row bands);
- * the other ops run on the calling thread. Backward ops accumulate into their gradients.
+ * TypeScript side, the work in the kernels of assembly/. GEMM runs on the thread pool (row or
+ * column bands: gemm_grid.ts); the other ops run on the calling thread. Backward ops accumulate into their gradients.
  *
  * @module
  */
 
 import type { Activation, AdamWParams, DenseOps, MatmulOptions, Tensor } from "../rules/backend.ts";
 import type { WasmContext } from "./context.ts";
+import { gemmGrid } from "./gemm_grid.ts";
 
 const ACTIVATION_ID: Record<Activation, number> = { sigmoid: 0, softplus: 1, silu: 2 };
 
-/** Number of GEMM parameter-block slots (assembly/gemm.ts G_M .. G_TASKS). */
-const G_COUNT = 13;
+/** Number of GEMM parameter-block slots (assembly/gemm.ts G_M .. G_TASKS_N). */
+const G_COUNT = 14;
 
 /** Work (multiply-adds) below which GEMM stays on one thread. */
 const GEMM_PARALLEL_MIN = 1 << 18;
@@ -79,14 +80,14 @@ export function wasmDenseOps(ctx: WasmContext): DenseOps {
       const pb = ctx.ptr(b, "matmul b");
       const pc = ctx.ptr(out, "matmul out");
       const threads = M * N * K >= GEMM_PARALLEL_MIN ? ctx.pool.threads : 1;
-      const tasks = Math.max(1, Math.min(threads, Math.ceil(M / 4)));
+      const { tasksM, tasksN } = gemmGrid(M, N, threads);
       const params = ctx.heap.alloc(G_COUNT * 8);
       try {
         const f64 = ctx.heap.f64;
         const base = params >>> 3;
-        const v = [M, N, K, pa, sam, sak, pb, sbk, sbn, pc, N, accumulate ? 1 : 0, tasks];
-        v.forEach((value, i) => (f64[base + i] = value)); // in slot order G.M .. G.TASKS
-        ctx.pool.run("gemm_f32", params, tasks, ex.gemmScratchBytes());
+        const v = [M, N, K, pa, sam, sak, pb, sbk, sbn, pc, N, accumulate ? 1 : 0, tasksM, tasksN];
+        v.forEach((value, i) => (f64[base + i] = value)); // in slot order G.M .. G.TASKS_N
+        ctx.pool.run("gemm_f32", params, tasksM * tasksN, ex.gemmScratchBytes());
       } finally {
         ctx.heap.free(params);
       }

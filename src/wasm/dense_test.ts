@@ -1,8 +1,8 @@
 /**
  * The WASM backend's dense ops against the float64 reference backend: every op of DenseOps, odd
  * sizes (no multiple of 4), every matmul transpose with and without accumulate, single and multi
- * threaded GEMM, sequence starts for the convolution and attention. Float32 tolerance: relative L2
- * 1e-5 (GEMM with long K: 2e-5). Backward ops are checked to accumulate into non-zero gradients.
+ * threaded GEMM (row bands, and column bands for thin products), sequence starts for the convolution
+ * and attention. Float32 tolerance: relative L2 1e-5 (GEMM with long K: 2e-5). Backward ops are checked to accumulate into non-zero gradients.
  */
 
 import type { Backend, Tensor } from "../rules/backend.ts";
@@ -37,7 +37,17 @@ async function withPair(threads: number, fn: (p: Pair) => Promise<void>, flavour
 for (const threads of [1, 2]) {
   Deno.test(`matmul matches the reference for every transpose, accumulate and odd size (${threads} thread(s))`, async () => {
     await withPair(threads, async (p) => {
-      for (const [M, K, N] of [[1, 1, 1], [5, 3, 7], [13, 17, 19], [67, 300, 70], [130, 9, 2050]]) {
+      for (
+        const [M, K, N] of [
+          [1, 1, 1],
+          [5, 3, 7],
+          [13, 17, 19],
+          [67, 300, 70],
+          [130, 9, 2050],
+          [5, 257, 257],
+          [1, 300, 1025],
+        ]
+      ) {
         for (const transA of [false, true]) {
           for (const transB of [false, true]) {
             for (const accumulate of [false, true]) {

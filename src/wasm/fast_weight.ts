@@ -53,32 +53,46 @@ function chunkMode(config: RuleConfig, chunked: boolean): number {
 
 /** Fast-weight ops on the given context. */
 export function wasmFastWeightOps(ctx: WasmContext): FastWeightOps {
-  /** Allocate and fill the common part of a parameter block; returns [params, temporaries to free]. */
+  /**
+   * Allocate and fill the common part of a parameter block. One heap block holds the float64 slots and,
+   * after them, the small per-call arrays the kernels read or write (so a call allocates one block, not
+   * four): per-head mamba `A` and retnet decay (float32, H each), the carried window counts and the
+   * output window counts (int32, B each) and the sequence starts (B * T bytes).
+   */
   function common(config: RuleConfig, inputs: FastWeightInputs, chunk: number, chunked: boolean) {
     const dims = fastWeightDims(config, inputs);
     const { B, T, H, dk, dv } = dims;
     const slots = Math.max(0, config.window - 1);
-    if (inputs.carry) {
-      const c = inputs.carry;
-      for (
-        const [name, t, shape] of [
-          ["carry.windowX", c.windowX, [B, H, slots, dk]],
-          ["carry.windowY", c.windowY, [B, H, slots, dv]],
-        ] as const
-      ) {
-        if (t.size !== shape.reduce((a, b) => a * b, 1)) {
-          throw new RangeError(`${name} has shape [${t.shape}], expected [${shape}]`);
-        }
+    const carry = inputs.carry;
+    if (carry) {
+      const wx = B * H * slots * dk;
+      const wy = B * H * slots * dv;
+      if (carry.windowX.size !== wx) {
+        throw new RangeError(
+          `carry.windowX has shape [${carry.windowX.shape}], expected [${[B, H, slots, dk]}]`,
+        );
       }
-      if (c.windowCount.length !== B) {
-        throw new RangeError(`carry.windowCount has length ${c.windowCount.length}, expected B = ${B}`);
+      if (carry.windowY.size !== wy) {
+        throw new RangeError(
+          `carry.windowY has shape [${carry.windowY.shape}], expected [${[B, H, slots, dv]}]`,
+        );
+      }
+      if (carry.windowCount.length !== B) {
+        throw new RangeError(`carry.windowCount has length ${carry.windowCount.length}, expected B = ${B}`);
       }
     }
+    const starts = inputs.starts;
+    const slotBytes = FW_PARAM.COUNT * 8;
+    const mambaAt = slotBytes;
+    const retnetAt = mambaAt + 4 * H;
+    const carryCountAt = retnetAt + 4 * H;
+    const outCountAt = carryCountAt + 4 * B;
+    const startsAt = outCountAt + 4 * B;
     const heap = ctx.heap;
-    const temps: number[] = [];
-    const params = heap.alloc(FW_PARAM.COUNT * 8);
-    temps.push(params);
+    const params = heap.alloc(startsAt + (starts ? starts.length : 0));
     const f64 = heap.f64;
+    const f32 = heap.f32;
+    const i32 = heap.i32;
     const base = params >>> 3;
     f64.fill(0, base, base + FW_PARAM.COUNT);
     const set = (slot: number, v: number) => (f64[base + slot] = v);
@@ -101,35 +115,31 @@ export function wasmFastWeightOps(ctx: WasmContext): FastWeightOps {
     set(FW_PARAM.V, ctx.ptr(inputs.v, "v"));
     set(FW_PARAM.BETA, ctx.ptr(inputs.beta, "beta"));
     set(FW_PARAM.LAMBDA, ctx.ptr(inputs.lambdabar, "lambdabar"));
-    const host = (bytes: Uint8Array) => {
-      const p = heap.alloc(bytes.byteLength);
-      heap.u8.set(bytes, p);
-      temps.push(p);
-      return p;
-    };
-    if (inputs.starts) set(FW_PARAM.STARTS, host(inputs.starts));
+    if (starts) {
+      heap.u8.set(starts, params + startsAt);
+      set(FW_PARAM.STARTS, params + startsAt);
+    }
     if (inputs.s0) set(FW_PARAM.S0, ctx.ptr(inputs.s0, "s0"));
-    if (inputs.carry) {
-      const c = inputs.carry;
+    if (carry) {
       set(FW_PARAM.HAS_CARRY, 1);
-      set(FW_PARAM.C_STATE, ctx.ptr(c.state, "carry.state"));
-      set(FW_PARAM.C_LASTKEY, ctx.ptr(c.lastKey, "carry.lastKey"));
-      set(FW_PARAM.C_WX, ctx.ptr(c.windowX, "carry.windowX"));
-      set(FW_PARAM.C_WY, ctx.ptr(c.windowY, "carry.windowY"));
-      set(FW_PARAM.C_COUNT, host(new Uint8Array(Int32Array.from(c.windowCount).buffer)));
+      set(FW_PARAM.C_STATE, ctx.ptr(carry.state, "carry.state"));
+      set(FW_PARAM.C_LASTKEY, ctx.ptr(carry.lastKey, "carry.lastKey"));
+      set(FW_PARAM.C_WX, ctx.ptr(carry.windowX, "carry.windowX"));
+      set(FW_PARAM.C_WY, ctx.ptr(carry.windowY, "carry.windowY"));
+      for (let b = 0; b < B; b++) i32[((params + carryCountAt) >>> 2) + b] = carry.windowCount[b];
+      set(FW_PARAM.C_COUNT, params + carryCountAt);
     }
-    const mamba = new Float32Array(H);
-    const retnet = new Float32Array(H);
     for (let h = 0; h < H; h++) {
-      mamba[h] = config.mambaA?.[h] ?? 1;
-      retnet[h] = retnetDecay(config.retnetHeads?.[h] ?? h);
+      f32[((params + mambaAt) >>> 2) + h] = config.mambaA?.[h] ?? 1;
+      f32[((params + retnetAt) >>> 2) + h] = retnetDecay(config.retnetHeads?.[h] ?? h);
     }
-    set(FW_PARAM.MAMBA_A, host(new Uint8Array(mamba.buffer)));
-    set(FW_PARAM.RETNET_G, host(new Uint8Array(retnet.buffer)));
+    set(FW_PARAM.MAMBA_A, params + mambaAt);
+    set(FW_PARAM.RETNET_G, params + retnetAt);
+    set(FW_PARAM.OUT_COUNT, params + outCountAt);
     set(FW_PARAM.CHUNK, chunk);
     set(FW_PARAM.FORM, chunked ? 1 : 0);
-    const free = () => temps.forEach((p) => heap.free(p));
-    return { dims, slots, params, set, free };
+    const free = () => heap.free(params);
+    return { dims, slots, params, set, free, outCount: params + outCountAt };
   }
 
   return {
@@ -140,21 +150,19 @@ export function wasmFastWeightOps(ctx: WasmContext): FastWeightOps {
     ): FastWeightOutputs {
       const chunk = chunkSizeOf(options);
       const chunked = usesChunkKernel(config, options.form);
-      const { dims, slots, params, set, free } = common(config, inputs, chunk, chunked);
+      const { dims, slots, params, set, free, outCount } = common(config, inputs, chunk, chunked);
       const { B, T, H, dk, dv } = dims;
       const o = ctx.alloc([B, T, H, dv]);
       const state = ctx.alloc([B, H, dk, dv]);
       const lastKey = ctx.alloc([B, H, dk]);
       const windowX = ctx.alloc([B, H, slots, dk]);
       const windowY = ctx.alloc([B, H, slots, dv]);
-      const count = ctx.heap.alloc(4 * B);
       try {
         set(FW_PARAM.O, o.ptr);
         set(FW_PARAM.OUT_STATE, state.ptr);
         set(FW_PARAM.OUT_LASTKEY, lastKey.ptr);
         set(FW_PARAM.OUT_WX, windowX.ptr);
         set(FW_PARAM.OUT_WY, windowY.ptr);
-        set(FW_PARAM.OUT_COUNT, count);
         const scratch = ctx.exports.fwScratchBytes(
           T,
           dk,
@@ -165,11 +173,12 @@ export function wasmFastWeightOps(ctx: WasmContext): FastWeightOps {
           chunkMode(config, chunked),
         );
         ctx.pool.run("fw_forward_f32", params, B * H, scratch);
-        const windowCount = H > 0 ? ctx.heap.i32.slice(count >>> 2, (count >>> 2) + B) : new Int32Array(B);
+        const windowCount = H > 0
+          ? ctx.heap.i32.slice(outCount >>> 2, (outCount >>> 2) + B)
+          : new Int32Array(B);
         const carry: Carry = { state, lastKey, windowX, windowY, windowCount };
         return { o, carry };
       } finally {
-        ctx.heap.free(count);
         free();
       }
     },

@@ -1,7 +1,9 @@
 /**
  * The thread pool: Deno Workers sharing the one WebAssembly.Memory. Jobs are synchronous for the
- * caller: the main thread publishes a job in the control block, claims tasks itself, and blocks in
- * `Atomics.wait` until every task is done. Workers that are not yet started simply do not take part.
+ * caller: the main thread publishes a job in the control block, claims tasks itself, polls for `spinMs`
+ * and then blocks in `Atomics.wait` until every task is done; a worker polls as long after each job, so
+ * back-to-back jobs (the GEMMs of a training step) start without a futex wake-up. Workers that are
+ * not yet started simply do not take part.
  *
  * Idle workers are terminated after `idleMs` without a job (an unref'd timer checks), so a program
  * that created a backend can exit; the next multi-task job starts them again (they join when ready).
@@ -28,12 +30,20 @@ import type { WasmExports } from "./module.ts";
 
 import { type WorkerStart, workerUrl } from "./worker_source.ts";
 
+/** Default of {@linkcode PoolOptions.spinMs}. */
+const DEFAULT_SPIN_MS = 0.05;
+
 /** Options of {@linkcode ThreadPool}. */
 export interface PoolOptions {
   /** Threads including the main thread (1 = no workers). */
   threads: number;
   /** Terminate workers after this many milliseconds without a job (default 1000). */
   idleMs?: number;
+  /**
+   * Milliseconds a thread polls before it sleeps: a worker after its job (a back-to-back job then starts
+   * without a futex wake-up), the caller while the last tasks finish (default 0.05; 0 = sleep at once).
+   */
+  spinMs?: number;
   /** The compiled kernels the workers instantiate (the caller's instance runs the same module). */
   module: WebAssembly.Module;
 }
@@ -54,6 +64,7 @@ export class ThreadPool {
   #lastUse = 0;
   #timer: ReturnType<typeof setInterval> | undefined;
   #idleMs: number;
+  #spinMs: number;
   #closed = false;
 
   /** Create the pool (workers start in the background; await {@linkcode ThreadPool.ready}). */
@@ -68,6 +79,10 @@ export class ThreadPool {
     this.#ctl = heap.alloc(CTL_BYTES);
     heap.u8.fill(0, this.#ctl, this.#ctl + CTL_BYTES);
     this.#idleMs = options.idleMs ?? 1000;
+    this.#spinMs = options.spinMs ?? DEFAULT_SPIN_MS;
+    if (!(this.#spinMs >= 0 && this.#spinMs <= 10)) {
+      throw new RangeError(`spinMs must be in 0..10, got ${options.spinMs}`);
+    }
     this.#module = options.module;
   }
 
@@ -84,6 +99,7 @@ export class ThreadPool {
         ctl: this.#ctl,
         id,
         epoch,
+        spinMs: this.#spinMs,
       };
       // handshake: the worker says "loaded" once its module runs, gets the start message, then says "ready"
       // (a message posted while a slow-loading worker is still being prepared can be lost)
@@ -192,9 +208,11 @@ export class ThreadPool {
     Atomics.notify(i32, base + CTL_GEN);
     const scratch = this.#scratch[0];
     const error = claimTasks(i32, base, gen, (_k, p, task) => fn(p, task, scratch));
+    const spinUntil = performance.now() + this.#spinMs;
     for (;;) {
       const done = Atomics.load(i32, base + CTL_DONE);
       if (done >= tasks) break;
+      if (performance.now() < spinUntil) continue; // the workers' last tasks usually end within the spin
       Atomics.wait(i32, base + CTL_DONE, done, 2); // timed: return to V8 regularly (interrupts, safepoints)
     }
     this.#lastUse = performance.now();

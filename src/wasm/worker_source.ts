@@ -8,8 +8,9 @@
  * A worker instantiates the kernels (the compiled module it receives) on the shared memory, then waits
  * on the control block's generation word and claims tasks of each published job (see pool_layout.js).
  * It never returns to its event loop until the pool bumps the epoch word (then it closes itself).
- * Handshake: it posts "loaded", receives a {@linkcode WorkerStart}, posts "ready". Every wait is timed,
- * so that the thread regularly returns to V8.
+ * Handshake: it posts "loaded", receives a {@linkcode WorkerStart}, posts "ready". After a job it
+ * polls the generation word for `spinMs` before it sleeps (a job that follows at once then needs no
+ * futex wake-up). Every wait is timed, so that the thread regularly returns to V8.
  *
  * @module
  */
@@ -28,6 +29,8 @@ export interface WorkerStart {
   id: number;
   /** The pool's epoch at start; the worker exits once the epoch word differs. */
   epoch: number;
+  /** Milliseconds to poll the generation word after a job before sleeping on it. */
+  spinMs: number;
 }
 
 // names of pool_layout.js that workerMain uses, declared for the type checker only: in the worker they
@@ -46,7 +49,7 @@ function workerMain(): void {
     close(): void;
   };
   scope.onmessage = (e: MessageEvent<WorkerStart>) => {
-    const { memory, module, ctl, id, epoch } = e.data;
+    const { memory, module, ctl, id, epoch, spinMs } = e.data;
     const instance = new WebAssembly.Instance(module, { env: { memory } });
     const fns = KERNELS.map((name) => instance.exports[name] as (p: number, t: number, s: number) => void);
     const i32 = new Int32Array(memory.buffer); // the control block sits below the heap: never moves
@@ -55,7 +58,12 @@ function workerMain(): void {
     scope.onmessage = null;
     scope.postMessage("ready");
     for (;;) {
-      if (Atomics.wait(i32, base + CTL_GEN, seen, 50) === "timed-out") continue;
+      // poll briefly (a back-to-back job starts without a wake-up), then sleep until notified
+      const spinUntil = performance.now() + spinMs;
+      while (Atomics.load(i32, base + CTL_GEN) === seen && performance.now() < spinUntil);
+      if (Atomics.load(i32, base + CTL_GEN) === seen) {
+        if (Atomics.wait(i32, base + CTL_GEN, seen, 50) === "timed-out") continue;
+      }
       seen = Atomics.load(i32, base + CTL_GEN);
       if (Atomics.load(i32, base + CTL_EPOCH) !== epoch) {
         scope.close();

@@ -6,7 +6,8 @@
  * `--rules falcon1,falcon3a`, `--B 8 --T 4096 --H 8 --dk 64 --dv 64`, `--fw-inner 4` (fast-weight
  * calls per timed batch), `--reps 5`, `--chunk 64`, `--form chunk` (or `recurrent`, `parallel`; the
  * additive rules run the chunk-parallel kernels in `chunk`/`parallel`), `--skip-gemm`, `--skip-rules`,
- * `--out FILE`.
+ * `--profile` (also time every kernel of one forward + backward per rule with GPU timestamps: `profile_ms`,
+ * busiest first; needs `timestamp-query`), `--out FILE`.
  * Each timed batch ends with one device sync; `sync_overhead_seconds` is that sync alone.
  * Small shapes (e.g. `--gemm 256 --T 64 --B 1 --H 2 --dk 16 --dv 16`) run on software adapters.
  *
@@ -34,6 +35,7 @@ const { values } = parseArgs({
     form: { type: "string", default: "chunk" },
     "skip-gemm": { type: "boolean", default: false },
     "skip-rules": { type: "boolean", default: false },
+    profile: { type: "boolean", default: false },
     "gemm-inner": { type: "string", default: "10" },
     "fw-inner": { type: "string", default: "4" },
     out: { type: "string" },
@@ -111,7 +113,18 @@ async function fastWeight(
     for (const t of Object.values(g)) gpu.dispose(t);
   }, inner);
   const tokens = B * T;
+  let profile: { label: string; ns: number; dispatches: number }[] | undefined;
+  if (values.profile) {
+    // one forward + backward with every dispatch timed on the GPU (timestamp queries)
+    gpu.runtime.startProfile();
+    const r = gpu.fastWeightForward(config, inputs, { form, chunkSize: chunk });
+    const g = gpu.fastWeightBackward(config, inputs, dO, { form, chunkSize: chunk });
+    profile = await gpu.runtime.stopProfile();
+    for (const t of [r.o, r.carry.state, r.carry.lastKey, r.carry.windowX, r.carry.windowY]) gpu.dispose(t);
+    for (const t of Object.values(g)) gpu.dispose(t);
+  }
   return {
+    ...(profile ? { profile_ms: profile.map((p) => ({ ...p, ms: p.ns / 1e6, ns: undefined })) } : {}),
     rule,
     kernels: usesChunkKernels(config, { form }) ? "chunk-parallel" : "recurrent",
     forward_seconds: forward,
@@ -121,7 +134,7 @@ async function fastWeight(
   };
 }
 
-const gpu = await createWebGpuBackend();
+const gpu = await createWebGpuBackend({ timestamps: values.profile });
 const gemmInner = int("gemm-inner", values["gemm-inner"]);
 const reps = int("reps", values.reps);
 const dims = {

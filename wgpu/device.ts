@@ -26,6 +26,8 @@ export interface WebGpuAdapterInfo {
 export interface WebGpuDeviceOptions {
   /** Power preference passed to `requestAdapter` (default `high-performance`). */
   readonly powerPreference?: GPUPowerPreference;
+  /** Ask for `timestamp-query` when the adapter has it (per-kernel profiling, {@linkcode GpuRuntime.startProfile}). */
+  readonly timestamps?: boolean;
 }
 
 /** An adapter, its device, and the adapter summary. */
@@ -115,6 +117,9 @@ export async function requestWebGpuDevice(options: WebGpuDeviceOptions = {}): Pr
   const adapter = await requestWebGpuAdapter(options);
   const requiredLimits: Record<string, number> = {};
   for (const key of REQUESTED_LIMITS) requiredLimits[key] = Number(adapter.limits[key]);
-  const device = await adapter.requestDevice({ requiredLimits });
+  const requiredFeatures: GPUFeatureName[] = options.timestamps && adapter.features.has("timestamp-query")
+    ? ["timestamp-query"]
+    : [];
+  const device = await adapter.requestDevice({ requiredLimits, requiredFeatures });
   return { adapter, device, info: describeAdapter(adapter) };
 }

@@ -33,6 +33,7 @@ export class GpuRuntime {
   /** Small immutable host-data buffers by usage and content: a training step repeats the same ones. */
   readonly #constants = new Map<string, GPUBuffer>();
   #retired: GPUBuffer[] = [];
+  #profile: { querySet: GPUQuerySet; resolve: GPUBuffer; labels: string[]; capacity: number } | null = null;
   #zero: GPUBuffer | null = null;
   #errors: string[] = [];
 
@@ -124,10 +125,28 @@ export class GpuRuntime {
       layout: pipeline.getBindGroupLayout(0),
       entries: resolved.map((buffer, binding) => ({ binding, resource: { buffer } })),
     });
-    const pass = this.#computePass();
-    pass.setPipeline(pipeline);
-    pass.setBindGroup(0, bindGroup);
-    pass.dispatchWorkgroups(groups[0], groups[1] ?? 1, groups[2] ?? 1);
+    const profile = this.#profile;
+    if (profile && profile.labels.length < profile.capacity) {
+      // profiling: this dispatch in a pass of its own, with timestamps at its start and end
+      const n = profile.labels.length;
+      profile.labels.push(pipeline.label);
+      const timed = this.encoder().beginComputePass({
+        timestampWrites: {
+          querySet: profile.querySet,
+          beginningOfPassWriteIndex: 2 * n,
+          endOfPassWriteIndex: 2 * n + 1,
+        },
+      });
+      timed.setPipeline(pipeline);
+      timed.setBindGroup(0, bindGroup);
+      timed.dispatchWorkgroups(groups[0], groups[1] ?? 1, groups[2] ?? 1);
+      timed.end();
+    } else {
+      const pass = this.#computePass();
+      pass.setPipeline(pipeline);
+      pass.setBindGroup(0, bindGroup);
+      pass.dispatchWorkgroups(groups[0], groups[1] ?? 1, groups[2] ?? 1);
+    }
     for (const b of snapshots) this.pool.release(b);
   }
 
@@ -245,6 +264,49 @@ export class GpuRuntime {
     staging.destroy();
     this.throwErrors();
     return out;
+  }
+
+  /**
+   * Start timing every dispatch (up to `capacity`) with GPU timestamps; needs a device created with
+   * `timestamps: true` on an adapter with `timestamp-query`. For benchmarks: each dispatch gets its own
+   * pass while profiling.
+   */
+  startProfile(capacity = 2048): void {
+    if (!this.device.features.has("timestamp-query")) {
+      throw new Error("webgpu: this device has no timestamp-query (create it with timestamps: true)");
+    }
+    this.flush();
+    this.#profile = {
+      querySet: this.device.createQuerySet({ type: "timestamp", count: 2 * capacity }),
+      resolve: this.device.createBuffer({
+        size: 16 * capacity,
+        usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC,
+      }),
+      labels: [],
+      capacity,
+    };
+  }
+
+  /** Stop profiling; GPU nanoseconds per pipeline label (summed) and dispatch counts, busiest first. */
+  async stopProfile(): Promise<{ label: string; ns: number; dispatches: number }[]> {
+    const profile = this.#profile;
+    if (!profile) throw new Error("webgpu: stopProfile() without startProfile()");
+    this.#profile = null;
+    const n = profile.labels.length;
+    const out = new Map<string, { ns: number; dispatches: number }>();
+    if (n > 0) {
+      this.encoder().resolveQuerySet(profile.querySet, 0, 2 * n, profile.resolve, 0);
+      const stamps = new BigUint64Array(await this.readBytes(profile.resolve, 16 * n));
+      profile.labels.forEach((label, i) => {
+        const e = out.get(label) ?? { ns: 0, dispatches: 0 };
+        e.ns += Number(stamps[2 * i + 1] - stamps[2 * i]);
+        e.dispatches++;
+        out.set(label, e);
+      });
+    }
+    profile.querySet.destroy();
+    profile.resolve.destroy();
+    return [...out.entries()].map(([label, e]) => ({ label, ...e })).sort((a, b) => b.ns - a.ns);
   }
 
   /** Wait until the device finished everything submitted. */

@@ -124,7 +124,15 @@ async function fastWeight(
     for (const t of Object.values(g)) gpu.dispose(t);
   }
   return {
-    ...(profile ? { profile_ms: profile.map((p) => ({ ...p, ms: p.ns / 1e6, ns: undefined })) } : {}),
+    ...(profile
+      ? {
+        profile_ms: profile.map((p) => ({
+          kernel: p.label.split(":")[0],
+          dispatches: p.dispatches,
+          ms: p.ns / 1e6,
+        })),
+      }
+      : {}),
     rule,
     kernels: usesChunkKernels(config, { form }) ? "chunk-parallel" : "recurrent",
     forward_seconds: forward,

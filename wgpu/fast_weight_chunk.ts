@@ -74,15 +74,11 @@ export function chunkShape(config: RuleConfig, d: ChunkDims, C: number, sharedBy
   const floats = (r: number) => chunkSharedFloats(config, { dk: d.dk, dv: d.dv, C, R: r, RC: r, RP: r });
   if (floats(1).local > limit) throw tooBig();
   // the largest power-of-two tile (up to 16, and up to the rows or columns there are) that fits
-  const fit = (key: "rows" | "cols" | "pairs" | "colsStaged", max: number, min = 1) => {
-    for (let r = 16; r >= min; r >>= 1) if (r <= max && floats(r)[key] <= limit) return r;
-    if (key === "colsStaged") return 0;
+  const fit = (key: "rows" | "cols" | "pairs", max: number) => {
+    for (let r = 16; r >= 1; r >>= 1) if (r <= max && floats(r)[key] <= limit) return r;
     throw tooBig();
   };
-  // the cols kernel stages its operands in workgroup memory when a tile of at least 4 columns fits
-  const staged = fit("colsStaged", C + pad, Math.min(4, C + pad));
-  const RC = staged > 0 ? staged : fit("cols", C + pad);
-  return { H: d.H, dk: d.dk, dv: d.dv, C, R: fit("rows", C), RC, RP: fit("pairs", C), SC: staged > 0 };
+  return { H: d.H, dk: d.dk, dv: d.dv, C, R: fit("rows", C), RC: fit("cols", C + pad), RP: fit("pairs", C) };
 }
 
 /** Workspace sections the forward passes use (the others are sized 0 there). */

@@ -65,15 +65,3 @@ Deno.test("chunk passes spread over B*H*chunks*tiles workgroups, not B*H", () =>
     if (groups < floor) throw new Error(`${pass}: ${groups} workgroups, expected at least ${floor}`);
   }
 });
-
-Deno.test("chunkShape stages the cols kernel's operands where they fit, and reads storage where not", () => {
-  const config = ruleConfig("falcon3a");
-  const d = { B: 8, T: 4096, H: 8, dk: 64, dv: 64 };
-  const big = chunkShape(config, d, 64, 49152);
-  const f = chunkSharedFloats(config, big);
-  if (!big.SC || f.colsStaged > 49152 / 4 - 16) {
-    throw new Error(`48 KiB: expected a staged cols tile that fits, got ${JSON.stringify(big)}`);
-  }
-  const small = chunkShape(config, d, 64, WEBGPU_DEFAULT_SHARED);
-  if (small.SC) throw new Error(`16 KiB: the staged cols tile cannot fit, got ${JSON.stringify(small)}`);
-});

@@ -27,12 +27,6 @@ export interface ChunkShape {
   readonly RC: number;
   /** Rows per workgroup of the delta rules' `pairs` kernel. */
   readonly RP: number;
-  /**
-   * The `cols` kernel stages the chunk's `q` and `dO` rows and its pair columns' `x`, `y` in workgroup
-   * memory (padded rows, so reads are free of bank conflicts) instead of reading them from storage
-   * once per product term; false where they do not fit the device's workgroup memory.
-   */
-  readonly SC?: boolean;
 }
 
 /** The passes of the chunk kernels (additive rules, then the delta rules' own). */
@@ -202,8 +196,6 @@ export function chunkSharedFloats(
     local: steps + s.C + pad,
     rows: steps + s.R * (s.C + pad),
     cols: steps + s.RC * (s.dk + s.dv + 3 * s.C + 2),
-    colsStaged: steps + s.RC * (s.dk + s.dv + 3 * s.C + 2) + s.C * (s.dk + 1 + s.dv + 1) +
-      s.RC * (s.dk + s.dv),
     pairs: steps + s.RP * (2 * s.C + s.dk),
   };
 }
@@ -224,7 +216,6 @@ export function chunkKey(pass: ChunkPass, config: RuleConfig, s: ChunkShape, hea
     s.R,
     s.RC,
     s.RP,
-    s.SC ? "staged" : "direct",
     heads.mambaA.join(","),
     heads.retnetG.join(","),
   ].join(":");

@@ -331,38 +331,7 @@ function colsKernel(s: ChunkShape, pad: number, variant: "additive" | "delta" | 
   const dout = "dout[((b * u.T + t) * H + h) * DV";
   const delta = variant !== "additive";
   const exit = variant !== "deltaNoExit";
-  const staged = s.SC === true;
-  // operands of the C x pair-column products: staged rows (padded strides) or storage reads
-  const QS = s.dk + 1;
-  const DS = s.dv + 1;
-  const qAt = (t: string, i: string) => staged ? `sq[(${t}) * ${QS}u + ${i}]` : `qn(bh, a + ${t}, ${i})`;
-  const dAt = (t: string, c: string) => staged ? `sd[(${t}) * ${DS}u + ${c}]` : `${dout} + ${c}]`;
-  const xAt = (jr: string, i: string) => staged ? `sx[${jr} * DK + ${i}]` : `xp(bh, j, ${i})`;
-  const yAt = (jr: string, c: string) => staged ? `sy[${jr} * DV + ${c}]` : `vp(bh, j, ${c})`;
-  const stage = staged
-    ? `var<workgroup> sq: array<f32, ${s.C * QS}>;
-var<workgroup> sd: array<f32, ${s.C * DS}>;
-var<workgroup> sx: array<f32, ${s.RC * s.dk}>;
-var<workgroup> sy: array<f32, ${s.RC * s.dv}>;
-`
-    : "";
-  const stageLoads = staged
-    ? `for (var k = lid; k < len * DK; k += WG) { sq[(k / DK) * ${QS}u + k % DK] = qn(bh, a + k / DK, k % DK); }
-  for (var k = lid; k < len * DV; k += WG) {
-    let t = a + k / DV;
-    sd[(k / DV) * ${DS}u + k % DV] = ${dout} + k % DV];
-  }
-  for (var k = lid; k < RC * DK; k += WG) {
-    let jj = c0 + k / DK;
-    if (jj < ncol) { sx[k] = xp(bh, j0 + i32(jj), k % DK); }
-  }
-  for (var k = lid; k < RC * DV; k += WG) {
-    let jj = c0 + k / DV;
-    if (jj < ncol) { sy[k] = vp(bh, j0 + i32(jj), k % DV); }
-  }`
-    : "";
   return `${valueWgsl(delta)}
-${stage}
 var<workgroup> gy: array<f32, ${s.RC * s.dk}>;
 var<workgroup> gx: array<f32, ${s.RC * s.dv}>;
 var<workgroup> wq: array<f32, ${s.RC * s.C}>;
@@ -375,7 +344,6 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
   let j0 = i32(a) - i32(PAD);
   let ncol = len + PAD;
   ${exit ? "let gb = u.GB + (bh * nck() + n) * DK * DV;" : ""}
-  ${stageLoads}
   // G y_j and G^T x_j
   for (var k = lid; k < RC * (DK + DV); k += WG) {
     let jr = k / (DK + DV);
@@ -409,9 +377,9 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
       let t = a + tt;
       let j = j0 + i32(jj);
       var qx = 0.0;
-      for (var i = 0u; i < DK; i++) { qx += ${qAt("tt", "i")} * ${xAt("jr", "i")}; }
+      for (var i = 0u; i < DK; i++) { qx += qn(bh, t, i) * xp(bh, j, i); }
       var yd = 0.0;
-      for (var c = 0u; c < DV; c++) { yd += ${dAt("tt", "c")} * ${yAt("jr", "c")}; }
+      for (var c = 0u; c < DV; c++) { yd += ${dout} + c] * vp(bh, j, c); }
       let m = m_of(tt, j, a);
       vq = m * yd;
       vd = m * qx;
@@ -446,7 +414,7 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
       ${
     exit
       ? `var v = mex[2u * jr] * gy[jr * DK + q];
-      for (var tt = 0u; tt < len; tt++) { v += wq[jr * C + tt] * ${qAt("tt", "q")}; }
+      for (var tt = 0u; tt < len; tt++) { v += wq[jr * C + tt] * qn(bh, a + tt, q); }
       if (jj >= PAD) {
         out[u.gDX + (bh * (PAD + u.T + 1u) + u32(j + i32(PAD))) * DK + q] = v;
       } else {
@@ -459,7 +427,7 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
       var v = mex[2u * jr] * gx[jr * DV + c];
       for (var tt = 0u; tt < len; tt++) {
         let t = a + tt;
-        v += wd[jr * C + tt] * ${dAt("tt", "c")};
+        v += wd[jr * C + tt] * ${dout} + c];
       }
       ${
     delta ? `cw[u.${exit ? "DW" : "QD"} + (bh * u.T + u32(j)) * DV + c] = v;` : `if (jj >= PAD) {

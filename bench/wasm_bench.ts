@@ -21,9 +21,13 @@ import { createRefBackend } from "../src/rules/reference/backend.ts";
 import { Rng } from "../src/testing/compare.ts";
 import { createWasmBackend } from "../src/wasm/backend.ts";
 
-/** Median wall time in ms of `fn` over `reps` runs after one warm-up. */
+/**
+ * Median wall time in ms of `fn` over `reps` runs, after warming up for at least 200 ms (so worker
+ * threads are up and the code is optimised before anything is timed).
+ */
 function time(fn: () => void, reps: number): number {
-  fn();
+  const warmUntil = performance.now() + 200;
+  do fn(); while (performance.now() < warmUntil);
   const ts: number[] = [];
   for (let r = 0; r < reps; r++) {
     const t0 = performance.now();
@@ -170,33 +174,38 @@ interface PeerLine {
 
 /** The PyTorch CPU peer at one thread count, or why it could not run. */
 async function torchPeer(threads: number, T: number, H: number, d: number): Promise<PeerLine[] | string> {
-  const python = Deno.env.get("FALCON_PYTHON") ?? "python3";
+  // FALCON_PYTHON, else python3 on PATH, else Debian's /usr/bin/python3 (where python3-torch installs)
+  const env = Deno.env.get("FALCON_PYTHON");
+  const candidates = env ? [env] : ["python3", "/usr/bin/python3"];
   const script = new URL("./torch_peer.py", import.meta.url).pathname;
-  try {
-    const out = await new Deno.Command(python, {
-      args: [
-        script,
-        "--device",
-        "cpu",
-        "--threads",
-        String(threads),
-        "--rules",
-        "falcon1,falcon3a",
-        "--B",
-        "1",
-      ]
-        .concat(["--T", String(T), "--H", String(H), "--d", String(d), "--C", "64"]),
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    if (!out.success) {
-      const err = new TextDecoder().decode(out.stderr).trim().split("\n").at(-1);
-      return `${python} bench/torch_peer.py failed: ${err}`;
+  const failures: string[] = [];
+  for (const python of candidates) {
+    try {
+      const out = await new Deno.Command(python, {
+        args: [
+          script,
+          "--device",
+          "cpu",
+          "--threads",
+          String(threads),
+          "--rules",
+          "falcon1,falcon3a",
+          "--B",
+          "1",
+        ]
+          .concat(["--T", String(T), "--H", String(H), "--d", String(d), "--C", "64"]),
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      if (out.success) {
+        return new TextDecoder().decode(out.stdout).trim().split("\n").map((l) => JSON.parse(l) as PeerLine);
+      }
+      failures.push(`${python}: ${new TextDecoder().decode(out.stderr).trim().split("\n").at(-1)}`);
+    } catch (err) {
+      failures.push(`${python}: ${(err as Error).message}`);
     }
-    return new TextDecoder().decode(out.stdout).trim().split("\n").map((l) => JSON.parse(l) as PeerLine);
-  } catch (err) {
-    return `could not run ${python}: ${(err as Error).message}`;
   }
+  return `bench/torch_peer.py could not run (${failures.join("; ")})`;
 }
 
 /** WASM / PyTorch tokens-per-second ratios of one rule at each thread count. */

@@ -178,7 +178,6 @@ export function columnForward(a: i32, n: i32, S: usize, readout: bool): void {
  */
 function columnBackStep(a: i32, n: i32, j: i32, S: usize): void {
   const dk = DK;
-  const dv = DV;
   const ldo = LDO;
   const dO = DO0 + vOff(a) + COLB;
   // dW = Mq^T dO_j + ge ⊙ P_j; dge_k = P_k W_k

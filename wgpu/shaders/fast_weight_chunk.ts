@@ -24,7 +24,7 @@
  *   (reverse scan: the gradient `G_n` of every chunk's exit state, `dS0`, `dCarryState`), `dq` (rows:
  *   `dq_t = S_t dO_t`, and its base part `DQB`), `cols` (per `(b, h, chunk, RC pair columns)`: `dx_j`,
  *   `dy_j`, the terms of `d g_s` (`CON`) and the readout and exit weights `DMM`, `EXJ`), `coefb1` (per
- *   `(b, h, chunk)`: `d g_t` and `d log gamma_t` by `decayGradKernel` of `_chunk_wgsl.ts`: the sum
+ *   `(b, h, chunk)`: `d g_t` and `d log gamma_t` by `decayGradKernel` of `chunk_wgsl.ts`: the sum
  *   over the decay factors whose chain holds step `t`, so no cancellation), `coefb2` (per step:
  *   `d gamma = d log gamma / gamma` (0 where clamped or cut), then `coef_back(co, d gamma, 0, dg)` as
  *   in the recurrent backward) and `rowfix` (per pair row: adds the pair gradients that later chunks
@@ -59,7 +59,7 @@ import {
   isDeltaChunkRule,
   prelude,
   stepCoefWgsl,
-} from "./_chunk_wgsl.ts";
+} from "./chunk_wgsl.ts";
 import { deltaShader, isDeltaPass } from "./fast_weight_chunk_delta.ts";
 
 export {
@@ -77,7 +77,7 @@ export {
   isAdditiveChunkRule,
   isChunkRule,
   isDeltaChunkRule,
-} from "./_chunk_wgsl.ts";
+} from "./chunk_wgsl.ts";
 
 /** WGSL of the chunk kernel `pass` (entry point `main`; bindings of {@linkcode chunkBindings}, then the uniform). */
 export function chunkShader(

@@ -24,7 +24,7 @@
  * column), `dq`, `pairs` (per `(b, h, chunk, RP rows)`: everything `A` and `R` feed: `dx`, `dy = b dR`,
  * `da`, `db`, the log-decay terms), `coefd`/`coefd2` (`d log gamma`, then `coef_back`), `s0part`/
  * `s0sum` (`dS0`) and `rowfix` (the statistic's `dx`).
- * Log-decay gradient (`coefd`, `decayGradKernel` of `_chunk_wgsl.ts`): per step `r`, the sum over the
+ * Log-decay gradient (`coefd`, `decayGradKernel` of `chunk_wgsl.ts`): per step `r`, the sum over the
  * decay factors whose chain holds `r`, readout and exit as for the additive rules (values `w`), plus
  * the solve's `Gp[t,s]` (`YM[t,s] = dA[t,s] A[t,s]`) and `exp(Pp_t)` (`RB_t`) factors.
  * Workspace sections `[BH, ...]` (offsets in the uniform block): `GA [T]`, `AM [NCK, C, C]`,
@@ -46,7 +46,7 @@ import {
   flatEntry,
   prelude,
   stepCoefWgsl,
-} from "./_chunk_wgsl.ts";
+} from "./chunk_wgsl.ts";
 
 /** Passes only the delta rules run. */
 export const DELTA_ONLY_PASSES = [

@@ -331,6 +331,12 @@ function colsKernel(s: ChunkShape, pad: number, variant: "additive" | "delta" | 
   const dout = "dout[((b * u.T + t) * H + h) * DV";
   const delta = variant !== "additive";
   const exit = variant !== "deltaNoExit";
+  // tiling of the (pair column, row) loop over blocks of 32 invocations
+  const tj = Math.min(8, s.RC);
+  const ttn = 32 / tj;
+  const ngj = Math.ceil(s.RC / tj);
+  const total = ngj * tj * Math.ceil(s.C / ttn) * ttn;
+  const totalK = ngj * tj * Math.ceil(s.dk / ttn) * ttn;
   return `${valueWgsl(delta)}
 var<workgroup> gy: array<f32, ${s.RC * s.dk}>;
 var<workgroup> gx: array<f32, ${s.RC * s.dv}>;
@@ -344,31 +350,48 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
   let j0 = i32(a) - i32(PAD);
   let ncol = len + PAD;
   ${exit ? "let gb = u.GB + (bh * nck() + n) * DK * DV;" : ""}
-  // G y_j and G^T x_j
-  for (var k = lid; k < RC * (DK + DV); k += WG) {
-    let jr = k / (DK + DV);
-    let q = k % (DK + DV);
+  ${
+    exit
+      ? `// G y_j: rows of G differ per q, so a block of 32 invocations covers ${tj} columns x ${ttn} rows
+  for (var k = lid; k < ${totalK}u; k += WG) {
+    let w = k % 32u;
+    let g = k / 32u;
+    let jr = (g % ${ngj}u) * ${tj}u + w % ${tj}u;
+    let q = (g / ${ngj}u) * ${ttn}u + w / ${tj}u;
+    if (jr >= RC || q >= DK) { continue; }
     let jj = c0 + jr;
     var v = 0.0;
     if (jj < ncol) {
       let j = j0 + i32(jj);
-      ${
-    exit
-      ? `if (q < DK) {
-        for (var c = 0u; c < DV; c++) { v += cw[gb + q * DV + c] * vp(bh, j, c); }
-      } else {
-        let c = q - DK;
-        for (var i = 0u; i < DK; i++) { v += cw[gb + i * DV + c] * xp(bh, j, i); }
-      }`
-      : "// no exit-state gradient in this variant"
-  }
+      for (var c = 0u; c < DV; c++) { v += cw[gb + q * DV + c] * vp(bh, j, c); }
     }
-    if (q < DK) { gy[jr * DK + q] = v; } else { gx[jr * DV + q - DK] = v; }
+    gy[jr * DK + q] = v;
+  }
+  // G^T x_j: consecutive invocations read consecutive columns of G
+  for (var k = lid; k < RC * DV; k += WG) {
+    let jr = k / DV;
+    let c = k % DV;
+    let jj = c0 + jr;
+    var v = 0.0;
+    if (jj < ncol) {
+      let j = j0 + i32(jj);
+      for (var i = 0u; i < DK; i++) { v += cw[gb + i * DV + c] * xp(bh, j, i); }
+    }
+    gx[jr * DV + c] = v;
+  }`
+      : `// no exit-state gradient in this variant
+  for (var k = lid; k < RC * DK; k += WG) { gy[k] = 0.0; }
+  for (var k = lid; k < RC * DV; k += WG) { gx[k] = 0.0; }`
   }
   workgroupBarrier();
-  for (var k = lid; k < RC * C; k += WG) {
-    let jr = k / C;
-    let tt = k % C;
+  // (pair column, row) products; a block of 32 invocations covers ${tj} columns x ${ttn} rows, so one
+  // read instruction touches few distinct rows of q, dO, x and y (rows differ per invocation otherwise)
+  for (var k = lid; k < ${total}u; k += WG) {
+    let w = k % 32u;
+    let g = k / 32u;
+    let jr = (g % ${ngj}u) * ${tj}u + w % ${tj}u;
+    let tt = (g / ${ngj}u) * ${ttn}u + w / ${tj}u;
+    if (jr >= RC || tt >= C) { continue; }
     let jj = c0 + jr;
     var vq = 0.0;
     var vd = 0.0;
@@ -385,9 +408,9 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
       vd = m * qx;
       vm = qx * yd;
     }
-    wq[k] = vq;
-    wd[k] = vd;
-    dm[k] = vm;
+    wq[jr * C + tt] = vq;
+    wd[jr * C + tt] = vd;
+    dm[jr * C + tt] = vm;
     ${exit ? "if (jj < ncol && tt < len) { cw[u.DMM + ((bh * nck() + n) * C + tt) * CP + jj] = vm; }" : ""}
   }
   for (var jr = lid; jr < RC; jr += WG) {

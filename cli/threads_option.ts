@@ -6,10 +6,8 @@
  */
 
 import { Option } from "@commander-js/extra-typings";
+import { MAX_THREADS } from "../src/wasm/pool_layout.js";
 import { UsageError } from "./errors.ts";
-
-/** Most threads the WASM pool supports. */
-export const MAX_THREADS = 64;
 
 /** The `--threads <n>` option. */
 export function threadsOption() {

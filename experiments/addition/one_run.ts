@@ -9,7 +9,8 @@
 
 import { type BackendChoice, releaseBackend, selectBackend } from "../../src/backend_select.ts";
 import { loadEvalCheckpoint } from "../../src/eval/load.ts";
-import type { EvalReport } from "../../src/eval/report.ts";
+import { type EvalReport, jsonWithNulls } from "../../src/eval/report.ts";
+import { atomicWriteFile } from "../../src/checkpoint/atomic_write.ts";
 import { evaluateCheckpoints } from "../../src/eval/run.ts";
 import { modelConfig } from "../../src/model/config.ts";
 import { ADDITION_VOCAB_SIZE, additionConfig } from "../../src/tasks/mod.ts";
@@ -144,12 +145,9 @@ export async function trainAndEvaluate(
     },
     report,
   };
-  const path = resultPath(options.runsDir, variant, seed);
-  const tmp = `${path}.tmp`;
-  await Deno.writeTextFile(
-    tmp,
-    JSON.stringify(result, (_k, v) => (typeof v === "number" && !Number.isFinite(v) ? null : v)) + "\n",
+  await atomicWriteFile(
+    resultPath(options.runsDir, variant, seed),
+    new TextEncoder().encode(jsonWithNulls(result)),
   );
-  await Deno.rename(tmp, path);
   return result;
 }

@@ -28,7 +28,7 @@
 
 import { parseArgs } from "node:util";
 import { BACKEND_CHOICES, type BackendChoice } from "../../src/backend_select.ts";
-import { mergeReports } from "../../src/eval/report.ts";
+import { jsonWithNulls, mergeReports } from "../../src/eval/report.ts";
 import { formatTable } from "../../src/eval/table.ts";
 import { meanReport, summariseVariants } from "./aggregate.ts";
 import { type ExperimentInfo, renderMarkdown } from "./markdown.ts";
@@ -260,10 +260,7 @@ export async function runExperiment(
     plotPath: `${options.outDir}/${base}.svg`,
   };
   const json = { info: { ...info, plan: { ...plan } }, summaries, report };
-  await Deno.writeTextFile(
-    paths.jsonPath,
-    JSON.stringify(json, (_k, v) => (typeof v === "number" && !Number.isFinite(v) ? null : v), 2) + "\n",
-  );
+  await Deno.writeTextFile(paths.jsonPath, jsonWithNulls(json, 2));
   await Deno.writeTextFile(paths.markdownPath, renderMarkdown(info, summaries));
   if (options.plot) await replot(paths.jsonPath);
   return paths;

@@ -121,10 +121,15 @@ export function textResult(meta: CheckpointMeta, label: string, tally: BitsTally
 
 /** The report as pretty JSON (NaN and infinities become null). */
 export function reportJson(report: EvalReport): string {
+  return jsonWithNulls(report, 2);
+}
+
+/** `value` as JSON text ending in a newline, with NaN and infinities written as null (JSON has neither). */
+export function jsonWithNulls(value: unknown, indent?: number): string {
   return JSON.stringify(
-    report,
-    (_key, value) => (typeof value === "number" && !Number.isFinite(value) ? null : value),
-    2,
+    value,
+    (_key, v) => (typeof v === "number" && !Number.isFinite(v) ? null : v),
+    indent,
   ) +
     "\n";
 }

@@ -91,6 +91,21 @@ export class GpuRuntime {
     return this.#pass;
   }
 
+  /** While profiling (and below capacity): a pass of its own for one dispatch, with timestamps at its ends. */
+  #timedPass(label: string): GPUComputePassEncoder | null {
+    const profile = this.#profile;
+    if (!profile || profile.labels.length >= profile.capacity) return null;
+    const n = profile.labels.length;
+    profile.labels.push(label);
+    return this.encoder().beginComputePass({
+      timestampWrites: {
+        querySet: profile.querySet,
+        beginningOfPassWriteIndex: 2 * n,
+        endOfPassWriteIndex: 2 * n + 1,
+      },
+    });
+  }
+
   #endPass(): void {
     if (this.#pass) {
       this.#pass.end();
@@ -125,28 +140,11 @@ export class GpuRuntime {
       layout: pipeline.getBindGroupLayout(0),
       entries: resolved.map((buffer, binding) => ({ binding, resource: { buffer } })),
     });
-    const profile = this.#profile;
-    if (profile && profile.labels.length < profile.capacity) {
-      // profiling: this dispatch in a pass of its own, with timestamps at its start and end
-      const n = profile.labels.length;
-      profile.labels.push(pipeline.label);
-      const timed = this.encoder().beginComputePass({
-        timestampWrites: {
-          querySet: profile.querySet,
-          beginningOfPassWriteIndex: 2 * n,
-          endOfPassWriteIndex: 2 * n + 1,
-        },
-      });
-      timed.setPipeline(pipeline);
-      timed.setBindGroup(0, bindGroup);
-      timed.dispatchWorkgroups(groups[0], groups[1] ?? 1, groups[2] ?? 1);
-      timed.end();
-    } else {
-      const pass = this.#computePass();
-      pass.setPipeline(pipeline);
-      pass.setBindGroup(0, bindGroup);
-      pass.dispatchWorkgroups(groups[0], groups[1] ?? 1, groups[2] ?? 1);
-    }
+    const pass = this.#timedPass(pipeline.label) ?? this.#computePass();
+    pass.setPipeline(pipeline);
+    pass.setBindGroup(0, bindGroup);
+    pass.dispatchWorkgroups(groups[0], groups[1] ?? 1, groups[2] ?? 1);
+    if (pass !== this.#pass) pass.end();
     for (const b of snapshots) this.pool.release(b);
   }
 

@@ -331,12 +331,14 @@ function colsKernel(s: ChunkShape, pad: number, variant: "additive" | "delta" | 
   const dout = "dout[((b * u.T + t) * H + h) * DV";
   const delta = variant !== "additive";
   const exit = variant !== "deltaNoExit";
-  // tiling of the (pair column, row) loop over blocks of 32 invocations
+  // the G y_j loop: a block of 32 invocations covers tj pair columns x ttn rows of G
   const tj = Math.min(8, s.RC);
   const ttn = 32 / tj;
   const ngj = Math.ceil(s.RC / tj);
-  const total = ngj * tj * Math.ceil(s.C / ttn) * ttn;
   const totalK = ngj * tj * Math.ceil(s.dk / ttn) * ttn;
+  const jbn = Math.ceil(s.RC / 4);
+  const blocks = jbn * Math.ceil(s.C / 4);
+  const tile = productTile(exit);
   return `${valueWgsl(delta)}
 var<workgroup> gy: array<f32, ${s.RC * s.dk}>;
 var<workgroup> gx: array<f32, ${s.RC * s.dv}>;
@@ -384,34 +386,19 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
   for (var k = lid; k < RC * DV; k += WG) { gx[k] = 0.0; }`
   }
   workgroupBarrier();
-  // (pair column, row) products; a block of 32 invocations covers ${tj} columns x ${ttn} rows, so one
-  // read instruction touches few distinct rows of q, dO, x and y (rows differ per invocation otherwise)
-  for (var k = lid; k < ${total}u; k += WG) {
-    let w = k % 32u;
-    let g = k / 32u;
-    let jr = (g % ${ngj}u) * ${tj}u + w % ${tj}u;
-    let tt = (g / ${ngj}u) * ${ttn}u + w / ${tj}u;
-    if (jr >= RC || tt >= C) { continue; }
-    let jj = c0 + jr;
-    var vq = 0.0;
-    var vd = 0.0;
-    var vm = 0.0;
-    if (jj < ncol && tt < len && jj <= tt + PAD) {
-      let t = a + tt;
-      let j = j0 + i32(jj);
-      var qx = 0.0;
-      for (var i = 0u; i < DK; i++) { qx += qn(bh, t, i) * xp(bh, j, i); }
-      var yd = 0.0;
-      for (var c = 0u; c < DV; c++) { yd += ${dout} + c] * vp(bh, j, c); }
-      let m = m_of(tt, j, a);
-      vq = m * yd;
-      vd = m * qx;
-      vm = qx * yd;
+  // (pair column, row) products, register-tiled: each invocation computes a 4 x 4 block of rows x pair
+  // columns, so every value it reads serves 4 products (rows of q, dO, x, y differ per invocation)
+  for (var bk = lid; bk < ${blocks}u; bk += WG) {
+    let jr0 = (bk % ${jbn}u) * 4u;
+    let tt0 = (bk / ${jbn}u) * 4u;
+    ${tile.decl}
+    for (var i = 0u; i < DK; i++) {
+      ${tile.qxBody}
     }
-    wq[jr * C + tt] = vq;
-    wd[jr * C + tt] = vd;
-    dm[jr * C + tt] = vm;
-    ${exit ? "if (jj < ncol && tt < len) { cw[u.DMM + ((bh * nck() + n) * C + tt) * CP + jj] = vm; }" : ""}
+    for (var c = 0u; c < DV; c++) {
+      ${tile.ydBody}
+    }
+    ${tile.store}
   }
   for (var jr = lid; jr < RC; jr += WG) {
     let jj = c0 + jr;
@@ -480,6 +467,57 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
 `
   }
 }`;
+}
+
+/**
+ * WGSL pieces of the `cols` kernel's 4 x 4 register tile (rows `tt0 + r` x pair columns `jr0 + c`):
+ * declarations, the `q . x` and `dO . y` accumulation bodies, and the masked stores. Rows and columns
+ * past the chunk are clamped for the loads and skipped at the store.
+ */
+function productTile(exit: boolean) {
+  const R = [0, 1, 2, 3];
+  const decl = [
+    ...R.map((r) => `let t${r} = a + min(tt0 + ${r}u, len - 1u);`),
+    ...R.map((c) => `let x${c} = j0 + i32(min(c0 + jr0 + ${c}u, ncol - 1u));`),
+    ...R.flatMap((r) => R.map((c) => `var qx${r}${c} = 0.0;\n    var yd${r}${c} = 0.0;`)),
+  ].join("\n    ");
+  const qxBody = [
+    ...R.map((r) => `let q${r} = qn(bh, t${r}, i);`),
+    ...R.map((c) => `let p${c} = xp(bh, x${c}, i);`),
+    ...R.flatMap((r) => R.map((c) => `qx${r}${c} += q${r} * p${c};`)),
+  ].join("\n      ");
+  const ydBody = [
+    ...R.map((r) => `let d${r} = dout[((b * u.T + t${r}) * H + h) * DV + c];`),
+    ...R.map((c) => `let y${c} = vp(bh, x${c}, c);`),
+    ...R.flatMap((r) => R.map((c) => `yd${r}${c} += d${r} * y${c};`)),
+  ].join("\n      ");
+  const store = R.flatMap((r) =>
+    R.map((c) =>
+      `{
+      let tt = tt0 + ${r}u;
+      let jr = jr0 + ${c}u;
+      let jj = c0 + jr;
+      if (jr < RC && tt < C) {
+        var vq = 0.0;
+        var vd = 0.0;
+        var vm = 0.0;
+        if (jj < ncol && tt < len && jj <= tt + PAD) {
+          let m = m_of(tt, x${c}, a);
+          vq = m * yd${r}${c};
+          vd = m * qx${r}${c};
+          vm = qx${r}${c} * yd${r}${c};
+        }
+        wq[jr * C + tt] = vq;
+        wd[jr * C + tt] = vd;
+        dm[jr * C + tt] = vm;
+        ${
+        exit ? "if (jj < ncol && tt < len) { cw[u.DMM + ((bh * nck() + n) * C + tt) * CP + jj] = vm; }" : ""
+      }
+      }
+    }`
+    )
+  ).join("\n    ");
+  return { decl, qxBody, ydBody, store };
 }
 
 /** WGSL `vp(bh, j, c)`: the values the readout mixes: targets `y_j` (additive) or pseudo-values `w_j` (delta). */

@@ -33,7 +33,13 @@ import { gpuBuffer, type GpuTensor } from "./tensor.ts";
 import { createChunkKernels } from "./fast_weight_chunk.ts";
 import { isChunkRule } from "./shaders/fast_weight_chunk.ts";
 import type { HeadConstants } from "./shaders/fast_weight_coef.ts";
-import { gatherRowsShader, normRowsShader, scatterRowsShader } from "./shaders/fast_weight_layout.ts";
+import {
+  gatherRowsShader,
+  normRowsShader,
+  rowGroups,
+  rowLanes,
+  scatterRowsShader,
+} from "./shaders/fast_weight_layout.ts";
 import {
   recurrentBackwardShader,
   recurrentForwardShader,
@@ -190,10 +196,11 @@ export function createFastWeightOps(rt: GpuRuntime): FastWeightOps {
     const YR = PAD + T;
     const prefix = config.alignment === "prefix";
     const ws = rt.tensor([BH * (T * dk + XR * dk + YR * dv)], true);
-    const norm = rt.pipeline(
-      `fw_norm_rows:${config.qkNorm}:${config.epsRms}`,
-      () => normRowsShader(config.qkNorm, config.epsRms),
-    );
+    const norm = (D: number) =>
+      rt.pipeline(
+        `fw_norm_rows:${config.qkNorm}:${config.epsRms}:${rowLanes(D)}`,
+        () => normRowsShader(config.qkNorm, config.epsRms, rowLanes(D)),
+      );
     const rows = (
       src: GPUBuffer,
       n: number,
@@ -210,7 +217,7 @@ export function createFastWeightOps(rt: GpuRuntime): FastWeightOps {
         { u: p.base },
         { u: p.normalise ? 1 : 0 },
       ]);
-      rt.dispatch(norm, [ws.buffer, src, u], grid(Math.ceil(n / 64)));
+      rt.dispatch(norm(p.D), [ws.buffer, src, u], grid(rowGroups(n, p.D)));
     };
     const xBase = BH * T * dk;
     const yBase = xBase + BH * XR * dk;
@@ -449,10 +456,11 @@ export function createFastWeightOps(rt: GpuRuntime): FastWeightOps {
         ds0: rt.tensor([B, H, dk, dv], false),
         dCarryState: rt.tensor([B, H, dk, dv], false),
       };
-      const scatter = rt.pipeline(
-        `fw_scatter_rows:${config.qkNorm}:${config.epsRms}`,
-        () => scatterRowsShader(config.qkNorm, config.epsRms),
-      );
+      const scatter = (D: number) =>
+        rt.pipeline(
+          `fw_scatter_rows:${config.qkNorm}:${config.epsRms}:${rowLanes(D)}`,
+          () => scatterRowsShader(config.qkNorm, config.epsRms, rowLanes(D)),
+        );
       const back = (
         dst: GpuTensor,
         raw: GPUBuffer | null,
@@ -469,7 +477,7 @@ export function createFastWeightOps(rt: GpuRuntime): FastWeightOps {
           { u: p.base },
           { u: raw ? 1 : 0 },
         ]);
-        rt.dispatch(scatter, [dst.buffer, g.buffer, raw ?? rt.zeroBuffer(), u], grid(Math.ceil(n / 64)));
+        rt.dispatch(scatter(p.D), [dst.buffer, g.buffer, raw ?? rt.zeroBuffer(), u], grid(rowGroups(n, p.D)));
       };
       const prefix = config.alignment === "prefix";
       back(grads.dq, gpuBuffer(inputs.q, "q"), { D: dk, R: T, off: 0, base: 0 });

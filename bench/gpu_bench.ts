@@ -7,7 +7,9 @@
  * calls per timed batch), `--reps 5`, `--chunk 64`, `--form chunk` (or `recurrent`, `parallel`; the
  * additive rules run the chunk-parallel kernels in `chunk`/`parallel`), `--skip-gemm`, `--skip-rules`,
  * `--profile` (also time every kernel of one forward + backward per rule with GPU timestamps: `profile_ms`,
- * busiest first; needs `timestamp-query`), `--out FILE`.
+ * busiest first; `profile_kernel_ms` their sum; `profile_span_ms` from the first kernel's start to the last
+ * one's end; needs `timestamp-query`), `--out FILE`. `*_host_seconds`: time per call spent recording and
+ * submitting on the host.
  * Each timed batch ends with one device sync; `sync_overhead_seconds` is that sync alone.
  * Small shapes (e.g. `--gemm 256 --T 64 --B 1 --H 2 --dk 16 --dv 16`) run on software adapters.
  *
@@ -16,6 +18,7 @@
 
 import { parseArgs } from "node:util";
 import { createWebGpuBackend, type WebGpuBackend } from "../wgpu/backend.ts";
+import type { ProfileEntry } from "../wgpu/runtime.ts";
 import { type Form, FORMS, isPerColumnRule, ruleConfig, type RuleName, RULES } from "../src/rules/config.ts";
 import { usesChunkKernels } from "../wgpu/fast_weight.ts";
 import { Rng } from "../src/testing/compare.ts";
@@ -48,22 +51,41 @@ function int(name: string, v: string): number {
   return n;
 }
 
+/** Median of a list of numbers. */
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
 /**
  * Median over `reps` of the time per call of `fn`, in seconds: each rep records `inner` calls back
- * to back, then waits for the device (amortising the fixed submit-and-wait latency).
+ * to back, then waits for the device (amortising the fixed submit-and-wait latency). `host`: the
+ * median time per call spent in `fn` itself (recording and submitting on the host, before the wait).
  */
-async function timeIt(gpu: WebGpuBackend, reps: number, fn: () => void, inner = 1): Promise<number> {
+async function timeCalls(
+  gpu: WebGpuBackend,
+  reps: number,
+  fn: () => void,
+  inner = 1,
+): Promise<{ seconds: number; host: number }> {
   fn();
   await gpu.sync(); // warm-up (pipeline compile)
   const times: number[] = [];
+  const hosts: number[] = [];
   for (let r = 0; r < reps; r++) {
     const t0 = performance.now();
     for (let i = 0; i < inner; i++) fn();
+    gpu.runtime.flush();
+    hosts.push((performance.now() - t0) / 1000 / inner);
     await gpu.sync();
     times.push((performance.now() - t0) / 1000 / inner);
   }
-  times.sort((a, b) => a - b);
-  return times[Math.floor(times.length / 2)];
+  return { seconds: median(times), host: median(hosts) };
+}
+
+/** {@linkcode timeCalls}' device-inclusive time alone. */
+async function timeIt(gpu: WebGpuBackend, reps: number, fn: () => void, inner = 1): Promise<number> {
+  return (await timeCalls(gpu, reps, fn, inner)).seconds;
 }
 
 async function gemm(gpu: WebGpuBackend, N: number, reps: number) {
@@ -104,16 +126,18 @@ async function fastWeight(
     lambdabar: gpu.fromArray(rng.uniforms(n, 0, 0.5), [B, T, H]),
   };
   const dO = gpu.fromArray(rng.normals(n * dv), [B, T, H, dv]);
-  const forward = await timeIt(gpu, reps, () => {
+  const fwd = await timeCalls(gpu, reps, () => {
     const r = gpu.fastWeightForward(config, inputs, { form, chunkSize: chunk });
     for (const t of [r.o, r.carry.state, r.carry.lastKey, r.carry.windowX, r.carry.windowY]) gpu.dispose(t);
   }, inner);
-  const backward = await timeIt(gpu, reps, () => {
+  const bwd = await timeCalls(gpu, reps, () => {
     const g = gpu.fastWeightBackward(config, inputs, dO, { form, chunkSize: chunk });
     for (const t of Object.values(g)) gpu.dispose(t);
   }, inner);
+  const forward = fwd.seconds;
+  const backward = bwd.seconds;
   const tokens = B * T;
-  let profile: { label: string; ns: number; dispatches: number }[] | undefined;
+  let profile: (ProfileEntry[] & { spanNs: number }) | undefined;
   if (values.profile) {
     // one forward + backward with every dispatch timed on the GPU (timestamp queries)
     gpu.runtime.startProfile();
@@ -126,6 +150,8 @@ async function fastWeight(
   return {
     ...(profile
       ? {
+        profile_span_ms: profile.spanNs / 1e6,
+        profile_kernel_ms: profile.reduce((a, p) => a + p.ns, 0) / 1e6,
         profile_ms: profile.map((p) => ({
           kernel: p.label.split(":")[0],
           dispatches: p.dispatches,
@@ -137,6 +163,8 @@ async function fastWeight(
     kernels: usesChunkKernels(config, { form }) ? "chunk-parallel" : "recurrent",
     forward_seconds: forward,
     backward_seconds: backward,
+    forward_host_seconds: fwd.host,
+    backward_host_seconds: bwd.host,
     forward_tokens_per_s: tokens / forward,
     forward_backward_tokens_per_s: tokens / (forward + backward),
   };

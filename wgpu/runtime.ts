@@ -285,13 +285,18 @@ export class GpuRuntime {
     };
   }
 
-  /** Stop profiling; GPU nanoseconds per pipeline label (summed) and dispatch counts, busiest first. */
-  async stopProfile(): Promise<{ label: string; ns: number; dispatches: number }[]> {
+  /**
+   * Stop profiling; GPU nanoseconds per pipeline label (summed) and dispatch counts, busiest first.
+   * `spanNs` on the result: from the first timed dispatch's start to the last one's end, so
+   * `spanNs - sum(ns)` is GPU time between the kernels (clears, copies, barriers, idle waits).
+   */
+  async stopProfile(): Promise<ProfileEntry[] & { spanNs: number }> {
     const profile = this.#profile;
     if (!profile) throw new Error("webgpu: stopProfile() without startProfile()");
     this.#profile = null;
     const n = profile.labels.length;
     const out = new Map<string, { ns: number; dispatches: number }>();
+    let spanNs = 0;
     if (n > 0) {
       this.encoder().resolveQuerySet(profile.querySet, 0, 2 * n, profile.resolve, 0);
       const stamps = new BigUint64Array(await this.readBytes(profile.resolve, 16 * n));
@@ -301,10 +306,12 @@ export class GpuRuntime {
         e.dispatches++;
         out.set(label, e);
       });
+      spanNs = Number(stamps[2 * n - 1] - stamps[0]);
     }
     profile.querySet.destroy();
     profile.resolve.destroy();
-    return [...out.entries()].map(([label, e]) => ({ label, ...e })).sort((a, b) => b.ns - a.ns);
+    const entries = [...out.entries()].map(([label, e]) => ({ label, ...e })).sort((a, b) => b.ns - a.ns);
+    return Object.assign(entries, { spanNs });
   }
 
   /** Wait until the device finished everything submitted. */
@@ -313,6 +320,16 @@ export class GpuRuntime {
     await this.device.queue.onSubmittedWorkDone();
     this.throwErrors();
   }
+}
+
+/** One pipeline's share of a profile: its label, summed GPU nanoseconds and dispatch count. */
+export interface ProfileEntry {
+  /** Pipeline label (the cache key). */
+  label: string;
+  /** GPU nanoseconds over all its dispatches. */
+  ns: number;
+  /** Dispatches timed. */
+  dispatches: number;
 }
 
 /** Workgroup counts `[x, y]` covering `groups` workgroups within the per-dimension limit. */

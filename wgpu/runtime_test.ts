@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { gpuTest } from "./_test_util.ts";
 import { CONSTANT_CACHE_BYTES } from "./runtime.ts";
+import { createWebGpuBackend } from "./backend.ts";
 
 gpuTest("temp() hands out one cached buffer per small content and a fresh one for large data", (gpu) => {
   const rt = gpu.runtime;
@@ -25,4 +26,29 @@ gpuTest("dispatches recorded into one compute pass see each other's writes, arou
   gpu.copy(z, y);
   gpu.mul(z, z, x);
   assert.deepEqual(Array.from(await gpu.read(z)), [3, 12, 27, 48, 75]);
+});
+
+gpuTest("startProfile/stopProfile time each dispatch by pipeline and span them all", async () => {
+  const gpu = await createWebGpuBackend({ timestamps: true });
+  if (!gpu.runtime.device.features.has("timestamp-query")) {
+    assert.throws(() => gpu.runtime.startProfile(), /timestamp-query/);
+    return;
+  }
+  const x = gpu.fromArray([1, 2, 3], [3]);
+  const y = gpu.zeros([3]);
+  gpu.runtime.startProfile();
+  gpu.add(y, x, x);
+  gpu.add(y, y, x);
+  gpu.mul(y, y, x);
+  const profile = await gpu.runtime.stopProfile();
+  assert.equal(profile.reduce((a, p) => a + p.dispatches, 0), 3);
+  assert.equal(profile.length, 2, `two pipelines (add, mul): ${profile.map((p) => p.label)}`);
+  assert.equal(profile.find((p) => p.dispatches === 2)?.label.startsWith("add") ?? false, true);
+  const kernels = profile.reduce((a, p) => a + p.ns, 0);
+  assert.ok(
+    kernels > 0 && profile.spanNs >= Math.max(...profile.map((p) => p.ns)),
+    `span ${profile.spanNs} ns`,
+  );
+  // profiling changes timing, not results
+  assert.deepEqual(Array.from(await gpu.read(y)), [3, 12, 27]);
 });

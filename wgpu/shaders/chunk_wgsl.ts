@@ -195,7 +195,8 @@ export function chunkSharedFloats(
   return {
     local: steps + s.C + pad,
     rows: steps + s.R * (s.C + pad),
-    cols: steps + s.RC * (s.dk + s.dv + 3 * s.C + 2),
+    // + the k-slices of the product (COLS_SLICE = 8 wide: C rows and RC pair columns, padded to 4)
+    cols: steps + s.RC * (s.dk + s.dv + 3 * s.C + 2) + 8 * (Math.ceil(s.C / 4) * 4 + Math.ceil(s.RC / 4) * 4),
     pairs: steps + s.RP * (2 * s.C + s.dk),
   };
 }

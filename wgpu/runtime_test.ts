@@ -53,23 +53,20 @@ gpuTest("startProfile/stopProfile time each dispatch by pipeline and span them a
   assert.deepEqual(Array.from(await gpu.read(y)), [3, 12, 27]);
 });
 
-gpuTest(
-  "large host data go through pooled uploads: contents arrive, buffers return to the pool",
-  async (gpu) => {
-    const rt = gpu.runtime;
-    const n = CONSTANT_CACHE_BYTES / 4 + 3;
-    const a = rt.temp(Int32Array.from({ length: n }, (_, i) => i * 7 - 5), "storage");
-    const out = rt.tensor([n], true);
-    // copy the upload's bytes into a tensor and read them back (as int32 bit patterns)
-    rt.encoder().copyBufferToBuffer(a, 0, out.buffer, 0, n * 4);
-    const got = new Int32Array((await gpu.read(out)).buffer);
-    assert.deepEqual(Array.from(got.slice(0, 4)), [-5, 2, 9, 16]);
-    assert.equal(got[n - 1], (n - 1) * 7 - 5);
-    // flushed: the buffer went back to the pool, so an upload of the same size reuses it
-    const b = rt.temp(new Int32Array(n).fill(1), "storage");
-    assert.equal(b, a);
-    // an odd byte count is padded to whole words
-    rt.temp(new Uint8Array(CONSTANT_CACHE_BYTES + 3).fill(9), "storage");
-    rt.flush();
-  },
-);
+gpuTest("large host data go through pooled uploads: contents arrive, buffers return to the pool", async (gpu) => {
+  const rt = gpu.runtime;
+  const n = CONSTANT_CACHE_BYTES / 4 + 3;
+  const a = rt.temp(Int32Array.from({ length: n }, (_, i) => i * 7 - 5), "storage");
+  const out = rt.tensor([n], true);
+  // copy the upload's bytes into a tensor and read them back (as int32 bit patterns)
+  rt.encoder().copyBufferToBuffer(a, 0, out.buffer, 0, n * 4);
+  const got = new Int32Array((await gpu.read(out)).buffer);
+  assert.deepEqual(Array.from(got.slice(0, 4)), [-5, 2, 9, 16]);
+  assert.equal(got[n - 1], (n - 1) * 7 - 5);
+  // flushed: the buffer went back to the pool, so an upload of the same size reuses it
+  const b = rt.temp(new Int32Array(n).fill(1), "storage");
+  assert.equal(b, a);
+  // an odd byte count is padded to whole words
+  rt.temp(new Uint8Array(CONSTANT_CACHE_BYTES + 3).fill(9), "storage");
+  rt.flush();
+});

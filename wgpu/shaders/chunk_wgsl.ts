@@ -195,8 +195,7 @@ export function chunkSharedFloats(
   return {
     local: steps + s.C + pad,
     rows: steps + s.R * (s.C + pad),
-    // + the k-slices of the product (COLS_SLICE = 8 wide: C rows and RC pair columns, padded to 4)
-    cols: steps + s.RC * (s.dk + s.dv + 3 * s.C + 2) + 8 * (Math.ceil(s.C / 4) * 4 + Math.ceil(s.RC / 4) * 4),
+    cols: steps + s.RC * (s.dk + s.dv + 3 * s.C + 2),
     pairs: steps + s.RP * (2 * s.C + s.dk),
   };
 }

@@ -338,7 +338,7 @@ function colsKernel(s: ChunkShape, pad: number, variant: "additive" | "delta" | 
   const totalK = ngj * tj * Math.ceil(s.dk / ttn) * ttn;
   const jbn = Math.ceil(s.RC / 4);
   const blocks = jbn * Math.ceil(s.C / 4);
-  const tile = productTile(Math.ceil(s.C / 4) * 4, jbn * 4, exit);
+  const tile = productTile(exit);
   return `${valueWgsl(delta)}
 var<workgroup> gy: array<f32, ${s.RC * s.dk}>;
 var<workgroup> gx: array<f32, ${s.RC * s.dv}>;
@@ -346,8 +346,6 @@ var<workgroup> wq: array<f32, ${s.RC * s.C}>;
 var<workgroup> wd: array<f32, ${s.RC * s.C}>;
 var<workgroup> dm: array<f32, ${s.RC * s.C}>;
 var<workgroup> mex: array<f32, ${2 * s.RC}>;
-var<workgroup> slr: array<f32, ${Math.ceil(s.C / 4) * 4 * COLS_SLICE}>;
-var<workgroup> slc: array<f32, ${jbn * 4 * COLS_SLICE}>;
 ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
   let h = bh % H;
   let c0 = tile * RC;
@@ -389,19 +387,18 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
   }
   workgroupBarrier();
   // (pair column, row) products, register-tiled: each invocation computes a 4 x 4 block of rows x pair
-  // columns from k-slices of the rows staged in workgroup memory (coalesced loads, each value read
-  // once per group); the loop over blocks is uniform so the slices' barriers are too
-  for (var bb = 0u; bb < ${blocks}u; bb += WG) {
-    let bk = bb + lid;
-    let live = bk < ${blocks}u;
+  // columns, so every value it reads serves 4 products (rows of q, dO, x, y differ per invocation)
+  for (var bk = lid; bk < ${blocks}u; bk += WG) {
     let jr0 = (bk % ${jbn}u) * 4u;
     let tt0 = (bk / ${jbn}u) * 4u;
     ${tile.decl}
-    ${tile.qxBody}
-    ${tile.ydBody}
-    if (live) {
-    ${tile.store}
+    for (var i = 0u; i < DK; i++) {
+      ${tile.qxBody}
     }
+    for (var c = 0u; c < DV; c++) {
+      ${tile.ydBody}
+    }
+    ${tile.store}
   }
   for (var jr = lid; jr < RC; jr += WG) {
     let jj = c0 + jr;
@@ -477,55 +474,23 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
  * declarations, the `q . x` and `dO . y` accumulation bodies, and the masked stores. Rows and columns
  * past the chunk are clamped for the loads and skipped at the store.
  */
-/** Width of the k-slices of q, x, dO and y rows the `cols` product stages in workgroup memory. */
-export const COLS_SLICE = 8;
-
-function productTile(rowsPad: number, colsPad: number, exit: boolean) {
+function productTile(exit: boolean) {
   const R = [0, 1, 2, 3];
-  const KS = COLS_SLICE;
-  const decl = R.flatMap((r) => R.map((c) => `var qx${r}${c} = 0.0;\n    var yd${r}${c} = 0.0;`)).join(
-    "\n    ",
-  );
-  // one k-slice: every invocation loads its share of the chunk's rows (clamped to the last valid row,
-  // zero past the width), then accumulates its 4 x 4 block from workgroup memory
-  const slice = (width: string, rows: string, cols: string, acc: string, rowAt: string, colAt: string) => `
-    for (var k0 = 0u; k0 < ${width}; k0 += ${KS}u) {
-      workgroupBarrier();
-      for (var e = lid; e < ${rowsPad * KS}u; e += WG) {
-        let tt = min(e / ${KS}u, len - 1u);
-        let i = k0 + e % ${KS}u;
-        ${rows}[e] = select(0.0, ${rowAt}, i < ${width});
-      }
-      for (var e = lid; e < ${colsPad * KS}u; e += WG) {
-        let jx = j0 + i32(min(c0 + e / ${KS}u, ncol - 1u));
-        let i = k0 + e % ${KS}u;
-        ${cols}[e] = select(0.0, ${colAt}, i < ${width});
-      }
-      workgroupBarrier();
-      if (live) {
-        for (var i = 0u; i < ${KS}u; i++) {
-          ${R.map((r) => `let r${r} = ${rows}[(tt0 + ${r}u) * ${KS}u + i];`).join("\n          ")}
-          ${R.map((c) => `let c${c} = ${cols}[(jr0 + ${c}u) * ${KS}u + i];`).join("\n          ")}
-          ${R.flatMap((r) => R.map((c) => `${acc}${r}${c} += r${r} * c${c};`)).join("\n          ")}
-        }
-      }
-    }`;
-  const qxBody = slice(
-    "DK",
-    "slr",
-    "slc",
-    "qx",
-    "qn(bh, a + tt, min(i, DK - 1u))",
-    "xp(bh, jx, min(i, DK - 1u))",
-  );
-  const ydBody = slice(
-    "DV",
-    "slr",
-    "slc",
-    "yd",
-    "dout[((b * u.T + a + tt) * H + h) * DV + min(i, DV - 1u)]",
-    "vp(bh, jx, min(i, DV - 1u))",
-  );
+  const decl = [
+    ...R.map((r) => `let t${r} = a + min(tt0 + ${r}u, len - 1u);`),
+    ...R.map((c) => `let x${c} = j0 + i32(min(c0 + jr0 + ${c}u, ncol - 1u));`),
+    ...R.flatMap((r) => R.map((c) => `var qx${r}${c} = 0.0;\n    var yd${r}${c} = 0.0;`)),
+  ].join("\n    ");
+  const qxBody = [
+    ...R.map((r) => `let q${r} = qn(bh, t${r}, i);`),
+    ...R.map((c) => `let p${c} = xp(bh, x${c}, i);`),
+    ...R.flatMap((r) => R.map((c) => `qx${r}${c} += q${r} * p${c};`)),
+  ].join("\n      ");
+  const ydBody = [
+    ...R.map((r) => `let d${r} = dout[((b * u.T + t${r}) * H + h) * DV + c];`),
+    ...R.map((c) => `let y${c} = vp(bh, x${c}, c);`),
+    ...R.flatMap((r) => R.map((c) => `yd${r}${c} += d${r} * y${c};`)),
+  ].join("\n      ");
   const store = R.flatMap((r) =>
     R.map((c) =>
       `{
@@ -537,7 +502,7 @@ function productTile(rowsPad: number, colsPad: number, exit: boolean) {
         var vd = 0.0;
         var vm = 0.0;
         if (jj < ncol && tt < len && jj <= tt + PAD) {
-          let m = m_of(tt, j0 + i32(jj), a);
+          let m = m_of(tt, x${c}, a);
           vq = m * yd${r}${c};
           vd = m * qx${r}${c};
           vm = qx${r}${c} * yd${r}${c};

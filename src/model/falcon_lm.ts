@@ -22,7 +22,7 @@ import { linearBackward, linearForward } from "./linear.ts";
 import { createMixer, type Mixer, type StepContext } from "./mixer.ts";
 import { SwiGluMlp } from "./mlp.ts";
 import { parameterSpecs } from "./params.ts";
-import type { Batch, LanguageModel, ModelConfig, NamedParam } from "./types.ts";
+import { type Batch, batchWeight, type LanguageModel, type ModelConfig, type NamedParam } from "./types.ts";
 import { Workspace } from "./workspace.ts";
 
 /** RMSNorm stabiliser of the block and final norms (SPEC eps_rms). */
@@ -245,9 +245,7 @@ export class FalconLM implements LanguageModel {
     const losses = await be.read(acts.losses);
     let loss = 0;
     for (const x of losses) loss += x;
-    let weight = 0;
-    for (const w of batch.weights) weight += w;
-    return { loss, weight };
+    return { loss, weight: batchWeight(batch) };
   }
 }
 

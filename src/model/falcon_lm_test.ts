@@ -1,3 +1,4 @@
+import assert from "node:assert/strict";
 import { RULES } from "../rules/config.ts";
 import { createRefBackend } from "../rules/reference/backend.ts";
 import { assertClose, TOLERANCE } from "../testing/compare.ts";
@@ -144,4 +145,18 @@ Deno.test("FalconLM rejects a batch whose arrays do not match B*T or hold out-of
     () => model.logits({ B: 1, T: 2, ids: Int32Array.from([1, 7]), starts: new Uint8Array(2) }),
     /token id 7/,
   );
+});
+
+Deno.test("FalconLM.forwardBackward() issues every gradient op before it first waits", async () => {
+  const config = tinyConfig("falcon1");
+  const model = createModel(createRefBackend(), config, 3);
+  const batch = packedBatch(5, config.vocabSize);
+  const be = model.backend;
+  // the reference backend runs ops as they are issued: the gradients are complete when the call returns
+  const pending = model.forwardBackward(batch);
+  const early = await Promise.all(model.parameters().map((p) => be.sumSquares(p.grad)));
+  await pending;
+  const late = await Promise.all(model.parameters().map((p) => be.sumSquares(p.grad)));
+  assert(late.some((x) => x > 0), "non-zero gradients");
+  assertClose("gradient sums of squares before vs after the loss read", early, late, TOLERANCE.f64);
 });

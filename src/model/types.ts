@@ -63,6 +63,13 @@ export interface Batch {
   readonly starts: Uint8Array;
 }
 
+/** The sum of a batch's loss weights (the supervised positions): the mean loss's denominator. */
+export function batchWeight(batch: Pick<Batch, "weights">): number {
+  let weight = 0;
+  for (const w of batch.weights) weight += w;
+  return weight;
+}
+
 /** A trainable parameter with its gradient slab. */
 export interface NamedParam {
   /** Stable name, used in checkpoints (e.g. `layers.0.mixer.q_proj`). */
@@ -83,7 +90,11 @@ export interface LanguageModel {
   readonly backend: Backend;
   /** Every parameter, in a fixed order. */
   parameters(): NamedParam[];
-  /** Zero the gradients, run forward and backward; returns the weighted loss sum and the weight sum. */
+  /**
+   * Zero the gradients, run forward and backward; returns the weighted loss sum and the weight sum.
+   * Every gradient op is issued before the returned promise first waits (only the loss read is
+   * awaited), so a caller may queue reductions of the gradients before awaiting the loss.
+   */
   forwardBackward(batch: Batch): Promise<{ loss: number; weight: number }>;
   /** Logits `[B, T, V]` of a batch (no gradient). */
   logits(batch: Pick<Batch, "B" | "T" | "ids" | "starts">): Promise<Float32Array | Float64Array>;

@@ -5,7 +5,13 @@
  * @module
  */
 
-import type { Batch, LanguageModel, ModelConfig, NamedParam } from "../model/types.ts";
+import {
+  type Batch,
+  batchWeight,
+  type LanguageModel,
+  type ModelConfig,
+  type NamedParam,
+} from "../model/types.ts";
 import type { Backend } from "../rules/backend.ts";
 import { DataRng } from "../tasks/rng.ts";
 
@@ -80,9 +86,7 @@ export function createToyModel(
       let loss = 0;
       for (const x of await backend.read(losses)) loss += x;
       if (calls === options.infLossAtCall) loss = Infinity;
-      let weight = 0;
-      for (const w of batch.weights) weight += w;
-      return { loss, weight };
+      return { loss, weight: batchWeight(batch) };
     },
     async logits(batch) {
       return await backend.read(forward(batch.B, batch.T, batch.ids).logits);

@@ -17,7 +17,7 @@
 
 import { type CheckpointState, saveCheckpoint } from "../checkpoint/checkpoint.ts";
 import { createModel as createFalconModel } from "../model/falcon_lm.ts";
-import type { LanguageModel, ModelConfig } from "../model/types.ts";
+import { batchWeight, type LanguageModel, type ModelConfig } from "../model/types.ts";
 import type { Backend, Tensor } from "../rules/backend.ts";
 import { createTask, type TaskConfig } from "../tasks/mod.ts";
 import { packBatch } from "../tasks/packing.ts";
@@ -257,11 +257,15 @@ export async function train(setup: TrainSetup): Promise<TrainResult> {
     }
     const next = step + 1;
     const batch = packBatch(() => task.sample(rng, "train"), tc.batchSize, tc.seqLen, task.padId);
-    const { loss, weight } = await model.forwardBackward(batch);
+    const weight = batchWeight(batch);
     if (!(weight > 0)) throw new RangeError(`step ${next}: the batch has no supervised tokens`);
+    // forward + backward and the gradient reductions are all recorded before waiting on either
+    // read: one device round trip per step instead of two (the GPU backend's sync is ~11 ms)
+    const lossRead = model.forwardBackward(batch);
+    const normRead = optimizer.gradNorm(1 / weight);
+    const [{ loss }, gradNorm] = await Promise.all([lossRead, normRead]);
     const meanLoss = loss / weight;
     if (!Number.isFinite(meanLoss)) throw new TrainingDivergedError(next, `loss is ${meanLoss}`);
-    const gradNorm = await optimizer.gradNorm(1 / weight);
     if (!Number.isFinite(gradNorm)) throw new TrainingDivergedError(next, `gradient norm is ${gradNorm}`);
     const lr = learningRate(next, tc);
     optimizer.step(tc, lr, next, clipFactor(gradNorm, tc.clipNorm) / weight);

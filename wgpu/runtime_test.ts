@@ -53,20 +53,52 @@ gpuTest("startProfile/stopProfile time each dispatch by pipeline and span them a
   assert.deepEqual(Array.from(await gpu.read(y)), [3, 12, 27]);
 });
 
-gpuTest("large host data go through pooled uploads: contents arrive, buffers return to the pool", async (gpu) => {
-  const rt = gpu.runtime;
-  const n = CONSTANT_CACHE_BYTES / 4 + 3;
-  const a = rt.temp(Int32Array.from({ length: n }, (_, i) => i * 7 - 5), "storage");
-  const out = rt.tensor([n], true);
-  // copy the upload's bytes into a tensor and read them back (as int32 bit patterns)
-  rt.encoder().copyBufferToBuffer(a, 0, out.buffer, 0, n * 4);
-  const got = new Int32Array((await gpu.read(out)).buffer);
-  assert.deepEqual(Array.from(got.slice(0, 4)), [-5, 2, 9, 16]);
-  assert.equal(got[n - 1], (n - 1) * 7 - 5);
-  // flushed: the buffer went back to the pool, so an upload of the same size reuses it
-  const b = rt.temp(new Int32Array(n).fill(1), "storage");
-  assert.equal(b, a);
-  // an odd byte count is padded to whole words
-  rt.temp(new Uint8Array(CONSTANT_CACHE_BYTES + 3).fill(9), "storage");
-  rt.flush();
+gpuTest(
+  "large host data go through pooled uploads: contents arrive, buffers return to the pool",
+  async (gpu) => {
+    const rt = gpu.runtime;
+    const n = CONSTANT_CACHE_BYTES / 4 + 3;
+    // flushed: the buffer went back to the pool, so an upload of the same size reuses it
+    const first = rt.temp(new Int32Array(n).fill(1), "storage");
+    rt.flush();
+    const a = rt.temp(Int32Array.from({ length: n }, (_, i) => i * 7 - 5), "storage");
+    assert.equal(a, first);
+    const out = rt.tensor([n], true);
+    // copy the upload's bytes into a tensor and read them back (as int32 bit patterns)
+    rt.encoder().copyBufferToBuffer(a, 0, out.buffer, 0, n * 4);
+    const got = new Int32Array((await gpu.read(out)).buffer);
+    assert.deepEqual(Array.from(got.slice(0, 4)), [-5, 2, 9, 16]);
+    assert.equal(got[n - 1], (n - 1) * 7 - 5);
+    // an odd byte count is padded to whole words
+    rt.temp(new Uint8Array(CONSTANT_CACHE_BYTES + 3).fill(9), "storage");
+    rt.flush();
+  },
+);
+
+gpuTest("small reads issued together share one map and each returns its state at the call", async (gpu) => {
+  const x = gpu.fromArray([1, 2, 3], [3]);
+  const y = gpu.fromArray([4, 5], [2]);
+  const first = gpu.read(x);
+  gpu.add(x, x, x); // recorded after the first read: it must not change what that read returns
+  const [a, b, c] = await Promise.all([first, gpu.read(y), gpu.read(x)]);
+  assert.deepEqual(Array.from(a), [1, 2, 3]);
+  assert.deepEqual(Array.from(b), [4, 5]);
+  assert.deepEqual(Array.from(c), [2, 4, 6]);
+  // sums of squares queued together (the trainer's gradient norm)
+  const sums = await Promise.all([gpu.sumSquares(x), gpu.sumSquares(y)]);
+  assert.deepEqual(sums, [56, 41]);
 });
+
+gpuTest(
+  "dispatch reuses bind groups for the same pipeline and buffers, and results stay right",
+  async (gpu) => {
+    const x = gpu.fromArray([1, 2], [2]);
+    const y = gpu.zeros([2]);
+    const z = gpu.zeros([2]);
+    gpu.add(y, x, x);
+    gpu.add(z, x, y); // other buffers: its own bind group
+    gpu.add(y, x, x); // same pipeline and buffers as the first: cached group
+    assert.deepEqual(Array.from(await gpu.read(y)), [2, 4]);
+    assert.deepEqual(Array.from(await gpu.read(z)), [3, 6]);
+  },
+);

@@ -1,7 +1,8 @@
 /**
  * Training throughput benchmark: tokens/s and peak memory of a preset's model on each backend,
  * training addition for a fixed number of steps (the first `--warmup` steps, which include shader
- * compilation and cache warm-up, are left out of `tokensPerSecond`). Prints one JSON report; `--out FILE` also writes it.
+ * compilation and cache warm-up, are left out of `tokensPerSecond`, and so is the final checkpoint, timed as
+ * `finalCheckpointSeconds`). Prints one JSON report; `--out FILE` also writes it.
  *
  * ```
  * deno run --allow-read --allow-write bench/train_bench.ts --backends wasm,webgpu --presets tiny,lab \
@@ -53,6 +54,7 @@ for (const backendName of values.backends.split(",")) {
     const task = additionConfig(p.addition);
     const runDir = await Deno.makeTempDir({ prefix: "falcon_train_bench_" });
     let warmupSeconds = 0;
+    let lastStepSeconds = 0;
     const full = await train({
       backend,
       model,
@@ -61,11 +63,13 @@ for (const backendName of values.backends.split(",")) {
       runDir,
       onProgress: (progress) => {
         if (progress.event === "step" && progress.step === warmup) warmupSeconds = progress.elapsedSeconds;
+        if (progress.event === "step" && progress.step === steps) lastStepSeconds = progress.elapsedSeconds;
       },
     });
-    // steady state: the steps after the warm-up ones (which include shader compilation and caches)
+    // steady state: the steps after the warm-up ones (which include shader compilation and caches),
+    // up to the last step's end; the final checkpoint is timed on its own
     const tokensPerStep = p.train.batchSize! * p.train.seqLen!;
-    const steadySeconds = full.elapsedSeconds - warmupSeconds;
+    const steadySeconds = lastStepSeconds - warmupSeconds;
     const result = {
       backend: backend.name,
       preset: presetName,
@@ -77,6 +81,7 @@ for (const backendName of values.backends.split(",")) {
       warmupSteps: warmup,
       tokensPerSecond: ((steps - warmup) * tokensPerStep) / steadySeconds,
       tokensPerSecondIncludingWarmup: full.tokensPerSecond,
+      finalCheckpointSeconds: full.elapsedSeconds - lastStepSeconds,
       peakRssMiB: Math.round(full.peakRssBytes / 2 ** 20),
     };
     console.error(JSON.stringify(result));

@@ -12,8 +12,11 @@ export async function readTensors(
   backend: Backend,
   tensors: ReadonlyMap<string, Tensor>,
 ): Promise<Record<string, FloatTensor>> {
+  // every read is issued before any is awaited: a GPU backend maps them together (one round trip)
+  const entries = [...tensors];
+  const data = await Promise.all(entries.map(([, t]) => backend.read(t)));
   const out: Record<string, FloatTensor> = {};
-  for (const [name, t] of tensors) out[name] = { shape: [...t.shape], data: await backend.read(t) };
+  entries.forEach(([name, t], i) => out[name] = { shape: [...t.shape], data: data[i] });
   return out;
 }
 

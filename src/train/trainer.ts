@@ -200,15 +200,21 @@ export async function train(setup: TrainSetup): Promise<TrainResult> {
   }
 
   const save = async () => {
+    // all reads issued before any is awaited (one GPU round trip, not one per tensor)
+    const [paramData, adamM, adamV] = await Promise.all([
+      readTensors(backend, paramMap),
+      readTensors(backend, optimizer.m),
+      readTensors(backend, optimizer.v),
+    ]);
     const state: CheckpointState = {
       step,
       rngState: rng.state,
       model: setup.model,
       task: setup.task,
       train: { ...tc },
-      params: await readTensors(backend, paramMap),
-      adamM: await readTensors(backend, optimizer.m),
-      adamV: await readTensors(backend, optimizer.v),
+      params: paramData,
+      adamM,
+      adamV,
     };
     await saveCheckpoint(checkpointPath, state);
   };

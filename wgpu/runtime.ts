@@ -390,7 +390,9 @@ export class GpuRuntime {
    */
   startProfile(capacity = 2048): void {
     if (!Number.isInteger(capacity) || capacity < 1 || capacity > 2048) {
-      throw new RangeError(`startProfile: capacity must be an integer in 1..2048 (4096 queries per set), got ${capacity}`);
+      throw new RangeError(
+        `startProfile: capacity must be an integer in 1..2048 (4096 queries per set), got ${capacity}`,
+      );
     }
     if (!this.device.features.has("timestamp-query")) {
       throw new Error("webgpu: this device has no timestamp-query (create it with timestamps: true)");

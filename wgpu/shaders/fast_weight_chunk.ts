@@ -331,11 +331,6 @@ function colsKernel(s: ChunkShape, pad: number, variant: "additive" | "delta" | 
   const dout = "dout[((b * u.T + t) * H + h) * DV";
   const delta = variant !== "additive";
   const exit = variant !== "deltaNoExit";
-  // the G y_j loop: a block of 32 invocations covers tj pair columns x ttn rows of G
-  const tj = Math.min(8, s.RC);
-  const ttn = 32 / tj;
-  const ngj = Math.ceil(s.RC / tj);
-  const totalK = ngj * tj * Math.ceil(s.dk / ttn) * ttn;
   const jbn = Math.ceil(s.RC / 4);
   const blocks = jbn * Math.ceil(s.C / 4);
   const tile = productTile(exit);
@@ -354,33 +349,10 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
   ${exit ? "let gb = u.GB + (bh * nck() + n) * DK * DV;" : ""}
   ${
     exit
-      ? `// G y_j: rows of G differ per q, so a block of 32 invocations covers ${tj} columns x ${ttn} rows
-  for (var k = lid; k < ${totalK}u; k += WG) {
-    let w = k % 32u;
-    let g = k / 32u;
-    let jr = (g % ${ngj}u) * ${tj}u + w % ${tj}u;
-    let q = (g / ${ngj}u) * ${ttn}u + w / ${tj}u;
-    if (jr >= RC || q >= DK) { continue; }
-    let jj = c0 + jr;
-    var v = 0.0;
-    if (jj < ncol) {
-      let j = j0 + i32(jj);
-      for (var c = 0u; c < DV; c++) { v += cw[gb + q * DV + c] * vp(bh, j, c); }
-    }
-    gy[jr * DK + q] = v;
-  }
-  // G^T x_j: consecutive invocations read consecutive columns of G
-  for (var k = lid; k < RC * DV; k += WG) {
-    let jr = k / DV;
-    let c = k % DV;
-    let jj = c0 + jr;
-    var v = 0.0;
-    if (jj < ncol) {
-      let j = j0 + i32(jj);
-      for (var i = 0u; i < DK; i++) { v += cw[gb + i * DV + c] * xp(bh, j, i); }
-    }
-    gx[jr * DV + c] = v;
-  }`
+      ? `// G y_j and G^T x_j as 4 x 4 register tiles (4 rows of G x 4 pair columns, then 4 columns of G x
+  // 4 pair columns): every value an invocation reads serves 4 products
+  ${exitTile("gy", "DK", "DV", "cw[gb + min(o0 + ${r}u, DK - 1u) * DV + k]", "vp(bh, jx${c}, k)")}
+  ${exitTile("gx", "DV", "DK", "cw[gb + k * DV + min(o0 + ${r}u, DV - 1u)]", "xp(bh, jx${c}, k)")}`
       : `// no exit-state gradient in this variant
   for (var k = lid; k < RC * DK; k += WG) { gy[k] = 0.0; }
   for (var k = lid; k < RC * DV; k += WG) { gx[k] = 0.0; }`
@@ -467,6 +439,35 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
 `
   }
 }`;
+}
+
+/**
+ * WGSL of one `cols` exit-state product as 4 x 4 register tiles: `dst[jr * N + o] = sum_k A(o, k) B(j, k)`
+ * over `k < K`, for the tile's pair columns `jr < RC` and outputs `o < N`; `a` / `b` are WGSL templates
+ * with `${r}` (output row of the block) / `${c}` (pair column of the block, bound to `jx${c}`) and the
+ * loop index `k`. Reads are clamped inside the arrays; what lies outside is not stored.
+ */
+function exitTile(dst: string, N: string, K: string, a: string, b: string): string {
+  const R = [0, 1, 2, 3];
+  const fill = (t: string, v: Record<string, number>) => t.replace(/\$\{(r|c)\}/g, (_, n) => `${v[n]}`);
+  return `for (var bk = lid; bk < ((RC + 3u) / 4u) * ((${N} + 3u) / 4u); bk += WG) {
+    let jr0 = (bk % ((RC + 3u) / 4u)) * 4u;
+    let o0 = (bk / ((RC + 3u) / 4u)) * 4u;
+    ${R.map((c) => `let jx${c} = j0 + i32(min(c0 + jr0 + ${c}u, ncol - 1u));`).join("\n    ")}
+    ${R.flatMap((r) => R.map((c) => `var e${r}${c} = 0.0;`)).join(" ")}
+    for (var k = 0u; k < ${K}; k++) {
+      ${R.map((r) => `let a${r} = ${fill(a, { r })};`).join("\n      ")}
+      ${R.map((c) => `let b${c} = ${fill(b, { c })};`).join("\n      ")}
+      ${R.flatMap((r) => R.map((c) => `e${r}${c} += a${r} * b${c};`)).join("\n      ")}
+    }
+    ${
+    R.flatMap((r) =>
+      R.map((c) =>
+        `if (jr0 + ${c}u < RC && o0 + ${r}u < ${N}) { ${dst}[(jr0 + ${c}u) * ${N} + o0 + ${r}u] = select(0.0, e${r}${c}, c0 + jr0 + ${c}u < ncol); }`
+      )
+    ).join("\n    ")
+  }
+  }`;
 }
 
 /**

@@ -262,27 +262,13 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
   let h = bh % H;
   let r0 = tile * R;
   let j0 = i32(a) - i32(PAD);
-  // scores of the tile's rows
-  for (var k = lid; k < R * CP; k += WG) {
-    let tr = k / CP;
-    let jj = k % CP;
-    let tt = r0 + tr;
-    var v = 0.0;
-    if (tt < len && jj <= tt + PAD) {
-      let t = a + tt;
-      let j = j0 + i32(jj);
-      let m = m_of(tt, j, a);
-      if (m != 0.0) {
-        var d = 0.0;
-        ${
-    fwd
-      ? "for (var i = 0u; i < DK; i++) { d += qn(bh, t, i) * xp(bh, j, i); }"
-      : `for (var c = 0u; c < DV; c++) { d += ${dout} + c] * vp(bh, j, c); }`
-  }
-        v = m * d;
-      }
-    }
-    sc[k] = v;
+  // scores of the tile's rows, 4 rows x 4 pair columns per invocation (each value read serves 4 products)
+  ${
+    scoreTile(
+      fwd ? "DK" : "DV",
+      fwd ? "qn(bh, t${r}, k)" : "dout[((b * u.T + t${r}) * H + h) * DV + k]",
+      fwd ? "xp(bh, jx${c}, k)" : "vp(bh, jx${c}, k)",
+    )
   }
   workgroupBarrier();
   let base = u.SIN + (bh * nck() + n) * DK * DV;
@@ -439,6 +425,45 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
 `
   }
 }`;
+}
+
+/**
+ * WGSL of the `out` / `dq` scores as 4 x 4 register tiles: `sc[tr * CP + jj] = M[t, j] sum_k A(t, k) B(j, k)`
+ * over `k < K` for the tile's rows `tr < R` (`t = a + r0 + tr`) and pair columns `jj < CP`, zero where the
+ * mask is; `a` / `b` are WGSL templates with `${r}` (row of the block, bound to `t${r}`) / `${c}` (pair
+ * column, bound to `jx${c}`) and the loop index `k`. Reads are clamped to valid rows and columns.
+ */
+function scoreTile(K: string, a: string, b: string): string {
+  const R = [0, 1, 2, 3];
+  const fill = (t: string, v: Record<string, number>) => t.replace(/\$\{(r|c)\}/g, (_, n) => `${v[n]}`);
+  return `for (var bk = lid; bk < ((R + 3u) / 4u) * ((CP + 3u) / 4u); bk += WG) {
+    let jj0 = (bk % ((CP + 3u) / 4u)) * 4u;
+    let tr0 = (bk / ((CP + 3u) / 4u)) * 4u;
+    ${R.map((r) => `let t${r} = a + min(r0 + tr0 + ${r}u, len - 1u);`).join("\n    ")}
+    ${R.map((c) => `let jx${c} = j0 + i32(min(jj0 + ${c}u, CP - 1u));`).join("\n    ")}
+    ${R.flatMap((r) => R.map((c) => `var e${r}${c} = 0.0;`)).join(" ")}
+    for (var k = 0u; k < ${K}; k++) {
+      ${R.map((r) => `let a${r} = ${fill(a, { r })};`).join("\n      ")}
+      ${R.map((c) => `let b${c} = ${fill(b, { c })};`).join("\n      ")}
+      ${R.flatMap((r) => R.map((c) => `e${r}${c} += a${r} * b${c};`)).join("\n      ")}
+    }
+    ${
+    R.flatMap((r) =>
+      R.map((c) =>
+        `{
+      let tr = tr0 + ${r}u;
+      let jj = jj0 + ${c}u;
+      let tt = r0 + tr;
+      if (tr < R && jj < CP) {
+        var v = 0.0;
+        if (tt < len && jj <= tt + PAD) { v = m_of(tt, jx${c}, a) * e${r}${c}; }
+        sc[tr * CP + jj] = v;
+      }
+    }`
+      )
+    ).join("\n    ")
+  }
+  }`;
 }
 
 /**

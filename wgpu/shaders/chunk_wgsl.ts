@@ -221,6 +221,11 @@ export function chunkKey(pass: ChunkPass, config: RuleConfig, s: ChunkShape, hea
   ].join(":");
 }
 
+/** Workgroups per chunk of the `amat` pass: 4 x 4 blocks of the `C x C` matrix, one per invocation. */
+export function amatTiles(C: number): number {
+  return Math.ceil((Math.ceil(C / 4) ** 2) / CHUNK_WG);
+}
+
 /** Number of workgroups (or, for the flat passes, invocations) a pass needs. */
 export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number, T: number): number {
   const BH = B * s.H;
@@ -254,7 +259,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "s0part":
       return BH * nck * elems;
     case "amat":
-      return BH * nck * Math.ceil((s.C * s.C) / CHUNK_WG);
+      return BH * nck * amatTiles(s.C);
     case "trans":
       return BH * nck * Math.ceil((s.dk * (s.dk + s.dv)) / CHUNK_WG);
     case "out":

@@ -38,6 +38,7 @@
 import type { RuleConfig } from "../../src/rules/config.ts";
 import type { HeadConstants } from "./fast_weight_coef.ts";
 import {
+  amatTiles,
   chunkEntry,
   type ChunkPass,
   type ChunkShape,
@@ -93,18 +94,14 @@ export function deltaShader(
   switch (pass) {
     case "amat":
       return head + chunkSteps(true) + `
-${chunkEntry(`${Math.ceil((s.C * s.C) / 64)}u`)}
-  let e = tile * WG + lid;
-  if (e < C * C) {
-    let t = e / C;
-    let sx = e % C;
-    var v = 0.0;
-    if (t < len && sx < t && cseg[sx] == cseg[t]) {
-      var d = 0.0;
-      for (var i = 0u; i < DK; i++) { d += xp(bh, i32(a + t), i) * xp(bh, i32(a + sx), i); }
-      v = cga[t] * exp(cpp[t] - cp[sx]) * d;
-    }
-    cw[am(bh, n, t, sx)] = v;
+${chunkEntry(`${amatTiles(s.C)}u`)}
+  // one 4 x 4 block of (t, s) per invocation: every x value read serves 4 products
+  let bk = tile * WG + lid;
+  let nb = (C + 3u) / 4u;
+  if (bk < nb * nb) {
+    let t0 = (bk / nb) * 4u;
+    let sb0 = (bk % nb) * 4u;
+    ${amatBlock()}
   }
 }`;
     case "solve":
@@ -247,6 +244,34 @@ ${flatEntry("u.B * H * DK * DV")}
   out[u.gDS0 + idx] = acc;
 }`;
   }
+}
+
+/** WGSL of one `amat` block: `A[t, s] = a_t exp(Pp_t - P_s) x_t . x_s` for `s < t` in one segment, else 0. */
+function amatBlock(): string {
+  const R = [0, 1, 2, 3];
+  return `${R.map((r) => `let ta${r} = i32(a + min(t0 + ${r}u, len - 1u));`).join("\n    ")}
+    ${R.map((c) => `let sa${c} = i32(a + min(sb0 + ${c}u, len - 1u));`).join("\n    ")}
+    ${R.flatMap((r) => R.map((c) => `var e${r}${c} = 0.0;`)).join(" ")}
+    for (var i = 0u; i < DK; i++) {
+      ${R.map((r) => `let p${r} = xp(bh, ta${r}, i);`).join("\n      ")}
+      ${R.map((c) => `let q${c} = xp(bh, sa${c}, i);`).join("\n      ")}
+      ${R.flatMap((r) => R.map((c) => `e${r}${c} += p${r} * q${c};`)).join("\n      ")}
+    }
+    ${
+    R.flatMap((r) =>
+      R.map((c) =>
+        `{
+      let t = t0 + ${r}u;
+      let sx = sb0 + ${c}u;
+      if (t < C && sx < C) {
+        var v = 0.0;
+        if (t < len && sx < t && cseg[sx] == cseg[t]) { v = cga[t] * exp(cpp[t] - cp[sx]) * e${r}${c}; }
+        cw[am(bh, n, t, sx)] = v;
+      }
+    }`
+      )
+    ).join("\n    ")
+  }`;
 }
 
 /**

@@ -275,6 +275,68 @@ function amatBlock(): string {
 }
 
 /**
+ * WGSL of one `pairs` block (rows `jt = r0 + jr0 + r`, columns `kk = kb0 + c`): per entry in one segment
+ * off the diagonal, with `(t, s) = (max, min)(jt, kk)`, `f = -(DR_t . W_s) a_t exp(Pp_t - P_s)` into `scx`,
+ * and below the diagonal `-(DR_t . W_s) exp(Pp_t - P_s) (x_jt . x_kk)` into `sv1` and `f (x_jt . x_kk)`
+ * into `YM`; zero elsewhere.
+ */
+function pairsBlock(): string {
+  const R = [0, 1, 2, 3];
+  const acc = (p: string) => R.flatMap((r) => R.map((c) => `var ${p}${r}${c} = 0.0;`)).join(" ");
+  const fma = (p: string, a: string, b: string) =>
+    R.flatMap((r) => R.map((c) => `${p}${r}${c} += ${a}${r} * ${b}${c};`)).join("\n      ");
+  return `${R.map((r) => `let jt${r} = a + min(r0 + jr0 + ${r}u, len - 1u);`).join("\n    ")}
+    ${R.map((c) => `let kk${c} = a + min(kb0 + ${c}u, len - 1u);`).join("\n    ")}
+    ${acc("xx")}
+    ${acc("dl")}
+    ${acc("du")}
+    for (var i = 0u; i < DK; i++) {
+      ${R.map((r) => `let xj${r} = xp(bh, i32(jt${r}), i);`).join("\n      ")}
+      ${R.map((c) => `let xk${c} = xp(bh, i32(kk${c}), i);`).join("\n      ")}
+      ${fma("xx", "xj", "xk")}
+    }
+    for (var c = 0u; c < DV; c++) {
+      ${R.map((r) => `let rj${r} = cw[u.DR + row(bh, jt${r}, c)];`).join("\n      ")}
+      ${R.map((r) => `let wj${r} = cw[u.WW + row(bh, jt${r}, c)];`).join("\n      ")}
+      ${R.map((k) => `let rk${k} = cw[u.DR + row(bh, kk${k}, c)];`).join("\n      ")}
+      ${R.map((k) => `let wk${k} = cw[u.WW + row(bh, kk${k}, c)];`).join("\n      ")}
+      ${fma("dl", "rj", "wk")}
+      ${R.flatMap((r) => R.map((k) => `du${r}${k} += rk${k} * wj${r};`)).join("\n      ")}
+    }
+    ${
+    R.flatMap((r) =>
+      R.map((c) =>
+        `{
+      let jr = jr0 + ${r}u;
+      let jt = r0 + jr;
+      let kk = kb0 + ${c}u;
+      if (jr < RP && kk < C) {
+        var cx = 0.0;
+        var v1 = 0.0;
+        var v2 = 0.0;
+        if (jt < len && kk < len && kk != jt && cseg[kk] == cseg[jt]) {
+          let tq = max(jt, kk);
+          let sq = min(jt, kk);
+          let dw = select(du${r}${c}, dl${r}${c}, kk < jt);
+          let gp = exp(cpp[tq] - cp[sq]);
+          let f = -dw * cga[tq] * gp;
+          cx = f;
+          if (kk < jt) {
+            v1 = -dw * gp * xx${r}${c};
+            v2 = f * xx${r}${c};
+          }
+        }
+        scx[jr * C + kk] = cx;
+        sv1[jr * C + kk] = v1;
+        if (jt < len && kk < len) { cw[u.YM + ((bh * nck() + n) * C + jt) * C + kk] = select(0.0, v2, kk < jt); }
+      }
+    }`
+      )
+    ).join("\n    ")
+  }`;
+}
+
+/**
  * `pairs`: for rows `j` of the chunk, with `F[t,s] = -(dR_t.w_s) a_t Gp[t,s]` (`s < t`):
  * `dx_j += sum_k (F[j,k] + F[k,j]) x_k - a_j exp(Pp_j) base_j dR_j`, `dy_j = b_j dR_j`,
  * `da_j = sum_s -(dR_j.w_s) Gp[j,s] x_j.x_s - exp(Pp_j) dR_j.(base_j^T x_j)`, `db_j = dR_j.y_j`,
@@ -288,35 +350,16 @@ var<workgroup> sv1: array<f32, ${s.RP * s.C}>;
 var<workgroup> sxb: array<f32, ${s.RP * s.dk}>;
 ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
   let r0 = tile * RP;
-  for (var k = lid; k < RP * C; k += WG) {
-    let jr = k / C;
-    let kk = k % C;
-    let jt = r0 + jr;
-    var cx = 0.0;
-    var v1 = 0.0;
-    var v2 = 0.0;
-    if (jt < len && kk < len && kk != jt && cseg[kk] == cseg[jt]) {
-      var xx = 0.0;
-      for (var i = 0u; i < DK; i++) { xx += xp(bh, i32(a + jt), i) * xp(bh, i32(a + kk), i); }
-      // (t, s) = (jt, kk) below the diagonal, (kk, jt) above it
-      let tq = max(jt, kk);
-      let sq = min(jt, kk);
-      var dw = 0.0;
-      for (var c = 0u; c < DV; c++) { dw += cw[u.DR + row(bh, a + tq, c)] * cw[u.WW + row(bh, a + sq, c)]; }
-      let gp = exp(cpp[tq] - cp[sq]);
-      let f = -dw * cga[tq] * gp;
-      cx = f;
-      if (kk < jt) {
-        v1 = -dw * gp * xx;
-        v2 = f * xx;
-      }
-    }
-    scx[k] = cx;
-    sv1[k] = v1;
-    if (jt < len && kk < len) { cw[u.YM + ((bh * nck() + n) * C + jt) * C + kk] = select(0.0, v2, kk < jt); }
+  // 4 rows jt x 4 columns kk per invocation: x_jt . x_kk, DR_jt . W_kk (used below the diagonal) and
+  // DR_kk . W_jt (above it), each value read serving 4 products
+  for (var bk = lid; bk < ((RP + 3u) / 4u) * ((C + 3u) / 4u); bk += WG) {
+    let jr0 = (bk / ((C + 3u) / 4u)) * 4u;
+    let kb0 = (bk % ((C + 3u) / 4u)) * 4u;
+    ${pairsBlock()}
   }
   workgroupBarrier();
   let bin = u.SIN + (bh * nck() + n) * DK * DV;
+
   for (var k = lid; k < RP * (DK + DV); k += WG) {
     let jr = k / (DK + DV);
     let q = k % (DK + DV);

@@ -226,6 +226,16 @@ export function amatTiles(C: number): number {
   return Math.ceil((Math.ceil(C / 4) ** 2) / CHUNK_WG);
 }
 
+/** Workgroups per chunk of a pass that computes a `rows x cols` matrix as 4 x 4 blocks, one per invocation. */
+export function stateTiles(rows: number, cols: number): number {
+  return Math.ceil((Math.ceil(rows / 4) * Math.ceil(cols / 4)) / CHUNK_WG);
+}
+
+/** Workgroups per chunk of the delta rules' `trans` pass: 4 x 4 blocks of `K [Dk, Dk]` then `D [Dk, Dv]`. */
+export function transTiles(dk: number, dv: number): number {
+  return Math.ceil((Math.ceil(dk / 4) * (Math.ceil(dk / 4) + Math.ceil(dv / 4))) / CHUNK_WG);
+}
+
 /** Number of workgroups (or, for the flat passes, invocations) a pass needs. */
 export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number, T: number): number {
   const BH = B * s.H;
@@ -254,6 +264,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "rowfix":
       return flat(BH * (pad + T + 1));
     case "local":
+      return BH * nck * stateTiles(s.dk, s.dv);
     case "uv":
     case "lnk":
     case "s0part":
@@ -261,7 +272,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "amat":
       return BH * nck * amatTiles(s.C);
     case "trans":
-      return BH * nck * Math.ceil((s.dk * (s.dk + s.dv)) / CHUNK_WG);
+      return BH * nck * transTiles(s.dk, s.dv);
     case "out":
     case "dq":
       return BH * nck * Math.ceil(s.C / s.R);
@@ -531,4 +542,28 @@ ${chunkEntry("1u")}
   }
   }
 }`;
+}
+
+/**
+ * WGSL of a 4 x 4 register tile named `p`: declares `p00..p33` and accumulates
+ * `p{r}{c} += [w(k) *] a(k, r) b(k, c)` over `k < K`. `a`, `b` (and `w`) are WGSL templates in which
+ * `${r}` / `${c}` stand for the block row / column (0..3) and `k` for the loop index; each value read
+ * serves 4 products, so a block reads 8 values per 16 products instead of 2 per product.
+ */
+export function tile4(p: string, K: string, a: string, b: string, w?: string): string {
+  const R = [0, 1, 2, 3];
+  const at = (t: string, v: number) => t.replace(/\$\{(r|c)\}/g, () => `${v}`);
+  return `${R.flatMap((r) => R.map((c) => `var ${p}${r}${c} = 0.0;`)).join(" ")}
+    for (var k = 0u; k < ${K}; k++) {
+      ${w ? `let ${p}w = ${w};` : ""}
+      ${R.map((r) => `let ${p}a${r} = ${at(a, r)}${w ? ` * ${p}w` : ""};`).join("\n      ")}
+      ${R.map((c) => `let ${p}b${c} = ${at(b, c)};`).join("\n      ")}
+      ${R.flatMap((r) => R.map((c) => `${p}${r}${c} += ${p}a${r} * ${p}b${c};`)).join("\n      ")}
+    }`;
+}
+
+/** `f(r, c)` for the 16 entries of a 4 x 4 tile, joined as WGSL lines. */
+export function tile4Each(f: (r: number, c: number) => string): string {
+  const R = [0, 1, 2, 3];
+  return R.flatMap((r) => R.map((c) => f(r, c))).join("\n    ");
 }

@@ -58,7 +58,10 @@ import {
   flatEntry,
   isDeltaChunkRule,
   prelude,
+  stateTiles,
   stepCoefWgsl,
+  tile4,
+  tile4Each,
 } from "./chunk_wgsl.ts";
 import { deltaShader, isDeltaPass } from "./fast_weight_chunk_delta.ts";
 
@@ -104,20 +107,30 @@ ${flatEntry("u.B * H * u.T")}
     case "local":
       return head + chunkSteps(false) + `
 var<workgroup> me: array<f32, CP>;
-${chunkEntry(`${Math.ceil((s.dk * s.dv) / CHUNK_WG)}u`)}
+${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
   let j0 = i32(a) - i32(PAD);
   for (var k = lid; k < len + PAD; k += WG) { me[k] = m_of(len - 1u, j0 + i32(k), a); }
   workgroupBarrier();
-  let e = tile * WG + lid;
-  if (e < DK * DV) {
-    let i = e / DV;
-    let c = e % DV;
-    var acc = 0.0;
-    for (var k = 0u; k < len + PAD; k++) {
-      let m = me[k];
-      if (m != 0.0) { acc += m * xp(bh, j0 + i32(k), i) * yp(bh, j0 + i32(k), c); }
-    }
-    cw[u.DS + (bh * nck() + n) * DK * DV + e] = acc;
+  // a 4 x 4 block of the state per invocation
+  let bk = tile * WG + lid;
+  let nbc = (DV + 3u) / 4u;
+  if (bk < ((DK + 3u) / 4u) * nbc) {
+    let i0 = (bk / nbc) * 4u;
+    let cb0 = (bk % nbc) * 4u;
+    ${
+        tile4(
+          "e",
+          "len + PAD",
+          "xp(bh, j0 + i32(k), min(i0 + ${r}u, DK - 1u))",
+          "yp(bh, j0 + i32(k), min(cb0 + ${c}u, DV - 1u))",
+          "me[k]",
+        )
+      }
+    ${
+        tile4Each((r, c) =>
+          `if (i0 + ${r}u < DK && cb0 + ${c}u < DV) { cw[u.DS + (bh * nck() + n) * DK * DV + (i0 + ${r}u) * DV + cb0 + ${c}u] = e${r}${c}; }`
+        )
+      }
   }
   if (tile == 0u && lid == 0u) {
     cw[u.DEC + bh * nck() + n] = exp(cp[len - 1u]);
@@ -350,12 +363,8 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
     let jr0 = (bk % ${jbn}u) * 4u;
     let tt0 = (bk / ${jbn}u) * 4u;
     ${tile.decl}
-    for (var i = 0u; i < DK; i++) {
-      ${tile.qxBody}
-    }
-    for (var c = 0u; c < DV; c++) {
-      ${tile.ydBody}
-    }
+    ${tile.qxBody}
+    ${tile.ydBody}
     ${tile.store}
   }
   for (var jr = lid; jr < RC; jr += WG) {
@@ -434,23 +443,15 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
  * column, bound to `jx${c}`) and the loop index `k`. Reads are clamped to valid rows and columns.
  */
 function scoreTile(K: string, a: string, b: string): string {
-  const R = [0, 1, 2, 3];
-  const fill = (t: string, v: Record<string, number>) => t.replace(/\$\{(r|c)\}/g, (_, n) => `${v[n]}`);
   return `for (var bk = lid; bk < ((R + 3u) / 4u) * ((CP + 3u) / 4u); bk += WG) {
     let jj0 = (bk % ((CP + 3u) / 4u)) * 4u;
     let tr0 = (bk / ((CP + 3u) / 4u)) * 4u;
-    ${R.map((r) => `let t${r} = a + min(r0 + tr0 + ${r}u, len - 1u);`).join("\n    ")}
-    ${R.map((c) => `let jx${c} = j0 + i32(min(jj0 + ${c}u, CP - 1u));`).join("\n    ")}
-    ${R.flatMap((r) => R.map((c) => `var e${r}${c} = 0.0;`)).join(" ")}
-    for (var k = 0u; k < ${K}; k++) {
-      ${R.map((r) => `let a${r} = ${fill(a, { r })};`).join("\n      ")}
-      ${R.map((c) => `let b${c} = ${fill(b, { c })};`).join("\n      ")}
-      ${R.flatMap((r) => R.map((c) => `e${r}${c} += a${r} * b${c};`)).join("\n      ")}
-    }
+    ${[0, 1, 2, 3].map((r) => `let t${r} = a + min(r0 + tr0 + ${r}u, len - 1u);`).join("\n    ")}
+    ${[0, 1, 2, 3].map((c) => `let jx${c} = j0 + i32(min(jj0 + ${c}u, CP - 1u));`).join("\n    ")}
+    ${tile4("e", K, a, b)}
     ${
-    R.flatMap((r) =>
-      R.map((c) =>
-        `{
+    tile4Each((r, c) =>
+      `{
       let tr = tr0 + ${r}u;
       let jj = jj0 + ${c}u;
       let tt = r0 + tr;
@@ -460,8 +461,7 @@ function scoreTile(K: string, a: string, b: string): string {
         sc[tr * CP + jj] = v;
       }
     }`
-      )
-    ).join("\n    ")
+    )
   }
   }`;
 }
@@ -473,53 +473,33 @@ function scoreTile(K: string, a: string, b: string): string {
  * loop index `k`. Reads are clamped inside the arrays; what lies outside is not stored.
  */
 function exitTile(dst: string, N: string, K: string, a: string, b: string): string {
-  const R = [0, 1, 2, 3];
-  const fill = (t: string, v: Record<string, number>) => t.replace(/\$\{(r|c)\}/g, (_, n) => `${v[n]}`);
   return `for (var bk = lid; bk < ((RC + 3u) / 4u) * ((${N} + 3u) / 4u); bk += WG) {
     let jr0 = (bk % ((RC + 3u) / 4u)) * 4u;
     let o0 = (bk / ((RC + 3u) / 4u)) * 4u;
-    ${R.map((c) => `let jx${c} = j0 + i32(min(c0 + jr0 + ${c}u, ncol - 1u));`).join("\n    ")}
-    ${R.flatMap((r) => R.map((c) => `var e${r}${c} = 0.0;`)).join(" ")}
-    for (var k = 0u; k < ${K}; k++) {
-      ${R.map((r) => `let a${r} = ${fill(a, { r })};`).join("\n      ")}
-      ${R.map((c) => `let b${c} = ${fill(b, { c })};`).join("\n      ")}
-      ${R.flatMap((r) => R.map((c) => `e${r}${c} += a${r} * b${c};`)).join("\n      ")}
-    }
+    ${[0, 1, 2, 3].map((c) => `let jx${c} = j0 + i32(min(c0 + jr0 + ${c}u, ncol - 1u));`).join("\n    ")}
+    ${tile4("e", K, a, b)}
     ${
-    R.flatMap((r) =>
-      R.map((c) =>
-        `if (jr0 + ${c}u < RC && o0 + ${r}u < ${N}) { ${dst}[(jr0 + ${c}u) * ${N} + o0 + ${r}u] = select(0.0, e${r}${c}, c0 + jr0 + ${c}u < ncol); }`
-      )
-    ).join("\n    ")
+    tile4Each((r, c) =>
+      `if (jr0 + ${c}u < RC && o0 + ${r}u < ${N}) { ${dst}[(jr0 + ${c}u) * ${N} + o0 + ${r}u] = select(0.0, e${r}${c}, c0 + jr0 + ${c}u < ncol); }`
+    )
   }
   }`;
 }
 
 /**
  * WGSL pieces of the `cols` kernel's 4 x 4 register tile (rows `tt0 + r` x pair columns `jr0 + c`):
- * declarations, the `q . x` and `dO . y` accumulation bodies, and the masked stores. Rows and columns
- * past the chunk are clamped for the loads and skipped at the store.
+ * `qx` = q_t . x_j, `yd` = dO_t . y_j, then the masked stores of the readout weights and their gradient
+ * terms. Rows and columns past the chunk are clamped for the loads and skipped at the store.
  */
 function productTile(exit: boolean) {
-  const R = [0, 1, 2, 3];
-  const decl = [
-    ...R.map((r) => `let t${r} = a + min(tt0 + ${r}u, len - 1u);`),
-    ...R.map((c) => `let x${c} = j0 + i32(min(c0 + jr0 + ${c}u, ncol - 1u));`),
-    ...R.flatMap((r) => R.map((c) => `var qx${r}${c} = 0.0;\n    var yd${r}${c} = 0.0;`)),
-  ].join("\n    ");
-  const qxBody = [
-    ...R.map((r) => `let q${r} = qn(bh, t${r}, i);`),
-    ...R.map((c) => `let p${c} = xp(bh, x${c}, i);`),
-    ...R.flatMap((r) => R.map((c) => `qx${r}${c} += q${r} * p${c};`)),
-  ].join("\n      ");
-  const ydBody = [
-    ...R.map((r) => `let d${r} = dout[((b * u.T + t${r}) * H + h) * DV + c];`),
-    ...R.map((c) => `let y${c} = vp(bh, x${c}, c);`),
-    ...R.flatMap((r) => R.map((c) => `yd${r}${c} += d${r} * y${c};`)),
-  ].join("\n      ");
-  const store = R.flatMap((r) =>
-    R.map((c) =>
-      `{
+  const decl = [0, 1, 2, 3].map((r) =>
+    `let t${r} = a + min(tt0 + ${r}u, len - 1u);
+    let x${r} = j0 + i32(min(c0 + jr0 + ${r}u, ncol - 1u));`
+  ).join("\n    ");
+  const qxBody = tile4("qx", "DK", "qn(bh, t${r}, k)", "xp(bh, x${c}, k)");
+  const ydBody = tile4("yd", "DV", "dout[((b * u.T + t${r}) * H + h) * DV + k]", "vp(bh, x${c}, k)");
+  const store = tile4Each((r, c) =>
+    `{
       let tt = tt0 + ${r}u;
       let jr = jr0 + ${c}u;
       let jj = c0 + jr;
@@ -537,12 +517,11 @@ function productTile(exit: boolean) {
         wd[jr * C + tt] = vd;
         dm[jr * C + tt] = vm;
         ${
-        exit ? "if (jj < ncol && tt < len) { cw[u.DMM + ((bh * nck() + n) * C + tt) * CP + jj] = vm; }" : ""
-      }
+      exit ? "if (jj < ncol && tt < len) { cw[u.DMM + ((bh * nck() + n) * C + tt) * CP + jj] = vm; }" : ""
+    }
       }
     }`
-    )
-  ).join("\n    ");
+  );
   return { decl, qxBody, ydBody, store };
 }
 

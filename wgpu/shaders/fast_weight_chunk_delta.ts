@@ -47,6 +47,9 @@ import {
   flatEntry,
   prelude,
   stepCoefWgsl,
+  tile4,
+  tile4Each,
+  transTiles,
 } from "./chunk_wgsl.ts";
 
 /** Passes only the delta rules run. */
@@ -132,30 +135,59 @@ ${chunkEntry("1u")}
     case "trans":
       return head + chunkSteps(true) + `
 var<workgroup> ge: array<f32, C>;
-${chunkEntry(`${Math.ceil((s.dk * (s.dk + s.dv)) / 64)}u`)}
+${chunkEntry(`${transTiles(s.dk, s.dv)}u`)}
   for (var k = lid; k < len; k += WG) {
     var v = 0.0;
     if (cseg[k] == cseg[len - 1u]) { v = exp(cp[len - 1u] - cp[k]); }
     ge[k] = v;
   }
   workgroupBarrier();
-  let e = tile * WG + lid;
   let dec = exp(cp[len - 1u]);
   let bk = base_kind(len - 1u);
-  if (e < DK * DK) {
-    let i = e / DK;
-    let i2 = e % DK;
-    var v = select(0.0, dec, bk == 0u && i == i2);
-    for (var q = 0u; q < len; q++) { v -= ge[q] * xp(bh, i32(a + q), i) * cw[vvi(bh, n, q, i2)]; }
-    cw[u.KM + ((bh * nck() + n) * DK + i) * DK + i2] = v;
-  } else if (e < DK * (DK + DV)) {
-    let e2 = e - DK * DK;
-    let i = e2 / DV;
-    let c = e2 % DV;
-    var v = 0.0;
-    if (bk == 1u && u.hasS0 != 0u) { v = dec * s0[(bh * DK + i) * DV + c]; }
-    for (var q = 0u; q < len; q++) { v += ge[q] * xp(bh, i32(a + q), i) * cw[u0i(bh, n, q, c)]; }
-    cw[u.DS + ((bh * nck() + n) * DK + i) * DV + c] = v;
+  // 4 x 4 blocks per invocation: first of K [Dk, Dk], then of D [Dk, Dv]
+  let blk = tile * WG + lid;
+  let nr = (DK + 3u) / 4u;
+  let nkm = nr * nr;
+  let nds = nr * ((DV + 3u) / 4u);
+  if (blk < nkm) {
+    let i0 = (blk / nr) * 4u;
+    let i20 = (blk % nr) * 4u;
+    ${
+        tile4(
+          "e",
+          "len",
+          "xp(bh, i32(a + k), min(i0 + ${r}u, DK - 1u))",
+          "cw[vvi(bh, n, k, min(i20 + ${c}u, DK - 1u))]",
+          "ge[k]",
+        )
+      }
+    ${
+        tile4Each((r, c) =>
+          `if (i0 + ${r}u < DK && i20 + ${c}u < DK) { cw[u.KM + ((bh * nck() + n) * DK + i0 + ${r}u) * DK + i20 + ${c}u] = select(0.0, dec, bk == 0u && ${r}u + i0 == ${c}u + i20) - e${r}${c}; }`
+        )
+      }
+  } else if (blk < nkm + nds) {
+    let nc = (DV + 3u) / 4u;
+    let i0 = ((blk - nkm) / nc) * 4u;
+    let cb0 = ((blk - nkm) % nc) * 4u;
+    ${
+        tile4(
+          "e",
+          "len",
+          "xp(bh, i32(a + k), min(i0 + ${r}u, DK - 1u))",
+          "cw[u0i(bh, n, k, min(cb0 + ${c}u, DV - 1u))]",
+          "ge[k]",
+        )
+      }
+    ${
+        tile4Each((r, c) =>
+          `if (i0 + ${r}u < DK && cb0 + ${c}u < DV) {
+      var v = 0.0;
+      if (bk == 1u && u.hasS0 != 0u) { v = dec * s0[(bh * DK + i0 + ${r}u) * DV + cb0 + ${c}u]; }
+      cw[u.DS + ((bh * nck() + n) * DK + i0 + ${r}u) * DV + cb0 + ${c}u] = v + e${r}${c};
+    }`
+        )
+      }
   }
 }`;
     case "dscan":
@@ -248,19 +280,12 @@ ${flatEntry("u.B * H * DK * DV")}
 
 /** WGSL of one `amat` block: `A[t, s] = a_t exp(Pp_t - P_s) x_t . x_s` for `s < t` in one segment, else 0. */
 function amatBlock(): string {
-  const R = [0, 1, 2, 3];
-  return `${R.map((r) => `let ta${r} = i32(a + min(t0 + ${r}u, len - 1u));`).join("\n    ")}
-    ${R.map((c) => `let sa${c} = i32(a + min(sb0 + ${c}u, len - 1u));`).join("\n    ")}
-    ${R.flatMap((r) => R.map((c) => `var e${r}${c} = 0.0;`)).join(" ")}
-    for (var i = 0u; i < DK; i++) {
-      ${R.map((r) => `let p${r} = xp(bh, ta${r}, i);`).join("\n      ")}
-      ${R.map((c) => `let q${c} = xp(bh, sa${c}, i);`).join("\n      ")}
-      ${R.flatMap((r) => R.map((c) => `e${r}${c} += p${r} * q${c};`)).join("\n      ")}
-    }
+  return `${[0, 1, 2, 3].map((r) => `let ta${r} = i32(a + min(t0 + ${r}u, len - 1u));`).join("\n    ")}
+    ${[0, 1, 2, 3].map((c) => `let sa${c} = i32(a + min(sb0 + ${c}u, len - 1u));`).join("\n    ")}
+    ${tile4("e", "DK", "xp(bh, ta${r}, k)", "xp(bh, sa${c}, k)")}
     ${
-    R.flatMap((r) =>
-      R.map((c) =>
-        `{
+    tile4Each((r, c) =>
+      `{
       let t = t0 + ${r}u;
       let sx = sb0 + ${c}u;
       if (t < C && sx < C) {
@@ -269,8 +294,7 @@ function amatBlock(): string {
         cw[am(bh, n, t, sx)] = v;
       }
     }`
-      )
-    ).join("\n    ")
+    )
   }`;
 }
 
@@ -281,32 +305,14 @@ function amatBlock(): string {
  * into `YM`; zero elsewhere.
  */
 function pairsBlock(): string {
-  const R = [0, 1, 2, 3];
-  const acc = (p: string) => R.flatMap((r) => R.map((c) => `var ${p}${r}${c} = 0.0;`)).join(" ");
-  const fma = (p: string, a: string, b: string) =>
-    R.flatMap((r) => R.map((c) => `${p}${r}${c} += ${a}${r} * ${b}${c};`)).join("\n      ");
-  return `${R.map((r) => `let jt${r} = a + min(r0 + jr0 + ${r}u, len - 1u);`).join("\n    ")}
-    ${R.map((c) => `let kk${c} = a + min(kb0 + ${c}u, len - 1u);`).join("\n    ")}
-    ${acc("xx")}
-    ${acc("dl")}
-    ${acc("du")}
-    for (var i = 0u; i < DK; i++) {
-      ${R.map((r) => `let xj${r} = xp(bh, i32(jt${r}), i);`).join("\n      ")}
-      ${R.map((c) => `let xk${c} = xp(bh, i32(kk${c}), i);`).join("\n      ")}
-      ${fma("xx", "xj", "xk")}
-    }
-    for (var c = 0u; c < DV; c++) {
-      ${R.map((r) => `let rj${r} = cw[u.DR + row(bh, jt${r}, c)];`).join("\n      ")}
-      ${R.map((r) => `let wj${r} = cw[u.WW + row(bh, jt${r}, c)];`).join("\n      ")}
-      ${R.map((k) => `let rk${k} = cw[u.DR + row(bh, kk${k}, c)];`).join("\n      ")}
-      ${R.map((k) => `let wk${k} = cw[u.WW + row(bh, kk${k}, c)];`).join("\n      ")}
-      ${fma("dl", "rj", "wk")}
-      ${R.flatMap((r) => R.map((k) => `du${r}${k} += rk${k} * wj${r};`)).join("\n      ")}
-    }
+  return `${[0, 1, 2, 3].map((r) => `let jt${r} = a + min(r0 + jr0 + ${r}u, len - 1u);`).join("\n    ")}
+    ${[0, 1, 2, 3].map((c) => `let kk${c} = a + min(kb0 + ${c}u, len - 1u);`).join("\n    ")}
+    ${tile4("xx", "DK", "xp(bh, i32(jt${r}), k)", "xp(bh, i32(kk${c}), k)")}
+    ${tile4("dl", "DV", "cw[u.DR + row(bh, jt${r}, k)]", "cw[u.WW + row(bh, kk${c}, k)]")}
+    ${tile4("du", "DV", "cw[u.WW + row(bh, jt${r}, k)]", "cw[u.DR + row(bh, kk${c}, k)]")}
     ${
-    R.flatMap((r) =>
-      R.map((c) =>
-        `{
+    tile4Each((r, c) =>
+      `{
       let jr = jr0 + ${r}u;
       let jt = r0 + jr;
       let kk = kb0 + ${c}u;
@@ -331,8 +337,7 @@ function pairsBlock(): string {
         if (jt < len && kk < len) { cw[u.YM + ((bh * nck() + n) * C + jt) * C + kk] = select(0.0, v2, kk < jt); }
       }
     }`
-      )
-    ).join("\n    ")
+    )
   }`;
 }
 

@@ -6,6 +6,7 @@
 import { ruleConfig } from "../src/rules/config.ts";
 import { chunkShape } from "./fast_weight_chunk.ts";
 import { CHUNK_PASSES, chunkSharedFloats, chunkWork } from "./shaders/fast_weight_chunk.ts";
+import { SCAN_COLUMNS } from "./shaders/chunk_wgsl.ts";
 
 const WEBGPU_DEFAULT_SHARED = 16384;
 
@@ -56,11 +57,11 @@ Deno.test("chunk passes spread over B*H*chunks*tiles workgroups, not B*H", () =>
   for (const pass of CHUNK_PASSES) {
     const groups = chunkWork(pass, s, config.window - 1, d.B, d.T);
     // the scans over chunks: one invocation per state element (additive: B*H*Dk*Dv/64 workgroups)
-    // or one workgroup per value column (delta: B*H*Dv workgroups, an invocation per key row)
+    // or one workgroup per SCAN_COLUMNS value columns (delta: an invocation per key row)
     const floor = pass === "scan" || pass === "rscan"
       ? (BH * d.dk * d.dv) / 64
       : pass === "dscan" || pass === "rscan2"
-      ? BH * d.dv
+      ? BH * Math.ceil(d.dv / SCAN_COLUMNS)
       : chunks;
     if (groups < floor) throw new Error(`${pass}: ${groups} workgroups, expected at least ${floor}`);
   }

@@ -221,6 +221,9 @@ export function chunkKey(pass: ChunkPass, config: RuleConfig, s: ChunkShape, hea
   ].join(":");
 }
 
+/** Value columns per workgroup of the delta rules' sequential scans (`dscan`, `rscan2`). */
+export const SCAN_COLUMNS = 4;
+
 /** Workgroups per chunk of the `amat` pass: 4 x 4 blocks of the `C x C` matrix, one per invocation. */
 export function amatTiles(C: number): number {
   return Math.ceil((Math.ceil(C / 4) ** 2) / CHUNK_WG);
@@ -258,7 +261,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
       return flat(BH * s.dk * s.dv);
     case "dscan":
     case "rscan2":
-      return BH * s.dv;
+      return BH * Math.ceil(s.dv / SCAN_COLUMNS);
     case "wfix":
       return flat(BH * T * s.dv);
     case "rowfix":

@@ -13,9 +13,9 @@
  * - `S_exit = K S_in + Bv`, `K = [no start] exp(P_e) I - X^T diag(Gam[e,:]) V`,
  *   `Bv = [start] exp(P_e) S0 + X^T diag(Gam[e,:]) U0`.
  *
- * Kernels (`fastweight_chunk_<pass>_f32`): `amat` (per `(b, h, chunk, 64 entries)`: `A`), `solve`
+ * Kernels (`fastweight_chunk_<pass>_f32`): `amat` (per `(b, h, chunk)`, 4 x 4 blocks: `A`), `solve`
  * (per `(b, h, chunk)`, one invocation per column of `U0 | V`: forward substitution), `trans` (per
- * `(b, h, chunk, 64 entries)`: `K`, `Bv`), `dscan` (per `(b, h, value column)`, sequential over
+ * `(b, h, chunk)`, 4 x 4 blocks: `K`, `Bv`), `dscan` (per `(b, h)` and 4 value columns, sequential over
  * chunks: `S_in` of every chunk), `wfix` (per `(b, h, t, column)`: `W`). The readout runs the
  * shared `out` kernel with values `w`.
  * Backward: `uv`, `colsq` (the readout's `dW` without the exit term, `Qd`) and `lnk`
@@ -46,6 +46,7 @@ import {
   decayGradKernel,
   flatEntry,
   prelude,
+  SCAN_COLUMNS,
   stepCoefWgsl,
   tile4,
   tile4Each,
@@ -416,40 +417,70 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
 
 /**
  * `dscan` (forward, `S_{n+1} = K_n S_n + Bv_n`, storing every `S_in`) or `rscan2` (reverse,
- * `G_{n-1} = K_n^T G_n + L_n`, storing every `G_n`): one workgroup per `(b, h, value column)`, the
- * column in workgroup memory, one invocation per key row (a barrier per chunk, `Dk` products each).
+ * `G_{n-1} = K_n^T G_n + L_n`, storing every `G_n`): one workgroup per `(b, h)` and
+ * {@linkcode SCAN_COLUMNS} value columns, the columns in workgroup memory, one invocation per key row (a
+ * barrier per chunk, `Dk` products per column, each transition entry read once for all the columns).
  */
 function scanKernel(s: ChunkShape, reverse: boolean): string {
   const km = reverse ? "u.KM + (base + i2) * DK + i" : "u.KM + (base + i) * DK + i2";
+  const SC = SCAN_COLUMNS;
+  const Q = [...Array(SC).keys()];
   return `
-var<workgroup> col: array<f32, ${s.dk}>;
+var<workgroup> col: array<f32, ${SC * s.dk}>;
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
   let wgid = gid.y * nwg.x + gid.x;
-  if (wgid >= u.B * H * DV) { return; }
-  let c = wgid % DV;
-  let bh = wgid / DV;
+  let ncg = (DV + ${SC - 1}u) / ${SC}u;
+  if (wgid >= u.B * H * ncg) { return; }
+  // ${SC} value columns per workgroup (clamped at DV; only real ones are stored): each transition entry
+  // read serves ${SC} columns
+  let c0 = (wgid % ncg) * ${SC}u;
+  let bh = wgid / ncg;
+  ${Q.map((q) => `let cc${q} = min(c0 + ${q}u, DV - 1u);`).join("\n  ")}
   for (var i = lid; i < DK; i += WG) {
-    col[i] = ${reverse ? "0.0" : "select(0.0, init[(bh * DK + i) * DV + c], u.hasInit != 0u)"};
+    ${
+    Q.map((q) =>
+      `col[${q}u * DK + i] = ${
+        reverse ? "0.0" : `select(0.0, init[(bh * DK + i) * DV + cc${q}], u.hasInit != 0u)`
+      };`
+    ).join("\n    ")
+  }
   }
   workgroupBarrier();
-  var nx: array<f32, ${Math.ceil(s.dk / 64)}>;
+  var nx: array<f32, ${Math.ceil(s.dk / 64) * SC}>;
   for (var k = 0u; k < nck(); k++) {
     let n = ${reverse ? "nck() - 1u - k" : "k"};
     let base = (bh * nck() + n) * DK;
     for (var i = lid; i < DK; i += WG) {
-      cw[u.${reverse ? "GB" : "SIN"} + (base + i) * DV + c] = col[i];
-      var v = cw[u.${reverse ? "LN" : "DS"} + (base + i) * DV + c];
-      for (var i2 = 0u; i2 < DK; i2++) { v += cw[${km}] * col[i2]; }
-      nx[i / WG] = v;
+      ${
+    Q.map((q) =>
+      `if (c0 + ${q}u < DV) { cw[u.${
+        reverse ? "GB" : "SIN"
+      } + (base + i) * DV + cc${q}] = col[${q}u * DK + i]; }
+      var v${q} = cw[u.${reverse ? "LN" : "DS"} + (base + i) * DV + cc${q}];`
+    ).join("\n      ")
+  }
+      for (var i2 = 0u; i2 < DK; i2++) {
+        let m = cw[${km}];
+        ${Q.map((q) => `v${q} += m * col[${q}u * DK + i2];`).join("\n        ")}
+      }
+      ${Q.map((q) => `nx[(i / WG) * ${SC}u + ${q}u] = v${q};`).join("\n      ")}
     }
     workgroupBarrier();
-    for (var i = lid; i < DK; i += WG) { col[i] = nx[i / WG]; }
+    for (var i = lid; i < DK; i += WG) {
+      ${Q.map((q) => `col[${q}u * DK + i] = nx[(i / WG) * ${SC}u + ${q}u];`).join("\n      ")}
+    }
     workgroupBarrier();
   }
   for (var i = lid; i < DK; i += WG) {
-    ${reverse ? "out[u.gDC + (bh * DK + i) * DV + c]" : "cw[u.SFIN + (bh * DK + i) * DV + c]"} = col[i];
+    ${
+    Q.map((q) =>
+      `if (c0 + ${q}u < DV) { ${
+        reverse ? `out[u.gDC + (bh * DK + i) * DV + cc${q}]` : `cw[u.SFIN + (bh * DK + i) * DV + cc${q}]`
+      } = col[${q}u * DK + i]; }`
+    ).join("\n    ")
+  }
   }
 }`;
 }

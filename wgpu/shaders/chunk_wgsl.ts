@@ -243,7 +243,6 @@ export function transTiles(dk: number, dv: number): number {
 export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number, T: number): number {
   const BH = B * s.H;
   const nck = Math.ceil(T / s.C);
-  const elems = Math.ceil((s.dk * s.dv) / CHUNK_WG);
   const flat = (n: number) => Math.ceil(n / CHUNK_WG);
   switch (pass) {
     case "coef":
@@ -267,11 +266,10 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "rowfix":
       return flat(BH * (pad + T + 1));
     case "local":
-      return BH * nck * stateTiles(s.dk, s.dv);
     case "uv":
     case "lnk":
     case "s0part":
-      return BH * nck * elems;
+      return BH * nck * stateTiles(s.dk, s.dv);
     case "amat":
       return BH * nck * amatTiles(s.C);
     case "trans":

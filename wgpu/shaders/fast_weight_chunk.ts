@@ -49,7 +49,6 @@ import type { RuleConfig } from "../../src/rules/config.ts";
 import { type HeadConstants, statKind } from "./fast_weight_coef.ts";
 import { windowSlots } from "./fast_weight_recurrent.ts";
 import {
-  CHUNK_WG,
   chunkEntry,
   type ChunkPass,
   type ChunkShape,
@@ -158,23 +157,34 @@ ${flatEntry("u.B * H * DK * DV")}
       return head + chunkSteps(delta) + rowsKernel(pass, s, windowSlots(config) - 1, delta);
     case "uv":
       return head + chunkSteps(delta) + `
-${chunkEntry(`${Math.ceil((s.dk * s.dv) / CHUNK_WG)}u`)}
+${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
   let h = bh % H;
-  let e = tile * WG + lid;
-  if (e < DK * DV) {
-    let i = e / DV;
-    let c = e % DV;
-    var uu = 0.0;
-    var vv = 0.0;
-    for (var tt = 0u; tt < len; tt++) {
-      let t = a + tt;
-      let w = exp(cp[tt]) * qn(bh, t, i) * dout[((b * u.T + t) * H + h) * DV + c];
-      let bk = base_kind(tt);
-      if (bk == 0u) { uu += w; } else if (bk == 1u) { vv += w; }
-    }
-    let k = ((bh * nck() + n) * 2u) * DK * DV + e;
-    cw[u.UV + k] = uu;
-    cw[u.UV + k + DK * DV] = vv;
+  // a 4 x 4 block of the state per invocation, split by the base of each step (S_in or S0)
+  let bk = tile * WG + lid;
+  let nbc = (DV + 3u) / 4u;
+  if (bk < ((DK + 3u) / 4u) * nbc) {
+    let i0 = (bk / nbc) * 4u;
+    let cb0 = (bk % nbc) * 4u;
+    ${
+        ["uu", "vv"].map((p, kind) =>
+          tile4(
+            p,
+            "len",
+            "qn(bh, a + k, min(i0 + ${r}u, DK - 1u))",
+            "dout[((b * u.T + a + k) * H + h) * DV + min(cb0 + ${c}u, DV - 1u)]",
+            `select(0.0, exp(cp[k]), base_kind(k) == ${kind}u)`,
+          )
+        ).join("\n    ")
+      }
+    let k0 = ((bh * nck() + n) * 2u) * DK * DV;
+    ${
+        tile4Each((r, c) =>
+          `if (i0 + ${r}u < DK && cb0 + ${c}u < DV) {
+      cw[u.UV + k0 + (i0 + ${r}u) * DV + cb0 + ${c}u] = uu${r}${c};
+      cw[u.UV + k0 + DK * DV + (i0 + ${r}u) * DV + cb0 + ${c}u] = vv${r}${c};
+    }`
+        )
+      }
   }
 }`;
     case "rscan":

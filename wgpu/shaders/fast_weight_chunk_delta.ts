@@ -47,6 +47,7 @@ import {
   flatEntry,
   prelude,
   SCAN_COLUMNS,
+  stateTiles,
   stepCoefWgsl,
   tile4,
   tile4Each,
@@ -94,7 +95,6 @@ export function deltaShader(
   heads: HeadConstants,
 ): string {
   const head = prelude(pass, config, s, heads) + ADDR;
-  const elems = `${Math.ceil((s.dk * s.dv) / 64)}u`;
   switch (pass) {
     case "amat":
       return head + chunkSteps(true) + `
@@ -210,15 +210,16 @@ ${flatEntry("u.B * H * u.T * DV")}
 }`;
     case "lnk":
       return head + chunkSteps(true) + `
-${chunkEntry(elems)}
-  let e = tile * WG + lid;
-  if (e < DK * DV) {
-    let i = e / DV;
-    let c = e % DV;
-    var v = cw[u.UV + ((bh * nck() + n) * 2u) * DK * DV + e];
-    for (var q = 0u; q < len; q++) { v -= cw[vvi(bh, n, q, i)] * cw[u.QD + row(bh, a + q, c)]; }
-    cw[u.LN + (bh * nck() + n) * DK * DV + e] = v;
-  }
+${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
+  ${
+        stateBlock(
+          "cw[vvi(bh, n, k, min(i0 + ${r}u, DK - 1u))]",
+          "cw[u.QD + row(bh, a + k, min(cb0 + ${c}u, DV - 1u))]",
+          "",
+          (e) =>
+            `cw[u.LN + (bh * nck() + n) * DK * DV + ${e}] = cw[u.UV + ((bh * nck() + n) * 2u) * DK * DV + ${e}] - `,
+        )
+      }
 }`;
     case "rscan2":
       return head + scanKernel(s, true);
@@ -254,18 +255,17 @@ ${flatEntry("u.B * H * u.T")}
 }`;
     case "s0part":
       return head + chunkSteps(true) + `
-${chunkEntry(elems)}
-  let e = tile * WG + lid;
-  if (e < DK * DV) {
-    let i = e / DV;
-    let c = e % DV;
-    var v = cw[u.UV + ((bh * nck() + n) * 2u + 1u) * DK * DV + e];
-    if (base_kind(len - 1u) == 1u) { v += exp(cp[len - 1u]) * cw[u.GB + (bh * nck() + n) * DK * DV + e]; }
-    for (var q = 0u; q < len; q++) {
-      if (base_kind(q) == 1u) { v -= cga[q] * exp(cpp[q]) * xp(bh, i32(a + q), i) * cw[u.DR + row(bh, a + q, c)]; }
-    }
-    cw[u.D0C + (bh * nck() + n) * DK * DV + e] = v;
-  }
+${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
+  let gexit = select(0.0, exp(cp[len - 1u]), base_kind(len - 1u) == 1u);
+  ${
+        stateBlock(
+          "xp(bh, i32(a + k), min(i0 + ${r}u, DK - 1u))",
+          "cw[u.DR + row(bh, a + k, min(cb0 + ${c}u, DV - 1u))]",
+          "select(0.0, cga[k] * exp(cpp[k]), base_kind(k) == 1u)",
+          (e) =>
+            `cw[u.D0C + (bh * nck() + n) * DK * DV + ${e}] = cw[u.UV + ((bh * nck() + n) * 2u + 1u) * DK * DV + ${e}] + gexit * cw[u.GB + (bh * nck() + n) * DK * DV + ${e}] - `,
+        )
+      }
 }`;
     case "s0sum":
       return head + `
@@ -339,6 +339,26 @@ function pairsBlock(): string {
       }
     }`
     )
+  }`;
+}
+
+/**
+ * WGSL of a state-shaped pass as 4 x 4 blocks per invocation: `assign(e)` + `sum_k [w(k)] a(k, i) b(k, c)`
+ * for the block's entries `e = i * DV + c` (`a`, `b`, `w` as in {@linkcode tile4}, the block at `i0`,
+ * `cb0`; `assign` ends with the operator that joins the sum).
+ */
+function stateBlock(a: string, b: string, w: string, assign: (e: string) => string): string {
+  return `let bk = tile * WG + lid;
+  let nbc = (DV + 3u) / 4u;
+  if (bk < ((DK + 3u) / 4u) * nbc) {
+    let i0 = (bk / nbc) * 4u;
+    let cb0 = (bk % nbc) * 4u;
+    ${tile4("e", "len", a, b, w || undefined)}
+    ${
+    tile4Each((r, c) =>
+      `if (i0 + ${r}u < DK && cb0 + ${c}u < DV) { ${assign(`(i0 + ${r}u) * DV + cb0 + ${c}u`)}e${r}${c}; }`
+    )
+  }
   }`;
 }
 

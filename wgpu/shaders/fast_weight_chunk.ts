@@ -391,39 +391,30 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
     ${exit ? "if (jj < ncol) { cw[u.EXJ + (bh * nck() + n) * CP + jj] = ex; }" : ""}
   }
   workgroupBarrier();
-  for (var k = lid; k < RC * (DK + DV); k += WG) {
-    let jr = k / (DK + DV);
-    let q = k % (DK + DV);
-    let jj = c0 + jr;
-    if (jj >= ncol) { continue; }
-    let j = j0 + i32(jj);
-    if (q < DK) {
-      ${
+  // dx_j (exit variants) and dy_j, 4 pair columns x 4 entries per invocation
+  ${
     exit
-      ? `var v = mex[2u * jr] * gy[jr * DK + q];
-      for (var tt = 0u; tt < len; tt++) { v += wq[jr * C + tt] * qn(bh, a + tt, q); }
-      if (jj >= PAD) {
-        out[u.gDX + (bh * (PAD + u.T + 1u) + u32(j + i32(PAD))) * DK + q] = v;
+      ? colsGradTile("DK", "wq", "qn(bh, a + k, min(o0 + ${c}u, DK - 1u))", "gy", (o) =>
+        `if (jj >= PAD) {
+        out[u.gDX + (bh * (PAD + u.T + 1u) + u32(j + i32(PAD))) * DK + ${o}] = v;
       } else {
-        cw[u.SPX + ((bh * nck() + n) * PAD + jj) * DK + q] = v;
-      }`
+        cw[u.SPX + ((bh * nck() + n) * PAD + jj) * DK + ${o}] = v;
+      }`)
       : ""
   }
-    } else {
-      let c = q - DK;
-      var v = mex[2u * jr] * gx[jr * DV + c];
-      for (var tt = 0u; tt < len; tt++) {
-        let t = a + tt;
-        v += wd[jr * C + tt] * ${dout} + c];
-      }
-      ${
-    delta ? `cw[u.${exit ? "DW" : "QD"} + (bh * u.T + u32(j)) * DV + c] = v;` : `if (jj >= PAD) {
-        out[u.gDY + (bh * (PAD + u.T) + u32(j + i32(PAD))) * DV + c] = v;
+  ${
+    colsGradTile(
+      "DV",
+      "wd",
+      "dout[((b * u.T + a + k) * H + h) * DV + min(o0 + ${c}u, DV - 1u)]",
+      "gx",
+      (o) =>
+        delta ? `cw[u.${exit ? "DW" : "QD"} + (bh * u.T + u32(j)) * DV + ${o}] = v;` : `if (jj >= PAD) {
+        out[u.gDY + (bh * (PAD + u.T) + u32(j + i32(PAD))) * DV + ${o}] = v;
       } else {
-        cw[u.SPY + ((bh * nck() + n) * PAD + jj) * DV + c] = v;
-      }`
-  }
-    }
+        cw[u.SPY + ((bh * nck() + n) * PAD + jj) * DV + ${o}] = v;
+      }`,
+    )
   }
   ${
     delta ? "" : `  for (var k = lid; k < RC * NW; k += WG) {
@@ -491,6 +482,33 @@ function exitTile(dst: string, N: string, K: string, a: string, b: string): stri
     ${
     tile4Each((r, c) =>
       `if (jr0 + ${c}u < RC && o0 + ${r}u < ${N}) { ${dst}[(jr0 + ${c}u) * ${N} + o0 + ${r}u] = select(0.0, e${r}${c}, c0 + jr0 + ${c}u < ncol); }`
+    )
+  }
+  }`;
+}
+
+/**
+ * WGSL of a `cols` gradient as 4 x 4 blocks (pair columns `jr0 + r` x entries `o0 + c`, `o < N`):
+ * `v = mex[jr] ex[jr, o] + sum_{tt < len} w[jr, tt] B(tt, o)` with `w` the workgroup weights (`wq`, `wd`),
+ * `b` a WGSL template in `${c}` and the loop index `k`; `store(o)` writes `v` for the pair `j`.
+ */
+function colsGradTile(N: string, w: string, b: string, ex: string, store: (o: string) => string): string {
+  return `for (var bk = lid; bk < ((RC + 3u) / 4u) * ((${N} + 3u) / 4u); bk += WG) {
+    let jr0 = (bk % ((RC + 3u) / 4u)) * 4u;
+    let o0 = (bk / ((RC + 3u) / 4u)) * 4u;
+    ${tile4("e", "len", `${w}[min(jr0 + \${r}u, RC - 1u) * C + k]`, b)}
+    ${
+    tile4Each((r, c) =>
+      `{
+      let jr = jr0 + ${r}u;
+      let o = o0 + ${c}u;
+      let jj = c0 + jr;
+      if (jr < RC && o < ${N} && jj < ncol) {
+        let j = j0 + i32(jj);
+        let v = mex[2u * jr] * ${ex}[jr * ${N} + o] + e${r}${c};
+        ${store("o")}
+      }
+    }`
     )
   }
   }`;

@@ -279,6 +279,9 @@ ${flatEntry("u.B * H * (PAD + u.T + 1u)")}
 function rowsKernel(pass: "out" | "dq", s: ChunkShape, pad: number, delta: boolean): string {
   const fwd = pass === "out";
   const dout = "dout[((b * u.T + t) * H + h) * DV";
+  // the dO row of block row r (bound to t\${r}), for the dq kernel's inter-chunk part
+  const NC = fwd ? "DV" : "DK";
+  const doutAt = "dout[((b * u.T + t${r}) * H + h) * DV";
   return `${valueWgsl(delta)}
 var<workgroup> sc: array<f32, ${s.R * (s.C + pad)}>;
 ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
@@ -295,37 +298,51 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
   }
   workgroupBarrier();
   let base = u.SIN + (bh * nck() + n) * DK * DV;
-  for (var k = lid; k < R * ${fwd ? "DV" : "DK"}; k += WG) {
-    let tr = k / ${fwd ? "DV" : "DK"};
-    let col = k % ${fwd ? "DV" : "DK"};
-    let tt = r0 + tr;
-    if (tt >= len) { continue; }
-    let t = a + tt;
-    // inter-chunk part: exp(P_t) times base_t (S0 after a start, else the entering state)
-    let bk = base_kind(tt);
-    let fromS0 = bk == 1u;
-    var inter = 0.0;
-    if (bk == 0u || (fromS0 && u.hasS0 != 0u)) {
-      let sb = select(base, bh * DK * DV, fromS0);
-      ${
+  // 4 rows x 4 columns per invocation: the inter-chunk part against both bases (S_in and S0; each row
+  // takes its own), then the intra-chunk part from the scores
+  for (var bk = lid; bk < ((R + 3u) / 4u) * ((${NC} + 3u) / 4u); bk += WG) {
+    let cl0 = (bk % ((${NC} + 3u) / 4u)) * 4u;
+    let tr0 = (bk / ((${NC} + 3u) / 4u)) * 4u;
+    ${[0, 1, 2, 3].map((r) => `let t${r} = a + min(r0 + tr0 + ${r}u, len - 1u);`).join("\n    ")}
+    ${
     fwd
-      ? `for (var i = 0u; i < DK; i++) {
-        let k = sb + i * DV + col;
-        inter += qn(bh, t, i) * select(cw[k], s0[k], fromS0);
-      }`
-      : `for (var c = 0u; c < DV; c++) {
-        let k = sb + col * DV + c;
-        inter += ${dout} + c] * select(cw[k], s0[k], fromS0);
-      }`
+      ? tile4("ei", "DK", "qn(bh, t${r}, k)", "cw[base + k * DV + min(cl0 + ${c}u, DV - 1u)]") + "\n    " +
+        tile4("es", "DK", "qn(bh, t${r}, k)", "s0[bh * DK * DV + k * DV + min(cl0 + ${c}u, DV - 1u)]")
+      : tile4("ei", "DV", `${doutAt} + k]`, "cw[base + min(cl0 + ${c}u, DK - 1u) * DV + k]") + "\n    " +
+        tile4("es", "DV", `${doutAt} + k]`, "s0[bh * DK * DV + min(cl0 + ${c}u, DK - 1u) * DV + k]")
   }
-    }
-    var acc = exp(cp[tt]) * inter;
-    ${fwd ? "" : "cw[u.DQB + (bh * u.T + t) * DK + col] = acc;"}
-    for (var jj = 0u; jj <= tt + PAD; jj++) {
-      let v = sc[tr * CP + jj];
-      if (v != 0.0) { acc += v * ${fwd ? "vp(bh, j0 + i32(jj), col)" : "xp(bh, j0 + i32(jj), col)"}; }
-    }
-    ${fwd ? "out[((b * u.T + t) * H + h) * DV + col] = acc;" : "out[(bh * u.T + t) * DK + col] = acc;"}
+    ${
+    tile4(
+      "ea",
+      "len + PAD",
+      "sc[min(tr0 + ${r}u, R - 1u) * CP + k]",
+      fwd
+        ? "vp(bh, j0 + i32(k), min(cl0 + ${c}u, DV - 1u))"
+        : "xp(bh, j0 + i32(k), min(cl0 + ${c}u, DK - 1u))",
+    )
+  }
+    ${
+    tile4Each((r, c) =>
+      `{
+      let tt = r0 + tr0 + ${r}u;
+      let col = cl0 + ${c}u;
+      if (tr0 + ${r}u < R && col < ${NC} && tt < len) {
+        let t = a + tt;
+        let bk = base_kind(tt);
+        let fromS0 = bk == 1u;
+        var inter = 0.0;
+        if (bk == 0u || (fromS0 && u.hasS0 != 0u)) { inter = select(ei${r}${c}, es${r}${c}, fromS0); }
+        let acc = exp(cp[tt]) * inter;
+        ${fwd ? "" : "cw[u.DQB + (bh * u.T + t) * DK + col] = acc;"}
+        ${
+        fwd
+          ? `out[((b * u.T + t) * H + h) * DV + col] = acc + ea${r}${c};`
+          : `out[(bh * u.T + t) * DK + col] = acc + ea${r}${c};`
+      }
+      }
+    }`
+    )
+  }
   }
 }`;
 }

@@ -386,34 +386,49 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
   workgroupBarrier();
   let bin = u.SIN + (bh * nck() + n) * DK * DV;
 
-  for (var k = lid; k < RP * (DK + DV); k += WG) {
-    let jr = k / (DK + DV);
-    let q = k % (DK + DV);
-    let jt = r0 + jr;
-    if (jt >= len) { continue; }
-    let t = a + jt;
-    if (q < DK) {
-      var v = 0.0;
-      for (var kk = 0u; kk < len; kk++) { v += scx[jr * C + kk] * xp(bh, i32(a + kk), q); }
-      // the right-hand side's -a_t exp(Pp_t) base_t^T x_t
-      let bk = base_kind(jt);
-      let fromS0 = bk == 1u;
-      var bd = 0.0;
-      if (bk == 0u || (fromS0 && u.hasS0 != 0u)) {
-        let sb = select(bin, bh * DK * DV, fromS0);
-        for (var c = 0u; c < DV; c++) {
-          let kq = sb + q * DV + c;
-          bd += select(cw[kq], s0[kq], fromS0) * cw[u.DR + row(bh, t, c)];
-        }
+  // dx rows as 4 x 4 blocks (rows jt x key entries q): the pair terms, and the right-hand side's
+  // -a_t exp(Pp_t) base_t^T x_t against both bases (S_in and S0; each row takes its own)
+  for (var bk = lid; bk < ((RP + 3u) / 4u) * ((DK + 3u) / 4u); bk += WG) {
+    let q0 = (bk % ((DK + 3u) / 4u)) * 4u;
+    let jr0 = (bk / ((DK + 3u) / 4u)) * 4u;
+    ${[0, 1, 2, 3].map((r) => `let tp${r} = a + min(r0 + jr0 + ${r}u, len - 1u);`).join("\n    ")}
+    ${
+    tile4(
+      "px",
+      "len",
+      "scx[min(jr0 + ${r}u, RP - 1u) * C + k]",
+      "xp(bh, i32(a + k), min(q0 + ${c}u, DK - 1u))",
+    )
+  }
+    ${tile4("bi", "DV", "cw[u.DR + row(bh, tp${r}, k)]", "cw[bin + min(q0 + ${c}u, DK - 1u) * DV + k]")}
+    ${
+    tile4("bs", "DV", "cw[u.DR + row(bh, tp${r}, k)]", "s0[bh * DK * DV + min(q0 + ${c}u, DK - 1u) * DV + k]")
+  }
+    ${
+    tile4Each((r, c) =>
+      `{
+      let jr = jr0 + ${r}u;
+      let q = q0 + ${c}u;
+      let jt = r0 + jr;
+      if (jr < RP && q < DK && jt < len) {
+        let t = a + jt;
+        let bk = base_kind(jt);
+        let fromS0 = bk == 1u;
+        var bd = 0.0;
+        if (bk == 0u || (fromS0 && u.hasS0 != 0u)) { bd = select(bi${r}${c}, bs${r}${c}, fromS0); }
+        let v = px${r}${c} - cga[jt] * exp(cpp[jt]) * bd;
+        sxb[jr * DK + q] = xp(bh, i32(t), q) * bd;
+        let kx = u.gDX + (bh * (u.T + 1u) + t) * DK + q;
+        out[kx] = out[kx] + v;
       }
-      v -= cga[jt] * exp(cpp[jt]) * bd;
-      sxb[jr * DK + q] = xp(bh, i32(t), q) * bd;
-      let kx = u.gDX + (bh * (u.T + 1u) + t) * DK + q;
-      out[kx] = out[kx] + v;
-    } else {
-      let c = q - DK;
-      out[u.gDY + (bh * u.T + t) * DV + c] = cg[jt] * cw[u.DR + row(bh, t, c)];
-    }
+    }`
+    )
+  }
+  }
+  for (var k = lid; k < RP * DV; k += WG) {
+    let jt = r0 + k / DV;
+    let c = k % DV;
+    if (jt < len) { out[u.gDY + (bh * u.T + a + jt) * DV + c] = cg[jt] * cw[u.DR + row(bh, a + jt, c)]; }
   }
   workgroupBarrier();
   for (var jr = lid; jr < RP; jr += WG) {

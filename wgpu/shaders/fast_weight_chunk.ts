@@ -278,7 +278,6 @@ ${flatEntry("u.B * H * (PAD + u.T + 1u)")}
  */
 function rowsKernel(pass: "out" | "dq", s: ChunkShape, pad: number, delta: boolean): string {
   const fwd = pass === "out";
-  const dout = "dout[((b * u.T + t) * H + h) * DV";
   // the dO row of block row r (bound to t\${r}), for the dq kernel's inter-chunk part
   const NC = fwd ? "DV" : "DK";
   const doutAt = "dout[((b * u.T + t${r}) * H + h) * DV";
@@ -354,7 +353,6 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
  * for `s = j + o` (the terms of `d g_s`).
  */
 function colsKernel(s: ChunkShape, pad: number, variant: "additive" | "delta" | "deltaNoExit"): string {
-  const dout = "dout[((b * u.T + t) * H + h) * DV";
   const delta = variant !== "additive";
   const exit = variant !== "deltaNoExit";
   const jbn = Math.ceil(s.RC / 4);

@@ -57,11 +57,14 @@ Deno.test("chunk passes spread over B*H*chunks*tiles workgroups, not B*H", () =>
   for (const pass of CHUNK_PASSES) {
     const groups = chunkWork(pass, s, config.window - 1, d.B, d.T);
     // the scans over chunks: one invocation per state element (additive: B*H*Dk*Dv/64 workgroups)
-    // or one workgroup per SCAN_COLUMNS value columns (delta: an invocation per key row)
+    // or one workgroup per SCAN_COLUMNS value columns (delta: an invocation per key row), or one per
+    // value column (the per-column rules' cscan and crscan: an invocation per chunk row or key row)
     const floor = pass === "scan" || pass === "rscan"
       ? (BH * d.dk * d.dv) / 64
       : pass === "dscan" || pass === "rscan2"
       ? BH * Math.ceil(d.dv / SCAN_COLUMNS)
+      : pass === "cscan" || pass === "crscan"
+      ? BH * d.dv
       : chunks;
     if (groups < floor) throw new Error(`${pass}: ${groups} workgroups, expected at least ${floor}`);
   }

@@ -128,6 +128,9 @@ const COLUMN_SECTIONS: ReadonlySet<ChunkUniformField> = new Set<ChunkUniformFiel
   "DKQ",
   "DKX",
   "CU",
+  "CE",
+  "CG",
+  "CF",
 ]);
 
 /**
@@ -193,6 +196,9 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
     ["DKQ", col * CC],
     ["DKX", col * CC],
     ["CU", col * BH * nck * 2 * S],
+    ["CE", col * TV],
+    ["CG", col * TV],
+    ["CF", col * TV],
   ];
   const offsets: Partial<Record<ChunkUniformField, number>> = {};
   let total = 0;

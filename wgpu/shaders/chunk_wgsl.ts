@@ -136,6 +136,9 @@ export const CHUNK_UNIFORM_FIELDS = [
   "DKQ",
   "DKX",
   "CU",
+  "CE",
+  "CG",
+  "CF",
 ] as const;
 
 /** Name of a uniform field. */
@@ -192,7 +195,7 @@ const BINDINGS: Record<ChunkPass, readonly ChunkBindingName[]> = {
   ccolg: ["ws", "stepinfo", "s0", "dout", "cw", "out"],
   ckq: ["stepinfo", "dout", "cw"],
   ccoefb: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
-  cdqx: ["ws", "stepinfo", "s0", "dout", "cw", "out"],
+  cdqx: ["ws", "stepinfo", "s0", "cw", "out"],
 };
 
 /** Passes whose shader holds the rule's `coef()` and `coef_back()`. */
@@ -302,6 +305,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
       return flat(BH * T);
     case "coefb1":
     case "coefd":
+    case "ccoef":
     case "solve":
     case "solvet":
       return BH * nck;
@@ -333,8 +337,6 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
       return BH * nck * Math.ceil((s.C + pad) / s.RC);
     case "pairs":
       return BH * nck * Math.ceil(s.C / s.RP);
-    case "ccoef":
-      return flat(BH * nck * s.dv);
     case "cgram":
     case "ckq":
       return flat(BH * nck * s.C * s.C);

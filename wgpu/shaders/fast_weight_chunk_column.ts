@@ -19,7 +19,8 @@
  * Only the solve carries a state dependence across chunks, so one workgroup per `(b, h, column)`
  * walks the chunks in order (`cscan`: the `C x C` solve as a column sweep, one barrier per step, the
  * rows spread over the invocations) and every other pass runs per chunk, position or Gram entry:
- * - forward: `ccoef` (per `(b, h, chunk, column)`: coefficients `a, b` and the log-decay sums `P`),
+ * - forward: `ccoef` (per `(b, h, chunk)`, an invocation per column: coefficients `a, b` and the
+ *   log-decay sums `P`),
  *   `cgram` (per Gram entry: `K`, `Kq` of every chunk), `cscan` (the entering state of every chunk,
  *   `W`, `x.base`, the final state), `cout` (per `(b, h, t, column)`: the outputs);
  * - backward, after the forward passes: `cqd` (per `(b, h, t, column)`: the readout's `dW`), `cuv`
@@ -31,11 +32,14 @@
  *   `RP` rows, so every term carries `gamma_r` and nothing cancels), `ckq` (per Gram entry, summed
  *   over columns: `dKq[t,s] = sum_j Gam_j dO_t W_s`, `dK[t,s] = -sum_j dR_t W_s a_t Gp_j`), `ccoefb`
  *   (per `(b, h, t)`: `coef_back` of every column, `dbeta`, `dlambdabar`, the statistic's gradient)
- *   and `cdqx` (per `(b, h, t, key index)`: `dq` and `dx`).
+ *   and `cdqx` (per `(b, h, t, key index)`: `dq` and `dx`, from the per-`(t, column)` weights that
+ *   `ccolg` leaves, so no `exp` is repeated per key index).
  *
  * Workspace sections (`cw`, offsets in the uniform block, `BH = B*H`, `NCK = ceil(T / C)`):
- * `CL, CA, CB, CW, CX, CQ, CR, CDA, CDB, CDG [BH, T, Dv]` (`P`, `a`, `b`, `W`, `x_t.base_t`, readout
- * `dW`, `dR`, `da`, `db`, `d log gamma`), `KX, KQ, DKQ, DKX [BH, NCK, C, C]`, `CU [BH, NCK, 2, Dk, Dv]`,
+ * `CL, CA, CB, CW, CX, CQ, CR, CDA, CDB, CDG, CE, CG, CF [BH, T, Dv]` (`P`, `a`, `b`, `W`,
+ * `x_t.base_t`, readout `dW`, `dR`, `da`, `db`, `d log gamma`, and the weights of `cdqx`:
+ * `exp(P_t) dO_t`, `[t in the exit segment] Gam[e,t] W_t`, `a_t exp(Pp_t) dR_t`),
+ * `KX, KQ, DKQ, DKX [BH, NCK, C, C]`, `CU [BH, NCK, 2, Dk, Dv]`,
  * with `SIN, GB [BH, NCK, Dk, Dv]`, `SFIN [BH, Dk, Dv]`, `DST [BH, T]` shared with the other rules.
  *
  * @module
@@ -169,27 +173,35 @@ fn stat_at(bh: u32, n: u32, t: u32) -> f32 {
   switch (pass) {
     case "ccoef":
       return head + STARTS + stepCoefWgsl(config) + coefCol + `
-${flatEntry("u.B * H * nck() * DV")}
-  let col = idx % DV;
-  let bn = idx / DV;
-  let n = bn % nck();
-  let bh = bn / nck();
+var<workgroup> est: array<f32, C>;
+var<workgroup> enp: array<u32, C>;
+${groupEntry("u.B * H * nck()")}
+  let n = wgid % nck();
+  let bh = wgid / nck();
   let b = bh / H;
   let h = bh % H;
   let a = n * C;
   let len = min(C, u.T - a);
-  var p = 0.0;
-  for (var k = 0u; k < len; k++) {
-    let t = a + k;
-    if (is_start(b, t)) { p = 0.0; }
-    let np = pairs_at(b, t);
-    let co = step_co_col(bh, b, h, t, col, np, stat_at(bh, np, t));
-    // the Falcon decay is at least eps_gamma: log_gamma never returns the cut marker here
-    p += log_gamma(co);
-    let c = ci(bh, t, col);
-    cw[u.CL + c] = p;
-    cw[u.CA + c] = co.a;
-    cw[u.CB + c] = co.b;
+  // the statistic E_t once per step, then one invocation per column walks the chunk
+  for (var k = lid; k < len; k += WG) {
+    let np = pairs_at(b, a + k);
+    enp[k] = np;
+    est[k] = stat_at(bh, np, a + k);
+  }
+  workgroupBarrier();
+  for (var col = lid; col < DV; col += WG) {
+    var p = 0.0;
+    for (var k = 0u; k < len; k++) {
+      let t = a + k;
+      if (is_start(b, t)) { p = 0.0; }
+      let co = step_co_col(bh, b, h, t, col, enp[k], est[k]);
+      // the Falcon decay is at least eps_gamma: log_gamma never returns the cut marker here
+      p += log_gamma(co);
+      let c = ci(bh, t, col);
+      cw[u.CL + c] = p;
+      cw[u.CA + c] = co.a;
+      cw[u.CB + c] = co.b;
+    }
   }
 }`;
     case "cgram":
@@ -493,32 +505,19 @@ ${flatEntry("u.B * H * u.T * DK")}
   let t = bt % u.T;
   let bh = bt / u.T;
   let b = bh / H;
-  let h = bh % H;
   let n = t / C;
   let a = n * C;
   let len = min(C, u.T - a);
   let tt = t - a;
-  let e = a + len - 1u;
   var fromS0 = false;
   for (var r = a; r <= t; r++) { if (is_start(b, r)) { fromS0 = true; } }
-  var inExit = true;
-  for (var r = t + 1u; r <= e; r++) { if (is_start(b, r)) { inExit = false; } }
-  let firstStep = tt == 0u || is_start(b, t);
   var dq = 0.0;
   var dx = 0.0;
   for (var col = 0u; col < DV; col++) {
     let c = ci(bh, t, col);
     let bs = base_of(bh, n, i, col, fromS0);
-    dq += exp(cw[u.CL + c]) * bs * dout[dor(b, h, t, col)];
-    if (inExit) {
-      dx += exp(cw[u.CL + ci(bh, e, col)] - cw[u.CL + c]) * cw[u.CW + c] * cw[u.GB + si(bh, n, i, col)];
-    }
-    ${
-        reg
-          ? `let ppt = select(cw[u.CL + ci(bh, max(t, 1u) - 1u, col)], 0.0, firstStep);
-    dx -= cw[u.CA + c] * exp(ppt) * cw[u.CR + c] * bs;`
-          : ""
-      }
+    dq += cw[u.CE + c] * bs;
+    dx += cw[u.CG + c] * cw[u.GB + si(bh, n, i, col)]${reg ? " - cw[u.CF + c] * bs" : ""};
   }
   for (var sx = 0u; sx <= tt; sx++) { dq += cw[u.DKQ + kk(bh, n, tt, sx)] * xp(bh, i32(a + sx), i); }
   for (var sx = tt; sx < len; sx++) { dx += cw[u.DKQ + kk(bh, n, sx, tt)] * qn(bh, a + sx, i); }
@@ -588,6 +587,10 @@ ${groupEntry("u.B * H * nck() * DV")}
     zb[k] = exp(pl[k]) * dd[k] * qb + select(0.0, exp(pl[e]) * eb, k == e);
     zr[k] = -ga[k] * exp(pp[k]) * cw[u.CX + c] * dr[k];
     cw[u.CDB + c] = dr[k] * yp(bh, i32(t), col);
+    // the per-(t, column) weights of cdqx: dq's base term, dx's exit and right-hand-side terms
+    cw[u.CE + c] = exp(pl[k]) * dd[k];
+    cw[u.CG + c] = select(0.0, exp(pl[e] - pl[k]), sg[k] == sg[e]) * ww[k];
+    cw[u.CF + c] = ga[k] * exp(pp[k]) * dr[k];
     out[u.gDY + (bh * (PAD + u.T) + PAD + t) * DV + col] = cw[u.CB + c] * dr[k];
     dl[k] = 0.0;
   }

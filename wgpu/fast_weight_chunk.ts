@@ -1,14 +1,17 @@
 /**
  * Driver of the chunk-parallel fast-weight kernels (`shaders/fast_weight_chunk.ts` for the additive
- * rules, `shaders/fast_weight_chunk_delta.ts` for the delta rules): picks the tile sizes, lays out
- * the chunk workspace and records the passes. The q/k
+ * rules, `shaders/fast_weight_chunk_delta.ts` for the delta rules, `shaders/fast_weight_chunk_column.ts`
+ * for the per-column rules): picks the tile sizes, lays out the chunk workspace and records the
+ * passes. The q/k
  * normalisation into the head-major workspace, the carry gather and the gradient scatter stay in
  * `fast_weight.ts`, shared with the recurrent kernels.
  *
  * Work is spread over `B*H*ceil(T/C)*tiles` workgroups in the per-chunk passes; only the scans
  * over chunks are sequential, over `T/C` steps (additive: one invocation per state element;
  * delta: one workgroup per value column, a `Dk x Dk` transition per step), and the delta rules'
- * triangular solves run one invocation per column over the `C` steps of a chunk.
+ * triangular solves run one invocation per column over the `C` steps of a chunk. The per-column
+ * rules walk the chunks in order once per `(b, h, value column)` workgroup (their solves carry the
+ * state from chunk to chunk), the rows of each chunk spread over its invocations.
  *
  * @module
  */

@@ -199,7 +199,13 @@ const BINDINGS: Record<ChunkPass, readonly ChunkBindingName[]> = {
 };
 
 /** Passes whose shader holds the rule's `coef()` and `coef_back()`. */
-const COEF_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>(["coef", "coefb2", "coefd2", "ccoef", "ccoefb"]);
+const COEF_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([
+  "coef",
+  "coefb2",
+  "coefd2",
+  "ccoef",
+  "ccoefb",
+]);
 
 /**
  * The storage bindings of a pass, in binding order (the uniform block follows them). Rules without

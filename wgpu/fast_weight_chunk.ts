@@ -108,6 +108,7 @@ const FORWARD_SECTIONS: ReadonlySet<ChunkUniformField> = new Set<ChunkUniformFie
   "CX",
   "KX",
   "KQ",
+  "CS",
 ]);
 
 /** The sections the per-column rules use (their own and four shared ones; the others are sized 0 there). */
@@ -134,6 +135,7 @@ const COLUMN_SECTIONS: ReadonlySet<ChunkUniformField> = new Set<ChunkUniformFiel
   "CE",
   "CG",
   "CF",
+  "CS",
 ]);
 
 /**
@@ -202,6 +204,7 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
     ["CE", col * TV],
     ["CG", col * TV],
     ["CF", col * TV],
+    ["CS", col * BH * d.T],
   ];
   const offsets: Partial<Record<ChunkUniformField, number>> = {};
   let total = 0;

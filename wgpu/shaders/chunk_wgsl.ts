@@ -139,6 +139,7 @@ export const CHUNK_UNIFORM_FIELDS = [
   "CE",
   "CG",
   "CF",
+  "CS",
 ] as const;
 
 /** Name of a uniform field. */
@@ -187,12 +188,12 @@ const BINDINGS: Record<ChunkPass, readonly ChunkBindingName[]> = {
   s0sum: ["cw", "out"],
   ccoef: ["ws", "beta", "lb", "stepinfo", "cw"],
   cgram: ["ws", "cw"],
-  cscan: ["ws", "stepinfo", "s0", "init", "cw"],
+  cscan: ["ws", "s0", "init", "cw"],
   cout: ["ws", "stepinfo", "s0", "cw", "out"],
   cqd: ["stepinfo", "dout", "cw"],
   cuv: ["ws", "stepinfo", "dout", "cw"],
-  crscan: ["ws", "stepinfo", "cw", "out"],
-  ccolg: ["ws", "stepinfo", "s0", "dout", "cw", "out"],
+  crscan: ["ws", "cw", "out"],
+  ccolg: ["ws", "s0", "dout", "cw", "out"],
   ckq: ["stepinfo", "dout", "cw"],
   ccoefb: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
   cdqx: ["ws", "stepinfo", "s0", "cw", "out"],

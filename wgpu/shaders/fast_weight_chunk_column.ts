@@ -47,7 +47,7 @@
 
 import type { RuleConfig } from "../../src/rules/config.ts";
 import type { HeadConstants } from "./fast_weight_coef.ts";
-import { type ChunkPass, type ChunkShape, flatEntry, prelude, stepCoefWgsl } from "./chunk_wgsl.ts";
+import { CHUNK_WG, type ChunkPass, type ChunkShape, flatEntry, prelude, stepCoefWgsl } from "./chunk_wgsl.ts";
 
 /** Passes only the per-column rules run. */
 export const COLUMN_PASSES = [
@@ -104,27 +104,20 @@ fn is_start(b: u32, t: u32) -> bool { return stepinfo[(b * u.T + t) * 2u + 1u] !
 
 /**
  * The chunk's per-step arrays of one column in workgroup memory (the scans and `ccolg`): `sg`
- * (sequence starts in `a..t`: 0 means base `s_in`), `pl` (`P`), `pp` (`Pp`), `ga` (`a`).
+ * (sequence starts in `a..t`, left by `ccoef` in `CS`: 0 means base `s_in`), `pl` (`P`), `pp`
+ * (`Pp`), `ga` (`a`).
  */
 const COLUMN_STEPS = `
 var<workgroup> sg: array<u32, C>;
 var<workgroup> pl: array<f32, C>;
 var<workgroup> pp: array<f32, C>;
 var<workgroup> ga: array<f32, C>;
-fn load_column(lid: u32, bh: u32, b: u32, a: u32, len: u32, col: u32) {
+fn load_column(lid: u32, bh: u32, a: u32, len: u32, col: u32) {
   workgroupBarrier();
   for (var k = lid; k < len; k += WG) {
-    sg[k] = select(0u, 1u, is_start(b, a + k));
+    sg[k] = u32(cw[u.CS + bh * u.T + a + k]);
     pl[k] = cw[u.CL + ci(bh, a + k, col)];
     ga[k] = cw[u.CA + ci(bh, a + k, col)];
-  }
-  workgroupBarrier();
-  if (lid == 0u) {
-    var cnt = 0u;
-    for (var k = 0u; k < len; k++) {
-      cnt += sg[k];
-      sg[k] = cnt;
-    }
   }
   workgroupBarrier();
   for (var k = lid; k < len; k += WG) {
@@ -134,6 +127,11 @@ fn load_column(lid: u32, bh: u32, b: u32, a: u32, len: u32, col: u32) {
   workgroupBarrier();
 }
 `;
+
+/** `n` copies of `f(m)` (the rows `lid + m * WG` an invocation owns). */
+function unrollRows(n: number, f: (m: number) => string): string {
+  return Array.from({ length: n }, (_, m) => f(m)).join("\n      ");
+}
 
 /** Entry of a pass with one workgroup per `count` item (`wgid`). */
 function groupEntry(count: string): string {
@@ -161,6 +159,7 @@ export function columnShader(
   heads: HeadConstants,
 ): string {
   const reg = config.rule === "falcon2";
+  const rpt = Math.ceil(s.C / CHUNK_WG);
   const head = prelude(pass, config, s, heads) + ADDR;
   const coefCol = `
 fn step_co_col(bh: u32, b: u32, h: u32, t: u32, col: u32, n: u32, st: f32) -> Co {
@@ -187,6 +186,14 @@ ${groupEntry("u.B * H * nck()")}
     let np = pairs_at(b, a + k);
     enp[k] = np;
     est[k] = stat_at(bh, np, a + k);
+  }
+  if (lid == 0u) {
+    // sequence starts in a..t, for the column passes' segment tests
+    var cnt = 0u;
+    for (var k = 0u; k < len; k++) {
+      if (is_start(b, a + k)) { cnt++; }
+      cw[u.CS + bh * u.T + a + k] = f32(cnt);
+    }
   }
   workgroupBarrier();
   for (var col = lid; col < DV; col += WG) {
@@ -227,20 +234,19 @@ ${flatEntry("u.B * H * nck() * C * C")}
   cw[u.KQ + idx] = select(0.0, kq, sx <= t);
 }`;
     case "cscan":
-      return head + STARTS + COLUMN_STEPS + `
+      return head + COLUMN_STEPS + `
 var<workgroup> sc: array<f32, DK>;
 var<workgroup> wv: array<f32, C>;
 var<workgroup> ge: array<f32, C>;
 ${groupEntry("u.B * H * DV")}
   let col = wgid % DV;
   let bh = wgid / DV;
-  let b = bh / H;
   for (var i = lid; i < DK; i += WG) { sc[i] = select(0.0, init[s0i(bh, i, col)], u.hasInit != 0u); }
   for (var n = 0u; n < nck(); n++) {
     let a = n * C;
     let len = min(C, u.T - a);
     let e = len - 1u;
-    load_column(lid, bh, b, a, len, col);
+    load_column(lid, bh, a, len, col);
     for (var i = lid; i < DK; i += WG) { cw[u.SIN + si(bh, n, i, col)] = sc[i]; }
     // right-hand side R_t = b_t y_t - a_t exp(Pp_t) x_t.base_t
     for (var k = lid; k < len; k += WG) {
@@ -257,12 +263,26 @@ ${groupEntry("u.B * H * DV")}
     workgroupBarrier();
     ${
         reg
-          ? `// forward substitution as a column sweep: once W_s is final, every later row of its segment drops A[k,s] W_s
+          ? `// forward substitution as a column sweep: once W_s is final, every later row of its segment
+    // drops A[k,s] W_s; each invocation keeps its rows (k = lid + m WG) and loads the next K entries
+    // one step ahead, so the global reads overlap the barrier
+    var kc: array<f32, ${rpt}>;
+    ${
+            unrollRows(rpt, (m) =>
+              `{ let k = lid + ${m}u * WG; kc[${m}] = select(0.0, cw[u.KX + kk(bh, n, 0u, min(k, C - 1u))], k < len); }`)
+          }
     for (var sx = 0u; sx + 1u < len; sx++) {
       let w = wv[sx];
-      for (var k = sx + 1u + lid; k < len; k += WG) {
-        if (sg[k] == sg[sx]) { wv[k] -= ga[k] * exp(pp[k] - pl[sx]) * cw[u.KX + kk(bh, n, sx, k)] * w; }
-      }
+      ${
+            unrollRows(rpt, (m) =>
+              `{
+        let k = lid + ${m}u * WG;
+        var kn = 0.0;
+        if (k > sx + 1u && k < len) { kn = cw[u.KX + kk(bh, n, sx + 1u, k)]; }
+        if (k > sx && k < len && sg[k] == sg[sx]) { wv[k] -= ga[k] * exp(pp[k] - pl[sx]) * kc[${m}] * w; }
+        kc[${m}] = kn;
+      }`)
+          }
       workgroupBarrier();
     }`
           : ""
@@ -363,7 +383,7 @@ ${flatEntry("u.B * H * nck() * DK * DV")}
   cw[o + DK * DV] = u1;
 }`;
     case "crscan":
-      return head + STARTS + COLUMN_STEPS + `
+      return head + COLUMN_STEPS + `
 var<workgroup> gs: array<f32, DK>;
 var<workgroup> g0: array<f32, DK>;
 var<workgroup> dr: array<f32, C>;
@@ -371,7 +391,6 @@ var<workgroup> rc: array<f32, C>;
 ${groupEntry("u.B * H * DV")}
   let col = wgid % DV;
   let bh = wgid / DV;
-  let b = bh / H;
   for (var i = lid; i < DK; i += WG) {
     gs[i] = 0.0;
     g0[i] = 0.0;
@@ -381,7 +400,7 @@ ${groupEntry("u.B * H * DV")}
     let a = n * C;
     let len = min(C, u.T - a);
     let e = len - 1u;
-    load_column(lid, bh, b, a, len, col);
+    load_column(lid, bh, a, len, col);
     for (var i = lid; i < DK; i += WG) { cw[u.GB + si(bh, n, i, col)] = gs[i]; }
     // dW = readout part + Gam[e,k] x_k.G
     for (var k = lid; k < len; k += WG) {
@@ -396,12 +415,25 @@ ${groupEntry("u.B * H * DV")}
     workgroupBarrier();
     ${
         reg
-          ? `// back substitution as a column sweep: once dR_t2 is final, every earlier row of its segment drops A[t2,k] dR_t2
+          ? `// back substitution as a column sweep: once dR_t2 is final, every earlier row of its segment
+    // drops A[t2,k] dR_t2 (K entries loaded one step ahead, as in cscan)
+    var kc: array<f32, ${rpt}>;
+    ${
+            unrollRows(rpt, (m) =>
+              `{ let k = lid + ${m}u * WG; kc[${m}] = select(0.0, cw[u.KX + kk(bh, n, len - 1u, min(k, C - 1u))], k < len); }`)
+          }
     for (var t2 = len - 1u; t2 > 0u; t2--) {
       let d = dr[t2];
-      for (var k = lid; k < t2; k += WG) {
-        if (sg[k] == sg[t2]) { dr[k] -= ga[t2] * exp(pp[t2] - pl[k]) * cw[u.KX + kk(bh, n, t2, k)] * d; }
-      }
+      ${
+            unrollRows(rpt, (m) =>
+              `{
+        let k = lid + ${m}u * WG;
+        var kn = 0.0;
+        if (k + 1u < t2) { kn = cw[u.KX + kk(bh, n, t2 - 1u, k)]; }
+        if (k < t2 && sg[k] == sg[t2]) { dr[k] -= ga[t2] * exp(pp[t2] - pl[k]) * kc[${m}] * d; }
+        kc[${m}] = kn;
+      }`)
+          }
       workgroupBarrier();
     }`
           : ""
@@ -433,7 +465,7 @@ ${groupEntry("u.B * H * DV")}
   }
 }`;
     case "ccolg":
-      return head + STARTS + COLUMN_STEPS + BASE + colGradKernel(s, reg);
+      return head + COLUMN_STEPS + BASE + colGradKernel(s, reg);
     case "ckq":
       return head + STARTS + `
 ${flatEntry("u.B * H * nck() * C * C")}
@@ -565,7 +597,7 @@ ${groupEntry("u.B * H * nck() * DV")}
   let a = n * C;
   let len = min(C, u.T - a);
   let e = len - 1u;
-  load_column(lid, bh, b, a, len, col);
+  load_column(lid, bh, a, len, col);
   for (var k = lid; k < len; k += WG) {
     let t = a + k;
     let c = ci(bh, t, col);

@@ -136,6 +136,8 @@ const COLUMN_SECTIONS: ReadonlySet<ChunkUniformField> = new Set<ChunkUniformFiel
   "CG",
   "CF",
   "CS",
+  "CZ",
+  "CY",
 ]);
 
 /**
@@ -205,6 +207,8 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
     ["CG", col * TV],
     ["CF", col * TV],
     ["CS", col * BH * d.T],
+    ["CZ", col * TV],
+    ["CY", col * TV],
   ];
   const offsets: Partial<Record<ChunkUniformField, number>> = {};
   let total = 0;

@@ -63,6 +63,7 @@ export const CHUNK_PASSES = [
   "cqd",
   "cuv",
   "crscan",
+  "cdot",
   "ccolg",
   "ckq",
   "ccoefb",
@@ -140,6 +141,8 @@ export const CHUNK_UNIFORM_FIELDS = [
   "CG",
   "CF",
   "CS",
+  "CZ",
+  "CY",
 ] as const;
 
 /** Name of a uniform field. */
@@ -193,7 +196,8 @@ const BINDINGS: Record<ChunkPass, readonly ChunkBindingName[]> = {
   cqd: ["stepinfo", "dout", "cw"],
   cuv: ["ws", "stepinfo", "dout", "cw"],
   crscan: ["ws", "cw", "out"],
-  ccolg: ["ws", "s0", "dout", "cw", "out"],
+  cdot: ["ws", "s0", "dout", "cw"],
+  ccolg: ["ws", "dout", "cw", "out"],
   ckq: ["stepinfo", "dout", "cw"],
   ccoefb: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
   cdqx: ["ws", "stepinfo", "s0", "cw", "out"],
@@ -352,6 +356,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
       return BH * s.dv;
     case "cout":
     case "cqd":
+    case "cdot":
       return flat(BH * T * s.dv);
     case "cuv":
       return flat(BH * nck * s.dk * s.dv);

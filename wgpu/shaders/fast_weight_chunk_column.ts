@@ -26,7 +26,8 @@
  * - backward, after the forward passes: `cqd` (per `(b, h, t, column)`: the readout's `dW`), `cuv`
  *   (per state element and chunk: `sum_t exp(P_t) q_t dO_t` split by base), `crscan` (per `(b, h,
  *   column)`, chunks in reverse: the exit-state gradient `G` of every chunk, `dR = (I + A)^-T dW` by
- *   back substitution, `dS0`, `dCarryState`), `ccolg` (per `(b, h, chunk, column)`: `dy`, `db`, `da`
+ *   back substitution, `dS0`, `dCarryState`), `cdot` (per `(b, h, t, column)`: `q_t.base_t`, `x_t.G`
+ *   and `<G, base_e>`, as the shares `ccolg` needs), `ccolg` (per `(b, h, chunk, column)`: `dy`, `db`, `da`
  *   and `d log gamma` as the sum, over the decay factors whose chain holds step `r`, of the factor's
  *   share of the loss: `sum_{t >= r} sum_{s < r} Z[t,s]` from row prefix sums of `Z` in blocks of
  *   `RP` rows, so every term carries `gamma_r` and nothing cancels), `ckq` (per Gram entry, summed
@@ -38,7 +39,9 @@
  * Workspace sections (`cw`, offsets in the uniform block, `BH = B*H`, `NCK = ceil(T / C)`):
  * `CL, CA, CB, CW, CX, CQ, CR, CDA, CDB, CDG, CE, CG, CF [BH, T, Dv]` (`P`, `a`, `b`, `W`,
  * `x_t.base_t`, readout `dW`, `dR`, `da`, `db`, `d log gamma`, and the weights of `cdqx`:
- * `exp(P_t) dO_t`, `[t in the exit segment] Gam[e,t] W_t`, `a_t exp(Pp_t) dR_t`),
+ * `exp(P_t) dO_t`, `[t in the exit segment] Gam[e,t] W_t`, `a_t exp(Pp_t) dR_t`), `CZ, CY [BH, T, Dv]`
+ * (the base-factor share `Zb_t` of `ccolg` without its right-hand-side part, `x_t.G`), `CS [BH, T]`
+ * (sequence starts in the chunk up to `t`),
  * `KX, KQ, DKQ, DKX [BH, NCK, C, C]`, `CU [BH, NCK, 2, Dk, Dv]`,
  * with `SIN, GB [BH, NCK, Dk, Dv]`, `SFIN [BH, Dk, Dv]`, `DST [BH, T]` shared with the other rules.
  *
@@ -58,6 +61,7 @@ export const COLUMN_PASSES = [
   "cqd",
   "cuv",
   "crscan",
+  "cdot",
   "ccolg",
   "ckq",
   "ccoefb",
@@ -83,6 +87,7 @@ export const COLUMN_BACKWARD: readonly ChunkPass[] = [
   "cqd",
   "cuv",
   "crscan",
+  "cdot",
   "ccolg",
   "ckq",
   "ccoefb",
@@ -465,7 +470,34 @@ ${groupEntry("u.B * H * DV")}
   }
 }`;
     case "ccolg":
-      return head + COLUMN_STEPS + BASE + colGradKernel(s, reg);
+      return head + COLUMN_STEPS + colGradKernel(s, reg);
+    case "cdot":
+      return head + BASE + `
+${flatEntry("u.B * H * u.T * DV")}
+  let col = idx % DV;
+  let bt = idx / DV;
+  let t = bt % u.T;
+  let bh = bt / u.T;
+  let b = bh / H;
+  let h = bh % H;
+  let n = t / C;
+  let e = min(n * C + C, u.T) - 1u;
+  let fromS0 = cw[u.CS + bh * u.T + t] != 0.0;
+  // q_t.base_t, x_t.G and (at the chunk's last step) <G, base_e>, the base e shares with t
+  var qb = 0.0;
+  var xg = 0.0;
+  var eb = 0.0;
+  for (var i = 0u; i < DK; i++) {
+    let bs = base_of(bh, n, i, col, fromS0);
+    let g = cw[u.GB + si(bh, n, i, col)];
+    qb += qn(bh, t, i) * bs;
+    xg += xp(bh, i32(t), i) * g;
+    eb += g * bs;
+  }
+  let c = ci(bh, t, col);
+  cw[u.CZ + c] = exp(cw[u.CL + c]) * (dout[dor(b, h, t, col)] * qb + select(0.0, eb, t == e));
+  cw[u.CY + c] = xg;
+}`;
     case "ckq":
       return head + STARTS + `
 ${flatEntry("u.B * H * nck() * C * C")}
@@ -604,19 +636,8 @@ ${groupEntry("u.B * H * nck() * DV")}
     ww[k] = cw[u.CW + c];
     dr[k] = cw[u.CR + c];
     dd[k] = dout[dor(b, h, t, col)];
-    let fromS0 = sg[k] != 0u;
-    var qb = 0.0;
-    var xgv = 0.0;
-    var eb = 0.0;
-    for (var i = 0u; i < DK; i++) {
-      let bs = base_of(bh, n, i, col, fromS0);
-      let g = cw[u.GB + si(bh, n, i, col)];
-      qb += qn(bh, t, i) * bs;
-      xgv += xp(bh, i32(t), i) * g;
-      eb += g * bs;
-    }
-    xg[k] = xgv;
-    zb[k] = exp(pl[k]) * dd[k] * qb + select(0.0, exp(pl[e]) * eb, k == e);
+    xg[k] = cw[u.CY + c];
+    zb[k] = cw[u.CZ + c];
     zr[k] = -ga[k] * exp(pp[k]) * cw[u.CX + c] * dr[k];
     cw[u.CDB + c] = dr[k] * yp(bh, i32(t), col);
     // the per-(t, column) weights of cdqx: dq's base term, dx's exit and right-hand-side terms

@@ -11,13 +11,13 @@ import { SCAN_COLUMNS } from "./shaders/chunk_wgsl.ts";
 const WEBGPU_DEFAULT_SHARED = 16384;
 
 Deno.test("chunkShape picks the largest tiles (up to 16) whose workgroup arrays fit", () => {
-  for (const rule of ["falcon1a", "falcon3a"] as const) {
+  for (const rule of ["falcon1a", "falcon3a", "falcon2"] as const) {
     const config = ruleConfig(rule);
     const d = { B: 8, T: 4096, H: 8, dk: 128, dv: 128 };
     const s = chunkShape(config, d, 64, WEBGPU_DEFAULT_SHARED);
     const f = chunkSharedFloats(config, s);
     const limit = WEBGPU_DEFAULT_SHARED / 4 - 16;
-    if (f.rows > limit || f.cols > limit || f.local > limit) {
+    if (f.rows > limit || f.cols > limit || f.local > limit || f.pairs > limit) {
       throw new Error(`${rule}: tiles overflow: ${JSON.stringify(f)}`);
     }
     const bigger = chunkSharedFloats(config, { ...s, RC: s.RC * 2 });

@@ -349,6 +349,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "pairs":
       return BH * nck * Math.ceil(s.C / s.RP);
     case "cgram":
+      return flat(BH * nck * s.C * Math.ceil(s.C / 4));
     case "ckq":
       return flat(BH * nck * s.C * s.C);
     case "cscan":

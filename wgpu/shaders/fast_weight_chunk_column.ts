@@ -21,7 +21,7 @@
  * rows spread over the invocations) and every other pass runs per chunk, position or Gram entry:
  * - forward: `ccoef` (per `(b, h, chunk)`, an invocation per column: coefficients `a, b` and the
  *   log-decay sums `P`),
- *   `cgram` (per Gram entry: `K`, `Kq` of every chunk), `cscan` (the entering state of every chunk,
+ *   `cgram` (per chunk row and 4 Gram columns: `K`, `Kq` of every chunk), `cscan` (the entering state of every chunk,
  *   `W`, `x.base`, the final state), `cout` (per `(b, h, t, column)`: the outputs);
  * - backward, after the forward passes: `cqd` (per `(b, h, t, column)`: the readout's `dW`), `cuv`
  *   (per state element and chunk: `sum_t exp(P_t) q_t dO_t` split by base), `crscan` (per `(b, h,
@@ -103,6 +103,9 @@ fn s0i(bh: u32, i: u32, c: u32) -> u32 { return (bh * DK + i) * DV + c; }
 fn dor(b: u32, h: u32, t: u32, c: u32) -> u32 { return ((b * u.T + t) * H + h) * DV + c; }
 `;
 
+/** Blocks of 4 Gram columns per chunk row (`cgram`). */
+const GRAM_BLOCKS = (C: number) => Math.ceil(C / 4);
+
 const STARTS = `
 fn is_start(b: u32, t: u32) -> bool { return stepinfo[(b * u.T + t) * 2u + 1u] != 0; }
 `;
@@ -165,7 +168,7 @@ export function columnShader(
 ): string {
   const reg = config.rule === "falcon2";
   const rpt = Math.ceil(s.C / CHUNK_WG);
-  const head = prelude(pass, config, s, heads) + ADDR;
+  const head = prelude(pass, config, s, heads) + ADDR + `const SB = ${GRAM_BLOCKS(s.C)}u;\n`;
   const coefCol = `
 fn step_co_col(bh: u32, b: u32, h: u32, t: u32, col: u32, n: u32, st: f32) -> Co {
   return coef(n, st, beta[((b * u.T + t) * H + h) * DV + col], lb[(b * u.T + t) * H + h], h);
@@ -218,25 +221,43 @@ ${groupEntry("u.B * H * nck()")}
 }`;
     case "cgram":
       return head + `
-${flatEntry("u.B * H * nck() * C * C")}
-  let sx = idx % C;
-  let t = (idx / C) % C;
-  let bn = idx / (C * C);
+${flatEntry("u.B * H * nck() * C * SB")}
+  // one invocation per row t and block of 4 columns s: each loaded x_t, q_t entry serves 4 products
+  let s0b = (idx % SB) * 4u;
+  let t = (idx / SB) % C;
+  let bn = idx / (C * SB);
   let n = bn % nck();
   let bh = bn / nck();
   let a = n * C;
   let len = min(C, u.T - a);
-  var kx = 0.0;
-  var kq = 0.0;
-  if (t < len && sx < len) {
-    for (var i = 0u; i < DK; i++) {
-      let xs = xp(bh, i32(a + sx), i);
-      kx += xp(bh, i32(a + t), i) * xs;
-      kq += qn(bh, a + t, i) * xs;
+  if (t >= len) {
+    for (var j = 0u; j < 4u; j++) {
+      let sx = s0b + j;
+      if (sx < C) {
+        cw[u.KX + kk(bh, n, t, sx)] = 0.0;
+        cw[u.KQ + kk(bh, n, t, sx)] = 0.0;
+      }
+    }
+    return;
+  }
+  let r0 = i32(a + min(s0b, len - 1u));
+  let r1 = i32(a + min(s0b + 1u, len - 1u));
+  let r2 = i32(a + min(s0b + 2u, len - 1u));
+  let r3 = i32(a + min(s0b + 3u, len - 1u));
+  var kx = vec4<f32>(0.0);
+  var kq = vec4<f32>(0.0);
+  for (var i = 0u; i < DK; i++) {
+    let xs = vec4<f32>(xp(bh, r0, i), xp(bh, r1, i), xp(bh, r2, i), xp(bh, r3, i));
+    kx += xp(bh, i32(a + t), i) * xs;
+    kq += qn(bh, a + t, i) * xs;
+  }
+  for (var j = 0u; j < 4u; j++) {
+    let sx = s0b + j;
+    if (sx < C) {
+      cw[u.KX + kk(bh, n, t, sx)] = select(0.0, kx[j], sx < len);
+      cw[u.KQ + kk(bh, n, t, sx)] = select(0.0, kq[j], sx <= t);
     }
   }
-  cw[u.KX + idx] = kx;
-  cw[u.KQ + idx] = select(0.0, kq, sx <= t);
 }`;
     case "cscan":
       return head + COLUMN_STEPS + `

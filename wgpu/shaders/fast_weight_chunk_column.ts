@@ -18,21 +18,23 @@
  *
  * Only the solve carries a state dependence across chunks, so one workgroup per `(b, h, column)`
  * walks the chunks in order (`cscan`: the `C x C` solve as a column sweep, one barrier per step, the
- * rows spread over the invocations) and every other pass runs per chunk, position or Gram entry:
- * - forward: `ccoef` (per `(b, h, chunk)`, an invocation per column: coefficients `a, b` and the
- *   log-decay sums `P`),
- *   `cgram` (per chunk row and 4 Gram columns: `K`, `Kq` of every chunk), `cscan` (the entering state of every chunk,
- *   `W`, `x.base`, the final state), `cout` (per `(b, h, t, column)`: the outputs);
+ * rows spread over the invocations, each loading its next `K` entries one step ahead) and every
+ * other pass runs per chunk, position or Gram entry:
+ * - forward: `ccoef` (per `(b, h, chunk)`, an invocation per column: coefficients `a, b`, the
+ *   log-decay sums `P` and the start counts `CS`), `cgram` (per chunk row and 4 Gram columns: `K`,
+ *   `Kq` of every chunk), `cscan` (the entering state of every chunk, `W`, `x.base`, the final state),
+ *   `cout` (per `(b, h, t, column)`: the outputs);
  * - backward, after the forward passes: `cqd` (per `(b, h, t, column)`: the readout's `dW`), `cuv`
  *   (per state element and chunk: `sum_t exp(P_t) q_t dO_t` split by base), `crscan` (per `(b, h,
  *   column)`, chunks in reverse: the exit-state gradient `G` of every chunk, `dR = (I + A)^-T dW` by
- *   back substitution, `dS0`, `dCarryState`), `cdot` (per `(b, h, t, column)`: `q_t.base_t`, `x_t.G`
- *   and `<G, base_e>`, as the shares `ccolg` needs), `ccolg` (per `(b, h, chunk, column)`: `dy`, `db`, `da`
- *   and `d log gamma` as the sum, over the decay factors whose chain holds step `r`, of the factor's
- *   share of the loss: `sum_{t >= r} sum_{s < r} Z[t,s]` from row prefix sums of `Z` in blocks of
- *   `RP` rows, so every term carries `gamma_r` and nothing cancels), `ckq` (per Gram entry, summed
- *   over columns: `dKq[t,s] = sum_j Gam_j dO_t W_s`, `dK[t,s] = -sum_j dR_t W_s a_t Gp_j`), `ccoefb`
- *   (per `(b, h, t)`: `coef_back` of every column, `dbeta`, `dlambdabar`, the statistic's gradient)
+ *   back substitution, `dS0`, `dCarryState`), `cdot` (per `(b, h, t, column)`: `q_t.base_t`,
+ *   `x_t.G` and `<G, base_e>`, as the shares `ccolg` needs), `ccolg` (per `(b, h, chunk, column)`:
+ *   `dy`, `db`, `da` and `d log gamma` as the sum, over the decay factors whose chain holds step
+ *   `r`, of the factor's share of the loss: `sum_{t >= r} sum_{s < r} Z[t,s]` from row prefix sums
+ *   of `Z` in blocks of `RP` rows, so every term carries `gamma_r` and nothing cancels), `ckq` (per
+ *   Gram entry, summed over columns: `dKq[t,s] = sum_j Gam_j dO_t W_s`,
+ *   `dK[t,s] = -sum_j dR_t W_s a_t Gp_j`), `ccoefb` (per `(b, h, t)`: `coef_back` of every column,
+ *   `dbeta`, `dlambdabar`, the statistic's gradient)
  *   and `cdqx` (per `(b, h, t, key index)`: `dq` and `dx`, from the per-`(t, column)` weights that
  *   `ccolg` leaves, so no `exp` is repeated per key index).
  *
@@ -41,9 +43,10 @@
  * `x_t.base_t`, readout `dW`, `dR`, `da`, `db`, `d log gamma`, and the weights of `cdqx`:
  * `exp(P_t) dO_t`, `[t in the exit segment] Gam[e,t] W_t`, `a_t exp(Pp_t) dR_t`), `CZ, CY [BH, T, Dv]`
  * (the base-factor share `Zb_t` of `ccolg` without its right-hand-side part, `x_t.G`), `CS [BH, T]`
- * (sequence starts in the chunk up to `t`),
- * `KX, KQ, DKQ, DKX [BH, NCK, C, C]`, `CU [BH, NCK, 2, Dk, Dv]`,
- * with `SIN, GB [BH, NCK, Dk, Dv]`, `SFIN [BH, Dk, Dv]`, `DST [BH, T]` shared with the other rules.
+ * (sequence starts in the chunk up to `t`), `KX, KQ, DKQ, DKX [BH, NCK, C, C]`,
+ * `CU [BH, NCK, 2, Dk, Dv]`, with `SIN, GB [BH, NCK, Dk, Dv]`, `SFIN [BH, Dk, Dv]`, `DST [BH, T]`
+ * shared with the other rules. Preconditions: a per-column Falcon rule (window 1, so no pairs
+ * before a chunk); workgroup memory for `12 C + 2 Dk` floats and `RP` rows of `Z`.
  *
  * @module
  */
@@ -628,7 +631,8 @@ ${flatEntry("u.B * H * u.T * DK")}
  * share of `Gam[t,s]`: readout `Kq[t,s] dO_t W_s`, exit `[t = e] (x_s.G) W_s` and the solve's
  * `Gp[t+1,s] = Gam[t,s]` (`-dR_{t+1} a_{t+1} K[t+1,s] W_s`), each times `Gam[t,s]`; `Zb_t` the share
  * of `exp(P_t)`: readout `exp(P_t) dO_t q_t.base_t`, exit `exp(P_e) <G, base_e>` and the right-hand
- * side's `exp(Pp_{t+1}) = exp(P_t)` (`-a_{t+1} exp(Pp_{t+1}) (x_{t+1}.base) dR_{t+1}`).
+ * side's `exp(Pp_{t+1}) = exp(P_t)` (`-a_{t+1} exp(Pp_{t+1}) (x_{t+1}.base) dR_{t+1}`); the first two come from
+ * `cdot` (`CZ`). Also leaves `CE, CG, CF` for `cdqx`.
  */
 function colGradKernel(s: ChunkShape, reg: boolean): string {
   return `

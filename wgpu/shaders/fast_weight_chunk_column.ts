@@ -630,9 +630,9 @@ ${flatEntry("u.B * H * u.T * DK")}
  * `d log gamma_r = sum_{t >= r} (Zb_t + sum_{s < r} Z[t,s])` (same segment), where `Z[t,s]` is the
  * share of `Gam[t,s]`: readout `Kq[t,s] dO_t W_s`, exit `[t = e] (x_s.G) W_s` and the solve's
  * `Gp[t+1,s] = Gam[t,s]` (`-dR_{t+1} a_{t+1} K[t+1,s] W_s`), each times `Gam[t,s]`; `Zb_t` the share
- * of `exp(P_t)`: readout `exp(P_t) dO_t q_t.base_t`, exit `exp(P_e) <G, base_e>` and the right-hand
- * side's `exp(Pp_{t+1}) = exp(P_t)` (`-a_{t+1} exp(Pp_{t+1}) (x_{t+1}.base) dR_{t+1}`); the first two come from
- * `cdot` (`CZ`). Also leaves `CE, CG, CF` for `cdqx`.
+ * of `exp(P_t)`: readout `exp(P_t) dO_t q_t.base_t`, exit `exp(P_e) <G, base_e>` (these two from
+ * `cdot`, in `CZ`) and the right-hand side's `exp(Pp_{t+1}) = exp(P_t)`
+ * (`-a_{t+1} exp(Pp_{t+1}) (x_{t+1}.base) dR_{t+1}`). Also leaves `CE, CG, CF` for `cdqx`.
  */
 function colGradKernel(s: ChunkShape, reg: boolean): string {
   return `

@@ -198,9 +198,9 @@ const BINDINGS: Record<ChunkPass, readonly ChunkBindingName[]> = {
   crscan: ["ws", "cw", "out"],
   cdot: ["ws", "s0", "dout", "cw"],
   ccolg: ["ws", "dout", "cw", "out"],
-  ckq: ["stepinfo", "dout", "cw"],
+  ckq: ["dout", "cw"],
   ccoefb: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
-  cdqx: ["ws", "stepinfo", "s0", "cw", "out"],
+  cdqx: ["ws", "s0", "cw", "out"],
 };
 
 /** Passes whose shader holds the rule's `coef()` and `coef_back()`. */

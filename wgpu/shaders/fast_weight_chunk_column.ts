@@ -523,7 +523,7 @@ ${flatEntry("u.B * H * u.T * DV")}
   cw[u.CY + c] = xg;
 }`;
     case "ckq":
-      return head + STARTS + `
+      return head + `
 ${flatEntry("u.B * H * nck() * C * C")}
   let sx = idx % C;
   let t = (idx / C) % C;
@@ -537,14 +537,7 @@ ${flatEntry("u.B * H * nck() * C * C")}
   var dq = 0.0;
   var dx = 0.0;
   if (t < len && sx <= t) {
-    var same = true;
-    for (var r = sx + 1u; r <= t; r++) {
-      if (is_start(b, a + r)) {
-        same = false;
-        break;
-      }
-    }
-    if (same) {
+    if (cw[u.CS + bh * u.T + a + sx] == cw[u.CS + bh * u.T + a + t]) {
       let tm = a + max(t, 1u) - 1u;
       for (var col = 0u; col < DV; col++) {
         let ps = cw[u.CL + ci(bh, a + sx, col)];
@@ -586,19 +579,17 @@ ${flatEntry("u.B * H * u.T")}
   cw[u.DST + idx] = dst;
 }`;
     case "cdqx":
-      return head + STARTS + BASE + `
+      return head + BASE + `
 ${flatEntry("u.B * H * u.T * DK")}
   let i = idx % DK;
   let bt = idx / DK;
   let t = bt % u.T;
   let bh = bt / u.T;
-  let b = bh / H;
   let n = t / C;
   let a = n * C;
   let len = min(C, u.T - a);
   let tt = t - a;
-  var fromS0 = false;
-  for (var r = a; r <= t; r++) { if (is_start(b, r)) { fromS0 = true; } }
+  let fromS0 = cw[u.CS + bh * u.T + t] != 0.0;
   var dq = 0.0;
   var dx = 0.0;
   for (var col = 0u; col < DV; col++) {

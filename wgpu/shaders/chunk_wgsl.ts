@@ -351,7 +351,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "cgram":
       return flat(BH * nck * s.C * Math.ceil(s.C / 4));
     case "ckq":
-      return flat(BH * nck * s.C * s.C);
+      return flat(BH * nck * Math.ceil(s.C / 4) ** 2);
     case "cscan":
     case "crscan":
       return BH * s.dv;

@@ -523,39 +523,7 @@ ${flatEntry("u.B * H * u.T * DV")}
   cw[u.CY + c] = xg;
 }`;
     case "ckq":
-      return head + `
-${flatEntry("u.B * H * nck() * C * C")}
-  let sx = idx % C;
-  let t = (idx / C) % C;
-  let bn = idx / (C * C);
-  let n = bn % nck();
-  let bh = bn / nck();
-  let b = bh / H;
-  let h = bh % H;
-  let a = n * C;
-  let len = min(C, u.T - a);
-  var dq = 0.0;
-  var dx = 0.0;
-  if (t < len && sx <= t) {
-    if (cw[u.CS + bh * u.T + a + sx] == cw[u.CS + bh * u.T + a + t]) {
-      let tm = a + max(t, 1u) - 1u;
-      for (var col = 0u; col < DV; col++) {
-        let ps = cw[u.CL + ci(bh, a + sx, col)];
-        let w = cw[u.CW + ci(bh, a + sx, col)];
-        dq += exp(cw[u.CL + ci(bh, a + t, col)] - ps) * dout[dor(b, h, a + t, col)] * w;
-        ${
-        reg
-          ? `if (sx < t) {
-          dx -= cw[u.CR + ci(bh, a + t, col)] * w * cw[u.CA + ci(bh, a + t, col)] * exp(cw[u.CL + ci(bh, tm, col)] - ps);
-        }`
-          : ""
-      }
-      }
-    }
-  }
-  cw[u.DKQ + idx] = dq;
-  cw[u.DKX + idx] = dx;
-}`;
+      return head + gramGradKernel(reg);
     case "ccoefb":
       return head + stepCoefWgsl(config) + coefCol + `
 ${flatEntry("u.B * H * u.T")}
@@ -721,6 +689,81 @@ ${groupEntry("u.B * H * nck() * DV")}
       if (t + 1u < len && sg[t + 1u] == sg[t]) { acc += zr[t + 1u]; }
     }
     cw[u.CDG + ci(bh, a + r, col)] = acc;
+  }
+}`;
+}
+
+/**
+ * `ckq`: the Gram-matrix gradients summed over the columns, `dKq[t,s] = sum_j Gam_j[t,s] dO_tj W_sj`
+ * (`s <= t`) and `dK[t,s] = -sum_j dR_tj W_sj a_tj Gp_j[t,s]` (`s < t`, regression only), same
+ * segment only. One invocation per 4 x 4 block of `(t, s)`: per column it loads 4 rows' `t` values
+ * and 4 rows' `s` values for 16 entries. Exponents are clamped at 0 (they are never positive inside
+ * a segment) and masked entries multiplied by 0, so nothing overflows.
+ */
+function gramGradKernel(reg: boolean): string {
+  const R = [0, 1, 2, 3];
+  const each = (f: (r: number, c: number) => string, sep = "\n      ") =>
+    R.flatMap((r) => R.map((c) => f(r, c))).join(sep);
+  return `
+${flatEntry("u.B * H * nck() * SB * SB")}
+  let s0b = (idx % SB) * 4u;
+  let t0b = ((idx / SB) % SB) * 4u;
+  let bn = idx / (SB * SB);
+  let n = bn % nck();
+  let bh = bn / nck();
+  let b = bh / H;
+  let h = bh % H;
+  let a = n * C;
+  let len = min(C, u.T - a);
+  ${R.map((r) => `let t${r} = a + min(t0b + ${r}u, len - 1u);`).join("\n  ")}
+  ${R.map((r) => `let tm${r} = max(t${r}, a + 1u) - 1u;`).join("\n  ")}
+  ${R.map((c) => `let s${c} = a + min(s0b + ${c}u, len - 1u);`).join("\n  ")}
+  // 1 where (t, s) is a lower-triangle entry of one segment, 0 elsewhere; e: also s < t
+  ${
+    each((r, c) =>
+      `let m${r}${c} = select(0.0, 1.0, t0b + ${r}u < len && s0b + ${c}u <= t0b + ${r}u && cw[u.CS + bh * u.T + s${c}] == cw[u.CS + bh * u.T + t${r}]);
+  let e${r}${c} = select(0.0, m${r}${c}, s0b + ${c}u < t0b + ${r}u);`, "\n  ")
+  }
+  ${each((r, c) => `var q${r}${c} = 0.0;\n  var x${r}${c} = 0.0;`, "\n  ")}
+  if (s0b <= t0b + 3u && t0b < len) {
+    for (var col = 0u; col < DV; col++) {
+      ${
+    R.map((r) =>
+      `let pt${r} = cw[u.CL + ci(bh, t${r}, col)];
+      let dt${r} = dout[dor(b, h, t${r}, col)];${
+        reg
+          ? `
+      let rt${r} = cw[u.CR + ci(bh, t${r}, col)] * cw[u.CA + ci(bh, t${r}, col)];
+      let pm${r} = cw[u.CL + ci(bh, tm${r}, col)];`
+          : ""
+      }`
+    ).join("\n      ")
+  }
+      ${
+    R.map((c) =>
+      `let ps${c} = cw[u.CL + ci(bh, s${c}, col)];\n      let w${c} = cw[u.CW + ci(bh, s${c}, col)];`
+    )
+      .join("\n      ")
+  }
+      ${
+    each((r, c) =>
+      `q${r}${c} += m${r}${c} * exp(min(pt${r} - ps${c}, 0.0)) * dt${r} * w${c};${
+        reg ? `\n      x${r}${c} -= e${r}${c} * exp(min(pm${r} - ps${c}, 0.0)) * rt${r} * w${c};` : ""
+      }`
+    )
+  }
+    }
+  }
+  ${
+    each(
+      (r, c) =>
+        `if (t0b + ${r}u < C && s0b + ${c}u < C) {
+    let k = kk(bh, n, t0b + ${r}u, s0b + ${c}u);
+    cw[u.DKQ + k] = q${r}${c};
+    cw[u.DKX + k] = x${r}${c};
+  }`,
+      "\n  ",
+    )
   }
 }`;
 }

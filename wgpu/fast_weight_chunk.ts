@@ -1,14 +1,17 @@
 /**
  * Driver of the chunk-parallel fast-weight kernels (`shaders/fast_weight_chunk.ts` for the additive
- * rules, `shaders/fast_weight_chunk_delta.ts` for the delta rules): picks the tile sizes, lays out
- * the chunk workspace and records the passes. The q/k
+ * rules, `shaders/fast_weight_chunk_delta.ts` for the delta rules, `shaders/fast_weight_chunk_column.ts`
+ * for the per-column rules): picks the tile sizes, lays out the chunk workspace and records the
+ * passes. The q/k
  * normalisation into the head-major workspace, the carry gather and the gradient scatter stay in
  * `fast_weight.ts`, shared with the recurrent kernels.
  *
  * Work is spread over `B*H*ceil(T/C)*tiles` workgroups in the per-chunk passes; only the scans
  * over chunks are sequential, over `T/C` steps (additive: one invocation per state element;
  * delta: one workgroup per value column, a `Dk x Dk` transition per step), and the delta rules'
- * triangular solves run one invocation per column over the `C` steps of a chunk.
+ * triangular solves run one invocation per column over the `C` steps of a chunk. The per-column
+ * rules walk the chunks in order once per `(b, h, value column)` workgroup (their solves carry the
+ * state from chunk to chunk), the rows of each chunk spread over its invocations.
  *
  * @module
  */
@@ -28,8 +31,10 @@ import {
   chunkSharedFloats,
   type ChunkUniformField,
   chunkWork,
+  isColumnChunkRule,
   isDeltaChunkRule,
 } from "./shaders/fast_weight_chunk.ts";
+import { COLUMN_BACKWARD, COLUMN_FORWARD } from "./shaders/fast_weight_chunk_column.ts";
 import { statKind } from "./shaders/fast_weight_coef.ts";
 import { windowSlots } from "./shaders/fast_weight_recurrent.ts";
 
@@ -96,6 +101,43 @@ const FORWARD_SECTIONS: ReadonlySet<ChunkUniformField> = new Set<ChunkUniformFie
   "VV",
   "KM",
   "WW",
+  "CL",
+  "CA",
+  "CB",
+  "CW",
+  "CX",
+  "KX",
+  "KQ",
+  "CS",
+]);
+
+/** The sections the per-column rules use (their own and four shared ones; the others are sized 0 there). */
+const COLUMN_SECTIONS: ReadonlySet<ChunkUniformField> = new Set<ChunkUniformField>([
+  "SIN",
+  "GB",
+  "SFIN",
+  "DST",
+  "CL",
+  "CA",
+  "CB",
+  "CW",
+  "CX",
+  "CQ",
+  "CR",
+  "CDA",
+  "CDB",
+  "CDG",
+  "KX",
+  "KQ",
+  "DKQ",
+  "DKX",
+  "CU",
+  "CE",
+  "CG",
+  "CF",
+  "CS",
+  "CZ",
+  "CY",
 ]);
 
 /**
@@ -108,6 +150,10 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
   const nck = Math.ceil(d.T / C);
   const S = d.dk * d.dv;
   const delta = isDeltaChunkRule(config) ? 1 : 0;
+  const column = isColumnChunkRule(config);
+  const col = column ? 1 : 0;
+  const TV = BH * d.T * d.dv;
+  const CC = BH * nck * C * C;
   const sizes: [ChunkUniformField, number][] = [
     ["LG", BH * d.T],
     ["GK", BH * d.T],
@@ -142,12 +188,34 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
     ["DQB", BH * d.T * d.dk],
     ["YM", delta * BH * nck * C * C],
     ["RB", delta * BH * d.T],
+    ["CL", col * TV],
+    ["CA", col * TV],
+    ["CB", col * TV],
+    ["CW", col * TV],
+    ["CX", col * TV],
+    ["CQ", col * TV],
+    ["CR", col * TV],
+    ["CDA", col * TV],
+    ["CDB", col * TV],
+    ["CDG", col * TV],
+    ["KX", col * CC],
+    ["KQ", col * CC],
+    ["DKQ", col * CC],
+    ["DKX", col * CC],
+    ["CU", col * BH * nck * 2 * S],
+    ["CE", col * TV],
+    ["CG", col * TV],
+    ["CF", col * TV],
+    ["CS", col * BH * d.T],
+    ["CZ", col * TV],
+    ["CY", col * TV],
   ];
   const offsets: Partial<Record<ChunkUniformField, number>> = {};
   let total = 0;
   for (const [name, size] of sizes) {
     offsets[name] = total;
-    if (backward || FORWARD_SECTIONS.has(name)) total += size;
+    const used = !column || COLUMN_SECTIONS.has(name);
+    if (used && (backward || FORWARD_SECTIONS.has(name))) total += size;
   }
   return { offsets, total, nck };
 }
@@ -169,14 +237,16 @@ export interface GradOffsets {
 }
 
 /** The forward passes of a rule, in dispatch order. */
-function forwardPasses(config: RuleConfig): ChunkPass[] {
+function forwardPasses(config: RuleConfig): readonly ChunkPass[] {
+  if (isColumnChunkRule(config)) return COLUMN_FORWARD;
   return isDeltaChunkRule(config)
     ? ["coef", "amat", "solve", "trans", "dscan", "wfix", "out"]
     : ["coef", "local", "scan", "out"];
 }
 
 /** The backward passes of a rule (recomputing the forward states first), in dispatch order. */
-function backwardPasses(config: RuleConfig): ChunkPass[] {
+function backwardPasses(config: RuleConfig): readonly ChunkPass[] {
+  if (isColumnChunkRule(config)) return COLUMN_BACKWARD;
   if (!isDeltaChunkRule(config)) {
     return ["coef", "local", "scan", "uv", "rscan", "dq", "cols", "coefb1", "coefb2", "rowfix"];
   }

@@ -11,13 +11,13 @@ import { SCAN_COLUMNS } from "./shaders/chunk_wgsl.ts";
 const WEBGPU_DEFAULT_SHARED = 16384;
 
 Deno.test("chunkShape picks the largest tiles (up to 16) whose workgroup arrays fit", () => {
-  for (const rule of ["falcon1a", "falcon3a"] as const) {
+  for (const rule of ["falcon1a", "falcon3a", "falcon2"] as const) {
     const config = ruleConfig(rule);
     const d = { B: 8, T: 4096, H: 8, dk: 128, dv: 128 };
     const s = chunkShape(config, d, 64, WEBGPU_DEFAULT_SHARED);
     const f = chunkSharedFloats(config, s);
     const limit = WEBGPU_DEFAULT_SHARED / 4 - 16;
-    if (f.rows > limit || f.cols > limit || f.local > limit) {
+    if (f.rows > limit || f.cols > limit || f.local > limit || f.pairs > limit) {
       throw new Error(`${rule}: tiles overflow: ${JSON.stringify(f)}`);
     }
     const bigger = chunkSharedFloats(config, { ...s, RC: s.RC * 2 });
@@ -57,11 +57,14 @@ Deno.test("chunk passes spread over B*H*chunks*tiles workgroups, not B*H", () =>
   for (const pass of CHUNK_PASSES) {
     const groups = chunkWork(pass, s, config.window - 1, d.B, d.T);
     // the scans over chunks: one invocation per state element (additive: B*H*Dk*Dv/64 workgroups)
-    // or one workgroup per SCAN_COLUMNS value columns (delta: an invocation per key row)
+    // or one workgroup per SCAN_COLUMNS value columns (delta: an invocation per key row), or one per
+    // value column (the per-column rules' cscan and crscan: an invocation per chunk row or key row)
     const floor = pass === "scan" || pass === "rscan"
       ? (BH * d.dk * d.dv) / 64
       : pass === "dscan" || pass === "rscan2"
       ? BH * Math.ceil(d.dv / SCAN_COLUMNS)
+      : pass === "cscan" || pass === "crscan"
+      ? BH * d.dv
       : chunks;
     if (groups < floor) throw new Error(`${pass}: ${groups} workgroups, expected at least ${floor}`);
   }

@@ -1,6 +1,7 @@
 /**
  * The chunk-parallel WebGPU kernels (`shaders/fast_weight_chunk.ts`, additive rules;
- * `shaders/fast_weight_chunk_delta.ts`, delta rules) against
+ * `shaders/fast_weight_chunk_delta.ts`, delta rules; `shaders/fast_weight_chunk_column.ts`, the
+ * per-column rules falcon2 and falcon2a) against
  * the float64 reference backend and against the WebGPU recurrent kernels: both alignments, chunk
  * sizes 1, 5 and 16 with `T` not a multiple of `C`, packed starts mid-chunk, a non-zero S0,
  * continuation from a carry, `Dk != Dv` (odd sizes), and the clamp binding at every step.
@@ -29,6 +30,8 @@ const CHUNK_RULES: RuleName[] = [
   "falcon1",
   "deltanet",
   "gated_deltanet",
+  "falcon2",
+  "falcon2a",
 ];
 
 function expectClose(
@@ -151,7 +154,7 @@ for (const rule of CHUNK_RULES) {
   );
 }
 
-for (const rule of ["falcon1a", "falcon3a", "falcon1"] as const) {
+for (const rule of ["falcon1a", "falcon3a", "falcon1", "falcon2", "falcon2a"] as const) {
   gpuTest(
     `webgpu chunk kernels of ${rule} stay finite and match with the clamp binding at every step`,
     async (gpu) => {

@@ -56,6 +56,18 @@ export const CHUNK_PASSES = [
   "coefd2",
   "s0part",
   "s0sum",
+  "ccoef",
+  "cgram",
+  "cscan",
+  "cout",
+  "cqd",
+  "cuv",
+  "crscan",
+  "cdot",
+  "ccolg",
+  "ckq",
+  "ccoefb",
+  "cdqx",
 ] as const;
 
 /** One chunk kernel pass. */
@@ -110,6 +122,27 @@ export const CHUNK_UNIFORM_FIELDS = [
   "DQB",
   "YM",
   "RB",
+  "CL",
+  "CA",
+  "CB",
+  "CW",
+  "CX",
+  "CQ",
+  "CR",
+  "CDA",
+  "CDB",
+  "CDG",
+  "KX",
+  "KQ",
+  "DKQ",
+  "DKX",
+  "CU",
+  "CE",
+  "CG",
+  "CF",
+  "CS",
+  "CZ",
+  "CY",
 ] as const;
 
 /** Name of a uniform field. */
@@ -156,7 +189,28 @@ const BINDINGS: Record<ChunkPass, readonly ChunkBindingName[]> = {
   coefd2: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
   s0part: ["ws", "stepinfo", "cw"],
   s0sum: ["cw", "out"],
+  ccoef: ["ws", "beta", "lb", "stepinfo", "cw"],
+  cgram: ["ws", "cw"],
+  cscan: ["ws", "s0", "init", "cw"],
+  cout: ["ws", "stepinfo", "s0", "cw", "out"],
+  cqd: ["stepinfo", "dout", "cw"],
+  cuv: ["ws", "stepinfo", "dout", "cw"],
+  crscan: ["ws", "cw", "out"],
+  cdot: ["ws", "s0", "dout", "cw"],
+  ccolg: ["ws", "dout", "cw", "out"],
+  ckq: ["dout", "cw"],
+  ccoefb: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
+  cdqx: ["ws", "s0", "cw", "out"],
 };
+
+/** Passes whose shader holds the rule's `coef()` and `coef_back()`. */
+const COEF_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([
+  "coef",
+  "coefb2",
+  "coefd2",
+  "ccoef",
+  "ccoefb",
+]);
 
 /**
  * The storage bindings of a pass, in binding order (the uniform block follows them). Rules without
@@ -180,9 +234,14 @@ export function isDeltaChunkRule(config: RuleConfig): boolean {
   return ["falcon1", "deltanet", "gated_deltanet"].includes(config.rule);
 }
 
+/** Per-column rules (falcon2, falcon2a): chunk kernels of `fast_weight_chunk_column.ts`, one sub-problem per value column. */
+export function isColumnChunkRule(config: RuleConfig): boolean {
+  return ["falcon2", "falcon2a"].includes(config.rule);
+}
+
 /** Rules the chunk kernels run. */
 export function isChunkRule(config: RuleConfig): boolean {
-  return isAdditiveChunkRule(config) || isDeltaChunkRule(config);
+  return isAdditiveChunkRule(config) || isDeltaChunkRule(config) || isColumnChunkRule(config);
 }
 
 /** Workgroup floats of the kernels with tiles (for picking `R`, `RC`, `RP` and checking `C`). */
@@ -191,6 +250,12 @@ export function chunkSharedFloats(
   s: Pick<ChunkShape, "dk" | "dv" | "C" | "R" | "RC" | "RP">,
 ) {
   const pad = windowSlots(config) - 1;
+  if (isColumnChunkRule(config)) {
+    // the column scans (state column, step arrays) and ccolg (step arrays, RP rows of Z)
+    const rows = 4 * s.C + s.R * s.C;
+    const cols = 4 * s.C + s.RC * s.C;
+    return { local: 2 * s.dk + 12 * s.C, rows, cols, pairs: 12 * s.C + s.RP * s.C };
+  }
   const steps = (isDeltaChunkRule(config) ? 6 : 4) * s.C;
   return {
     local: steps + s.C + pad,
@@ -251,6 +316,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
       return flat(BH * T);
     case "coefb1":
     case "coefd":
+    case "ccoef":
     case "solve":
     case "solvet":
       return BH * nck;
@@ -282,6 +348,25 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
       return BH * nck * Math.ceil((s.C + pad) / s.RC);
     case "pairs":
       return BH * nck * Math.ceil(s.C / s.RP);
+    case "cgram":
+      return flat(BH * nck * s.C * Math.ceil(s.C / 4));
+    case "ckq":
+      return flat(BH * nck * Math.ceil(s.C / 4) ** 2);
+    case "cscan":
+    case "crscan":
+      return BH * s.dv;
+    case "cout":
+    case "cqd":
+    case "cdot":
+      return flat(BH * T * s.dv);
+    case "cuv":
+      return flat(BH * nck * s.dk * s.dv);
+    case "ccolg":
+      return BH * nck * s.dv;
+    case "ccoefb":
+      return flat(BH * T);
+    case "cdqx":
+      return flat(BH * T * s.dk);
   }
 }
 
@@ -316,7 +401,7 @@ fn yp(bh: u32, j: i32, c: u32) -> f32 {
       : ""
   }
 fn nck() -> u32 { return u.NCK; }
-${pass === "coef" || pass === "coefb2" || pass === "coefd2" ? coefficientWgsl(config, heads) : ""}
+${COEF_PASSES.has(pass) ? coefficientWgsl(config, heads) : ""}
 `;
 }
 

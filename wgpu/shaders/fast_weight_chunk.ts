@@ -39,6 +39,7 @@
  * `d log gamma`); `g` the gradient workspace of the recurrent backward.
  * The `out`, `dq`, `cols` and `uv` kernels also serve the delta rules (`fast_weight_chunk_delta.ts`),
  * with the solved pseudo-values `w` as values and `M = Gam`; `chunkShader` dispatches every pass.
+ * The per-column rules (falcon2, falcon2a) run their own passes (`fast_weight_chunk_column.ts`).
  * Preconditions: additive rule with scalar `gamma`, `g` per step (not falcon2a); workgroup memory
  * for the chunk's step arrays (`4C` floats, `6C` for the delta rules) and the row/column tiles.
  *
@@ -63,6 +64,7 @@ import {
   tile4Each,
 } from "./chunk_wgsl.ts";
 import { deltaShader, isDeltaPass } from "./fast_weight_chunk_delta.ts";
+import { columnShader, isColumnPass } from "./fast_weight_chunk_column.ts";
 
 export {
   CHUNK_PASSES,
@@ -78,6 +80,7 @@ export {
   chunkWork,
   isAdditiveChunkRule,
   isChunkRule,
+  isColumnChunkRule,
   isDeltaChunkRule,
 } from "./chunk_wgsl.ts";
 
@@ -89,6 +92,7 @@ export function chunkShader(
   heads: HeadConstants,
 ): string {
   if (isDeltaPass(pass)) return deltaShader(pass, config, s, heads);
+  if (isColumnPass(pass)) return columnShader(pass, config, s, heads);
   const head = prelude(pass, config, s, heads);
   const kind = statKind(config.rule);
   const delta = isDeltaChunkRule(config);

@@ -29,6 +29,8 @@ import {
   type ChunkUniformField,
   chunkWork,
   isDeltaChunkRule,
+  isSolveChunkRule,
+  isWindowRegChunkRule,
 } from "./shaders/fast_weight_chunk.ts";
 import { statKind } from "./shaders/fast_weight_coef.ts";
 import { windowSlots } from "./shaders/fast_weight_recurrent.ts";
@@ -78,7 +80,8 @@ export function chunkShape(config: RuleConfig, d: ChunkDims, C: number, sharedBy
     for (let r = 16; r >= 1; r >>= 1) if (r <= max && floats(r)[key] <= limit) return r;
     throw tooBig();
   };
-  return { H: d.H, dk: d.dk, dv: d.dv, C, R: fit("rows", C), RC: fit("cols", C + pad), RP: fit("pairs", C) };
+  const cols = isWindowRegChunkRule(config) ? C : C + pad; // falcon3 tiles steps, the others pair columns
+  return { H: d.H, dk: d.dk, dv: d.dv, C, R: fit("rows", C), RC: fit("cols", cols), RP: fit("pairs", C) };
 }
 
 /** Workspace sections the forward passes use (the others are sized 0 there). */
@@ -96,6 +99,7 @@ const FORWARD_SECTIONS: ReadonlySet<ChunkUniformField> = new Set<ChunkUniformFie
   "VV",
   "KM",
   "WW",
+  "EIG",
 ]);
 
 /**
@@ -107,7 +111,11 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
   const BH = d.B * d.H;
   const nck = Math.ceil(d.T / C);
   const S = d.dk * d.dv;
-  const delta = isDeltaChunkRule(config) ? 1 : 0;
+  const delta = isSolveChunkRule(config) ? 1 : 0;
+  // instance rows per step: W for falcon3 (one per window pair), 1 for the delta rules
+  const wreg = isWindowRegChunkRule(config) ? 1 : 0;
+  const ni = pad + 1;
+  const rows = wreg ? ni : 1;
   const sizes: [ChunkUniformField, number][] = [
     ["LG", BH * d.T],
     ["GK", BH * d.T],
@@ -125,14 +133,14 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
     ["SPY", BH * nck * pad * d.dv],
     ["CON", BH * nck * (C + pad) * (pad + 1)],
     ["GA", delta * BH * d.T],
-    ["AM", delta * BH * nck * C * C],
-    ["U0", delta * BH * nck * C * d.dv],
-    ["VV", delta * BH * nck * C * d.dk],
+    ["AM", delta * BH * nck * (C * rows) ** 2],
+    ["U0", delta * BH * nck * C * rows * d.dv],
+    ["VV", delta * BH * nck * C * rows * d.dk],
     ["KM", delta * BH * nck * d.dk * d.dk],
-    ["WW", delta * BH * d.T * d.dv],
-    ["QD", delta * BH * d.T * d.dv],
-    ["DW", delta * BH * d.T * d.dv],
-    ["DR", delta * BH * d.T * d.dv],
+    ["WW", delta * BH * d.T * rows * d.dv],
+    ["QD", delta * BH * d.T * rows * d.dv],
+    ["DW", delta * BH * d.T * rows * d.dv],
+    ["DR", delta * BH * d.T * rows * d.dv],
     ["LN", delta * BH * nck * S],
     ["D0C", delta * BH * nck * S],
     ["DAS", delta * BH * d.T],
@@ -142,6 +150,8 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
     ["DQB", BH * d.T * d.dk],
     ["YM", delta * BH * nck * C * C],
     ["RB", delta * BH * d.T],
+    ["DXR", wreg * BH * d.T * ni * d.dk],
+    ["EIG", wreg * BH * d.T * ni],
   ];
   const offsets: Partial<Record<ChunkUniformField, number>> = {};
   let total = 0;
@@ -170,6 +180,7 @@ export interface GradOffsets {
 
 /** The forward passes of a rule, in dispatch order. */
 function forwardPasses(config: RuleConfig): ChunkPass[] {
+  if (isWindowRegChunkRule(config)) return ["coef", "wamat", "wsolve", "wtrans", "dscan", "wwfix", "wout"];
   return isDeltaChunkRule(config)
     ? ["coef", "amat", "solve", "trans", "dscan", "wfix", "out"]
     : ["coef", "local", "scan", "out"];
@@ -177,6 +188,24 @@ function forwardPasses(config: RuleConfig): ChunkPass[] {
 
 /** The backward passes of a rule (recomputing the forward states first), in dispatch order. */
 function backwardPasses(config: RuleConfig): ChunkPass[] {
+  if (isWindowRegChunkRule(config)) {
+    return [
+      ...forwardPasses(config).slice(0, -1),
+      "uv",
+      "wcolsq",
+      "wlnk",
+      "rscan2",
+      "wcols",
+      "wsolvet",
+      "wdq",
+      "wpairs",
+      "coefd",
+      "coefd2",
+      "ws0part",
+      "s0sum",
+      "wgather",
+    ];
+  }
   if (!isDeltaChunkRule(config)) {
     return ["coef", "local", "scan", "uv", "rscan", "dq", "cols", "coefb1", "coefb2", "rowfix"];
   }

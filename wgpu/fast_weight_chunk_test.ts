@@ -29,6 +29,7 @@ const CHUNK_RULES: RuleName[] = [
   "falcon1",
   "deltanet",
   "gated_deltanet",
+  "falcon3",
 ];
 
 function expectClose(

@@ -9,7 +9,7 @@
 
 import type { RuleConfig } from "../../src/rules/config.ts";
 import { coefficientWgsl, f32Literal, type HeadConstants, statKind } from "./fast_weight_coef.ts";
-import { windowSlots } from "./fast_weight_recurrent.ts";
+import { topEigenWgsl, windowSlots } from "./fast_weight_recurrent.ts";
 
 /** Compile-time shape of the chunk kernels. */
 export interface ChunkShape {
@@ -56,6 +56,19 @@ export const CHUNK_PASSES = [
   "coefd2",
   "s0part",
   "s0sum",
+  "wamat",
+  "wsolve",
+  "wtrans",
+  "wwfix",
+  "wout",
+  "wcolsq",
+  "wlnk",
+  "wcols",
+  "wsolvet",
+  "wdq",
+  "wpairs",
+  "ws0part",
+  "wgather",
 ] as const;
 
 /** One chunk kernel pass. */
@@ -110,6 +123,8 @@ export const CHUNK_UNIFORM_FIELDS = [
   "DQB",
   "YM",
   "RB",
+  "DXR",
+  "EIG",
 ] as const;
 
 /** Name of a uniform field. */
@@ -156,6 +171,19 @@ const BINDINGS: Record<ChunkPass, readonly ChunkBindingName[]> = {
   coefd2: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
   s0part: ["ws", "stepinfo", "cw"],
   s0sum: ["cw", "out"],
+  wamat: ["ws", "stepinfo", "cw"],
+  wsolve: ["ws", "stepinfo", "s0", "cw"],
+  wtrans: ["ws", "stepinfo", "s0", "cw"],
+  wwfix: ["cw"],
+  wout: ["ws", "stepinfo", "s0", "cw", "out"],
+  wcolsq: ["ws", "stepinfo", "dout", "cw"],
+  wlnk: ["stepinfo", "cw"],
+  wcols: ["ws", "stepinfo", "dout", "cw"],
+  wsolvet: ["stepinfo", "cw"],
+  wdq: ["ws", "stepinfo", "s0", "dout", "cw", "out"],
+  wpairs: ["ws", "stepinfo", "s0", "cw"],
+  ws0part: ["ws", "stepinfo", "cw"],
+  wgather: ["ws", "stepinfo", "cw", "out"],
 };
 
 /**
@@ -180,9 +208,22 @@ export function isDeltaChunkRule(config: RuleConfig): boolean {
   return ["falcon1", "deltanet", "gated_deltanet"].includes(config.rule);
 }
 
+/**
+ * The regression window rule (falcon3): a delta rule over the chunk's instance rows `(s, o)`, `W` per
+ * step, with the `(I + A)^-1` solve (`fast_weight_chunk_window_reg.ts`).
+ */
+export function isWindowRegChunkRule(config: RuleConfig): boolean {
+  return config.rule === "falcon3";
+}
+
+/** Rules whose chunk kernels solve for pseudo-values (delta rules and falcon3): they keep `a_t` and `Pp_t`. */
+export function isSolveChunkRule(config: RuleConfig): boolean {
+  return isDeltaChunkRule(config) || isWindowRegChunkRule(config);
+}
+
 /** Rules the chunk kernels run. */
 export function isChunkRule(config: RuleConfig): boolean {
-  return isAdditiveChunkRule(config) || isDeltaChunkRule(config);
+  return isAdditiveChunkRule(config) || isDeltaChunkRule(config) || isWindowRegChunkRule(config);
 }
 
 /** Workgroup floats of the kernels with tiles (for picking `R`, `RC`, `RP` and checking `C`). */
@@ -191,7 +232,18 @@ export function chunkSharedFloats(
   s: Pick<ChunkShape, "dk" | "dv" | "C" | "R" | "RC" | "RP">,
 ) {
   const pad = windowSlots(config) - 1;
-  const steps = (isDeltaChunkRule(config) ? 6 : 4) * s.C;
+  const steps = (isSolveChunkRule(config) ? 6 : 4) * s.C;
+  if (isWindowRegChunkRule(config)) {
+    // falcon3: tiles over instance rows (W per step); R rows x CW scores, RC and RP steps of W rows
+    const nw = pad + 1;
+    const cw = s.C * nw;
+    return {
+      local: steps + s.C,
+      rows: steps + s.R * cw,
+      cols: steps + s.C + s.RC * nw * (3 * s.C + s.dk + s.dv),
+      pairs: steps + s.RP * nw * (2 * cw + s.dk),
+    };
+  }
   return {
     local: steps + s.C + pad,
     rows: steps + s.R * (s.C + pad),
@@ -236,7 +288,28 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "coefd":
     case "solve":
     case "solvet":
+    case "wsolve":
+    case "wsolvet":
       return BH * nck;
+    case "wamat":
+      return BH * nck * Math.ceil((s.C * (pad + 1)) ** 2 / CHUNK_WG);
+    case "wtrans":
+      return BH * nck * Math.ceil((s.dk * (s.dk + s.dv)) / CHUNK_WG);
+    case "wwfix":
+      return flat(BH * T * (pad + 1) * s.dv);
+    case "wout":
+    case "wdq":
+      return BH * nck * Math.ceil(s.C / s.R);
+    case "wcols":
+    case "wcolsq":
+      return BH * nck * Math.ceil(s.C / s.RC);
+    case "wpairs":
+      return BH * nck * Math.ceil(s.C / s.RP);
+    case "wlnk":
+    case "ws0part":
+      return BH * nck * elems;
+    case "wgather":
+      return flat(BH * (pad + T) * (s.dk + s.dv));
     case "scan":
     case "rscan":
     case "s0sum":
@@ -409,15 +482,37 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 export function stepCoefWgsl(config: RuleConfig): string {
   const kind = statKind(config.rule);
   const dot = (o: string) => `dot_xx(bh, i32(t) - i32(${o}))`;
+  const mu = kind === "mu"
+    ? `
+// the window's Gram matrix (zero outside the n x n block: slot o is pair t - o), its top eigenpair
+const NW2 = NW * NW;
+struct Stat { value: f32, u: array<f32, NW> }
+${topEigenWgsl(windowSlots(config))}
+fn step_stat(bh: u32, t: u32, n: u32) -> Stat {
+  var gm: array<f32, NW2>;
+  for (var e = 0u; e < NW2; e++) {
+    let r = e / NW;
+    let c = e % NW;
+    var d = 0.0;
+    if (r < n && c < n) {
+      for (var i = 0u; i < DK; i++) { d += xp(bh, i32(t) - i32(r), i) * xp(bh, i32(t) - i32(c), i); }
+    }
+    gm[e] = d;
+  }
+  return stat_of(n, gm);
+}`
+    : "";
   const stat = kind === "E" ? `if (n > 0u) { st = ${dot("0u")}; }` : kind === "Ebar"
     ? `if (n > 0u) {
     var sm = ${dot("0u")};
     for (var o = 1u; o < NW; o++) { if (o < n) { sm += ${dot("o")}; } }
     st = sm / f32(n);
   }`
+    : kind === "mu"
+    ? "st = step_stat(bh, t, n).value;"
     : "";
-  return `${
-    kind === "none" ? "" : `
+  return `${mu}${
+    kind === "none" || kind === "mu" ? "" : `
 fn dot_xx(bh: u32, j: i32) -> f32 {
   var d = 0.0;
   for (var i = 0u; i < DK; i++) { let v = xp(bh, j, i); d += v * v; }

@@ -57,10 +57,12 @@ import {
   decayGradKernel,
   flatEntry,
   isDeltaChunkRule,
+  isSolveChunkRule,
   prelude,
   stepCoefWgsl,
 } from "./chunk_wgsl.ts";
 import { deltaShader, isDeltaPass } from "./fast_weight_chunk_delta.ts";
+import { isWindowRegPass, windowRegShader } from "./fast_weight_chunk_window_reg.ts";
 
 export {
   CHUNK_PASSES,
@@ -77,6 +79,8 @@ export {
   isAdditiveChunkRule,
   isChunkRule,
   isDeltaChunkRule,
+  isSolveChunkRule,
+  isWindowRegChunkRule,
 } from "./chunk_wgsl.ts";
 
 /** WGSL of the chunk kernel `pass` (entry point `main`; bindings of {@linkcode chunkBindings}, then the uniform). */
@@ -87,9 +91,11 @@ export function chunkShader(
   heads: HeadConstants,
 ): string {
   if (isDeltaPass(pass)) return deltaShader(pass, config, s, heads);
+  if (isWindowRegPass(pass)) return windowRegShader(pass, config, s, heads);
   const head = prelude(pass, config, s, heads);
   const kind = statKind(config.rule);
   const delta = isDeltaChunkRule(config);
+  const solve = isSolveChunkRule(config);
   switch (pass) {
     case "coef":
       return head + stepCoefWgsl(config) + `
@@ -99,7 +105,14 @@ ${flatEntry("u.B * H * u.T")}
   let co = step_co(bh, bh / H, bh % H, t);
   cw[u.LG + idx] = log_gamma(co);
   cw[u.GK + idx] = co.b;
-  ${delta ? "cw[u.GA + idx] = co.a;" : ""}
+  ${solve ? "cw[u.GA + idx] = co.a;" : ""}
+  ${
+        kind === "mu"
+          ? `// the top eigenvector of the window's Gram matrix, for the statistic's gradient
+  var st = step_stat(bh, t, pairs_at(bh / H, t));
+  for (var o = 0u; o < NW; o++) { cw[u.EIG + idx * NW + o] = st.u[o]; }`
+          : ""
+      }
 }`;
     case "local":
       return head + chunkSteps(false) + `

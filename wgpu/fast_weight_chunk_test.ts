@@ -1,6 +1,6 @@
 /**
  * The chunk-parallel WebGPU kernels (`shaders/fast_weight_chunk.ts`, additive rules;
- * `shaders/fast_weight_chunk_delta.ts`, delta rules) against
+ * `shaders/fast_weight_chunk_delta.ts`, delta rules; `shaders/fast_weight_chunk_window_reg.ts`, falcon3) against
  * the float64 reference backend and against the WebGPU recurrent kernels: both alignments, chunk
  * sizes 1, 5 and 16 with `T` not a multiple of `C`, packed starts mid-chunk, a non-zero S0,
  * continuation from a carry, `Dk != Dv` (odd sizes), and the clamp binding at every step.
@@ -152,7 +152,24 @@ for (const rule of CHUNK_RULES) {
   );
 }
 
-for (const rule of ["falcon1a", "falcon3a", "falcon1"] as const) {
+gpuTest(
+  "webgpu chunk kernels of falcon3 match the reference with windows 1, 2 and 3 (closed-form and Jacobi eigenpairs)",
+  async (gpu) => {
+    for (const [window, alignment] of [[1, "prefix"], [2, "same-step"], [3, "prefix"]] as const) {
+      const config = ruleConfig("falcon3", { alignment, window });
+      const spec = { ...SHAPE, seed: 51 + window, packed: true, s0: true };
+      await compareChunk(
+        gpu,
+        config,
+        spec,
+        { form: "chunk", chunkSize: 5 },
+        `falcon3/W=${window}/${alignment}`,
+      );
+    }
+  },
+);
+
+for (const rule of ["falcon1a", "falcon3a", "falcon1", "falcon3"] as const) {
   gpuTest(
     `webgpu chunk kernels of ${rule} stay finite and match with the clamp binding at every step`,
     async (gpu) => {

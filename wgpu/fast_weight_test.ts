@@ -103,10 +103,10 @@ gpuTest(
   },
 );
 
-Deno.test("usesChunkKernels: chunk and parallel forms of the rules with scalar coefficients and no Gram window", () => {
+Deno.test("usesChunkKernels: chunk and parallel forms of the rules with scalar coefficients", () => {
   for (const form of ["chunk", "parallel"] as const) {
     const routed = RULES.filter((r) => usesChunkKernels(ruleConfig(r), { form })).join();
-    const expected = "falcon1,falcon1a,falcon3a,linear,retnet,mamba2,deltanet,gated_deltanet";
+    const expected = "falcon1,falcon3,falcon1a,falcon3a,linear,retnet,mamba2,deltanet,gated_deltanet";
     if (routed !== expected) throw new Error(`${form} routes ${routed}`);
   }
   if (usesChunkKernels(ruleConfig("falcon1a"), { form: "recurrent" })) {

@@ -122,39 +122,7 @@ ${chunkEntry(`${Math.ceil((s.C * nw) ** 2 / 64)}u`)}
   }
 }`;
     case "wsolve":
-      return steps + `
-${chunkEntry("1u")}
-  let nr = len * NW;
-  for (var col = lid; col < DV + DK; col += WG) {
-    for (var r = 0u; r < nr; r++) {
-      let t = r / NW;
-      let ok = rok(a, len, r);
-      let j = rpair(a, r);
-      let ex = exp(cpp[t]);
-      let gr = grow(bh, a, r);
-      var v = 0.0;
-      if (col < DV) {
-        if (ok) {
-          v = cg[t] * yp(bh, j, col);
-          if (base_kind(t) == 1u && u.hasS0 != 0u) {
-            var sx = 0.0;
-            for (var i = 0u; i < DK; i++) { sx += s0[(bh * DK + i) * DV + col] * xp(bh, j, i); }
-            v -= cga[t] * ex * sx;
-          }
-          for (var q = 0u; q < t * NW; q++) { v -= cw[am(bh, n, r, q)] * cw[u.U0 + grow(bh, a, q) * DV + col]; }
-        }
-        cw[u.U0 + gr * DV + col] = v;
-      } else {
-        let i = col - DV;
-        if (ok) {
-          if (base_kind(t) == 0u) { v = cga[t] * ex * xp(bh, j, i); }
-          for (var q = 0u; q < t * NW; q++) { v -= cw[am(bh, n, r, q)] * cw[u.VV + grow(bh, a, q) * DK + i]; }
-        }
-        cw[u.VV + gr * DK + i] = v;
-      }
-    }
-  }
-}`;
+      return steps + solveKernel(nw);
     case "wtrans":
       return steps + `
 var<workgroup> ge: array<f32, C>;
@@ -221,20 +189,7 @@ ${chunkEntry(elems)}
   }
 }`;
     case "wsolvet":
-      return steps + `
-${chunkEntry("1u")}
-  let nr = len * NW;
-  for (var c = lid; c < DV; c += WG) {
-    for (var rr = i32(nr) - 1; rr >= 0; rr--) {
-      let r = u32(rr);
-      var v = cw[u.DW + grow(bh, a, r) * DV + c];
-      for (var r2 = (r / NW + 1u) * NW; r2 < nr; r2++) {
-        v -= cw[am(bh, n, r2, r)] * cw[u.DR + grow(bh, a, r2) * DV + c];
-      }
-      cw[u.DR + grow(bh, a, r) * DV + c] = v;
-    }
-  }
-}`;
+      return steps + solveTransposedKernel(nw);
     case "wpairs":
       return steps + pairsKernel(s, nw);
     case "ws0part":
@@ -292,6 +247,104 @@ ${flatEntry("u.B * H * (PAD + u.T) * (DK + DV)")}
   }
 }`;
   }
+}
+
+/** `n` copies of `f(o)` joined by `sep` (the `W` rows of a step, unrolled). */
+function unroll(n: number, f: (o: number) => string, sep = "\n"): string {
+  return Array.from({ length: n }, (_, o) => f(o)).join(sep);
+}
+
+/**
+ * `wsolve`: `(I + A) [U0 | V] = [R_y | R_x]` by forward substitution, one step (its `W` rows, which do
+ * not see each other) at a time: the step's rows of `A` are staged in workgroup memory, and every
+ * invocation owns columns of `U0 | V`, so each earlier row it reads serves the step's `W` rows.
+ */
+function solveKernel(nw: number): string {
+  const rows = (body: (o: number) => string) => unroll(nw, body, "\n        ");
+  return `
+var<workgroup> arow: array<f32, NW * CW>;
+${chunkEntry("1u")}
+  for (var t = 0u; t < len; t++) {
+    let r0 = t * NW;
+    workgroupBarrier();
+    for (var k = lid; k < r0 * NW; k += WG) {
+      let q = k / NW;
+      let o = k % NW;
+      arow[o * CW + q] = cw[am(bh, n, r0 + o, q)];
+    }
+    workgroupBarrier();
+    let ex = exp(cpp[t]);
+    let bk = base_kind(t);
+    ${
+    unroll(
+      nw,
+      (o) => `let ok${o} = rok(a, len, r0 + ${o}u);\n    let j${o} = rpair(a, r0 + ${o}u);`,
+      "\n    ",
+    )
+  }
+    for (var col = lid; col < DV + DK; col += WG) {
+      ${unroll(nw, (o) => `var v${o} = 0.0;`, "\n      ")}
+      if (col < DV) {
+        ${
+    rows((o) =>
+      `if (ok${o}) {
+          v${o} = cg[t] * yp(bh, j${o}, col);
+          if (bk == 1u && u.hasS0 != 0u) {
+            var sx = 0.0;
+            for (var i = 0u; i < DK; i++) { sx += s0[(bh * DK + i) * DV + col] * xp(bh, j${o}, i); }
+            v${o} -= cga[t] * ex * sx;
+          }
+        }`
+    )
+  }
+        for (var q = 0u; q < r0; q++) {
+          let x = cw[u.U0 + grow(bh, a, q) * DV + col];
+          ${unroll(nw, (o) => `v${o} -= arow[${o}u * CW + q] * x;`, "\n          ")}
+        }
+        ${rows((o) => `cw[u.U0 + grow(bh, a, r0 + ${o}u) * DV + col] = select(0.0, v${o}, ok${o});`)}
+      } else {
+        let i = col - DV;
+        ${rows((o) => `if (ok${o} && bk == 0u) { v${o} = cga[t] * ex * xp(bh, j${o}, i); }`)}
+        for (var q = 0u; q < r0; q++) {
+          let x = cw[u.VV + grow(bh, a, q) * DK + i];
+          ${unroll(nw, (o) => `v${o} -= arow[${o}u * CW + q] * x;`, "\n          ")}
+        }
+        ${rows((o) => `cw[u.VV + grow(bh, a, r0 + ${o}u) * DK + i] = select(0.0, v${o}, ok${o});`)}
+      }
+    }
+  }
+}`;
+}
+
+/**
+ * `wsolvet`: `dR = (I + A)^-T dW` by back substitution, one step at a time from the last: the
+ * columns of `A` under the step's rows are staged in workgroup memory; one invocation per value column.
+ */
+function solveTransposedKernel(nw: number): string {
+  return `
+var<workgroup> acol: array<f32, NW * CW>;
+${chunkEntry("1u")}
+  let nr = len * NW;
+  for (var tr = i32(len) - 1; tr >= 0; tr--) {
+    let r0 = u32(tr) * NW;
+    let r1 = r0 + NW;
+    workgroupBarrier();
+    for (var k = lid; k < (nr - r1) * NW; k += WG) {
+      let q = r1 + k / NW;
+      let o = k % NW;
+      acol[o * CW + q] = cw[am(bh, n, q, r0 + o)];
+    }
+    workgroupBarrier();
+    for (var c = lid; c < DV; c += WG) {
+      ${unroll(nw, (o) => `var v${o} = cw[u.DW + grow(bh, a, r0 + ${o}u) * DV + c];`, "\n      ")}
+      for (var q = r1; q < nr; q++) {
+        let d = cw[u.DR + grow(bh, a, q) * DV + c];
+        ${unroll(nw, (o) => `v${o} -= acol[${o}u * CW + q] * d;`, "\n        ")}
+      }
+      ${unroll(nw, (o) => `cw[u.DR + grow(bh, a, r0 + ${o}u) * DV + c] = v${o};`, "\n      ")}
+    }
+  }
+}`;
 }
 
 /**

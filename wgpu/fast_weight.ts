@@ -6,14 +6,15 @@
  * rule's kernels, then gather the carry (forward) or scatter the gradients back to `[B, T, H, D]`
  * through the q/k normalisation backward.
  * Kernels by form:
- * - `chunk` and `parallel` of the rules with scalar coefficients and no Gram window: the
- *   chunk-parallel kernels (SPEC section 4) of `shaders/fast_weight_chunk.ts` for the additive
- *   rules (falcon1a, falcon3a, linear, retnet, mamba2) and `shaders/fast_weight_chunk_delta.ts` for
- *   the delta rules (falcon1, deltanet, gated_deltanet: the `(I + A)^-1` solve), in chunks of
- *   `chunkSize` positions (default 64; `parallel` runs the same kernels);
- * - `recurrent`, and every form of falcon2, falcon2a (per-column coefficients) and falcon3 (the
- *   top-eigenvalue window): the recurrent kernels of `shaders/fast_weight_recurrent.ts`, one
- *   workgroup per `(b, h)`; `chunkSize` is then the checkpoint interval of the backward pass.
+ * - `chunk` and `parallel` of the rules with scalar coefficients: the chunk-parallel kernels
+ *   (SPEC section 4) of `shaders/fast_weight_chunk.ts` for the additive rules (falcon1a, falcon3a,
+ *   linear, retnet, mamba2), `shaders/fast_weight_chunk_delta.ts` for the delta rules (falcon1,
+ *   deltanet, gated_deltanet: the `(I + A)^-1` solve) and `shaders/fast_weight_chunk_window_reg.ts`
+ *   for falcon3 (the solve over `W` instance rows per step), in chunks of `chunkSize` positions
+ *   (default 64; `parallel` runs the same kernels);
+ * - `recurrent`, and every form of falcon2, falcon2a (per-column coefficients): the recurrent
+ *   kernels of `shaders/fast_weight_recurrent.ts`, one workgroup per `(b, h)`; `chunkSize` is then
+ *   the checkpoint interval of the backward pass.
  *
  * @module
  */

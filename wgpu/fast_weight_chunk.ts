@@ -1,6 +1,7 @@
 /**
  * Driver of the chunk-parallel fast-weight kernels (`shaders/fast_weight_chunk.ts` for the additive
- * rules, `shaders/fast_weight_chunk_delta.ts` for the delta rules): picks the tile sizes, lays out
+ * rules, `shaders/fast_weight_chunk_delta.ts` for the delta rules, `shaders/fast_weight_chunk_window_reg.ts`
+ * for falcon3, whose delta-rule sections hold `W` instance rows per step): picks the tile sizes, lays out
  * the chunk workspace and records the passes. The q/k
  * normalisation into the head-major workspace, the carry gather and the gradient scatter stay in
  * `fast_weight.ts`, shared with the recurrent kernels.
@@ -8,7 +9,8 @@
  * Work is spread over `B*H*ceil(T/C)*tiles` workgroups in the per-chunk passes; only the scans
  * over chunks are sequential, over `T/C` steps (additive: one invocation per state element;
  * delta: one workgroup per value column, a `Dk x Dk` transition per step), and the delta rules'
- * triangular solves run one invocation per column over the `C` steps of a chunk.
+ * triangular solves run one invocation per column over the `C` steps of a chunk (falcon3: its
+ * `C W` instance rows, a step's `W` rows at once).
  *
  * @module
  */

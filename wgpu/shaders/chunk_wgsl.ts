@@ -1,6 +1,7 @@
 /**
  * Shared pieces of the chunk-parallel fast-weight kernels (`fast_weight_chunk.ts` for the additive
- * rules, `fast_weight_chunk_delta.ts` for the delta rules): compile-time shape, passes, bindings,
+ * rules, `fast_weight_chunk_delta.ts` for the delta rules, `fast_weight_chunk_window_reg.ts` for
+ * falcon3): compile-time shape, passes, bindings,
  * uniform block, workspace addressing, the chunk's step arrays in workgroup memory and the
  * per-step coefficients (the recurrent kernels' `coef()`).
  *
@@ -238,7 +239,7 @@ export function chunkSharedFloats(
     const nw = pad + 1;
     const cw = s.C * nw;
     return {
-      local: steps + s.C,
+      local: steps + nw * cw,
       rows: steps + s.R * cw,
       cols: steps + s.C + s.RC * nw * (3 * s.C + s.dk + s.dv),
       pairs: steps + s.RP * nw * (2 * cw + s.dk),

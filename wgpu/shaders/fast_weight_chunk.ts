@@ -38,7 +38,9 @@
  * `CON [BH,NCK,C+PAD,W]`, `DMM [BH,NCK,C,C+PAD]`, `EXJ [BH,NCK,C+PAD]`, `DQB [BH,T,Dk]` (`DP` holds
  * `d log gamma`); `g` the gradient workspace of the recurrent backward.
  * The `out`, `dq`, `cols` and `uv` kernels also serve the delta rules (`fast_weight_chunk_delta.ts`),
- * with the solved pseudo-values `w` as values and `M = Gam`; `chunkShader` dispatches every pass.
+ * with the solved pseudo-values `w` as values and `M = Gam`; `uv` also falcon3
+ * (`fast_weight_chunk_window_reg.ts`), whose `coef` also writes the window's top eigenvector (`EIG`);
+ * `chunkShader` dispatches every pass.
  * Preconditions: additive rule with scalar `gamma`, `g` per step (not falcon2a); workgroup memory
  * for the chunk's step arrays (`4C` floats, `6C` for the delta rules) and the row/column tiles.
  *

@@ -140,7 +140,7 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
     ["VV", delta * BH * nck * C * rows * d.dk],
     ["KM", delta * BH * nck * d.dk * d.dk],
     ["WW", delta * BH * d.T * rows * d.dv],
-    ["QD", delta * BH * d.T * rows * d.dv],
+    ["QD", delta * (1 - wreg) * BH * d.T * rows * d.dv],
     ["DW", delta * BH * d.T * rows * d.dv],
     ["DR", delta * BH * d.T * rows * d.dv],
     ["LN", delta * BH * nck * S],
@@ -161,6 +161,8 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
     offsets[name] = total;
     if (backward || FORWARD_SECTIONS.has(name)) total += size;
   }
+  // falcon3's QD (read last by wlnk) shares DR's floats (written first by wsolvet, after it)
+  if (wreg) offsets.QD = offsets.DR;
   return { offsets, total, nck };
 }
 

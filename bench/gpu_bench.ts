@@ -5,7 +5,7 @@
  * Flags: `--gemm 4096,2048,1024` (square sizes), `--gemm-inner 10` (GEMMs per timed batch),
  * `--rules falcon1,falcon3a`, `--B 8 --T 4096 --H 8 --dk 64 --dv 64`, `--fw-inner 4` (fast-weight
  * calls per timed batch), `--reps 5`, `--chunk 64`, `--form chunk` (or `recurrent`, `parallel`; the
- * additive rules run the chunk-parallel kernels in `chunk`/`parallel`), `--skip-gemm`, `--skip-rules`,
+ * rules other than falcon2/falcon2a run the chunk-parallel kernels in `chunk`/`parallel`), `--skip-gemm`, `--skip-rules`,
  * `--profile` (also time every kernel of one forward + backward per rule with GPU timestamps: `profile_ms`,
  * busiest first; needs `timestamp-query`), `--out FILE`.
  * Each timed batch ends with one device sync; `sync_overhead_seconds` is that sync alone.

@@ -102,6 +102,7 @@ const FORWARD_SECTIONS: ReadonlySet<ChunkUniformField> = new Set<ChunkUniformFie
   "KM",
   "WW",
   "EIG",
+  "KP",
 ]);
 
 /**
@@ -135,7 +136,7 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
     ["SPY", BH * nck * pad * d.dv],
     ["CON", BH * nck * (C + pad) * (pad + 1)],
     ["GA", delta * BH * d.T],
-    ["AM", delta * BH * nck * (C * rows) ** 2],
+    ["AM", delta * (1 - wreg) * BH * nck * C * C],
     ["U0", delta * BH * nck * C * rows * d.dv],
     ["VV", delta * BH * nck * C * rows * d.dk],
     ["KM", delta * BH * nck * d.dk * d.dk],
@@ -154,6 +155,7 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
     ["RB", delta * BH * d.T],
     ["DXR", wreg * BH * d.T * ni * d.dk],
     ["EIG", wreg * BH * d.T * ni],
+    ["KP", wreg * BH * nck * (C + pad) ** 2],
   ];
   const offsets: Partial<Record<ChunkUniformField, number>> = {};
   let total = 0;
@@ -184,7 +186,7 @@ export interface GradOffsets {
 
 /** The forward passes of a rule, in dispatch order. */
 function forwardPasses(config: RuleConfig): ChunkPass[] {
-  if (isWindowRegChunkRule(config)) return ["coef", "wamat", "wsolve", "wtrans", "dscan", "wwfix", "wout"];
+  if (isWindowRegChunkRule(config)) return ["coef", "wgram", "wsolve", "wtrans", "dscan", "wwfix", "wout"];
   return isDeltaChunkRule(config)
     ? ["coef", "amat", "solve", "trans", "dscan", "wfix", "out"]
     : ["coef", "local", "scan", "out"];

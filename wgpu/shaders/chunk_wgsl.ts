@@ -57,7 +57,7 @@ export const CHUNK_PASSES = [
   "coefd2",
   "s0part",
   "s0sum",
-  "wamat",
+  "wgram",
   "wsolve",
   "wtrans",
   "wwfix",
@@ -126,6 +126,7 @@ export const CHUNK_UNIFORM_FIELDS = [
   "RB",
   "DXR",
   "EIG",
+  "KP",
 ] as const;
 
 /** Name of a uniform field. */
@@ -172,7 +173,7 @@ const BINDINGS: Record<ChunkPass, readonly ChunkBindingName[]> = {
   coefd2: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
   s0part: ["ws", "stepinfo", "cw"],
   s0sum: ["cw", "out"],
-  wamat: ["ws", "stepinfo", "cw"],
+  wgram: ["ws", "stepinfo", "cw"],
   wsolve: ["ws", "stepinfo", "s0", "cw"],
   wtrans: ["ws", "stepinfo", "s0", "cw"],
   wwfix: ["cw"],
@@ -292,8 +293,8 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "wsolve":
     case "wsolvet":
       return BH * nck;
-    case "wamat":
-      return BH * nck * Math.ceil((s.C * (pad + 1)) ** 2 / CHUNK_WG);
+    case "wgram":
+      return BH * nck * Math.ceil((s.C + pad) ** 2 / CHUNK_WG);
     case "wtrans":
       return BH * nck * Math.ceil((s.dk * (s.dk + s.dv)) / CHUNK_WG);
     case "wwfix":

@@ -17,7 +17,9 @@
  * So the delta rules' passes carry over with `C W` rows instead of `C`: the solve is `W^2` times wider.
  *
  * Kernels (`fastweight_chunk_<pass>_f32`): forward `coef` (shared: also the top eigenvector, `EIG`),
- * `wamat` (per `(b, h, chunk, 64 entries)`: `A`), `wsolve` (per `(b, h, chunk)`, one invocation per
+ * `wgram` (per `(b, h, chunk, 64 entries)`: the Gram matrix `KP` of the chunk's pairs and the `W-1`
+ * before it, from which `A` is formed where it is read: `(C + W - 1)^2` dot products instead of
+ * `(C W)^2`, and no `C W x C W` matrix in memory), `wsolve` (per `(b, h, chunk)`, one invocation per
  * column of `U0 | V`, forward substitution step by step), `wtrans` (`K`, `Bv`), the shared `dscan`
  * (`S_in` of every chunk), `wwfix` (`W`), `wout` (per `(b, h, chunk, R rows)`: the outputs).
  * Backward (after recomputing the forward): the shared `uv`; `wcolsq` (the readout's `dW`: `QD`);
@@ -29,8 +31,8 @@
  * and element: `dx_j`, `dy_j` summed over the instance rows of pair `j`, and the statistic's gradient
  * `d mu_s / d x_j = 2 u_o (X_s u) / n_s` through the top eigenvector `u` of step `s = j + o`).
  * Workspace sections (offsets in the uniform block, `NI = W` rows per step, rows of a `(b, h)` at
- * `(bh T + t) W + o`): `GA, DAS, DBS, RB [BH,T]`, `AM [BH,NCK,CW,CW]` (`CW = C W`), `U0, WW, QD, DW,
- * DR [BH,T W,Dv]`, `VV, DXR [BH,T W,Dk]`, `EIG [BH,T,W]`, `KM [BH,NCK,Dk,Dk]`, `YM [BH,NCK,C,C]`,
+ * `(bh T + t) W + o`): `GA, DAS, DBS, RB [BH,T]`, `KP [BH,NCK,CP,CP]` (`CP = C + W - 1`),
+ * `U0, WW, DW, DR [BH,T W,Dv]` (`QD` shares `DR`'s floats), `VV, DXR [BH,T W,Dk]`, `EIG [BH,T,W]`, `KM [BH,NCK,Dk,Dk]`, `YM [BH,NCK,C,C]`,
  * with `SIN`, `SFIN`, `DS` (= `Bv`), `GB`, `UV`, `LN`, `D0C`, `DP`, `DST`, `DMM`, `EXJ`, `DQB` as the
  * delta rules use them (`DMM`, `EXJ`, `YM`, `RB` per STEP, so `decayGradKernel` serves unchanged).
  *
@@ -44,7 +46,7 @@ import { chunkEntry, type ChunkPass, type ChunkShape, chunkSteps, flatEntry, pre
 
 /** Passes only falcon3 runs. */
 export const WINDOW_REG_PASSES = [
-  "wamat",
+  "wgram",
   "wsolve",
   "wtrans",
   "wwfix",
@@ -70,7 +72,8 @@ export function isWindowRegPass(pass: ChunkPass): pass is WindowRegPass {
 // instance-row addressing (global rows of a (b, h): (bh T + t) W + o)
 const ADDR = `
 fn grow(bh: u32, a: u32, r: u32) -> u32 { return (bh * u.T + a) * NW + r; }
-fn am(bh: u32, n: u32, r: u32, r2: u32) -> u32 { return u.AM + ((bh * nck() + n) * CW + r) * CW + r2; }
+// the chunk's pair Gram matrix KP [CP, CP] (pair j at a - PAD + p)
+fn kpi(bh: u32, n: u32, p: u32, p2: u32) -> u32 { return u.KP + ((bh * nck() + n) * CP + p) * CP + p2; }
 `;
 
 // instance rows of the chunk at a (needs the chunk's step arrays)
@@ -81,6 +84,17 @@ fn rpair(a: u32, r: u32) -> i32 { return i32(a + r / NW) - i32(r % NW); }
 fn rok(a: u32, len: u32, r: u32) -> bool {
   let t = r / NW;
   return t < len && rpair(a, r) >= clo[t];
+}
+// x_r . x_r2 of chunk rows r, r2 (from the pair Gram matrix)
+fn xx(bh: u32, n: u32, r: u32, r2: u32) -> f32 {
+  return cw[kpi(bh, n, r / NW + PAD - r % NW, r2 / NW + PAD - r2 % NW)];
+}
+// A[r, r2] = g_t Gp[t, t2] x_r.x_r2 for rows of earlier steps t2 < t of t's segment
+fn amat(bh: u32, n: u32, a: u32, len: u32, r: u32, r2: u32) -> f32 {
+  let t = r / NW;
+  let t2 = r2 / NW;
+  if (t2 >= t || cseg[t2] != cseg[t] || !rok(a, len, r) || !rok(a, len, r2)) { return 0.0; }
+  return cga[t] * exp(cpp[t] - cp[t2]) * xx(bh, n, r, r2);
 }
 // Gam[t, t2] (t2 <= t, same segment; masked before exp)
 fn gam(t: u32, t2: u32) -> f32 {
@@ -101,24 +115,19 @@ export function windowRegShader(
   const steps = head + chunkSteps(true) + ROWS;
   const elems = `${Math.ceil((s.dk * s.dv) / 64)}u`;
   switch (pass) {
-    case "wamat":
+    case "wgram":
       return steps + `
-${chunkEntry(`${Math.ceil((s.C * nw) ** 2 / 64)}u`)}
+${chunkEntry(`${Math.ceil((s.C + nw - 1) ** 2 / 64)}u`)}
   let e = tile * WG + lid;
-  if (e < CW * CW) {
-    let r = e / CW;
-    let r2 = e % CW;
-    let t = r / NW;
-    let t2 = r2 / NW;
+  if (e < CP * CP) {
+    let p = e / CP;
+    let p2 = e % CP;
+    let j0 = i32(a) - i32(PAD);
     var v = 0.0;
-    if (t2 < t && cseg[t2] == cseg[t] && rok(a, len, r) && rok(a, len, r2)) {
-      let j = rpair(a, r);
-      let j2 = rpair(a, r2);
-      var d = 0.0;
-      for (var i = 0u; i < DK; i++) { d += xp(bh, j, i) * xp(bh, j2, i); }
-      v = cga[t] * exp(cpp[t] - cp[t2]) * d;
+    if (p < len + PAD && p2 < len + PAD) {
+      for (var i = 0u; i < DK; i++) { v += xp(bh, j0 + i32(p), i) * xp(bh, j0 + i32(p2), i); }
     }
-    cw[am(bh, n, r, r2)] = v;
+    cw[kpi(bh, n, p, p2)] = v;
   }
 }`;
     case "wsolve":
@@ -270,7 +279,7 @@ ${chunkEntry("1u")}
     for (var k = lid; k < r0 * NW; k += WG) {
       let q = k / NW;
       let o = k % NW;
-      arow[o * CW + q] = cw[am(bh, n, r0 + o, q)];
+      arow[o * CW + q] = amat(bh, n, a, len, r0 + o, q);
     }
     workgroupBarrier();
     let ex = exp(cpp[t]);
@@ -332,7 +341,7 @@ ${chunkEntry("1u")}
     for (var k = lid; k < (nr - r1) * NW; k += WG) {
       let q = r1 + k / NW;
       let o = k % NW;
-      acol[o * CW + q] = cw[am(bh, n, q, r0 + o)];
+      acol[o * CW + q] = amat(bh, n, a, len, q, r0 + o);
     }
     workgroupBarrier();
     for (var c = lid; c < DV; c += WG) {
@@ -588,10 +597,6 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
     var cx = 0.0;
     var v1 = 0.0;
     if (t != t2 && rok(a, len, r) && rok(a, len, r2) && cseg[t] == cseg[t2]) {
-      var xx = 0.0;
-      let j = rpair(a, r);
-      let j2 = rpair(a, r2);
-      for (var i = 0u; i < DK; i++) { xx += xp(bh, j, i) * xp(bh, j2, i); }
       // (later, earlier) = (r, r2) below the diagonal, (r2, r) above it
       let later = select(r, r2, t2 > t);
       let earlier = select(r2, r, t2 > t);
@@ -602,7 +607,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
       for (var c = 0u; c < DV; c++) { dw += cw[u.DR + gl * DV + c] * cw[u.WW + ge2 * DV + c]; }
       let gp = exp(cpp[tq] - cp[earlier / NW]);
       cx = -dw * cga[tq] * gp;
-      if (t2 < t) { v1 = -dw * gp * xx; }
+      if (t2 < t) { v1 = -dw * gp * xx(bh, n, r, r2); }
     }
     scx[k] = cx;
     sv1[k] = v1;

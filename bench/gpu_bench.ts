@@ -5,7 +5,7 @@
  * Flags: `--gemm 4096,2048,1024` (square sizes), `--gemm-inner 10` (GEMMs per timed batch),
  * `--rules falcon1,falcon3a`, `--B 8 --T 4096 --H 8 --dk 64 --dv 64`, `--fw-inner 4` (fast-weight
  * calls per timed batch), `--reps 5`, `--chunk 64`, `--form chunk` (or `recurrent`, `parallel`; the
- * additive rules run the chunk-parallel kernels in `chunk`/`parallel`), `--skip-gemm`, `--skip-rules`,
+ * every rule runs the chunk-parallel kernels in `chunk`/`parallel`), `--skip-gemm`, `--skip-rules`,
  * `--profile` (also time every kernel of one forward + backward per rule with GPU timestamps: `profile_ms`,
  * busiest first; `profile_kernel_ms` their sum; `profile_span_ms` from the first kernel's start to the last
  * one's end; needs `timestamp-query`), `--out FILE`. `*_host_seconds`: time per call spent recording and
@@ -203,7 +203,16 @@ if (!values["skip-rules"]) {
   const form = values.form as Form;
   if (!(FORMS as readonly string[]).includes(form)) throw new RangeError(`unknown --form "${form}"`);
   const chunk = int("chunk", values.chunk);
-  for (const r of rules) results.push(await fastWeight(gpu, r as RuleName, dims, reps, chunk, inner, form));
+  for (const r of rules) {
+    // a rule whose call does not fit this device (e.g. a chunk workspace above the binding limit) is
+    // reported with its error; the other rules still run
+    try {
+      results.push(await fastWeight(gpu, r as RuleName, dims, reps, chunk, inner, form));
+    } catch (e) {
+      if (!(e instanceof RangeError)) throw e;
+      results.push({ rule: r, error: e.message });
+    }
+  }
   report.fastWeight = { ...dims, inner, form, chunk, results };
 }
 const json = JSON.stringify(report, null, 2);

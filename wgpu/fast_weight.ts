@@ -6,15 +6,15 @@
  * rule's kernels, then gather the carry (forward) or scatter the gradients back to `[B, T, H, D]`
  * through the q/k normalisation backward.
  * Kernels by form:
- * - `chunk` and `parallel` of every rule but falcon3: the chunk-parallel kernels (SPEC section 4)
- *   of `shaders/fast_weight_chunk.ts` for the additive rules (falcon1a, falcon3a, linear, retnet,
+ * - `chunk` and `parallel` of every rule: the chunk-parallel kernels (SPEC section 4) of
+ *   `shaders/fast_weight_chunk.ts` for the additive rules (falcon1a, falcon3a, linear, retnet,
  *   mamba2), `shaders/fast_weight_chunk_delta.ts` for the delta rules (falcon1, deltanet,
- *   gated_deltanet: the `(I + A)^-1` solve) and `shaders/fast_weight_chunk_column.ts` for the
- *   per-column rules (falcon2, falcon2a: one sub-problem per value column), in chunks of
- *   `chunkSize` positions (default 64; `parallel` runs the same kernels);
- * - `recurrent`, and every form of falcon3 (the top-eigenvalue window): the recurrent kernels of
- *   `shaders/fast_weight_recurrent.ts`, one workgroup per `(b, h)`; `chunkSize` is then the
- *   checkpoint interval of the backward pass.
+ *   gated_deltanet: the `(I + A)^-1` solve), `shaders/fast_weight_chunk_column.ts` for the
+ *   per-column rules (falcon2, falcon2a: one sub-problem per value column) and
+ *   `shaders/fast_weight_chunk_window_reg.ts` for falcon3 (the solve over `W` instance rows per
+ *   step), in chunks of `chunkSize` positions (default 64; `parallel` runs the same kernels);
+ * - `recurrent`: the recurrent kernels of `shaders/fast_weight_recurrent.ts`, one workgroup per
+ *   `(b, h)`; `chunkSize` is then the checkpoint interval of the backward pass.
  *
  * @module
  */

@@ -1,17 +1,19 @@
 /**
  * Driver of the chunk-parallel fast-weight kernels (`shaders/fast_weight_chunk.ts` for the additive
  * rules, `shaders/fast_weight_chunk_delta.ts` for the delta rules, `shaders/fast_weight_chunk_column.ts`
- * for the per-column rules): picks the tile sizes, lays out the chunk workspace and records the
- * passes. The q/k
+ * for the per-column rules, `shaders/fast_weight_chunk_window_reg.ts` for falcon3, whose delta-rule
+ * sections hold `W` instance rows per step): picks the tile sizes, lays out the chunk workspace and
+ * records the passes. The q/k
  * normalisation into the head-major workspace, the carry gather and the gradient scatter stay in
  * `fast_weight.ts`, shared with the recurrent kernels.
  *
  * Work is spread over `B*H*ceil(T/C)*tiles` workgroups in the per-chunk passes; only the scans
  * over chunks are sequential, over `T/C` steps (additive: one invocation per state element;
- * delta: one workgroup per value column, a `Dk x Dk` transition per step), and the delta rules'
- * triangular solves run one invocation per column over the `C` steps of a chunk. The per-column
- * rules walk the chunks in order once per `(b, h, value column)` workgroup (their solves carry the
- * state from chunk to chunk), the rows of each chunk spread over its invocations.
+ * delta: one workgroup per 4 value columns, a `Dk x Dk` transition per step), and the delta rules'
+ * triangular solves run one invocation per column over the `C` steps of a chunk (falcon3: its
+ * `C W` instance rows, a step's `W` rows at once). The per-column rules walk the chunks in order once
+ * per `(b, h, value column)` workgroup (their solves carry the state from chunk to chunk), the rows of
+ * each chunk spread over its invocations.
  *
  * @module
  */
@@ -33,6 +35,8 @@ import {
   chunkWork,
   isColumnChunkRule,
   isDeltaChunkRule,
+  isSolveChunkRule,
+  isWindowRegChunkRule,
 } from "./shaders/fast_weight_chunk.ts";
 import { COLUMN_BACKWARD, COLUMN_FORWARD } from "./shaders/fast_weight_chunk_column.ts";
 import { statKind } from "./shaders/fast_weight_coef.ts";
@@ -83,7 +87,8 @@ export function chunkShape(config: RuleConfig, d: ChunkDims, C: number, sharedBy
     for (let r = 16; r >= 1; r >>= 1) if (r <= max && floats(r)[key] <= limit) return r;
     throw tooBig();
   };
-  return { H: d.H, dk: d.dk, dv: d.dv, C, R: fit("rows", C), RC: fit("cols", C + pad), RP: fit("pairs", C) };
+  const cols = isWindowRegChunkRule(config) ? C : C + pad; // falcon3 tiles steps, the others pair columns
+  return { H: d.H, dk: d.dk, dv: d.dv, C, R: fit("rows", C), RC: fit("cols", cols), RP: fit("pairs", C) };
 }
 
 /** Workspace sections the forward passes use (the others are sized 0 there). */
@@ -101,6 +106,8 @@ const FORWARD_SECTIONS: ReadonlySet<ChunkUniformField> = new Set<ChunkUniformFie
   "VV",
   "KM",
   "WW",
+  "EIG",
+  "KP",
   "CL",
   "CA",
   "CB",
@@ -149,7 +156,11 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
   const BH = d.B * d.H;
   const nck = Math.ceil(d.T / C);
   const S = d.dk * d.dv;
-  const delta = isDeltaChunkRule(config) ? 1 : 0;
+  const delta = isSolveChunkRule(config) ? 1 : 0;
+  // instance rows per step: W for falcon3 (one per window pair), 1 for the delta rules
+  const wreg = isWindowRegChunkRule(config) ? 1 : 0;
+  const ni = pad + 1;
+  const rows = wreg ? ni : 1;
   const column = isColumnChunkRule(config);
   const col = column ? 1 : 0;
   const TV = BH * d.T * d.dv;
@@ -171,14 +182,14 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
     ["SPY", BH * nck * pad * d.dv],
     ["CON", BH * nck * (C + pad) * (pad + 1)],
     ["GA", delta * BH * d.T],
-    ["AM", delta * BH * nck * C * C],
-    ["U0", delta * BH * nck * C * d.dv],
-    ["VV", delta * BH * nck * C * d.dk],
+    ["AM", delta * (1 - wreg) * BH * nck * C * C],
+    ["U0", delta * BH * nck * C * rows * d.dv],
+    ["VV", delta * BH * nck * C * rows * d.dk],
     ["KM", delta * BH * nck * d.dk * d.dk],
-    ["WW", delta * BH * d.T * d.dv],
-    ["QD", delta * BH * d.T * d.dv],
-    ["DW", delta * BH * d.T * d.dv],
-    ["DR", delta * BH * d.T * d.dv],
+    ["WW", delta * BH * d.T * rows * d.dv],
+    ["QD", delta * (1 - wreg) * BH * d.T * rows * d.dv],
+    ["DW", delta * BH * d.T * rows * d.dv],
+    ["DR", delta * BH * d.T * rows * d.dv],
     ["LN", delta * BH * nck * S],
     ["D0C", delta * BH * nck * S],
     ["DAS", delta * BH * d.T],
@@ -209,6 +220,9 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
     ["CS", col * BH * d.T],
     ["CZ", col * TV],
     ["CY", col * TV],
+    ["DXR", wreg * BH * d.T * ni * d.dk],
+    ["EIG", wreg * BH * d.T * ni],
+    ["KP", wreg * BH * nck * (C + pad) ** 2],
   ];
   const offsets: Partial<Record<ChunkUniformField, number>> = {};
   let total = 0;
@@ -217,7 +231,14 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
     const used = !column || COLUMN_SECTIONS.has(name);
     if (used && (backward || FORWARD_SECTIONS.has(name))) total += size;
   }
+  // falcon3's QD (read last by wlnk) shares DR's floats (written first by wsolvet, after it)
+  if (wreg) offsets.QD = offsets.DR;
   return { offsets, total, nck };
+}
+
+/** Bytes of the chunk workspace of one forward (or, when `backward`, backward) call. */
+export function chunkWorkspaceBytes(config: RuleConfig, d: ChunkDims, C: number, backward: boolean): number {
+  return workspaceLayout(config, d, C, backward).total * 4;
 }
 
 /** Gradient workspace offsets of the recurrent backward (`fast_weight_recurrent.ts`), shared here. */
@@ -239,6 +260,7 @@ export interface GradOffsets {
 /** The forward passes of a rule, in dispatch order. */
 function forwardPasses(config: RuleConfig): readonly ChunkPass[] {
   if (isColumnChunkRule(config)) return COLUMN_FORWARD;
+  if (isWindowRegChunkRule(config)) return ["coef", "wgram", "wsolve", "wtrans", "dscan", "wwfix", "wout"];
   return isDeltaChunkRule(config)
     ? ["coef", "amat", "solve", "trans", "dscan", "wfix", "out"]
     : ["coef", "local", "scan", "out"];
@@ -247,6 +269,24 @@ function forwardPasses(config: RuleConfig): readonly ChunkPass[] {
 /** The backward passes of a rule (recomputing the forward states first), in dispatch order. */
 function backwardPasses(config: RuleConfig): readonly ChunkPass[] {
   if (isColumnChunkRule(config)) return COLUMN_BACKWARD;
+  if (isWindowRegChunkRule(config)) {
+    return [
+      ...forwardPasses(config).slice(0, -1),
+      "uv",
+      "wcolsq",
+      "wlnk",
+      "rscan2",
+      "wcols",
+      "wsolvet",
+      "wdq",
+      "wpairs",
+      "coefd",
+      "coefd2",
+      "ws0part",
+      "s0sum",
+      "wgather",
+    ];
+  }
   if (!isDeltaChunkRule(config)) {
     return ["coef", "local", "scan", "uv", "rscan", "dq", "cols", "coefb1", "coefb2", "rowfix"];
   }
@@ -285,6 +325,18 @@ export function createChunkKernels(rt: GpuRuntime) {
     const shape = chunkShape(config, d, C, sharedBytes);
     const pad = windowSlots(config) - 1;
     const layout = workspaceLayout(config, d, C, io.dout !== null);
+    const limit = rt.device.limits.maxStorageBufferBindingSize;
+    if (layout.total * 4 > limit) {
+      throw new RangeError(
+        `${config.rule} ${
+          io.dout ? "backward" : "forward"
+        } in chunk form at B = ${d.B}, T = ${d.T}, H = ${d.H}, ` +
+          `Dk = ${d.dk}, Dv = ${d.dv}, chunkSize = ${C} needs a ${
+            layout.total * 4
+          }-byte chunk workspace, above this ` +
+          `device's maxStorageBufferBindingSize (${limit}): use a smaller batch, or form "recurrent"`,
+      );
+    }
     const cw = rt.tensor([layout.total], false);
     const values: Record<ChunkUniformField, number> = {
       ...Object.fromEntries(CHUNK_UNIFORM_FIELDS.map((f) => [f, 0])),

@@ -69,3 +69,28 @@ Deno.test("chunk passes spread over B*H*chunks*tiles workgroups, not B*H", () =>
     if (groups < floor) throw new Error(`${pass}: ${groups} workgroups, expected at least ${floor}`);
   }
 });
+
+Deno.test("chunkShape sizes falcon3's tiles by its W instance rows per step", () => {
+  const d = { B: 8, T: 4096, H: 8, dk: 64, dv: 64 };
+  const limit = WEBGPU_DEFAULT_SHARED / 4 - 16;
+  const s = chunkShape(ruleConfig("falcon3"), d, 64, WEBGPU_DEFAULT_SHARED);
+  const f = chunkSharedFloats(ruleConfig("falcon3"), s);
+  if (Object.values(f).some((x) => x > limit)) throw new Error(`tiles overflow: ${JSON.stringify(f)}`);
+  const narrow = chunkShape(ruleConfig("falcon3", { window: 2 }), d, 64, WEBGPU_DEFAULT_SHARED);
+  if (narrow.R <= s.R || narrow.RP <= s.RP) {
+    throw new Error(
+      `window 2 tiles ${JSON.stringify(narrow)} are not larger than window 4's ${JSON.stringify(s)}`,
+    );
+  }
+  // the pair tile holds W rows x C W columns twice: window 8 at C = 64 does not fit 16 KiB
+  let message = "";
+  try {
+    chunkShape(ruleConfig("falcon3", { window: 8 }), d, 64, WEBGPU_DEFAULT_SHARED);
+  } catch (e) {
+    if (!(e instanceof RangeError)) throw e;
+    message = e.message;
+  }
+  if (!message.includes("chunkSize = 64")) {
+    throw new Error(`expected a RangeError naming chunkSize, got "${message}"`);
+  }
+});

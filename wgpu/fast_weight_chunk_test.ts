@@ -1,7 +1,7 @@
 /**
  * The chunk-parallel WebGPU kernels (`shaders/fast_weight_chunk.ts`, additive rules;
  * `shaders/fast_weight_chunk_delta.ts`, delta rules; `shaders/fast_weight_chunk_column.ts`, the
- * per-column rules falcon2 and falcon2a) against
+ * per-column rules falcon2 and falcon2a; `shaders/fast_weight_chunk_window_reg.ts`, falcon3) against
  * the float64 reference backend and against the WebGPU recurrent kernels: both alignments, chunk
  * sizes 1, 5 and 16 with `T` not a multiple of `C`, packed starts mid-chunk, a non-zero S0,
  * continuation from a carry, `Dk != Dv` (odd sizes), and the clamp binding at every step.
@@ -15,6 +15,7 @@ import { recurrentTrace } from "../src/rules/reference/recurrent.ts";
 import { assertRelL2 } from "../src/testing/compare.ts";
 import { type CaseSpec, headOf, randomCase, uploadCase } from "./_fast_weight_case.ts";
 import { usesChunkKernels } from "./fast_weight.ts";
+import { chunkWorkspaceBytes } from "./fast_weight_chunk.ts";
 import { gpuTest } from "./_test_util.ts";
 
 const ref = createRefBackend();
@@ -32,6 +33,7 @@ const CHUNK_RULES: RuleName[] = [
   "gated_deltanet",
   "falcon2",
   "falcon2a",
+  "falcon3",
 ];
 
 function expectClose(
@@ -154,7 +156,24 @@ for (const rule of CHUNK_RULES) {
   );
 }
 
-for (const rule of ["falcon1a", "falcon3a", "falcon1", "falcon2", "falcon2a"] as const) {
+gpuTest(
+  "webgpu chunk kernels of falcon3 match the reference with windows 1, 2 and 3 (closed-form and Jacobi eigenpairs)",
+  async (gpu) => {
+    for (const [window, alignment] of [[1, "prefix"], [2, "same-step"], [3, "prefix"]] as const) {
+      const config = ruleConfig("falcon3", { alignment, window });
+      const spec = { ...SHAPE, seed: 51 + window, packed: true, s0: true };
+      await compareChunk(
+        gpu,
+        config,
+        spec,
+        { form: "chunk", chunkSize: 5 },
+        `falcon3/W=${window}/${alignment}`,
+      );
+    }
+  },
+);
+
+for (const rule of ["falcon1a", "falcon3a", "falcon1", "falcon2", "falcon2a", "falcon3"] as const) {
   gpuTest(
     `webgpu chunk kernels of ${rule} stay finite and match with the clamp binding at every step`,
     async (gpu) => {
@@ -209,3 +228,30 @@ for (const rule of ["gated_deltanet", "mamba2"] as const) {
     },
   );
 }
+
+gpuTest(
+  "a chunk workspace above the device's binding limit is a RangeError naming the rule, shape and way out",
+  async (gpu) => {
+    const config = ruleConfig("falcon3");
+    const limit = gpu.runtime.device.limits.maxStorageBufferBindingSize;
+    // the workspace grows with T: the first power of two past the limit
+    const spec = { B: 1, T: 1024, H: 1, dk: 64, dv: 64, seed: 3 };
+    let T = spec.T;
+    while (chunkWorkspaceBytes(config, { ...spec, T }, 64, false) <= limit) T *= 2;
+    const data = randomCase(config, { ...spec, T });
+    const { inputs } = uploadCase(gpu, config, { ...spec, T }, data, 0, T);
+    let message = "";
+    try {
+      gpu.fastWeightForward(config, inputs, { form: "chunk", chunkSize: 64 });
+    } catch (e) {
+      if (!(e instanceof RangeError)) throw e;
+      message = e.message;
+    }
+    gpu.runtime.flush();
+    for (
+      const part of ["falcon3 forward in chunk form", `T = ${T}`, "maxStorageBufferBindingSize", "recurrent"]
+    ) {
+      if (!message.includes(part)) throw new Error(`expected "${part}" in the error, got "${message}"`);
+    }
+  },
+);

@@ -103,11 +103,11 @@ gpuTest(
   },
 );
 
-Deno.test("usesChunkKernels: chunk and parallel forms of every rule but falcon3 (the top-eigenvalue window)", () => {
+Deno.test("usesChunkKernels: chunk and parallel forms of every rule", () => {
   for (const form of ["chunk", "parallel"] as const) {
     const routed = RULES.filter((r) => usesChunkKernels(ruleConfig(r), { form })).join();
     const expected =
-      "falcon1,falcon2,falcon1a,falcon2a,falcon3a,linear,retnet,mamba2,deltanet,gated_deltanet";
+      "falcon1,falcon2,falcon3,falcon1a,falcon2a,falcon3a,linear,retnet,mamba2,deltanet,gated_deltanet";
     if (routed !== expected) throw new Error(`${form} routes ${routed}`);
   }
   if (usesChunkKernels(ruleConfig("falcon1a"), { form: "recurrent" })) {

@@ -1,6 +1,7 @@
 /**
  * Shared pieces of the chunk-parallel fast-weight kernels (`fast_weight_chunk.ts` for the additive
- * rules, `fast_weight_chunk_delta.ts` for the delta rules): compile-time shape, passes, bindings,
+ * rules, `fast_weight_chunk_delta.ts` for the delta rules, `fast_weight_chunk_window_reg.ts` for
+ * falcon3): compile-time shape, passes, bindings,
  * uniform block, workspace addressing, the chunk's step arrays in workgroup memory and the
  * per-step coefficients (the recurrent kernels' `coef()`).
  *
@@ -9,7 +10,7 @@
 
 import type { RuleConfig } from "../../src/rules/config.ts";
 import { coefficientWgsl, f32Literal, type HeadConstants, statKind } from "./fast_weight_coef.ts";
-import { windowSlots } from "./fast_weight_recurrent.ts";
+import { topEigenWgsl, windowSlots } from "./fast_weight_recurrent.ts";
 
 /** Compile-time shape of the chunk kernels. */
 export interface ChunkShape {
@@ -68,6 +69,19 @@ export const CHUNK_PASSES = [
   "ckq",
   "ccoefb",
   "cdqx",
+  "wgram",
+  "wsolve",
+  "wtrans",
+  "wwfix",
+  "wout",
+  "wcolsq",
+  "wlnk",
+  "wcols",
+  "wsolvet",
+  "wdq",
+  "wpairs",
+  "ws0part",
+  "wgather",
 ] as const;
 
 /** One chunk kernel pass. */
@@ -143,6 +157,9 @@ export const CHUNK_UNIFORM_FIELDS = [
   "CS",
   "CZ",
   "CY",
+  "DXR",
+  "EIG",
+  "KP",
 ] as const;
 
 /** Name of a uniform field. */
@@ -201,6 +218,19 @@ const BINDINGS: Record<ChunkPass, readonly ChunkBindingName[]> = {
   ckq: ["dout", "cw"],
   ccoefb: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
   cdqx: ["ws", "s0", "cw", "out"],
+  wgram: ["ws", "stepinfo", "cw"],
+  wsolve: ["ws", "stepinfo", "s0", "cw"],
+  wtrans: ["ws", "stepinfo", "s0", "cw"],
+  wwfix: ["cw"],
+  wout: ["ws", "stepinfo", "s0", "cw", "out"],
+  wcolsq: ["ws", "stepinfo", "dout", "cw"],
+  wlnk: ["stepinfo", "cw"],
+  wcols: ["ws", "stepinfo", "dout", "cw"],
+  wsolvet: ["stepinfo", "cw"],
+  wdq: ["ws", "stepinfo", "s0", "dout", "cw", "out"],
+  wpairs: ["ws", "stepinfo", "s0", "cw"],
+  ws0part: ["ws", "stepinfo", "cw"],
+  wgather: ["ws", "stepinfo", "cw", "out"],
 };
 
 /** Passes whose shader holds the rule's `coef()` and `coef_back()`. */
@@ -239,9 +269,23 @@ export function isColumnChunkRule(config: RuleConfig): boolean {
   return ["falcon2", "falcon2a"].includes(config.rule);
 }
 
+/**
+ * The regression window rule (falcon3): a delta rule over the chunk's instance rows `(s, o)`, `W` per
+ * step, with the `(I + A)^-1` solve (`fast_weight_chunk_window_reg.ts`).
+ */
+export function isWindowRegChunkRule(config: RuleConfig): boolean {
+  return config.rule === "falcon3";
+}
+
+/** Rules whose chunk kernels solve for pseudo-values (delta rules and falcon3): they keep `a_t` and `Pp_t`. */
+export function isSolveChunkRule(config: RuleConfig): boolean {
+  return isDeltaChunkRule(config) || isWindowRegChunkRule(config);
+}
+
 /** Rules the chunk kernels run. */
 export function isChunkRule(config: RuleConfig): boolean {
-  return isAdditiveChunkRule(config) || isDeltaChunkRule(config) || isColumnChunkRule(config);
+  return isAdditiveChunkRule(config) || isDeltaChunkRule(config) || isColumnChunkRule(config) ||
+    isWindowRegChunkRule(config);
 }
 
 /** Workgroup floats of the kernels with tiles (for picking `R`, `RC`, `RP` and checking `C`). */
@@ -256,7 +300,18 @@ export function chunkSharedFloats(
     const cols = 4 * s.C + s.RC * s.C;
     return { local: 2 * s.dk + 12 * s.C, rows, cols, pairs: 12 * s.C + s.RP * s.C };
   }
-  const steps = (isDeltaChunkRule(config) ? 6 : 4) * s.C;
+  const steps = (isSolveChunkRule(config) ? 6 : 4) * s.C;
+  if (isWindowRegChunkRule(config)) {
+    // falcon3: tiles over instance rows (W per step); R rows x CW scores, RC and RP steps of W rows
+    const nw = pad + 1;
+    const cw = s.C * nw;
+    return {
+      local: steps + nw * cw,
+      rows: steps + s.R * cw,
+      cols: steps + s.C + s.RC * nw * (3 * s.C + s.dk + s.dv),
+      pairs: steps + s.RP * nw * (2 * cw + s.dk),
+    };
+  }
   return {
     local: steps + s.C + pad,
     rows: steps + s.R * (s.C + pad),
@@ -319,7 +374,28 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "ccoef":
     case "solve":
     case "solvet":
+    case "wsolve":
+    case "wsolvet":
       return BH * nck;
+    case "wgram":
+      return BH * nck * Math.ceil((s.C + pad) ** 2 / CHUNK_WG);
+    case "wtrans":
+      return BH * nck * Math.ceil((s.dk * (s.dk + s.dv)) / CHUNK_WG);
+    case "wwfix":
+      return flat(BH * T * (pad + 1) * s.dv);
+    case "wout":
+    case "wdq":
+      return BH * nck * Math.ceil(s.C / s.R);
+    case "wcols":
+    case "wcolsq":
+      return BH * nck * Math.ceil(s.C / s.RC);
+    case "wpairs":
+      return BH * nck * Math.ceil(s.C / s.RP);
+    case "wlnk":
+    case "ws0part":
+      return BH * nck * Math.ceil((s.dk * s.dv) / CHUNK_WG);
+    case "wgather":
+      return flat(BH * (pad + T) * (s.dk + s.dv));
     case "scan":
     case "rscan":
     case "s0sum":
@@ -511,15 +587,37 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 export function stepCoefWgsl(config: RuleConfig): string {
   const kind = statKind(config.rule);
   const dot = (o: string) => `dot_xx(bh, i32(t) - i32(${o}))`;
+  const mu = kind === "mu"
+    ? `
+// the window's Gram matrix (zero outside the n x n block: slot o is pair t - o), its top eigenpair
+const NW2 = NW * NW;
+struct Stat { value: f32, u: array<f32, NW> }
+${topEigenWgsl(windowSlots(config))}
+fn step_stat(bh: u32, t: u32, n: u32) -> Stat {
+  var gm: array<f32, NW2>;
+  for (var e = 0u; e < NW2; e++) {
+    let r = e / NW;
+    let c = e % NW;
+    var d = 0.0;
+    if (r < n && c < n) {
+      for (var i = 0u; i < DK; i++) { d += xp(bh, i32(t) - i32(r), i) * xp(bh, i32(t) - i32(c), i); }
+    }
+    gm[e] = d;
+  }
+  return stat_of(n, gm);
+}`
+    : "";
   const stat = kind === "E" ? `if (n > 0u) { st = ${dot("0u")}; }` : kind === "Ebar"
     ? `if (n > 0u) {
     var sm = ${dot("0u")};
     for (var o = 1u; o < NW; o++) { if (o < n) { sm += ${dot("o")}; } }
     st = sm / f32(n);
   }`
+    : kind === "mu"
+    ? "st = step_stat(bh, t, n).value;"
     : "";
-  return `${
-    kind === "none" ? "" : `
+  return `${mu}${
+    kind === "none" || kind === "mu" ? "" : `
 fn dot_xx(bh: u32, j: i32) -> f32 {
   var d = 0.0;
   for (var i = 0u; i < DK; i++) { let v = xp(bh, j, i); d += v * v; }

@@ -38,7 +38,9 @@
  * `CON [BH,NCK,C+PAD,W]`, `DMM [BH,NCK,C,C+PAD]`, `EXJ [BH,NCK,C+PAD]`, `DQB [BH,T,Dk]` (`DP` holds
  * `d log gamma`); `g` the gradient workspace of the recurrent backward.
  * The `out`, `dq`, `cols` and `uv` kernels also serve the delta rules (`fast_weight_chunk_delta.ts`),
- * with the solved pseudo-values `w` as values and `M = Gam`; `chunkShader` dispatches every pass.
+ * with the solved pseudo-values `w` as values and `M = Gam`; `uv` also falcon3
+ * (`fast_weight_chunk_window_reg.ts`), whose `coef` also writes the window's top eigenvector (`EIG`);
+ * `chunkShader` dispatches every pass.
  * The per-column rules (falcon2, falcon2a) run their own passes (`fast_weight_chunk_column.ts`).
  * Preconditions: additive rule with scalar `gamma`, `g` per step (not falcon2a); workgroup memory
  * for the chunk's step arrays (`4C` floats, `6C` for the delta rules) and the row/column tiles.
@@ -57,6 +59,7 @@ import {
   decayGradKernel,
   flatEntry,
   isDeltaChunkRule,
+  isSolveChunkRule,
   prelude,
   stateTiles,
   stepCoefWgsl,
@@ -65,6 +68,7 @@ import {
 } from "./chunk_wgsl.ts";
 import { deltaShader, isDeltaPass } from "./fast_weight_chunk_delta.ts";
 import { columnShader, isColumnPass } from "./fast_weight_chunk_column.ts";
+import { isWindowRegPass, windowRegShader } from "./fast_weight_chunk_window_reg.ts";
 
 export {
   CHUNK_PASSES,
@@ -82,6 +86,8 @@ export {
   isChunkRule,
   isColumnChunkRule,
   isDeltaChunkRule,
+  isSolveChunkRule,
+  isWindowRegChunkRule,
 } from "./chunk_wgsl.ts";
 
 /** WGSL of the chunk kernel `pass` (entry point `main`; bindings of {@linkcode chunkBindings}, then the uniform). */
@@ -93,9 +99,11 @@ export function chunkShader(
 ): string {
   if (isDeltaPass(pass)) return deltaShader(pass, config, s, heads);
   if (isColumnPass(pass)) return columnShader(pass, config, s, heads);
+  if (isWindowRegPass(pass)) return windowRegShader(pass, config, s, heads);
   const head = prelude(pass, config, s, heads);
   const kind = statKind(config.rule);
   const delta = isDeltaChunkRule(config);
+  const solve = isSolveChunkRule(config);
   switch (pass) {
     case "coef":
       return head + stepCoefWgsl(config) + `
@@ -105,7 +113,14 @@ ${flatEntry("u.B * H * u.T")}
   let co = step_co(bh, bh / H, bh % H, t);
   cw[u.LG + idx] = log_gamma(co);
   cw[u.GK + idx] = co.b;
-  ${delta ? "cw[u.GA + idx] = co.a;" : ""}
+  ${solve ? "cw[u.GA + idx] = co.a;" : ""}
+  ${
+        kind === "mu"
+          ? `// the top eigenvector of the window's Gram matrix, for the statistic's gradient
+  var st = step_stat(bh, t, pairs_at(bh / H, t));
+  for (var o = 0u; o < NW; o++) { cw[u.EIG + idx * NW + o] = st.u[o]; }`
+          : ""
+      }
 }`;
     case "local":
       return head + chunkSteps(false) + `

@@ -231,7 +231,7 @@ for (const rule of ["gated_deltanet", "mamba2"] as const) {
 
 gpuTest(
   "a chunk workspace above the device's binding limit is a RangeError naming the rule, shape and way out",
-  async (gpu) => {
+  (gpu) => {
     const config = ruleConfig("falcon3");
     const limit = gpu.runtime.device.limits.maxStorageBufferBindingSize;
     // the workspace grows with T: the first power of two past the limit
@@ -253,5 +253,6 @@ gpuTest(
     ) {
       if (!message.includes(part)) throw new Error(`expected "${part}" in the error, got "${message}"`);
     }
+    return Promise.resolve();
   },
 );

@@ -18,6 +18,6 @@
  */
 
 export * from "./wgpu/mod.ts";
-export type { Binding, GpuRuntime } from "./wgpu/runtime.ts";
+export type { Binding, GpuRuntime, ProfileEntry } from "./wgpu/runtime.ts";
 export type { GpuBufferPool, GpuTensor } from "./wgpu/tensor.ts";
 export type * from "./src/rules/mod.ts";

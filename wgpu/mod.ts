@@ -14,7 +14,7 @@ export {
   webGpuAdapterInfo,
   type WebGpuDeviceOptions,
 } from "./device.ts";
-export { type Binding, GpuRuntime } from "./runtime.ts";
+export { type Binding, GpuRuntime, type ProfileEntry } from "./runtime.ts";
 /** The kernel interface this backend implements (types only). */
 export type * from "../src/rules/mod.ts";
 export { GpuBufferPool, GpuTensor } from "./tensor.ts";

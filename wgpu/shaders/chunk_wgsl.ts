@@ -30,6 +30,39 @@ export interface ChunkShape {
   readonly RP: number;
 }
 
+/** Passes only the per-column rules (falcon2, falcon2a) run (`fast_weight_chunk_column.ts`). */
+export const COLUMN_PASSES = [
+  "ccoef",
+  "cgram",
+  "cscan",
+  "cout",
+  "cqd",
+  "cuv",
+  "crscan",
+  "cdot",
+  "ccolg",
+  "ckq",
+  "ccoefb",
+  "cdqx",
+] as const;
+
+/** Passes only falcon3 runs (`fast_weight_chunk_window_reg.ts`). */
+export const WINDOW_REG_PASSES = [
+  "wgram",
+  "wsolve",
+  "wtrans",
+  "wwfix",
+  "wout",
+  "wcolsq",
+  "wlnk",
+  "wcols",
+  "wsolvet",
+  "wdq",
+  "wpairs",
+  "ws0part",
+  "wgather",
+] as const;
+
 /** The passes of the chunk kernels (additive rules, then the delta rules' own). */
 export const CHUNK_PASSES = [
   "coef",
@@ -57,31 +90,8 @@ export const CHUNK_PASSES = [
   "coefd2",
   "s0part",
   "s0sum",
-  "ccoef",
-  "cgram",
-  "cscan",
-  "cout",
-  "cqd",
-  "cuv",
-  "crscan",
-  "cdot",
-  "ccolg",
-  "ckq",
-  "ccoefb",
-  "cdqx",
-  "wgram",
-  "wsolve",
-  "wtrans",
-  "wwfix",
-  "wout",
-  "wcolsq",
-  "wlnk",
-  "wcols",
-  "wsolvet",
-  "wdq",
-  "wpairs",
-  "ws0part",
-  "wgather",
+  ...COLUMN_PASSES,
+  ...WINDOW_REG_PASSES,
 ] as const;
 
 /** One chunk kernel pass. */
@@ -89,6 +99,31 @@ export type ChunkPass = typeof CHUNK_PASSES[number];
 
 /** Invocations per workgroup of every chunk kernel. */
 export const CHUNK_WG = 64;
+
+/** Workspace sections only the per-column rules have. */
+export const COLUMN_UNIFORM_FIELDS = [
+  "CL",
+  "CA",
+  "CB",
+  "CW",
+  "CX",
+  "CQ",
+  "CR",
+  "CDA",
+  "CDB",
+  "CDG",
+  "KX",
+  "KQ",
+  "DKQ",
+  "DKX",
+  "CU",
+  "CE",
+  "CG",
+  "CF",
+  "CS",
+  "CZ",
+  "CY",
+] as const;
 
 /** Fields of the uniform block (u32 each), in order. */
 export const CHUNK_UNIFORM_FIELDS = [
@@ -136,27 +171,7 @@ export const CHUNK_UNIFORM_FIELDS = [
   "DQB",
   "YM",
   "RB",
-  "CL",
-  "CA",
-  "CB",
-  "CW",
-  "CX",
-  "CQ",
-  "CR",
-  "CDA",
-  "CDB",
-  "CDG",
-  "KX",
-  "KQ",
-  "DKQ",
-  "DKX",
-  "CU",
-  "CE",
-  "CG",
-  "CF",
-  "CS",
-  "CZ",
-  "CY",
+  ...COLUMN_UNIFORM_FIELDS,
   "DXR",
   "EIG",
   "KP",
@@ -750,4 +765,25 @@ export function tile4(p: string, K: string, a: string, b: string, w?: string): s
 export function tile4Each(f: (r: number, c: number) => string): string {
   const R = [0, 1, 2, 3];
   return R.flatMap((r) => R.map((c) => f(r, c))).join("\n    ");
+}
+
+/**
+ * The per-step coefficient backward (`coefb2`, `coefd2`): `d gamma = d log gamma / gamma`, then the
+ * recurrent kernel's `coef_back(co, d gamma, da, db)` into `d beta`, `d lambdabar` and the statistic's
+ * gradient `DST`. `da` / `db` are WGSL expressions (the delta rules' `d a_t`, `d b_t`; 0 and `d g_t` otherwise).
+ */
+export function coefBackKernel(config: RuleConfig, da: string, db: string): string {
+  return stepCoefWgsl(config) + `
+${flatEntry("u.B * H * u.T")}
+  let t = idx % u.T;
+  let bh = idx / u.T;
+  let b = bh / H;
+  let h = bh % H;
+  let dlg = cw[u.DP + idx];
+  let co = step_co(bh, b, h, t);
+  let cb = coef_back(co, dgamma_of(co, dlg), ${da}, ${db});
+  out[u.gDB + idx] = cb.x;
+  out[u.gDLB + idx] = cb.y;
+  cw[u.DST + idx] = cb.z;
+}`;
 }

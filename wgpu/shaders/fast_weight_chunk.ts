@@ -56,6 +56,7 @@ import {
   type ChunkPass,
   type ChunkShape,
   chunkSteps,
+  coefBackKernel,
   decayGradKernel,
   flatEntry,
   isDeltaChunkRule,
@@ -82,6 +83,7 @@ export {
   chunkSharedFloats,
   type ChunkUniformField,
   chunkWork,
+  COLUMN_UNIFORM_FIELDS,
   isAdditiveChunkRule,
   isChunkRule,
   isColumnChunkRule,
@@ -238,19 +240,7 @@ ${flatEntry("u.B * H * DK * DV")}
     case "coefb1":
       return head + chunkSteps(false) + decayGradKernel(false);
     case "coefb2":
-      return head + stepCoefWgsl(config) + `
-${flatEntry("u.B * H * u.T")}
-  let t = idx % u.T;
-  let bh = idx / u.T;
-  let b = bh / H;
-  let h = bh % H;
-  let dlg = cw[u.DP + idx];
-  let co = step_co(bh, b, h, t);
-  let cb = coef_back(co, dgamma_of(co, dlg), 0.0, cw[u.DG + idx]);
-  out[u.gDB + idx] = cb.x;
-  out[u.gDLB + idx] = cb.y;
-  cw[u.DST + idx] = cb.z;
-}`;
+      return head + coefBackKernel(config, "0.0", "cw[u.DG + idx]");
     case "rowfix":
       return head + `
 ${flatEntry("u.B * H * (PAD + u.T + 1u)")}

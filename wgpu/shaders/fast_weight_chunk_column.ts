@@ -53,23 +53,15 @@
 
 import type { RuleConfig } from "../../src/rules/config.ts";
 import type { HeadConstants } from "./fast_weight_coef.ts";
-import { CHUNK_WG, type ChunkPass, type ChunkShape, flatEntry, prelude, stepCoefWgsl } from "./chunk_wgsl.ts";
-
-/** Passes only the per-column rules run. */
-export const COLUMN_PASSES = [
-  "ccoef",
-  "cgram",
-  "cscan",
-  "cout",
-  "cqd",
-  "cuv",
-  "crscan",
-  "cdot",
-  "ccolg",
-  "ckq",
-  "ccoefb",
-  "cdqx",
-] as const satisfies readonly ChunkPass[];
+import {
+  CHUNK_WG,
+  type ChunkPass,
+  type ChunkShape,
+  COLUMN_PASSES,
+  flatEntry,
+  prelude,
+  stepCoefWgsl,
+} from "./chunk_wgsl.ts";
 
 /** One per-column pass. */
 export type ColumnPass = typeof COLUMN_PASSES[number];

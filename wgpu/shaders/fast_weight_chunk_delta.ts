@@ -43,12 +43,12 @@ import {
   type ChunkPass,
   type ChunkShape,
   chunkSteps,
+  coefBackKernel,
   decayGradKernel,
   flatEntry,
   prelude,
   SCAN_COLUMNS,
   stateTiles,
-  stepCoefWgsl,
   tile4,
   tile4Each,
   transTiles,
@@ -240,19 +240,7 @@ ${chunkEntry("1u")}
     case "coefd":
       return head + chunkSteps(true) + decayGradKernel(true);
     case "coefd2":
-      return head + stepCoefWgsl(config) + `
-${flatEntry("u.B * H * u.T")}
-  let t = idx % u.T;
-  let bh = idx / u.T;
-  let b = bh / H;
-  let h = bh % H;
-  let dlg = cw[u.DP + idx];
-  let co = step_co(bh, b, h, t);
-  let cb = coef_back(co, dgamma_of(co, dlg), cw[u.DAS + idx], cw[u.DBS + idx]);
-  out[u.gDB + idx] = cb.x;
-  out[u.gDLB + idx] = cb.y;
-  cw[u.DST + idx] = cb.z;
-}`;
+      return head + coefBackKernel(config, "cw[u.DAS + idx]", "cw[u.DBS + idx]");
     case "s0part":
       return head + chunkSteps(true) + `
 ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}

@@ -42,24 +42,15 @@
 import type { RuleConfig } from "../../src/rules/config.ts";
 import type { HeadConstants } from "./fast_weight_coef.ts";
 import { windowSlots } from "./fast_weight_recurrent.ts";
-import { chunkEntry, type ChunkPass, type ChunkShape, chunkSteps, flatEntry, prelude } from "./chunk_wgsl.ts";
-
-/** Passes only falcon3 runs. */
-export const WINDOW_REG_PASSES = [
-  "wgram",
-  "wsolve",
-  "wtrans",
-  "wwfix",
-  "wout",
-  "wcolsq",
-  "wlnk",
-  "wcols",
-  "wsolvet",
-  "wdq",
-  "wpairs",
-  "ws0part",
-  "wgather",
-] as const satisfies readonly ChunkPass[];
+import {
+  chunkEntry,
+  type ChunkPass,
+  type ChunkShape,
+  chunkSteps,
+  flatEntry,
+  prelude,
+  WINDOW_REG_PASSES,
+} from "./chunk_wgsl.ts";
 
 /** One falcon3-only pass. */
 export type WindowRegPass = typeof WINDOW_REG_PASSES[number];

@@ -22,7 +22,7 @@ import { requestWebGpuDevice, type WebGpuAdapterInfo, type WebGpuDeviceOptions }
 import { GpuRuntime } from "./runtime.ts";
 import { gpuBuffer, GpuTensor } from "./tensor.ts";
 import { createDenseOps } from "./dense.ts";
-import { createFastWeightOps } from "./fast_weight.ts";
+import { createFastWeightOps, type FastWeightOpsOptions } from "./fast_weight.ts";
 
 /** A WebGPU backend, with the adapter it runs on and its runtime (for benchmarks and tests). */
 export interface WebGpuBackend extends Backend {
@@ -34,10 +34,20 @@ export interface WebGpuBackend extends Backend {
   destroy(): void;
 }
 
+/** Options of {@linkcode createWebGpuBackend}: the device's, and the fast-weight ops'. */
+export interface WebGpuBackendOptions extends WebGpuDeviceOptions, FastWeightOpsOptions {}
+
 /** Create the float32 WebGPU backend; throws `NoWebGpuAdapterError` when there is no adapter. */
-export async function createWebGpuBackend(options: WebGpuDeviceOptions = {}): Promise<WebGpuBackend> {
+export async function createWebGpuBackend(options: WebGpuBackendOptions = {}): Promise<WebGpuBackend> {
   const { device, info } = await requestWebGpuDevice(options);
   const rt = new GpuRuntime(device);
+  let fastWeightOps;
+  try {
+    fastWeightOps = createFastWeightOps(rt, options);
+  } catch (err) {
+    device.destroy();
+    throw err;
+  }
   return {
     name: "webgpu",
     dtype: "f32",
@@ -78,7 +88,7 @@ export async function createWebGpuBackend(options: WebGpuDeviceOptions = {}): Pr
       rt.pool.clear();
       device.destroy();
     },
-    ...createFastWeightOps(rt),
+    ...fastWeightOps,
     ...createDenseOps(rt),
   };
 }

@@ -16,6 +16,9 @@
  * - `recurrent`: the recurrent kernels of `shaders/fast_weight_recurrent.ts`, one workgroup per
  *   `(b, h)`; `chunkSize` is then the checkpoint interval of the backward pass.
  *
+ * A chunk call whose workspace would exceed the storage binding limit (or the backend's
+ * `maxChunkWorkspaceBytes`) runs in batch slices that fit (`fast_weight_slices.ts`).
+ *
  * @module
  */
 
@@ -31,7 +34,8 @@ import type {
 import { FORMS, isPerColumnRule, isWindowRule, retnetDecay, type RuleConfig } from "../src/rules/config.ts";
 import { type GpuRuntime, grid } from "./runtime.ts";
 import { gpuBuffer, type GpuTensor } from "./tensor.ts";
-import { createChunkKernels } from "./fast_weight_chunk.ts";
+import { chunkWorkspaceBytes, createChunkKernels } from "./fast_weight_chunk.ts";
+import { batchSlicedOps, type SliceRows } from "./fast_weight_slices.ts";
 import { isChunkRule } from "./shaders/fast_weight_chunk.ts";
 import type { HeadConstants } from "./shaders/fast_weight_coef.ts";
 import {
@@ -149,10 +153,43 @@ export function usesChunkKernels(config: RuleConfig, options: FormOptions): bool
   return (options.form === "chunk" || options.form === "parallel") && isChunkRule(config);
 }
 
-/** The fast-weight ops on a runtime. */
-export function createFastWeightOps(rt: GpuRuntime): FastWeightOps {
+/** Options of {@linkcode createFastWeightOps}. */
+export interface FastWeightOpsOptions {
+  /**
+   * Largest chunk-parallel workspace of one call, in bytes (default and upper bound: the device's
+   * `maxStorageBufferBindingSize`). A call that needs more runs in batch slices that fit.
+   */
+  readonly maxChunkWorkspaceBytes?: number;
+}
+
+/** Batch rows per call that keep the chunk workspace within `limit` bytes (all rows when not chunked). */
+function chunkSliceRows(limit: number): SliceRows {
+  return (config, inputs, options, backward) => {
+    if (!usesChunkKernels(config, options)) return Infinity;
+    const d = fastWeightDims(config, inputs);
+    // the workspace is linear in B: one row's size says how many fit (at least 1; a row that does
+    // not fit is the chunk driver's RangeError)
+    const perRow = chunkWorkspaceBytes(config, { ...d, B: 1 }, formOf(options), backward);
+    return Math.max(1, Math.floor(limit / perRow));
+  };
+}
+
+/** The fast-weight ops on a runtime (chunk calls above the workspace limit run in batch slices). */
+export function createFastWeightOps(rt: GpuRuntime, options: FastWeightOpsOptions = {}): FastWeightOps {
+  const binding = rt.device.limits.maxStorageBufferBindingSize;
+  const limit = options.maxChunkWorkspaceBytes ?? binding;
+  if (!(limit > 0) || limit > binding) {
+    throw new RangeError(
+      `maxChunkWorkspaceBytes must be in (0, ${binding}] (this device's maxStorageBufferBindingSize), got ${limit}`,
+    );
+  }
+  return batchSlicedOps(rt, wholeBatchOps(rt, limit), chunkSliceRows(limit));
+}
+
+/** The fast-weight ops on a runtime, every call on its whole batch. */
+function wholeBatchOps(rt: GpuRuntime, chunkWorkspaceLimit: number): FastWeightOps {
   const limits = rt.device.limits;
-  const chunk = createChunkKernels(rt);
+  const chunk = createChunkKernels(rt, chunkWorkspaceLimit);
 
   function chunkInputs(inputs: FastWeightInputs, ws: GpuTensor, meta: GPUBuffer) {
     return {

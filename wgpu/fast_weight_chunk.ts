@@ -290,9 +290,14 @@ function backwardPasses(config: RuleConfig): readonly ChunkPass[] {
   ];
 }
 
-/** The chunk kernels on a runtime. */
-export function createChunkKernels(rt: GpuRuntime) {
+/**
+ * The chunk kernels on a runtime; a call whose workspace exceeds `workspaceLimit` bytes (at most the
+ * device's `maxStorageBufferBindingSize`) is a RangeError (`fast_weight_slices.ts` keeps calls under it
+ * by slicing the batch).
+ */
+export function createChunkKernels(rt: GpuRuntime, workspaceLimit: number) {
   const sharedBytes = rt.device.limits.maxComputeWorkgroupStorageSize;
+  const bindingLimit = rt.device.limits.maxStorageBufferBindingSize;
 
   /** Record `passes` on a fresh chunk workspace (backward sections when `io.dout` is given); returns it. */
   function run(
@@ -306,16 +311,13 @@ export function createChunkKernels(rt: GpuRuntime) {
     const shape = chunkShape(config, d, C, sharedBytes);
     const pad = windowSlots(config) - 1;
     const layout = workspaceLayout(config, d, C, io.dout !== null);
-    const limit = rt.device.limits.maxStorageBufferBindingSize;
+    const limit = Math.min(workspaceLimit, bindingLimit);
     if (layout.total * 4 > limit) {
       throw new RangeError(
-        `${config.rule} ${
-          io.dout ? "backward" : "forward"
-        } in chunk form at B = ${d.B}, T = ${d.T}, H = ${d.H}, ` +
-          `Dk = ${d.dk}, Dv = ${d.dv}, chunkSize = ${C} needs a ${
-            layout.total * 4
-          }-byte chunk workspace, above this ` +
-          `device's maxStorageBufferBindingSize (${limit}): use a smaller batch, or form "recurrent"`,
+        `${config.rule} ${io.dout ? "backward" : "forward"} in chunk form at B = ${d.B}, T = ${d.T}, ` +
+          `H = ${d.H}, Dk = ${d.dk}, Dv = ${d.dv}, chunkSize = ${C} needs a ${layout.total * 4}-byte ` +
+          `chunk workspace, above its limit of ${limit} bytes (this device's maxStorageBufferBindingSize is ` +
+          `${bindingLimit}): use a shorter T or chunk size, or form "recurrent"`,
       );
     }
     const cw = rt.tensor([layout.total], false);

@@ -5,7 +5,8 @@
  * @module
  */
 
-export { createWebGpuBackend, type WebGpuBackend } from "./backend.ts";
+export { createWebGpuBackend, type WebGpuBackend, type WebGpuBackendOptions } from "./backend.ts";
+export type { FastWeightOpsOptions } from "./fast_weight.ts";
 export {
   describeAdapter,
   NoWebGpuAdapterError,

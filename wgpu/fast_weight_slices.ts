@@ -1,0 +1,172 @@
+/**
+ * Batch slicing of fast-weight calls: a call whose working memory does not fit one storage binding
+ * (the chunk-parallel workspace grows with `B`) runs as consecutive slices of batch rows. Every
+ * input with a leading batch dimension is copied slice by slice into its own tensor, the call runs
+ * on the slice, and its outputs are copied into place in full-size tensors; the rows of a batch are
+ * independent sequences, so the result is the one an unsliced call gives. The copies are
+ * `copyBufferToBuffer` ranges on the GPU (a few bytes per element against the kernels' work).
+ *
+ * @module
+ */
+
+import type {
+  Carry,
+  FastWeightGrads,
+  FastWeightInputs,
+  FastWeightOps,
+  FastWeightOutputs,
+  FormOptions,
+  Tensor,
+} from "../src/rules/backend.ts";
+import type { RuleConfig } from "../src/rules/config.ts";
+import type { GpuRuntime } from "./runtime.ts";
+import { gpuBuffer, GpuTensor } from "./tensor.ts";
+
+/** How many batch rows one call may take at once (`>= B` runs the call whole). */
+export type SliceRows = (
+  config: RuleConfig,
+  inputs: FastWeightInputs,
+  options: FormOptions,
+  backward: boolean,
+) => number;
+
+/** The batch slices `[b0, b0 + n)` of `B` rows, `rows` at a time. */
+export function batchSlices(B: number, rows: number): { b0: number; n: number }[] {
+  if (!Number.isInteger(rows) || rows < 1) throw new RangeError(`rows per slice must be >= 1, got ${rows}`);
+  const out: { b0: number; n: number }[] = [];
+  for (let b0 = 0; b0 < B; b0 += rows) out.push({ b0, n: Math.min(rows, B - b0) });
+  return out;
+}
+
+/** `ops` with every call of more than `sliceRows(...)` batch rows run slice by slice. */
+export function batchSlicedOps(rt: GpuRuntime, ops: FastWeightOps, sliceRows: SliceRows): FastWeightOps {
+  /** Elements per batch row of a tensor with a leading batch dimension. */
+  const rowSize = (t: Tensor) => t.shape.slice(1).reduce((a, b) => a * b, 1);
+
+  /** Rows `[b0, b0 + n)` of `t` as a tensor of their own. */
+  function rowsOf(t: Tensor, name: string, b0: number, n: number): GpuTensor {
+    const per = rowSize(t);
+    const part = rt.tensor([n, ...t.shape.slice(1)], false);
+    if (per * n > 0) {
+      rt.encoder().copyBufferToBuffer(gpuBuffer(t, name), b0 * per * 4, part.buffer, 0, per * n * 4);
+    }
+    return part;
+  }
+
+  /** Copy `part` (rows of `whole` from `b0`) into place. */
+  function putRows(whole: GpuTensor, part: Tensor, b0: number): void {
+    const per = rowSize(whole);
+    if (per * part.shape[0] > 0) {
+      rt.encoder().copyBufferToBuffer(
+        gpuBuffer(part),
+        0,
+        whole.buffer,
+        b0 * per * 4,
+        per * part.shape[0] * 4,
+      );
+    }
+  }
+
+  function release(t: Tensor): void {
+    if (t instanceof GpuTensor && !t.disposed) {
+      t.disposed = true;
+      rt.pool.release(t.buffer);
+    }
+  }
+
+  /** The inputs of rows `[b0, b0 + n)` and the tensors made for them (released after the call). */
+  function sliceInputs(inputs: FastWeightInputs, T: number, b0: number, n: number) {
+    const made: GpuTensor[] = [];
+    const take = (t: Tensor, name: string) => {
+      const part = rowsOf(t, name, b0, n);
+      made.push(part);
+      return part;
+    };
+    const c = inputs.carry;
+    const carry: Carry | undefined = c
+      ? {
+        state: take(c.state, "carry.state"),
+        lastKey: take(c.lastKey, "carry.lastKey"),
+        windowX: take(c.windowX, "carry.windowX"),
+        windowY: take(c.windowY, "carry.windowY"),
+        windowCount: c.windowCount.slice(b0, b0 + n),
+      }
+      : undefined;
+    const part: FastWeightInputs = {
+      q: take(inputs.q, "q"),
+      k: take(inputs.k, "k"),
+      v: take(inputs.v, "v"),
+      beta: take(inputs.beta, "beta"),
+      lambdabar: take(inputs.lambdabar, "lambdabar"),
+      starts: inputs.starts?.subarray(b0 * T, (b0 + n) * T),
+      s0: inputs.s0 ? take(inputs.s0, "s0") : undefined,
+      carry,
+    };
+    return { part, made };
+  }
+
+  const full = (t: Tensor, B: number) => rt.tensor([B, ...t.shape.slice(1)], false);
+
+  return {
+    fastWeightForward(
+      config: RuleConfig,
+      inputs: FastWeightInputs,
+      options: FormOptions = {},
+    ): FastWeightOutputs {
+      const [B, T] = inputs.q.shape;
+      const rows = sliceRows(config, inputs, options, false);
+      if (rows >= B) return ops.fastWeightForward(config, inputs, options);
+      const carryNames = ["state", "lastKey", "windowX", "windowY"] as const;
+      let o: GpuTensor | null = null;
+      let carry: Record<typeof carryNames[number], GpuTensor> | null = null;
+      const windowCount = new Int32Array(B);
+      for (const { b0, n } of batchSlices(B, rows)) {
+        const { part, made } = sliceInputs(inputs, T, b0, n);
+        const out = ops.fastWeightForward(config, part, options);
+        o ??= full(out.o, B);
+        carry ??= Object.fromEntries(carryNames.map((k) => [k, full(out.carry[k], B)])) as Record<
+          typeof carryNames[number],
+          GpuTensor
+        >;
+        putRows(o, out.o, b0);
+        release(out.o);
+        for (const k of carryNames) {
+          putRows(carry[k], out.carry[k], b0);
+          release(out.carry[k]);
+        }
+        windowCount.set(out.carry.windowCount, b0);
+        made.forEach(release);
+      }
+      return { o: o!, carry: { ...carry!, windowCount } };
+    },
+
+    fastWeightBackward(
+      config: RuleConfig,
+      inputs: FastWeightInputs,
+      dO: Tensor,
+      options: FormOptions = {},
+    ): FastWeightGrads {
+      const [B, T] = inputs.q.shape;
+      const rows = sliceRows(config, inputs, options, true);
+      if (rows >= B) return ops.fastWeightBackward(config, inputs, dO, options);
+      const names = ["dq", "dk", "dv", "dbeta", "dlambdabar", "ds0", "dCarryState"] as const;
+      let result: Record<typeof names[number], GpuTensor> | null = null;
+      for (const { b0, n } of batchSlices(B, rows)) {
+        const { part, made } = sliceInputs(inputs, T, b0, n);
+        const dOPart = rowsOf(dO, "dO", b0, n);
+        const grads = ops.fastWeightBackward(config, part, dOPart, options);
+        result ??= Object.fromEntries(names.map((k) => [k, full(grads[k], B)])) as Record<
+          typeof names[number],
+          GpuTensor
+        >;
+        for (const k of names) {
+          putRows(result[k], grads[k], b0);
+          release(grads[k]);
+        }
+        release(dOPart);
+        made.forEach(release);
+      }
+      return result!;
+    },
+  };
+}

@@ -1,0 +1,118 @@
+/**
+ * Batch slicing (`fast_weight_slices.ts`): a backend whose chunk workspace limit holds fewer batch
+ * rows than a call has runs the call in slices, and gives exactly what the unsliced backend gives
+ * (every output, carry field and gradient, bit for bit: rows are independent and each slice runs
+ * the same kernels), with packed starts, S0, a carry in and uneven slices.
+ */
+
+import type { FormOptions, Tensor } from "../src/rules/backend.ts";
+import { type RuleConfig, ruleConfig } from "../src/rules/config.ts";
+import { type CaseSpec, randomCase, uploadCase } from "./_fast_weight_case.ts";
+import { createWebGpuBackend, type WebGpuBackend } from "./backend.ts";
+import { batchSlices } from "./fast_weight_slices.ts";
+import { chunkWorkspaceBytes } from "./fast_weight_chunk.ts";
+import { gpuTest } from "./_test_util.ts";
+
+Deno.test("batchSlices covers B rows in order, the last slice holding the rest", () => {
+  const got = JSON.stringify(batchSlices(5, 2));
+  const want = JSON.stringify([{ b0: 0, n: 2 }, { b0: 2, n: 2 }, { b0: 4, n: 1 }]);
+  if (got !== want) throw new Error(`batchSlices(5, 2) = ${got}, expected ${want}`);
+  if (batchSlices(3, 8).length !== 1) throw new Error("rows >= B must give one slice");
+  let threw = false;
+  try {
+    batchSlices(3, 0);
+  } catch (e) {
+    threw = e instanceof RangeError;
+  }
+  if (!threw) throw new Error("rows = 0 must be a RangeError");
+});
+
+async function expectSame(a: WebGpuBackend, x: Tensor, b: WebGpuBackend, y: Tensor, name: string) {
+  if (x.shape.join() !== y.shape.join()) throw new Error(`${name}: shape [${x.shape}] vs [${y.shape}]`);
+  const u = await a.read(x);
+  const v = await b.read(y);
+  for (let i = 0; i < u.length; i++) {
+    if (!(u[i] === v[i] || (Number.isNaN(u[i]) && Number.isNaN(v[i])))) {
+      throw new Error(`${name}[${i}]: sliced ${u[i]} vs whole ${v[i]}`);
+    }
+  }
+}
+
+/** Bytes of one batch row's chunk workspace for the positions `[from, to)` of `spec`. */
+function rowBytes(config: RuleConfig, spec: CaseSpec, from: number, to: number, backward: boolean): number {
+  return chunkWorkspaceBytes(config, { ...spec, B: 1, T: to - from }, C, backward);
+}
+
+const C = 4;
+const SPEC: CaseSpec = { B: 3, T: 11, H: 2, dk: 5, dv: 3, seed: 77, packed: true, s0: true };
+const SPLIT = 5;
+
+/**
+ * On `whole` and on a backend limited to `limit` bytes: positions `[0, SPLIT)`, then `[SPLIT, T)` from
+ * each one's own carry, forward (and, when `backward`, backward); every result must be identical.
+ */
+async function compareSliced(whole: WebGpuBackend, config: RuleConfig, limit: number, backward: boolean) {
+  const label = `${config.rule} (limit ${limit} bytes)`;
+  const opts: FormOptions = { form: "chunk", chunkSize: C };
+  const data = randomCase(config, SPEC);
+  const sliced = await createWebGpuBackend({ maxChunkWorkspaceBytes: limit });
+  try {
+    const carries = [whole, sliced].map((gpu) =>
+      gpu.fastWeightForward(config, uploadCase(gpu, config, SPEC, data, 0, SPLIT).inputs, opts).carry
+    );
+    for (const k of ["state", "lastKey", "windowX", "windowY"] as const) {
+      await expectSame(sliced, carries[1][k], whole, carries[0][k], `${label} first carry.${k}`);
+    }
+    if (carries[1].windowCount.join() !== carries[0].windowCount.join()) {
+      throw new Error(`${label}: windowCount ${carries[1].windowCount} vs ${carries[0].windowCount}`);
+    }
+    const w = uploadCase(whole, config, SPEC, data, SPLIT, SPEC.T, carries[0]);
+    const s = uploadCase(sliced, config, SPEC, data, SPLIT, SPEC.T, carries[1]);
+    const fw = whole.fastWeightForward(config, w.inputs, opts);
+    const fs = sliced.fastWeightForward(config, s.inputs, opts);
+    await expectSame(sliced, fs.o, whole, fw.o, `${label} o`);
+    await expectSame(sliced, fs.carry.state, whole, fw.carry.state, `${label} carry.state`);
+    await expectSame(sliced, fs.carry.windowX, whole, fw.carry.windowX, `${label} carry.windowX`);
+    if (!backward) return;
+    const gw = whole.fastWeightBackward(config, w.inputs, w.dO, opts);
+    const gs = sliced.fastWeightBackward(config, s.inputs, s.dO, opts);
+    for (const k of ["dq", "dk", "dv", "dbeta", "dlambdabar", "ds0", "dCarryState"] as const) {
+      await expectSame(sliced, gs[k], whole, gw[k], `${label} ${k}`);
+    }
+  } finally {
+    sliced.destroy();
+  }
+}
+
+gpuTest(
+  "webgpu chunk calls above the workspace limit run in batch slices and match the unsliced call exactly",
+  async (whole) => {
+    for (const rule of ["falcon3", "falcon1", "falcon2a"] as const) {
+      const config = ruleConfig(rule);
+      // forward calls of 2 rows at once (slices 2 + 1 of B = 3), both calls
+      const fwd = 2 *
+        Math.max(rowBytes(config, SPEC, 0, SPLIT, false), rowBytes(config, SPEC, SPLIT, SPEC.T, false));
+      if (Math.floor(fwd / rowBytes(config, SPEC, 0, SPLIT, false)) >= SPEC.B) {
+        throw new Error(`${rule}: the forward limit does not slice B = ${SPEC.B}`);
+      }
+      await compareSliced(whole, config, fwd, false);
+      // backward calls of 2 rows at once
+      const bwd = 2 * rowBytes(config, SPEC, SPLIT, SPEC.T, true);
+      await compareSliced(whole, config, bwd, true);
+    }
+  },
+);
+
+gpuTest("maxChunkWorkspaceBytes above the binding limit is a RangeError naming it", async (gpu) => {
+  const binding = gpu.runtime.device.limits.maxStorageBufferBindingSize;
+  let message = "";
+  try {
+    (await createWebGpuBackend({ maxChunkWorkspaceBytes: binding * 2 })).destroy();
+  } catch (e) {
+    if (!(e instanceof RangeError)) throw e;
+    message = e.message;
+  }
+  if (!message.includes("maxChunkWorkspaceBytes") || !message.includes(String(binding * 2))) {
+    throw new Error(`expected a RangeError naming maxChunkWorkspaceBytes and the value, got "${message}"`);
+  }
+});

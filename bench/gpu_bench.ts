@@ -3,6 +3,7 @@
  * tokens/s. Prints one JSON report to stdout (and writes it to `--out FILE`).
  *
  * Flags: `--gemm 4096,2048,1024` (square sizes), `--gemm-inner 10` (GEMMs per timed batch),
+ * `--gemm-precision f32,f16` (the GEMM's `matmulPrecision`s to time; f16 needs `shader-f16`),
  * `--rules falcon1,falcon3a`, `--B 8 --T 4096 --H 8 --dk 64 --dv 64`, `--fw-inner 4` (fast-weight
  * calls per timed batch), `--reps 5`, `--chunk 64`, `--form chunk` (or `recurrent`, `parallel`; the
  * every rule runs the chunk-parallel kernels in `chunk`/`parallel`), `--skip-gemm`, `--skip-rules`,
@@ -19,6 +20,7 @@
 import { parseArgs } from "node:util";
 import { createWebGpuBackend, type WebGpuBackend } from "../wgpu/backend.ts";
 import type { ProfileEntry } from "../wgpu/runtime.ts";
+import type { MatmulPrecision } from "../wgpu/shaders/matmul.ts";
 import { type Form, FORMS, isPerColumnRule, ruleConfig, type RuleName, RULES } from "../src/rules/config.ts";
 import { usesChunkKernels } from "../wgpu/fast_weight.ts";
 import { Rng } from "../src/testing/compare.ts";
@@ -27,6 +29,7 @@ const { values } = parseArgs({
   args: Deno.args,
   options: {
     gemm: { type: "string", default: "4096,2048,1024" },
+    "gemm-precision": { type: "string", default: "f32" },
     rules: { type: "string", default: "falcon1,falcon3a" },
     B: { type: "string", default: "8" },
     T: { type: "string", default: "4096" },
@@ -190,7 +193,15 @@ const report: Record<string, unknown> = {
 if (!values["skip-gemm"]) {
   const sizes = values.gemm.split(",").map((s) => int("gemm", s.trim()));
   const results = [];
-  for (const N of sizes) results.push(await gemm(gpu, N, reps));
+  const precisions = values["gemm-precision"].split(",").map((s) => s.trim());
+  for (const precision of precisions) {
+    // the f16 GEMM runs on a backend of its own (a RangeError names shader-f16 where the adapter lacks it)
+    const on = precision === "f32"
+      ? gpu
+      : await createWebGpuBackend({ matmulPrecision: precision as MatmulPrecision });
+    for (const N of sizes) results.push({ precision, ...(await gemm(on, N, reps)) });
+    if (on !== gpu) on.destroy();
+  }
   report.gemm = { inner: gemmInner, results };
 }
 if (!values["skip-rules"]) {

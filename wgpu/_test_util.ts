@@ -13,6 +13,9 @@ const probe = await webGpuAdapterInfo();
 
 /** Why GPU tests are skipped, or null when an adapter exists. */
 export const NO_ADAPTER: string | null = probe.ok ? null : probe.reason;
+
+/** The adapter's optional features (empty without an adapter). */
+export const ADAPTER_FEATURES: ReadonlySet<string> = new Set(probe.ok ? probe.info.features : []);
 if (NO_ADAPTER) console.warn(`webgpu tests SKIPPED: ${NO_ADAPTER}`);
 
 let shared: Promise<WebGpuBackend> | null = null;
@@ -23,11 +26,19 @@ export function gpuBackend(): Promise<WebGpuBackend> {
   return shared;
 }
 
-/** Register a GPU test; ignored (and named so) only when there is no adapter. */
-export function gpuTest(name: string, fn: (gpu: WebGpuBackend) => Promise<void>): void {
+/**
+ * Register a GPU test; ignored (and named so) only when there is no adapter, or when `feature` is
+ * given and the adapter does not have it.
+ */
+export function gpuTest(name: string, fn: (gpu: WebGpuBackend) => Promise<void>, feature?: string): void {
+  const missing = NO_ADAPTER
+    ? "no WebGPU adapter"
+    : feature && !ADAPTER_FEATURES.has(feature)
+    ? `this adapter has no ${feature}`
+    : null;
   Deno.test({
-    name: NO_ADAPTER ? `${name} [SKIPPED: no WebGPU adapter]` : name,
-    ignore: NO_ADAPTER !== null,
+    name: missing ? `${name} [SKIPPED: ${missing}]` : name,
+    ignore: missing !== null,
     sanitizeResources: false,
     sanitizeOps: false,
     fn: async () => fn(await gpuBackend()),

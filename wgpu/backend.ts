@@ -21,29 +21,33 @@ import { shapeSize } from "../src/rules/backend.ts";
 import { requestWebGpuDevice, type WebGpuAdapterInfo, type WebGpuDeviceOptions } from "./device.ts";
 import { GpuRuntime } from "./runtime.ts";
 import { gpuBuffer, GpuTensor } from "./tensor.ts";
-import { createDenseOps } from "./dense.ts";
+import { createDenseOps, type DenseOpsOptions } from "./dense.ts";
+import type { MatmulPrecision } from "./shaders/matmul.ts";
 import { createFastWeightOps, type FastWeightOpsOptions } from "./fast_weight.ts";
 
 /** A WebGPU backend, with the adapter it runs on and its runtime (for benchmarks and tests). */
 export interface WebGpuBackend extends Backend {
   /** The adapter summary. */
   readonly adapterInfo: WebGpuAdapterInfo;
+  /** Arithmetic of `matmul`'s products (`f16` only when asked for and the adapter has `shader-f16`). */
+  readonly matmulPrecision: MatmulPrecision;
   /** Pipeline cache, encoder and buffer pool. */
   readonly runtime: GpuRuntime;
   /** Release the pooled buffers and the device. */
   destroy(): void;
 }
 
-/** Options of {@linkcode createWebGpuBackend}: the device's, and the fast-weight ops'. */
-export interface WebGpuBackendOptions extends WebGpuDeviceOptions, FastWeightOpsOptions {}
+/** Options of {@linkcode createWebGpuBackend}: the device's, the fast-weight ops' and the dense ops'. */
+export interface WebGpuBackendOptions extends WebGpuDeviceOptions, FastWeightOpsOptions, DenseOpsOptions {}
 
 /** Create the float32 WebGPU backend; throws `NoWebGpuAdapterError` when there is no adapter. */
 export async function createWebGpuBackend(options: WebGpuBackendOptions = {}): Promise<WebGpuBackend> {
   const { device, info } = await requestWebGpuDevice(options);
   const rt = new GpuRuntime(device);
-  let fastWeightOps;
+  let fastWeightOps, denseOps;
   try {
     fastWeightOps = createFastWeightOps(rt, options);
+    denseOps = createDenseOps(rt, options);
   } catch (err) {
     device.destroy();
     throw err;
@@ -52,6 +56,7 @@ export async function createWebGpuBackend(options: WebGpuBackendOptions = {}): P
     name: "webgpu",
     dtype: "f32",
     adapterInfo: info,
+    matmulPrecision: options.matmulPrecision ?? "f32",
     runtime: rt,
     zeros(shape) {
       shapeSize(shape);
@@ -89,6 +94,6 @@ export async function createWebGpuBackend(options: WebGpuBackendOptions = {}): P
       device.destroy();
     },
     ...fastWeightOps,
-    ...createDenseOps(rt),
+    ...denseOps,
   };
 }

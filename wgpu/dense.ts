@@ -19,7 +19,14 @@ import {
   swigluBackwardShader,
   swigluForwardShader,
 } from "./shaders/elementwise.ts";
-import { matmulKey, matmulShader, matmulTile, type MatmulVariant } from "./shaders/matmul.ts";
+import {
+  MATMUL_PRECISIONS,
+  matmulKey,
+  type MatmulPrecision,
+  matmulShader,
+  matmulTile,
+  type MatmulVariant,
+} from "./shaders/matmul.ts";
 import {
   crossEntropyShader,
   rmsNormBackwardShader,
@@ -74,7 +81,31 @@ export function segmentStarts(B: number, T: number, starts?: Uint8Array): Int32A
 }
 
 /** The dense ops on a runtime. */
-export function createDenseOps(rt: GpuRuntime): DenseOps {
+/** Options of {@linkcode createDenseOps}. */
+export interface DenseOpsOptions {
+  /**
+   * Arithmetic of `matmul`'s products: `f32` (default) or `f16` (f16 operands and slice sums, f32
+   * totals: `shaders/matmul.ts`); `f16` needs the device feature `shader-f16`.
+   */
+  readonly matmulPrecision?: MatmulPrecision;
+}
+
+/** The precision to run, or a RangeError naming the option, the value and the missing feature. */
+export function checkMatmulPrecision(device: GPUDevice, precision: string): MatmulPrecision {
+  if (!(MATMUL_PRECISIONS as readonly string[]).includes(precision)) {
+    throw new RangeError(`matmulPrecision "${precision}": expected one of ${MATMUL_PRECISIONS.join(", ")}`);
+  }
+  if (precision === "f16" && !device.features.has("shader-f16")) {
+    throw new RangeError(
+      'matmulPrecision "f16" needs the WebGPU feature "shader-f16", which this adapter does not have; use "f32"',
+    );
+  }
+  return precision as MatmulPrecision;
+}
+
+/** The dense ops on a runtime. */
+export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): DenseOps {
+  const precision = checkMatmulPrecision(rt.device, options.matmulPrecision ?? "f32");
   const elementwise = (
     key: string,
     code: () => string,
@@ -136,6 +167,7 @@ export function createDenseOps(rt: GpuRuntime): DenseOps {
         tm: big ? 8 : 4,
         tn: big ? 8 : 4,
         bk: big ? 8 : 16,
+        precision,
       };
       const [BM, BN] = matmulTile(variant);
       const u = rt.uniform([{ u: M }, { u: N }, { u: K }]);

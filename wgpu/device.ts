@@ -1,7 +1,8 @@
 /**
  * WebGPU adapter and device acquisition for the `webgpu` backend, and a summary of the adapter for
  * `falcon info`. Requests the adapter's own limits for the few that compute kernels need (storage
- * bindings, workgroup memory, buffer sizes) instead of the WebGPU defaults.
+ * bindings, workgroup memory, buffer sizes) instead of the WebGPU defaults, and the optional
+ * `shader-f16` feature where the adapter has it (Deno 2.9 exposes no `subgroups` feature).
  *
  * @module
  */
@@ -117,9 +118,10 @@ export async function requestWebGpuDevice(options: WebGpuDeviceOptions = {}): Pr
   const adapter = await requestWebGpuAdapter(options);
   const requiredLimits: Record<string, number> = {};
   for (const key of REQUESTED_LIMITS) requiredLimits[key] = Number(adapter.limits[key]);
-  const requiredFeatures: GPUFeatureName[] = options.timestamps && adapter.features.has("timestamp-query")
-    ? ["timestamp-query"]
-    : [];
+  const requiredFeatures: GPUFeatureName[] = [];
+  if (options.timestamps && adapter.features.has("timestamp-query")) requiredFeatures.push("timestamp-query");
+  // f16 shaders (the GEMM's `matmulPrecision: "f16"`) where the adapter has them; f32 runs everywhere
+  if (adapter.features.has("shader-f16")) requiredFeatures.push("shader-f16");
   const device = await adapter.requestDevice({ requiredLimits, requiredFeatures });
   return { adapter, device, info: describeAdapter(adapter) };
 }

@@ -7,6 +7,8 @@
 
 export { createWebGpuBackend, type WebGpuBackend, type WebGpuBackendOptions } from "./backend.ts";
 export type { FastWeightOpsOptions } from "./fast_weight.ts";
+export type { DenseOpsOptions } from "./dense.ts";
+export { MATMUL_PRECISIONS, type MatmulPrecision } from "./shaders/matmul.ts";
 export {
   describeAdapter,
   NoWebGpuAdapterError,

@@ -6,7 +6,15 @@
  * Tiling: a 16 x 16 workgroup computes a `16*TM x 16*TN` block of `out`; each invocation holds a
  * `TM x TN` register tile (TM, TN multiples of 4) and reads `BK`-deep slices of `a` and `b` staged in
  * workgroup memory as vec4 (`As[k][m]`, `Bs[k][n]`). Global loads are bounds-checked (any M, N, K).
- * Sizes come from the uniform block; the pipeline key is the variant (transposes, accumulate, tile).
+ * Sizes come from the uniform block; the pipeline key is the variant (transposes, accumulate, tile,
+ * precision).
+ *
+ * Precision `f16` (needs the device feature `shader-f16`): the staged slices hold the operands
+ * rounded to f16 (`vec4<f16>`, half the workgroup memory), the products of one `BK`-deep slice are
+ * summed in f16 registers (packed half-precision FMAs) and each slice's sum is added to the f32
+ * accumulators. Relative error about 1e-3 (an 11-bit significand, `BK` f16 additions), values
+ * beyond +-65504 overflow and magnitudes below 6e-8 flush to zero: for inference and speed
+ * studies, not for gradients without loss scaling. Storage and results stay f32.
  *
  * @module
  */
@@ -25,11 +33,19 @@ export interface MatmulVariant {
   readonly tn: number;
   /** Depth of a workgroup-memory slice. */
   readonly bk: number;
+  /** Arithmetic of the products: `f32` (default) or `f16` (f16 operands and slice sums, f32 totals). */
+  readonly precision?: MatmulPrecision;
 }
+
+/** Precisions of the GEMM's products (see the module docs). */
+export const MATMUL_PRECISIONS = ["f32", "f16"] as const;
+
+/** `f32` or `f16`. */
+export type MatmulPrecision = typeof MATMUL_PRECISIONS[number];
 
 /** Pipeline cache key of a variant. */
 export function matmulKey(v: MatmulVariant): string {
-  return `matmul_f32:${v.transA ? "t" : "n"}${v.transB ? "t" : "n"}:${
+  return `matmul_${v.precision ?? "f32"}:${v.transA ? "t" : "n"}${v.transB ? "t" : "n"}:${
     v.accumulate ? "acc" : "set"
   }:${v.tm}x${v.tn}x${v.bk}`;
 }
@@ -39,9 +55,12 @@ export function matmulTile(v: MatmulVariant): [number, number] {
   return [16 * v.tm, 16 * v.tn];
 }
 
-/** WGSL of `matmul_f32` for a variant; bindings: out, a, b, uniform `{M, N, K}`. */
+/** WGSL of `matmul_f32` (or `matmul_f16`) for a variant; bindings: out, a, b, uniform `{M, N, K}`. */
 export function matmulShader(v: MatmulVariant): string {
   const { tm, tn, bk } = v;
+  const half = v.precision === "f16";
+  // the type of staged operands and slice sums
+  const sum = half ? "f16" : "f32";
   if (tm % 4 || tn % 4) throw new RangeError(`matmul tile ${tm}x${tn}: both must be multiples of 4`);
   const BM = 16 * tm;
   const BN = 16 * tn;
@@ -76,9 +95,16 @@ export function matmulShader(v: MatmulVariant): string {
       ${rep(tm4, (i4) => `let a${i4} = As[${kk * (BM / 4)}u + lid.y * TM4 + ${i4}u];`, "\n      ")}
       ${rep(tn4, (j4) => `let b${j4} = Bs[${kk * (BN / 4)}u + lid.x * TN4 + ${j4}u];`, "\n      ")}
       ${
-    rep(tm, (i) =>
-      rep(tn4, (j4) =>
-        `acc${i}_${j4} += a${Math.floor(i / 4)}.${"xyzw"[i % 4]} * b${j4};`, " "), "\n      ")
+    rep(
+      tm,
+      (i) =>
+        rep(
+          tn4,
+          (j4) => `${half ? "p" : "acc"}${i}_${j4} += a${Math.floor(i / 4)}.${"xyzw"[i % 4]} * b${j4};`,
+          " ",
+        ),
+      "\n      ",
+    )
   }
     }`);
   const epilogue = rep(tm, (i) => `
@@ -94,8 +120,14 @@ export function matmulShader(v: MatmulVariant): string {
   }
     }
   }`);
-  return `
-// matmul_f32: out[M, N] ${v.accumulate ? "+=" : "="} ${v.transA ? "a^T" : "a"} ${v.transB ? "b^T" : "b"}
+  const sliceStart = half
+    ? "\n    " + rep(tm, (i) => rep(tn4, (j4) => `var p${i}_${j4} = vec4<f16>(0.0h);`, " "), "\n    ")
+    : "";
+  const sliceEnd = half
+    ? "\n    " + rep(tm, (i) => rep(tn4, (j4) => `acc${i}_${j4} += vec4<f32>(p${i}_${j4});`, " "), "\n    ")
+    : "";
+  return `${half ? "enable f16;\n" : ""}
+// matmul_${sum}: out[M, N] ${v.accumulate ? "+=" : "="} ${v.transA ? "a^T" : "a"} ${v.transB ? "b^T" : "b"}
 @group(0) @binding(0) var<storage, read_write> out_: array<f32>;
 @group(0) @binding(1) var<storage, read> a: array<f32>;
 @group(0) @binding(2) var<storage, read> b: array<f32>;
@@ -106,8 +138,8 @@ const TN = ${tn}u;
 const TM4 = ${tm4}u;
 const TN4 = ${tn4}u;
 const BK = ${bk}u;
-var<workgroup> As: array<vec4<f32>, ${(bk * BM) / 4}>; // [BK][BM/4]
-var<workgroup> Bs: array<vec4<f32>, ${(bk * BN) / 4}>; // [BK][BN/4]
+var<workgroup> As: array<vec4<${sum}>, ${(bk * BM) / 4}>; // [BK][BM/4]
+var<workgroup> Bs: array<vec4<${sum}>, ${(bk * BN) / 4}>; // [BK][BN/4]
 
 @compute @workgroup_size(16, 16)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,
@@ -122,7 +154,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
       let e = li + ${r * 256}u;
       ${aLoad}
       let s = kk * ${BM}u + mm;
-      As[s / 4u][s % 4u] = val;
+      As[s / 4u][s % 4u] = ${half ? "f16(val)" : "val"};
     }`, "\n    ")
   }
     ${
@@ -131,11 +163,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
       let e = li + ${r * 256}u;
       ${bLoad}
       let s = kk * ${BN}u + nn;
-      Bs[s / 4u][s % 4u] = val;
+      Bs[s / 4u][s % 4u] = ${half ? "f16(val)" : "val"};
     }`, "\n    ")
   }
-    workgroupBarrier();
-    ${inner}
+    workgroupBarrier();${sliceStart}
+    ${inner}${sliceEnd}
     workgroupBarrier();
   }
   ${epilogue}

@@ -160,13 +160,16 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
       const [M, N, K] = matmulDims(out, a, b, options);
       if (M === 0 || N === 0) return;
       const big = M * N >= 256 * 256;
+      // big tiles: the fastest of the variants timed at N = 4096 on the H200 (docs/performance.md,
+      // f32 8x8x8 at 22.0 TFLOP/s, f16 4x8x16 at 22.2)
+      const half = precision === "f16";
       const variant: MatmulVariant = {
         transA: !!options.transA,
         transB: !!options.transB,
         accumulate: !!options.accumulate,
-        tm: big ? 8 : 4,
+        tm: big && !half ? 8 : 4,
         tn: big ? 8 : 4,
-        bk: big ? 8 : 16,
+        bk: big && !half ? 8 : 16,
         precision,
       };
       const [BM, BN] = matmulTile(variant);

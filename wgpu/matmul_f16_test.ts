@@ -70,6 +70,15 @@ function relL2(x: Float32Array | Float64Array, y: Float64Array): number {
   return Math.sqrt(num / den);
 }
 
+/** CI sets this where it provides an adapter with shader-f16 (`.ci/f16`): the test must then run. */
+const REQUIRE_F16 = Deno.env.get("FALCON_REQUIRE_F16") === "1";
+
+if (REQUIRE_F16 && !ADAPTER_FEATURES.has("shader-f16")) {
+  Deno.test("FALCON_REQUIRE_F16=1: the adapter must have shader-f16", () => {
+    throw new Error(`the adapter has no shader-f16 (${NO_ADAPTER ?? [...ADAPTER_FEATURES].join(", ")})`);
+  });
+}
+
 gpuTest(
   "the f16 GEMM is within f16 rounding of the float64 product (transposes, accumulate, ragged sizes)",
   async () => {
@@ -80,7 +89,7 @@ gpuTest(
         throw new Error(`precisions ${half.matmulPrecision}, ${full.matmulPrecision}`);
       }
       const rng = new Rng(5);
-      // small (4x4 tiles, BK 16) and big (8x8 tiles, BK 8, M*N >= 256^2) variants
+      // the small-tile variant and the big one (M*N >= 256^2; f16 4x8 tiles, BK 16)
       for (const [M, N, K] of [[37, 29, 45], [260, 257, 70]]) {
         for (const tA of [false, true]) {
           for (const tB of [false, true]) {

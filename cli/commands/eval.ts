@@ -18,6 +18,7 @@ import { formatTable } from "../../src/eval/table.ts";
 import type { MqarConfig, TextConfig } from "../../src/tasks/mod.ts";
 import { UsageError } from "../errors.ts";
 import { parseThreads, threadsOption } from "../threads_option.ts";
+import { gpuMatmulOption } from "../gpu_matmul_option.ts";
 
 /** Default operand lengths of the addition evaluation (SPEC section 8: train on 32, evaluate 1..48). */
 export const DEFAULT_ADDITION_LENGTHS = "1-48";
@@ -119,6 +120,7 @@ export function evalCommand() {
     )
     .addOption(new Option("--backend <name>", "compute backend").choices(BACKEND_CHOICES).default("auto"))
     .addOption(threadsOption())
+    .addOption(gpuMatmulOption())
     .action(async (paths, o) => {
       const samples = positiveInt("--samples", o.samples);
       const seed = nonNegativeInt("--seed", o.seed);
@@ -127,7 +129,11 @@ export function evalCommand() {
         throw new UsageError(`--plot ${o.plot}: the file name must end in .svg or .png`);
       }
       const threads = parseThreads(o.threads);
-      const backend = await selectBackend(o.backend, { threads, onNote: (note) => console.error(note) });
+      const backend = await selectBackend(o.backend, {
+        threads,
+        gpuMatmul: o.gpuMatmul,
+        onNote: (note) => console.error(note),
+      });
       // loading and evaluation throw InputError (a UsageError's base: exit 2) for bad files and mismatches
       const checkpoints: EvalCheckpoint[] = [];
       for (const path of paths) checkpoints.push(await loadEvalCheckpoint(path, backend));

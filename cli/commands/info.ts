@@ -33,6 +33,11 @@ export function infoCommand() {
           `webgpu: ${a.description} (vendor ${a.vendor}${a.isFallbackAdapter ? ", fallback adapter" : ""})`,
         );
         console.log(`  features: ${a.features.join(", ") || "(none)"}`);
+        console.log(
+          `  f16 matmul (--gpu-matmul f16): ${
+            a.features.includes("shader-f16") ? "available" : "unavailable (no shader-f16)"
+          }; subgroups: ${a.features.includes("subgroups") ? "exposed, unused" : "not exposed"}`,
+        );
         for (const [k, v] of Object.entries(a.limits)) console.log(`  ${k}: ${v}`);
       } else {
         console.log(`webgpu: unavailable (${info.gpu.reason})`);

@@ -11,6 +11,7 @@ import { BACKEND_CHOICES, selectBackend } from "../../src/backend_select.ts";
 import { TASKS } from "../../src/tasks/types.ts";
 import { loadForPrediction, predict } from "../../src/train/predict.ts";
 import { parseThreads, threadsOption } from "../threads_option.ts";
+import { gpuMatmulOption } from "../gpu_matmul_option.ts";
 import { UsageError } from "../errors.ts";
 
 /** Build the `predict` subcommand. */
@@ -30,6 +31,7 @@ export function predictCommand() {
       new Option("--backend <name>", "compute backend").choices(BACKEND_CHOICES).default("auto" as const),
     )
     .addOption(threadsOption())
+    .addOption(gpuMatmulOption())
     .option("--json", "print JSON, with the per-position logits of the prompt", false)
     .action(async (path, o) => {
       let maxTokens: number | undefined;
@@ -39,7 +41,10 @@ export function predictCommand() {
           throw new UsageError(`--max-tokens must be an integer >= 1, got "${o.maxTokens}"`);
         }
       }
-      const backend = await selectBackend(o.backend, { threads: parseThreads(o.threads) }).catch((err) => {
+      const backend = await selectBackend(o.backend, {
+        threads: parseThreads(o.threads),
+        gpuMatmul: o.gpuMatmul,
+      }).catch((err) => {
         throw new UsageError(`--backend ${o.backend}: ${err.message}`);
       });
       const { model, task, state } = await loadForPrediction(path, backend);

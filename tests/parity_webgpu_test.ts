@@ -10,7 +10,11 @@ import { probeGpuAdapter } from "../src/info/gpu_adapter.ts";
 
 const available = (await probeGpuAdapter()).ok;
 const make = () => available ? createWebGpuBackend() : Promise.resolve(null);
-const close = (b: unknown) => (b as WebGpuBackend).destroy();
+// finish the device's work before destroying it (destroying with work in flight has crashed Deno)
+const close = async (b: unknown) => {
+  await (b as WebGpuBackend).sync();
+  (b as WebGpuBackend).destroy();
+};
 
 await registerFastWeightParity("webgpu", make, { forms: ["recurrent", "chunk"], close });
 await registerDenseParity("webgpu", make, close);

@@ -80,6 +80,8 @@ async function compareSliced(whole: WebGpuBackend, config: RuleConfig, limit: nu
       await expectSame(sliced, gs[k], whole, gw[k], `${label} ${k}`);
     }
   } finally {
+    // finish the device's work before destroying it (destroying with work in flight has crashed Deno)
+    await sliced.sync();
     sliced.destroy();
   }
 }

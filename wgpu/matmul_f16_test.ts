@@ -125,6 +125,8 @@ gpuTest(
         }
       }
     } finally {
+      // finish the devices' work before destroying them (destroying with work in flight has crashed Deno)
+      await Promise.all([half.sync(), full.sync()]);
       half.destroy();
       full.destroy();
     }

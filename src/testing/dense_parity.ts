@@ -277,7 +277,7 @@ export async function runDenseCase(
 export async function registerDenseParity(
   name: string,
   makeBackend: () => Promise<Backend | null>,
-  close: (backend: Backend) => void = () => {},
+  close: (backend: Backend) => void | Promise<void> = () => {},
 ): Promise<void> {
   const backend = await makeBackend();
   if (!backend) {
@@ -308,7 +308,7 @@ export async function registerDenseParity(
           });
         }
       } finally {
-        close(backend);
+        await close(backend);
       }
     },
   });

@@ -293,7 +293,11 @@ export function parityLevelFromEnv(): "small" | "full" {
 export async function registerFastWeightParity(
   name: string,
   makeBackend: () => Promise<Backend | null>,
-  options: { level?: "small" | "full"; forms?: readonly Form[]; close?: (backend: Backend) => void } = {},
+  options: {
+    level?: "small" | "full";
+    forms?: readonly Form[];
+    close?: (backend: Backend) => void | Promise<void>;
+  } = {},
 ): Promise<void> {
   const backend = await makeBackend();
   if (!backend) {
@@ -316,7 +320,7 @@ export async function registerFastWeightParity(
           await t.step(caseLabel(c), async () => assertParity(c, await runFastWeightCase(backend, c, ref)));
         }
       } finally {
-        options.close?.(backend);
+        await options.close?.(backend);
       }
     },
   });

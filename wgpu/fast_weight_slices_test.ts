@@ -1,5 +1,5 @@
 /**
- * Batch slicing (`fast_weight_slices.ts`): a backend whose chunk workspace limit holds fewer batch
+ * Batch slicing (`fast_weight_slices.ts`): fast-weight ops whose chunk workspace limit holds fewer batch
  * rows than a call has runs the call in slices, and gives exactly what the unsliced backend gives
  * (every output, carry field and gradient, bit for bit: rows are independent and each slice runs
  * the same kernels), with packed starts, S0, a carry in and uneven slices.
@@ -8,7 +8,8 @@
 import type { FormOptions, Tensor } from "../src/rules/backend.ts";
 import { type RuleConfig, ruleConfig } from "../src/rules/config.ts";
 import { type CaseSpec, randomCase, uploadCase } from "./_fast_weight_case.ts";
-import { createWebGpuBackend, type WebGpuBackend } from "./backend.ts";
+import type { WebGpuBackend } from "./backend.ts";
+import { createFastWeightOps } from "./fast_weight.ts";
 import { batchSlices } from "./fast_weight_slices.ts";
 import { chunkWorkspaceBytes } from "./fast_weight_chunk.ts";
 import { gpuTest } from "./_test_util.ts";
@@ -27,10 +28,10 @@ Deno.test("batchSlices covers B rows in order, the last slice holding the rest",
   if (!threw) throw new Error("rows = 0 must be a RangeError");
 });
 
-async function expectSame(a: WebGpuBackend, x: Tensor, b: WebGpuBackend, y: Tensor, name: string) {
+async function expectSame(gpu: WebGpuBackend, x: Tensor, y: Tensor, name: string) {
   if (x.shape.join() !== y.shape.join()) throw new Error(`${name}: shape [${x.shape}] vs [${y.shape}]`);
-  const u = await a.read(x);
-  const v = await b.read(y);
+  const u = await gpu.read(x);
+  const v = await gpu.read(y);
   for (let i = 0; i < u.length; i++) {
     if (!(u[i] === v[i] || (Number.isNaN(u[i]) && Number.isNaN(v[i])))) {
       throw new Error(`${name}[${i}]: sliced ${u[i]} vs whole ${v[i]}`);
@@ -55,34 +56,29 @@ async function compareSliced(whole: WebGpuBackend, config: RuleConfig, limit: nu
   const label = `${config.rule} (limit ${limit} bytes)`;
   const opts: FormOptions = { form: "chunk", chunkSize: C };
   const data = randomCase(config, SPEC);
-  const sliced = await createWebGpuBackend({ maxChunkWorkspaceBytes: limit });
-  try {
-    const carries = [whole, sliced].map((gpu) =>
-      gpu.fastWeightForward(config, uploadCase(gpu, config, SPEC, data, 0, SPLIT).inputs, opts).carry
-    );
-    for (const k of ["state", "lastKey", "windowX", "windowY"] as const) {
-      await expectSame(sliced, carries[1][k], whole, carries[0][k], `${label} first carry.${k}`);
-    }
-    if (carries[1].windowCount.join() !== carries[0].windowCount.join()) {
-      throw new Error(`${label}: windowCount ${carries[1].windowCount} vs ${carries[0].windowCount}`);
-    }
-    const w = uploadCase(whole, config, SPEC, data, SPLIT, SPEC.T, carries[0]);
-    const s = uploadCase(sliced, config, SPEC, data, SPLIT, SPEC.T, carries[1]);
-    const fw = whole.fastWeightForward(config, w.inputs, opts);
-    const fs = sliced.fastWeightForward(config, s.inputs, opts);
-    await expectSame(sliced, fs.o, whole, fw.o, `${label} o`);
-    await expectSame(sliced, fs.carry.state, whole, fw.carry.state, `${label} carry.state`);
-    await expectSame(sliced, fs.carry.windowX, whole, fw.carry.windowX, `${label} carry.windowX`);
-    if (!backward) return;
-    const gw = whole.fastWeightBackward(config, w.inputs, w.dO, opts);
-    const gs = sliced.fastWeightBackward(config, s.inputs, s.dO, opts);
-    for (const k of ["dq", "dk", "dv", "dbeta", "dlambdabar", "ds0", "dCarryState"] as const) {
-      await expectSame(sliced, gs[k], whole, gw[k], `${label} ${k}`);
-    }
-  } finally {
-    // finish the device's work before destroying it (destroying with work in flight has crashed Deno)
-    await sliced.sync();
-    sliced.destroy();
+  // the same device with a lower workspace limit (no second device: fewer native resources at exit)
+  const sliced = createFastWeightOps(whole.runtime, { maxChunkWorkspaceBytes: limit });
+  const carries = [whole, sliced].map((ops) =>
+    ops.fastWeightForward(config, uploadCase(whole, config, SPEC, data, 0, SPLIT).inputs, opts).carry
+  );
+  for (const k of ["state", "lastKey", "windowX", "windowY"] as const) {
+    await expectSame(whole, carries[1][k], carries[0][k], `${label} first carry.${k}`);
+  }
+  if (carries[1].windowCount.join() !== carries[0].windowCount.join()) {
+    throw new Error(`${label}: windowCount ${carries[1].windowCount} vs ${carries[0].windowCount}`);
+  }
+  const w = uploadCase(whole, config, SPEC, data, SPLIT, SPEC.T, carries[0]);
+  const s = uploadCase(whole, config, SPEC, data, SPLIT, SPEC.T, carries[1]);
+  const fw = whole.fastWeightForward(config, w.inputs, opts);
+  const fs = sliced.fastWeightForward(config, s.inputs, opts);
+  await expectSame(whole, fs.o, fw.o, `${label} o`);
+  await expectSame(whole, fs.carry.state, fw.carry.state, `${label} carry.state`);
+  await expectSame(whole, fs.carry.windowX, fw.carry.windowX, `${label} carry.windowX`);
+  if (!backward) return;
+  const gw = whole.fastWeightBackward(config, w.inputs, w.dO, opts);
+  const gs = sliced.fastWeightBackward(config, s.inputs, s.dO, opts);
+  for (const k of ["dq", "dk", "dv", "dbeta", "dlambdabar", "ds0", "dCarryState"] as const) {
+    await expectSame(whole, gs[k], gw[k], `${label} ${k}`);
   }
 }
 
@@ -105,11 +101,11 @@ gpuTest(
   },
 );
 
-gpuTest("maxChunkWorkspaceBytes above the binding limit is a RangeError naming it", async (gpu) => {
+gpuTest("maxChunkWorkspaceBytes above the binding limit is a RangeError naming it", (gpu) => {
   const binding = gpu.runtime.device.limits.maxStorageBufferBindingSize;
   let message = "";
   try {
-    (await createWebGpuBackend({ maxChunkWorkspaceBytes: binding * 2 })).destroy();
+    createFastWeightOps(gpu.runtime, { maxChunkWorkspaceBytes: binding * 2 });
   } catch (e) {
     if (!(e instanceof RangeError)) throw e;
     message = e.message;
@@ -117,4 +113,5 @@ gpuTest("maxChunkWorkspaceBytes above the binding limit is a RangeError naming i
   if (!message.includes("maxChunkWorkspaceBytes") || !message.includes(String(binding * 2))) {
     throw new Error(`expected a RangeError naming maxChunkWorkspaceBytes and the value, got "${message}"`);
   }
+  return Promise.resolve();
 });

@@ -6,9 +6,8 @@
  * `shader-f16` is a RangeError naming the feature; the f32 default is unchanged.
  */
 
-import { checkMatmulPrecision } from "./dense.ts";
-import { createWebGpuBackend } from "./backend.ts";
-import { ADAPTER_FEATURES, gpuTest, NO_ADAPTER } from "./_test_util.ts";
+import { checkMatmulPrecision, createDenseOps } from "./dense.ts";
+import { ADAPTER_FEATURES, gpuBackend, gpuTest, NO_ADAPTER } from "./_test_util.ts";
 import { Rng } from "../src/random.ts";
 
 function fakeDevice(features: string[]): GPUDevice {
@@ -81,70 +80,56 @@ if (REQUIRE_F16 && !ADAPTER_FEATURES.has("shader-f16")) {
 
 gpuTest(
   "the f16 GEMM is within f16 rounding of the float64 product (transposes, accumulate, ragged sizes)",
-  async () => {
-    const half = await createWebGpuBackend({ matmulPrecision: "f16" });
-    const full = await createWebGpuBackend();
-    try {
-      if (half.matmulPrecision !== "f16" || full.matmulPrecision !== "f32") {
-        throw new Error(`precisions ${half.matmulPrecision}, ${full.matmulPrecision}`);
-      }
-      const rng = new Rng(5);
-      // the small-tile variant and the big one (M*N >= 256^2; f16 4x8 tiles, BK 16)
-      for (const [M, N, K] of [[37, 29, 45], [260, 257, 70]]) {
-        for (const tA of [false, true]) {
-          for (const tB of [false, true]) {
-            const a = Float32Array.from({ length: M * K }, () => rng.normal());
-            const b = Float32Array.from({ length: K * N }, () => rng.normal());
-            const c0 = Float32Array.from({ length: M * N }, () => rng.normal());
-            const want = product(a, b, M, N, K, tA, tB);
-            for (const accumulate of [false, true]) {
-              const label = `${M}x${N}x${K} ${tA ? "t" : "n"}${tB ? "t" : "n"}${accumulate ? " +=" : ""}`;
-              const ref = accumulate ? want.map((v, i) => v + c0[i]) : want;
-              const errs: number[] = [];
-              for (const gpu of [half, full]) {
-                const out = gpu.fromArray(c0, [M, N]);
-                gpu.matmul(
-                  out,
-                  gpu.fromArray(a, tA ? [K, M] : [M, K]),
-                  gpu.fromArray(b, tB ? [N, K] : [K, N]),
-                  {
-                    transA: tA,
-                    transB: tB,
-                    accumulate,
-                  },
-                );
-                errs.push(relL2(await gpu.read(out), ref));
-              }
-              const [e16, e32] = errs;
-              if (!(e32 < 1e-6)) throw new Error(`${label}: f32 error ${e32}`);
-              if (!(e16 > 1e-5 && e16 < 4e-3)) {
-                throw new Error(`${label}: f16 error ${e16} outside (1e-5, 4e-3)`);
-              }
+  async (gpu) => {
+    // the f16 dense ops on the shared device (which asked for shader-f16 where the adapter has it)
+    const half = createDenseOps(gpu.runtime, { matmulPrecision: "f16" });
+    const rng = new Rng(5);
+    // the small-tile variant and the big one (M*N >= 256^2; f16 4x8 tiles, BK 16)
+    for (const [M, N, K] of [[37, 29, 45], [260, 257, 70]]) {
+      for (const tA of [false, true]) {
+        for (const tB of [false, true]) {
+          const a = Float32Array.from({ length: M * K }, () => rng.normal());
+          const b = Float32Array.from({ length: K * N }, () => rng.normal());
+          const c0 = Float32Array.from({ length: M * N }, () => rng.normal());
+          const want = product(a, b, M, N, K, tA, tB);
+          for (const accumulate of [false, true]) {
+            const label = `${M}x${N}x${K} ${tA ? "t" : "n"}${tB ? "t" : "n"}${accumulate ? " +=" : ""}`;
+            const ref = accumulate ? want.map((v, i) => v + c0[i]) : want;
+            const errs: number[] = [];
+            for (const matmul of [half.matmul, gpu.matmul]) {
+              const out = gpu.fromArray(c0, [M, N]);
+              const ta = gpu.fromArray(a, tA ? [K, M] : [M, K]);
+              const tb = gpu.fromArray(b, tB ? [N, K] : [K, N]);
+              matmul(out, ta, tb, { transA: tA, transB: tB, accumulate });
+              errs.push(relL2(await gpu.read(out), ref));
+              for (const t of [out, ta, tb]) gpu.dispose(t);
+            }
+            const [e16, e32] = errs;
+            if (!(e32 < 1e-6)) throw new Error(`${label}: f32 error ${e32}`);
+            if (!(e16 > 1e-5 && e16 < 4e-3)) {
+              throw new Error(`${label}: f16 error ${e16} outside (1e-5, 4e-3)`);
             }
           }
         }
       }
-    } finally {
-      // finish the devices' work before destroying them (destroying with work in flight has crashed Deno)
-      await Promise.all([half.sync(), full.sync()]);
-      half.destroy();
-      full.destroy();
     }
   },
   "shader-f16",
 );
 
+const HAS_F16 = ADAPTER_FEATURES.has("shader-f16");
+
 Deno.test({
-  name: NO_ADAPTER || ADAPTER_FEATURES.has("shader-f16")
-    ? "asking for the f16 GEMM without shader-f16 is a RangeError [SKIPPED: needs an adapter without shader-f16]"
-    : "asking for the f16 GEMM without shader-f16 is a RangeError",
-  ignore: NO_ADAPTER !== null || ADAPTER_FEATURES.has("shader-f16"),
+  name: "asking for the f16 GEMM without shader-f16 is a RangeError" +
+    (NO_ADAPTER || HAS_F16 ? " [SKIPPED: needs an adapter without shader-f16]" : ""),
+  ignore: NO_ADAPTER !== null || HAS_F16,
   sanitizeResources: false,
   sanitizeOps: false,
   fn: async () => {
+    const gpu = await gpuBackend();
     let message = "";
     try {
-      (await createWebGpuBackend({ matmulPrecision: "f16" })).destroy();
+      createDenseOps(gpu.runtime, { matmulPrecision: "f16" });
     } catch (e) {
       if (!(e instanceof RangeError)) throw e;
       message = e.message;

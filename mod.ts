@@ -43,6 +43,8 @@ export * from "./src/rules/mod.ts";
 export {
   BACKEND_CHOICES,
   type BackendChoice,
+  GPU_MATMUL_CHOICES,
+  type GpuMatmulChoice,
   selectBackend,
   type SelectBackendOptions,
 } from "./src/backend_select.ts";

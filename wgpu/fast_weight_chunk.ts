@@ -39,6 +39,7 @@ import {
   isSolveChunkRule,
   isWindowRegChunkRule,
 } from "./shaders/fast_weight_chunk.ts";
+import { WINDOW_TILE_ROWS } from "./shaders/chunk_wgsl.ts";
 import { COLUMN_BACKWARD, COLUMN_FORWARD } from "./shaders/fast_weight_chunk_column.ts";
 import { statKind } from "./shaders/fast_weight_coef.ts";
 import { windowSlots } from "./shaders/fast_weight_recurrent.ts";
@@ -88,8 +89,20 @@ export function chunkShape(config: RuleConfig, d: ChunkDims, C: number, sharedBy
     for (let r = 16; r >= 1; r >>= 1) if (r <= max && floats(r)[key] <= limit) return r;
     throw tooBig();
   };
-  const cols = isWindowRegChunkRule(config) ? C : C + pad; // falcon3 tiles steps, the others pair columns
-  return { H: d.H, dk: d.dk, dv: d.dv, C, R: fit("rows", C), RC: fit("cols", cols), RP: fit("pairs", C) };
+  const wreg = isWindowRegChunkRule(config);
+  const cols = wreg ? C : C + pad; // falcon3 tiles steps, the others pair columns
+  // falcon3's wcols and wpairs take about WINDOW_TILE_ROWS instance rows (W per step): more rows would
+  // only grow their workgroup arrays (fewer workgroups in flight), not the reuse of a value read
+  const steps = wreg ? Math.max(1, Math.floor(WINDOW_TILE_ROWS / (pad + 1))) : Infinity;
+  return {
+    H: d.H,
+    dk: d.dk,
+    dv: d.dv,
+    C,
+    R: fit("rows", C),
+    RC: fit("cols", Math.min(cols, steps)),
+    RP: fit("pairs", Math.min(C, steps)),
+  };
 }
 
 /** Workspace sections the forward passes use (the others are sized 0 there). */

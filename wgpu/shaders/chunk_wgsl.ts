@@ -317,14 +317,17 @@ export function chunkSharedFloats(
   }
   const steps = (isSolveChunkRule(config) ? 6 : 4) * s.C;
   if (isWindowRegChunkRule(config)) {
-    // falcon3: tiles over instance rows (W per step); R rows x CW scores, RC and RP steps of W rows
+    // falcon3: tiles over instance rows (W per step); R rows x CW scores; wcols: RC steps of W rows
+    // (their RC + PAD pairs' q.x, the rows' dO.w and G w, the pairs' G^T x, the decays); wpairs: RP
+    // steps of W rows against a panel of PS steps (two score panels, their pair sums, the dx rows)
     const nw = pad + 1;
     const cw = s.C * nw;
+    const ps = windowPanelSteps(nw, s.C);
     return {
       local: steps + nw * cw,
       rows: steps + s.R * cw,
-      cols: steps + s.C + s.RC * nw * (3 * s.C + s.dk + s.dv),
-      pairs: steps + s.RP * nw * (2 * cw + s.dk),
+      cols: steps + s.C + s.RC * s.C + (s.RC + pad) * (s.C + s.dv) + s.RC * nw * (s.C + s.dk + 1),
+      pairs: steps + s.RP * (ps + 1) + s.RP * nw * (2 * ps * nw + ps + pad + s.dk + 2),
     };
   }
   return {
@@ -333,6 +336,20 @@ export function chunkSharedFloats(
     cols: steps + s.RC * (s.dk + s.dv + 3 * s.C + 2),
     pairs: steps + s.RP * (2 * s.C + s.dk),
   };
+}
+
+/**
+ * Instance rows per workgroup that falcon3's `wcols` and `wpairs` aim at (whole steps): 16 rows make
+ * 4 x 4 blocks of rows x 64 columns one per invocation, with small workgroup arrays.
+ */
+export const WINDOW_TILE_ROWS = 16;
+
+/**
+ * Steps of the column panels falcon3's `wpairs` walks the chunk in (about 64 instance rows, at most the
+ * chunk): its workgroup arrays grow with the panel, not with the chunk.
+ */
+export function windowPanelSteps(nw: number, C: number): number {
+  return Math.max(1, Math.min(C, Math.floor(64 / nw)));
 }
 
 /** Pipeline key of a chunk kernel. */

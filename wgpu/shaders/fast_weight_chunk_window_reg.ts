@@ -49,7 +49,10 @@ import {
   chunkSteps,
   flatEntry,
   prelude,
+  tile4,
+  tile4Each,
   WINDOW_REG_PASSES,
+  windowPanelSteps,
 } from "./chunk_wgsl.ts";
 
 /** One falcon3-only pass. */
@@ -419,140 +422,204 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
 }`;
 }
 
+/** `let ${name}0 = ..;` .. `let ${name}3 = ..;` for the 4 rows or columns of a block (`f(i)` the value). */
+function lets4(name: string, f: (i: number) => string): string {
+  return [0, 1, 2, 3].map((i) => `let ${name}${i} = ${f(i)};`).join("\n      ");
+}
+
 /**
  * `wcols` / `wcolsq`: for the instance rows `r = (t', o)` of `RC` steps, with `G` the exit-state
  * gradient and `ge = Gam[e, t']`: `dW_r = sum_t Gam[t, t'] (q_t.x_r) dO_t + ge G^T x_r` (`wcolsq`: the
  * readout part only, into `QD`); `wcols` also `dx_r = sum_t Gam[t, t'] (w_r.dO_t) q_t + ge G w_r`
  * (into `DXR`), the readout decay weights `DMM[t, t'] = sum_o (q_t.x_r)(w_r.dO_t)` and the exit
  * weights `EXJ[t'] = sum_o x_r^T G w_r`.
+ * Every product is a 4 x 4 register tile (each value read serves 4 products). `q_t.x_r` and `G^T x_r`
+ * depend on the row only through its pair `j = t' - o`: the `RC W` rows have `RC + W - 1` pairs, so they
+ * are computed per pair (`sq`, `gx`) and indexed per row. `dO_t.w_r` (`sd`) and `G w_r` (`gy`) are per
+ * row; the decays `Gam[t, t']` of the tile's steps (`gm`) weight the scores where they are read.
  */
 function colsKernel(exit: boolean, s: ChunkShape, nw: number): string {
-  const dout = "dout[((b * u.T + t) * H + h) * DV";
   const rows = s.RC * nw;
+  const pairs = s.RC + nw - 1;
+  // block rows: the pair (pj) of pair blocks; the row (gr: its WW offset) of row blocks; the step (tq) of a column
+  const pairRows = lets4("pj", (i) => `min(jbase + i32(min(p0 + ${i}u, NPC - 1u)), plast)`);
+  const rowRows = lets4("gr", (i) => `grow(bh, a, min(rb + jr0 + ${i}u, nrow - 1u)) * DV`);
+  const stepCols = lets4("tq", (i) => `a + min(tb0 + ${i}u, len - 1u)`);
+  // a row block's rows for the products over the chunk's steps: its decay row (gq) and pair row (pq)
+  const rowWeights = lets4("jq", (i) => `min(jr0 + ${i}u, RCW - 1u)`) + "\n      " +
+    lets4("gq", (i) => `(jq${i} / NW) * C`) + "\n      " +
+    lets4("pq", (i) => `(jq${i} / NW + PAD - jq${i} % NW) * C`);
+  const dout = "dout[((b * u.T + tq${c}) * H + h) * DV + k]";
+  const qxLoop = `if (bk < nqb) {
+      let p0 = (bk % npb) * 4u;
+      let tb0 = (bk / npb) * 4u;
+      ${pairRows}
+      ${stepCols}
+      ${tile4("qx", "DK", "xp(bh, pj${r}, k)", "qn(bh, tq${c}, k)")}
+      ${
+    tile4Each((r, c) => `if (p0 + ${r}u < NPC && tb0 + ${c}u < C) { sq[(p0 + ${r}u) * C + tb0 + ${c}u] = qx${r}${c}; }`)
+  }
+    }`;
+  const gxLoop = `else {
+      let p0 = ((bk - nqb) % npb) * 4u;
+      let c0 = ((bk - nqb) / npb) * 4u;
+      ${pairRows}
+      ${tile4("gx", "DK", "xp(bh, pj${r}, k)", "cw[gb + k * DV + min(c0 + ${c}u, DV - 1u)]")}
+      ${
+    tile4Each((r, c) =>
+      `if (p0 + ${r}u < NPC && c0 + ${c}u < DV) { gx[(p0 + ${r}u) * DV + c0 + ${c}u] = gx${r}${c}; }`
+    )
+  }
+    }`;
+  const rowLoop = `for (var bk = lid; bk < nyb + nxb; bk += WG) {
+    if (bk < nyb) {
+      let jr0 = (bk % nrb) * 4u;
+      let tb0 = (bk / nrb) * 4u;
+      ${rowRows}
+      ${stepCols}
+      ${tile4("yd", "DV", "cw[u.WW + gr${r} + k]", dout)}
+      ${
+    tile4Each((r, c) =>
+      `if (jr0 + ${r}u < RCW && tb0 + ${c}u < C) { sd[(jr0 + ${r}u) * C + tb0 + ${c}u] = yd${r}${c}; }`
+    )
+  }
+    } else {
+      let jr0 = ((bk - nyb) % nrb) * 4u;
+      let q0 = ((bk - nyb) / nrb) * 4u;
+      ${rowRows}
+      ${tile4("gy", "DV", "cw[u.WW + gr${r} + k]", "cw[gb + min(q0 + ${c}u, DK - 1u) * DV + k]")}
+      ${
+    tile4Each((r, c) =>
+      `if (jr0 + ${r}u < RCW && q0 + ${c}u < DK) { gy[(jr0 + ${r}u) * DK + q0 + ${c}u] = gy${r}${c}; }`
+    )
+  }
+    }
+  }`;
+  // the gradient rows: sum over the chunk's steps t of (decay x score)[row, t] times a row of q or dO
+  const grad = (N: string, score: string, b: string, store: string) => `for (var bk = lid; bk < nrb * ((${N} + 3u) / 4u); bk += WG) {
+    let jr0 = (bk % nrb) * 4u;
+    let o0 = (bk / nrb) * 4u;
+    ${rowWeights}
+    ${tile4("e", "len", `${score} * gm[gq\${r} + k]`, b)}
+    ${
+    tile4Each((r, c) =>
+      `{
+      let jr = jr0 + ${r}u;
+      let o = o0 + ${c}u;
+      let row = rb + jr;
+      if (jr < RCW && o < ${N} && row < nrow) {
+        let ok = rok(a, len, row);
+        ${store.replaceAll("${r}", `${r}`).replaceAll("${c}", `${c}`)}
+      }
+    }`
+    )
+  }
+  }`;
   return `
-var<workgroup> wq: array<f32, ${rows * s.C}>;
+const RCW = ${rows}u;
+const NPC = ${pairs}u;
+var<workgroup> sq: array<f32, ${pairs * s.C}>; // q_t . x_j per pair j of the tile's rows and step t
+var<workgroup> gm: array<f32, ${s.RC * s.C}>; // Gam[t, t'] per step t' of the tile and step t
 ${
     exit
-      ? `var<workgroup> wd: array<f32, ${rows * s.C}>;
-var<workgroup> dm: array<f32, ${rows * s.C}>;
-var<workgroup> gy: array<f32, ${rows * s.dk}>;
-var<workgroup> gx: array<f32, ${rows * s.dv}>;
-var<workgroup> ge: array<f32, C>;`
+      ? `var<workgroup> sd: array<f32, ${rows * s.C}>; // dO_t . w_r per row and step t
+var<workgroup> gy: array<f32, ${rows * s.dk}>; // G w_r per row
+var<workgroup> gx: array<f32, ${pairs * s.dv}>; // G^T x_j per pair
+var<workgroup> ge: array<f32, C>;
+var<workgroup> exr: array<f32, RCW>; // x_r^T G w_r per row`
       : ""
   }
-const RCW = ${rows}u;
 ${chunkEntry(`${Math.ceil(s.C / s.RC)}u`)}
   let h = bh % H;
   let cb = bh * nck() + n;
   let st0 = tile * RC;
+  if (st0 >= len) { return; }
   let rb = st0 * NW;
-  ${exit ? "for (var k = lid; k < len; k += WG) { ge[k] = gam(len - 1u, k); }" : ""}
-  for (var k = lid; k < RCW * C; k += WG) {
-    let jr = k / C;
+  let nrow = len * NW;
+  // pair p = 0..NPC-1 of the tile is j = a + st0 - PAD + p (row (t', o) has p = t' - st0 + PAD - o);
+  // reads are clamped to the chunk's last pair, what lies past it is never stored or is masked
+  let jbase = i32(a + st0) - i32(PAD);
+  let plast = i32(a + len) - 1;
+  let npb = (NPC + 3u) / 4u;
+  let nrb = (RCW + 3u) / 4u;
+  let nqb = npb * ((C + 3u) / 4u);
+  ${exit ? "let gb = u.GB + cb * DK * DV;" : ""}
+  for (var k = lid; k < RC * C; k += WG) {
+    let t2 = st0 + k / C;
     let tt = k % C;
-    let r = rb + jr;
-    let t2 = r / NW;
-    var vq = 0.0;
-    ${exit ? "var vd = 0.0;\n    var vm = 0.0;" : ""}
-    if (tt < len && tt >= t2 && rok(a, len, r)) {
-      let m = gam(tt, t2);
-      let t = a + tt;
-      let j = rpair(a, r);
-      var qx = 0.0;
-      for (var i = 0u; i < DK; i++) { qx += qn(bh, t, i) * xp(bh, j, i); }
-      vq = m * qx;
-      ${
-    exit
-      ? `let gr = grow(bh, a, r);
-      var yd = 0.0;
-      for (var c = 0u; c < DV; c++) { yd += ${dout} + c] * cw[u.WW + gr * DV + c]; }
-      vd = m * yd;
-      vm = qx * yd;`
-      : ""
+    var v = 0.0;
+    if (tt < len && t2 < len && tt >= t2 && cseg[tt] == cseg[t2]) { v = exp(cp[tt] - cp[t2]); }
+    gm[k] = v;
   }
-    }
-    wq[k] = vq;
-    ${exit ? "wd[k] = vd;\n    dm[k] = vm;" : ""}
+  ${exit ? "for (var k = lid; k < len; k += WG) { ge[k] = gam(len - 1u, k); }" : ""}
+  // per pair: q_t.x_j (4 pairs x 4 steps per invocation)${exit ? " and G^T x_j (4 pairs x 4 value columns)" : ""}
+  for (var bk = lid; bk < nqb${exit ? " + npb * ((DV + 3u) / 4u)" : ""}; bk += WG) {
+    ${qxLoop}${exit ? ` ${gxLoop}` : ""}
   }
   ${
     exit
-      ? `let gb = u.GB + cb * DK * DV;
-  // G w_r and G^T x_r
-  for (var k = lid; k < RCW * DK; k += WG) {
-    let r = rb + k / DK;
-    let q = k % DK;
-    var v = 0.0;
-    if (rok(a, len, r)) {
-      let gr = grow(bh, a, r);
-      for (var c = 0u; c < DV; c++) { v += cw[gb + q * DV + c] * cw[u.WW + gr * DV + c]; }
-    }
-    gy[k] = v;
-  }
-  for (var k = lid; k < RCW * DV; k += WG) {
-    let r = rb + k / DV;
-    let c = k % DV;
-    var v = 0.0;
-    if (rok(a, len, r)) {
-      let j = rpair(a, r);
-      for (var i = 0u; i < DK; i++) { v += cw[gb + i * DV + c] * xp(bh, j, i); }
-    }
-    gx[k] = v;
-  }`
+      ? `// per row: dO_t.w_r (4 rows x 4 steps) and G w_r (4 rows x 4 key entries)
+  let nyb = nrb * ((C + 3u) / 4u);
+  let nxb = nrb * ((DK + 3u) / 4u);
+  ${rowLoop}`
       : ""
   }
   workgroupBarrier();
-  for (var k = lid; k < RCW * (DK + DV); k += WG) {
-    let jr = k / (DK + DV);
-    let q = k % (DK + DV);
-    let r = rb + jr;
-    if (r >= len * NW) { continue; }
-    let ok = rok(a, len, r);
-    let gr = grow(bh, a, r);
-    if (q < DK) {
-      ${
-    exit
-      ? `var v = 0.0;
-      if (ok) {
-        v = ge[r / NW] * gy[jr * DK + q];
-        for (var tt = 0u; tt < len; tt++) { v += wd[jr * C + tt] * qn(bh, a + tt, q); }
-      }
-      cw[u.DXR + gr * DK + q] = v;`
-      : ""
-  }
-    } else {
-      let c = q - DK;
-      var v = 0.0;
-      if (ok) {
-        ${exit ? "v = ge[r / NW] * gx[jr * DV + c];" : ""}
-        for (var tt = 0u; tt < len; tt++) {
-          let t = a + tt;
-          v += wq[jr * C + tt] * ${dout} + c];
-        }
-      }
-      cw[u.${exit ? "DW" : "QD"} + gr * DV + c] = v;
-    }
-  }
   ${
     exit
-      ? `for (var k = lid; k < RC * C; k += WG) {
+      ? `// DMM[t, t'] = sum_o (q_t.x_r)(w_r.dO_t) and x_r^T G w_r per row
+  for (var k = lid; k < RC * C; k += WG) {
     let sl = k / C;
     let tt = k % C;
     let t2 = st0 + sl;
     if (t2 >= len || tt >= len) { continue; }
     var v = 0.0;
-    for (var o = 0u; o < NW; o++) { v += dm[(sl * NW + o) * C + tt]; }
+    if (tt >= t2) {
+      for (var o = 0u; o < NW; o++) {
+        if (rok(a, len, t2 * NW + o)) { v += sq[(sl + PAD - o) * C + tt] * sd[(sl * NW + o) * C + tt]; }
+      }
+    }
     cw[u.DMM + (cb * C + tt) * CP + t2] = v;
   }
+  for (var jr = lid; jr < RCW; jr += WG) {
+    let row = rb + jr;
+    var v = 0.0;
+    if (row < nrow && rok(a, len, row)) {
+      let j = rpair(a, row);
+      for (var i = 0u; i < DK; i++) { v += xp(bh, j, i) * gy[jr * DK + i]; }
+    }
+    exr[jr] = v;
+  }
+  // dx_r (4 rows x 4 key entries)
+  ${
+        grad(
+          "DK",
+          "sd[jq${r} * C + k]",
+          "qn(bh, a + k, min(o0 + ${c}u, DK - 1u))",
+          "cw[u.DXR + grow(bh, a, row) * DK + o] = select(0.0, ge[row / NW] * gy[jr * DK + o] + e${r}${c}, ok);",
+        )
+      }`
+      : ""
+  }
+  // dW_r (4 rows x 4 value columns)
+  ${
+    grad(
+      "DV",
+      "sq[pq${r} + k]",
+      "dout[((b * u.T + a + k) * H + h) * DV + min(o0 + ${c}u, DV - 1u)]",
+      exit
+        ? "cw[u.DW + grow(bh, a, row) * DV + o] = select(0.0, ge[row / NW] * gx[(jr / NW + PAD - jr % NW) * DV + o] + e${r}${c}, ok);"
+        : "cw[u.QD + grow(bh, a, row) * DV + o] = select(0.0, e${r}${c}, ok);",
+    )
+  }
+  ${
+    exit
+      ? `workgroupBarrier();
   for (var sl = lid; sl < RC; sl += WG) {
     let t2 = st0 + sl;
     if (t2 >= len) { continue; }
     var v = 0.0;
-    for (var o = 0u; o < NW; o++) {
-      let r = t2 * NW + o;
-      if (!rok(a, len, r)) { continue; }
-      let j = rpair(a, r);
-      for (var i = 0u; i < DK; i++) { v += xp(bh, j, i) * gy[(sl * NW + o) * DK + i]; }
-    }
+    for (var o = 0u; o < NW; o++) { v += exr[sl * NW + o]; }
     cw[u.EXJ + cb * CP + t2] = v;
   }`
       : ""
@@ -566,111 +633,194 @@ ${chunkEntry(`${Math.ceil(s.C / s.RC)}u`)}
  * per step `DAS_t = sum_o [sum_r' -(dR_r.w_r') Gp[t, t'] x_r.x_r' - exp(Pp_t) dR_r.(base_t^T x_r)]`,
  * `DBS_t = sum_o dR_r.y_r` (`da`, `db`); the decay shares `YM[t, t'] = sum_{o, o'} F[r, r'] x_r.x_r'`
  * and `RB_t = -g_t exp(Pp_t) sum_o dR_r.(base_t^T x_r)`.
+ * The columns `r'` are walked in panels of `PS` steps (`PW = PS W` rows): per panel, 4 x 4 register
+ * tiles of `dR_r.w_r'` (below the step diagonal) or `w_r.dR_r'` (above it: the `F[r', r]` side) give
+ * `F` and the `YM` terms (`sf`, `sv`); `F` summed over the rows of each pair (`sfp`, the panel's
+ * `PS + W - 1` pairs) times `x_j` accumulates `dx` as 4 x 4 tiles (`acc`), so the `x` product runs over
+ * pairs, not rows. The base term `base_t dR_r` is a 4 x 4 tile per base (`S_in`, `S0`), run only for the
+ * blocks whose rows take that base.
  */
 function pairsKernel(s: ChunkShape, nw: number): string {
   const rows = s.RP * nw;
-  const cw = s.C * nw;
+  const ps = windowPanelSteps(nw, s.C);
+  const R4 = [0, 1, 2, 3];
+  const rowRows = lets4("rr", (i) => `min(rb + jr0 + ${i}u, nrow - 1u)`) + "\n      " +
+    lets4("gr", (i) => `grow(bh, a, rr${i}) * DV`);
   return `
 const RPW = ${rows}u;
-var<workgroup> scx: array<f32, ${rows * cw}>;
-var<workgroup> sv1: array<f32, ${rows * cw}>;
-var<workgroup> sxb: array<f32, ${rows * s.dk}>;
+const PS = ${ps}u;
+const PW = ${ps * nw}u;
+const NPP = ${ps + nw - 1}u;
+var<workgroup> sf: array<f32, ${rows * ps * nw}>; // F[r, r'] + F[r', r] for the panel's rows r'
+var<workgroup> sv: array<f32, ${rows * ps * nw}>; // -(dR_r.w_r') Gp[t, t'] x_r.x_r' (r' earlier)
+var<workgroup> sfp: array<f32, ${rows * (ps + nw - 1)}>; // sf summed over the rows of each panel pair
+var<workgroup> ymp: array<f32, ${s.RP * ps}>; // sv summed per (step, panel step)
+var<workgroup> acc: array<f32, ${rows * s.dk}>; // the dx rows' pair terms, then x_r * (base_t dR_r)
+var<workgroup> s1: array<f32, RP>;
+var<workgroup> rdb: array<f32, RPW>;
+var<workgroup> rxb: array<f32, RPW>;
 ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
   let cb = bh * nck() + n;
   let st0 = tile * RP;
+  if (st0 >= len) { return; }
   let rb = st0 * NW;
-  for (var k = lid; k < RPW * CW; k += WG) {
-    let jr = k / CW;
-    let r2 = k % CW;
-    let r = rb + jr;
-    let t = r / NW;
-    let t2 = r2 / NW;
-    var cx = 0.0;
-    var v1 = 0.0;
-    if (t != t2 && rok(a, len, r) && rok(a, len, r2) && cseg[t] == cseg[t2]) {
-      // (later, earlier) = (r, r2) below the diagonal, (r2, r) above it
-      let later = select(r, r2, t2 > t);
-      let earlier = select(r2, r, t2 > t);
-      let tq = later / NW;
-      let gl = grow(bh, a, later);
-      let ge2 = grow(bh, a, earlier);
-      var dw = 0.0;
-      for (var c = 0u; c < DV; c++) { dw += cw[u.DR + gl * DV + c] * cw[u.WW + ge2 * DV + c]; }
-      let gp = exp(cpp[tq] - cp[earlier / NW]);
-      cx = -dw * cga[tq] * gp;
-      if (t2 < t) { v1 = -dw * gp * xx(bh, n, r, r2); }
+  let nrow = len * NW;
+  let nrb = (RPW + 3u) / 4u;
+  let nqb = (DK + 3u) / 4u;
+  for (var k = lid; k < RPW * DK; k += WG) { acc[k] = 0.0; }
+  for (var k = lid; k < RP; k += WG) { s1[k] = 0.0; }
+  for (var p0 = 0u; p0 < len; p0 += PS) {
+    let pr0 = p0 * NW;
+    // 4 rows x 4 panel rows per invocation: (later, earlier) = (r, r') below the step diagonal, (r', r)
+    // above it; a block on neither side of it computes nothing, one across it (W not 1, 2 or 4) both
+    for (var bk = lid; bk < nrb * ((PW + 3u) / 4u); bk += WG) {
+      let jr0 = (bk % nrb) * 4u;
+      let cl0 = (bk / nrb) * 4u;
+      ${rowRows}
+      ${lets4("rc", (i) => `min(pr0 + cl0 + ${i}u, nrow - 1u)`)}
+      ${lets4("gc", (i) => `grow(bh, a, rc${i}) * DV`)}
+      let below = rc0 / NW < rr3 / NW;
+      let above = rc3 / NW > rr0 / NW;
+      ${tile4("lo", "select(0u, DV, below)", "cw[u.DR + gr${r} + k]", "cw[u.WW + gc${c} + k]")}
+      ${tile4("hi", "select(0u, DV, above)", "cw[u.WW + gr${r} + k]", "cw[u.DR + gc${c} + k]")}
+      ${
+    tile4Each((r, c) =>
+      `{
+      let jr = jr0 + ${r}u;
+      let cl = cl0 + ${c}u;
+      if (jr < RPW && cl < PW) {
+        let row = rb + jr;
+        let col = pr0 + cl;
+        let t = row / NW;
+        let t2 = col / NW;
+        var f = 0.0;
+        var v1 = 0.0;
+        if (t != t2 && rok(a, len, row) && rok(a, len, col) && cseg[t] == cseg[t2]) {
+          let lower = t2 < t;
+          let tl = max(t, t2);
+          let dw = select(hi${r}${c}, lo${r}${c}, lower) * exp(cpp[tl] - cp[min(t, t2)]);
+          f = -dw * cga[tl];
+          if (lower) { v1 = -dw * xx(bh, n, row, col); }
+        }
+        sf[jr * PW + cl] = f;
+        sv[jr * PW + cl] = v1;
+      }
+    }`
+    )
+  }
     }
-    scx[k] = cx;
-    sv1[k] = v1;
+    workgroupBarrier();
+    // F summed per pair of the panel (pair p0 - PAD + pl holds rows (p0 + ls, o') with ls = pl - PAD + o')
+    for (var k = lid; k < RPW * NPP; k += WG) {
+      let jr = k / NPP;
+      let pl = k % NPP;
+      var v = 0.0;
+      for (var o2 = 0u; o2 < NW; o2++) {
+        let ls = pl + o2;
+        if (ls >= PAD && ls < PS + PAD) { v += sf[jr * PW + (ls - PAD) * NW + o2]; }
+      }
+      sfp[k] = v;
+    }
+    // YM[t, t'] for the panel's steps t'
+    for (var k = lid; k < RP * PS; k += WG) {
+      let sl = k / PS;
+      let ls = k % PS;
+      var v = 0.0;
+      for (var o = 0u; o < NW; o++) {
+        for (var o2 = 0u; o2 < NW; o2++) { v += sv[(sl * NW + o) * PW + ls * NW + o2]; }
+      }
+      ymp[k] = v;
+      let t = st0 + sl;
+      if (t < len && p0 + ls < len) { cw[u.YM + (cb * C + t) * C + p0 + ls] = cga[t] * v; }
+    }
+    workgroupBarrier();
+    for (var sl = lid; sl < RP; sl += WG) {
+      var v = s1[sl];
+      for (var ls = 0u; ls < PS; ls++) { v += ymp[sl * PS + ls]; }
+      s1[sl] = v;
+    }
+    // dx rows += (F per pair) x_j, 4 rows x 4 key entries per invocation (each block keeps its invocation)
+    let pj = i32(a + p0) - i32(PAD);
+    let np = min(NPP, len + PAD - p0);
+    for (var bk = lid; bk < nrb * nqb; bk += WG) {
+      let jr0 = (bk % nrb) * 4u;
+      let q0 = (bk / nrb) * 4u;
+      ${tile4("px", "np", "sfp[min(jr0 + ${r}u, RPW - 1u) * NPP + k]", "xp(bh, pj + i32(k), min(q0 + ${c}u, DK - 1u))")}
+      ${
+    tile4Each((r, c) =>
+      `if (jr0 + ${r}u < RPW && q0 + ${c}u < DK) { acc[(jr0 + ${r}u) * DK + q0 + ${c}u] += px${r}${c}; }`
+    )
+  }
+    }
+  }
+  // the right-hand side's -g_t exp(Pp_t) base_t^T x_j: base_t dR_r against S_in and S0 (4 rows x 4 key
+  // entries, each base only for blocks with a row that takes it); the dx rows are complete
+  let bin = u.SIN + cb * DK * DV;
+  let sbase = bh * DK * DV;
+  for (var bk = lid; bk < nrb * nqb; bk += WG) {
+    let jr0 = (bk % nrb) * 4u;
+    let q0 = (bk / nrb) * 4u;
+    ${rowRows}
+    let kin = ${R4.map((i) => `base_kind(rr${i} / NW) == 0u`).join(" || ")};
+    let ks0 = u.hasS0 != 0u && (${R4.map((i) => `base_kind(rr${i} / NW) == 1u`).join(" || ")});
+    ${tile4("bi", "select(0u, DV, kin)", "cw[u.DR + gr${r} + k]", "cw[bin + min(q0 + ${c}u, DK - 1u) * DV + k]")}
+    ${tile4("bs", "select(0u, DV, ks0)", "cw[u.DR + gr${r} + k]", "s0[sbase + min(q0 + ${c}u, DK - 1u) * DV + k]")}
+    ${
+    tile4Each((r, c) =>
+      `{
+      let jr = jr0 + ${r}u;
+      let q = q0 + ${c}u;
+      if (jr < RPW && q < DK) {
+        let row = rb + jr;
+        var xb = 0.0;
+        if (rok(a, len, row)) {
+          let t = row / NW;
+          let kind = base_kind(t);
+          let fromS0 = kind == 1u;
+          var bd = 0.0;
+          if (kind == 0u || (fromS0 && u.hasS0 != 0u)) { bd = select(bi${r}${c}, bs${r}${c}, fromS0); }
+          xb = xp(bh, rpair(a, row), q) * bd;
+          let kx = u.DXR + grow(bh, a, row) * DK + q;
+          cw[kx] = cw[kx] + acc[jr * DK + q] - cga[t] * exp(cpp[t]) * bd;
+        }
+        acc[jr * DK + q] = xb;
+      }
+    }`
+    )
+  }
+  }
+  // dR_r.y_j per row
+  for (var jr = lid; jr < RPW; jr += WG) {
+    let row = rb + jr;
+    var db = 0.0;
+    if (rok(a, len, row)) {
+      let gr = grow(bh, a, row) * DV;
+      let j = rpair(a, row);
+      for (var c = 0u; c < DV; c++) { db += cw[u.DR + gr + c] * yp(bh, j, c); }
+    }
+    rdb[jr] = db;
   }
   workgroupBarrier();
-  let bin = u.SIN + cb * DK * DV;
-  for (var k = lid; k < RPW * DK; k += WG) {
-    let jr = k / DK;
-    let q = k % DK;
-    let r = rb + jr;
-    var xb = 0.0;
-    if (rok(a, len, r)) {
-      let t = r / NW;
-      let j = rpair(a, r);
-      let gr = grow(bh, a, r);
-      var v = 0.0;
-      for (var r2 = 0u; r2 < len * NW; r2++) {
-        let f = scx[jr * CW + r2];
-        if (f != 0.0) { v += f * xp(bh, rpair(a, r2), q); }
-      }
-      // the right-hand side's -g_t exp(Pp_t) base_t^T x_j
-      let bk = base_kind(t);
-      let fromS0 = bk == 1u;
-      var bd = 0.0;
-      if (bk == 0u || (fromS0 && u.hasS0 != 0u)) {
-        let sb = select(bin, bh * DK * DV, fromS0);
-        for (var c = 0u; c < DV; c++) {
-          let kq = sb + q * DV + c;
-          bd += select(cw[kq], s0[kq], fromS0) * cw[u.DR + gr * DV + c];
-        }
-      }
-      v -= cga[t] * exp(cpp[t]) * bd;
-      xb = xp(bh, j, q) * bd;
-      cw[u.DXR + gr * DK + q] = cw[u.DXR + gr * DK + q] + v;
-    }
-    sxb[k] = xb;
+  for (var jr = lid; jr < RPW; jr += WG) {
+    var v = 0.0;
+    for (var q = 0u; q < DK; q++) { v += acc[jr * DK + q]; }
+    rxb[jr] = v;
   }
   workgroupBarrier();
   for (var sl = lid; sl < RP; sl += WG) {
     let t = st0 + sl;
     if (t >= len) { continue; }
-    var s1 = 0.0;
     var xbd = 0.0;
     var db = 0.0;
     for (var o = 0u; o < NW; o++) {
-      let jr = sl * NW + o;
-      let r = rb + jr;
-      if (!rok(a, len, r)) { continue; }
-      for (var r2 = 0u; r2 < t * NW; r2++) { s1 += sv1[jr * CW + r2]; }
-      for (var i = 0u; i < DK; i++) { xbd += sxb[jr * DK + i]; }
-      let gr = grow(bh, a, r);
-      let j = rpair(a, r);
-      for (var c = 0u; c < DV; c++) { db += cw[u.DR + gr * DV + c] * yp(bh, j, c); }
+      xbd += rxb[sl * NW + o];
+      db += rdb[sl * NW + o];
     }
     let ex = exp(cpp[t]);
     let k = bh * u.T + a + t;
-    cw[u.DAS + k] = s1 - ex * xbd;
+    cw[u.DAS + k] = s1[sl] - ex * xbd;
     cw[u.DBS + k] = db;
     cw[u.RB + k] = -cga[t] * ex * xbd;
-  }
-  for (var k = lid; k < RP * C; k += WG) {
-    let sl = k / C;
-    let t2 = k % C;
-    let t = st0 + sl;
-    if (t >= len || t2 >= len) { continue; }
-    var v = 0.0;
-    if (t2 < t) {
-      for (var o = 0u; o < NW; o++) {
-        for (var o2 = 0u; o2 < NW; o2++) { v += sv1[(sl * NW + o) * CW + t2 * NW + o2]; }
-      }
-    }
-    cw[u.YM + (cb * C + t) * C + t2] = cga[t] * v;
   }
 }`;
 }

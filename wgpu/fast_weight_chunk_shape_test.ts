@@ -6,7 +6,7 @@
 import { ruleConfig } from "../src/rules/config.ts";
 import { chunkShape } from "./fast_weight_chunk.ts";
 import { CHUNK_PASSES, chunkSharedFloats, chunkWork } from "./shaders/fast_weight_chunk.ts";
-import { SCAN_COLUMNS } from "./shaders/chunk_wgsl.ts";
+import { SCAN_COLUMNS, WINDOW_TILE_ROWS } from "./shaders/chunk_wgsl.ts";
 
 const WEBGPU_DEFAULT_SHARED = 16384;
 
@@ -76,13 +76,15 @@ Deno.test("chunkShape sizes falcon3's tiles by its W instance rows per step", ()
   const s = chunkShape(ruleConfig("falcon3"), d, 64, WEBGPU_DEFAULT_SHARED);
   const f = chunkSharedFloats(ruleConfig("falcon3"), s);
   if (Object.values(f).some((x) => x > limit)) throw new Error(`tiles overflow: ${JSON.stringify(f)}`);
-  const narrow = chunkShape(ruleConfig("falcon3", { window: 2 }), d, 64, WEBGPU_DEFAULT_SHARED);
-  if (narrow.R <= s.R || narrow.RP <= s.RP) {
-    throw new Error(
-      `window 2 tiles ${JSON.stringify(narrow)} are not larger than window 4's ${JSON.stringify(s)}`,
-    );
+  // wcols and wpairs take WINDOW_TILE_ROWS instance rows (whole steps) where the memory allows more
+  for (const window of [1, 2, 4]) {
+    const big = chunkShape(ruleConfig("falcon3", { window }), d, 64, 49152);
+    const steps = WINDOW_TILE_ROWS / window;
+    if (big.RC !== steps || big.RP !== steps) {
+      throw new Error(`window ${window}: RC = ${big.RC}, RP = ${big.RP}, expected ${steps} steps`);
+    }
   }
-  // the pair tile holds W rows x C W columns twice: window 8 at C = 64 does not fit 16 KiB
+  // the solve stages W rows x C W columns: window 8 at C = 64 does not fit 16 KiB
   let message = "";
   try {
     chunkShape(ruleConfig("falcon3", { window: 8 }), d, 64, WEBGPU_DEFAULT_SHARED);

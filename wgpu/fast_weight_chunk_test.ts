@@ -173,6 +173,19 @@ gpuTest(
   },
 );
 
+gpuTest(
+  "webgpu chunk kernels of falcon3 walk several column panels and tiles of partial 4 x 4 blocks",
+  async (gpu) => {
+    // window 4, C = 20: wpairs' panels of 16 steps (a full one, then 4 steps; the last chunk 5 steps);
+    // window 3, C = 2: 6-row tiles, 6-row panels and 4 pairs per wcols tile (none a multiple of 4)
+    for (const [window, C, T] of [[4, 20, 45], [3, 2, 13]] as const) {
+      const config = ruleConfig("falcon3", { alignment: "prefix", window });
+      const spec = { ...SHAPE, T, seed: 61 + window, packed: true, s0: true };
+      await compareChunk(gpu, config, spec, { form: "chunk", chunkSize: C }, `falcon3/W=${window}/C=${C}`);
+    }
+  },
+);
+
 for (const rule of ["falcon1a", "falcon3a", "falcon1", "falcon2", "falcon2a", "falcon3"] as const) {
   gpuTest(
     `webgpu chunk kernels of ${rule} stay finite and match with the clamp binding at every step`,

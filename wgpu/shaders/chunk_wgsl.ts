@@ -317,7 +317,7 @@ export function chunkSharedFloats(
   }
   const steps = (isSolveChunkRule(config) ? 6 : 4) * s.C;
   if (isWindowRegChunkRule(config)) {
-    // falcon3: tiles over instance rows (W per step); R rows x CW scores; wcols: RC steps of W rows
+    // falcon3: tiles over instance rows (W per step); wout/wdq: R steps' decays and pair scores; wcols: RC steps of W rows
     // (their RC + PAD pairs' q.x, the rows' dO.w and G w, the pairs' G^T x, the decays); wpairs: RP
     // steps of W rows against a panel of PS steps (two score panels, their pair sums, the dx rows)
     const nw = pad + 1;
@@ -325,7 +325,7 @@ export function chunkSharedFloats(
     const ps = windowPanelSteps(nw, s.C);
     return {
       local: steps + nw * cw,
-      rows: steps + s.R * cw,
+      rows: steps + s.R * (2 * s.C + pad),
       cols: steps + s.C + s.RC * s.C + (s.RC + pad) * (s.C + s.dv) + s.RC * nw * (s.C + s.dk + 1),
       pairs: steps + s.RP * (ps + 1) + s.RP * nw * (2 * ps * nw + ps + pad + s.dk + 2),
     };
@@ -412,7 +412,8 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "wgram":
       return BH * nck * Math.ceil((s.C + pad) ** 2 / CHUNK_WG);
     case "wtrans":
-      return BH * nck * Math.ceil((s.dk * (s.dk + s.dv)) / CHUNK_WG);
+    case "trans":
+      return BH * nck * transTiles(s.dk, s.dv);
     case "wwfix":
       return flat(BH * T * (pad + 1) * s.dv);
     case "wout":
@@ -446,8 +447,6 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
       return BH * nck * stateTiles(s.dk, s.dv);
     case "amat":
       return BH * nck * amatTiles(s.C);
-    case "trans":
-      return BH * nck * transTiles(s.dk, s.dv);
     case "out":
     case "dq":
       return BH * nck * Math.ceil(s.C / s.R);

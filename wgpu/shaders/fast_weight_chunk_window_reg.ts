@@ -20,13 +20,16 @@
  * `wgram` (per `(b, h, chunk, 64 entries)`: the Gram matrix `KP` of the chunk's pairs and the `W-1`
  * before it, from which `A` is formed where it is read: `(C + W - 1)^2` dot products instead of
  * `(C W)^2`, and no `C W x C W` matrix in memory), `wsolve` (per `(b, h, chunk)`, one invocation per
- * column of `U0 | V`, forward substitution step by step), `wtrans` (`K`, `Bv`), the shared `dscan`
+ * column of `U0 | V`, forward substitution step by step), `wtrans` (`K`, `Bv`, 4 x 4 tiles), the shared `dscan`
  * (`S_in` of every chunk), `wwfix` (`W`), `wout` (per `(b, h, chunk, R rows)`: the outputs).
  * Backward (after recomputing the forward): the shared `uv`; `wcolsq` (the readout's `dW`: `QD`);
  * `wlnk` (`L_n = U_n - V^T Qd`); the shared reverse scan `rscan2`; `wcols` (per `(b, h, chunk, RC
  * steps)`: every instance row's `dW` and readout/exit `dx`, the decay weights `DMM`, `EXJ`);
  * `wsolvet` (`dR = (I + A)^-T dW`); `wdq`; `wpairs` (per `(b, h, chunk, RP steps)`: what `A` and `R`
- * feed: `dx`, `da + db` (`DAS`, `DBS`), the decay shares `YM`, `RB`); the shared `coefd`, `coefd2`
+ * feed: `dx`, `da + db` (`DAS`, `DBS`), the decay shares `YM`, `RB`; the chunk's columns in panels of
+ * `windowPanelSteps` steps); `wcols`, `wcolsq` and `wpairs` compute their products as 4 x 4 register
+ * tiles (`tile4`), about `WINDOW_TILE_ROWS` instance rows per workgroup, and what depends on a row only
+ * through its pair (`q.x`, `G^T x`, the `x` sums of `dx`) per pair; the shared `coefd`, `coefd2`
  * (`d log gamma`, then `coef_back`), `ws0part` and the shared `s0sum` (`dS0`); `wgather` (per pair
  * and element: `dx_j`, `dy_j` summed over the instance rows of pair `j`, and the statistic's gradient
  * `d mu_s / d x_j = 2 u_o (X_s u) / n_s` through the top eigenvector `u` of step `s = j + o`).
@@ -51,6 +54,7 @@ import {
   prelude,
   tile4,
   tile4Each,
+  transTiles,
   WINDOW_REG_PASSES,
   windowPanelSteps,
 } from "./chunk_wgsl.ts";
@@ -129,31 +133,57 @@ ${chunkEntry(`${Math.ceil((s.C + nw - 1) ** 2 / 64)}u`)}
     case "wtrans":
       return steps + `
 var<workgroup> ge: array<f32, C>;
-${chunkEntry(`${Math.ceil((s.dk * (s.dk + s.dv)) / 64)}u`)}
+${chunkEntry(`${transTiles(s.dk, s.dv)}u`)}
   for (var k = lid; k < len; k += WG) { ge[k] = gam(len - 1u, k); }
   workgroupBarrier();
-  let e = tile * WG + lid;
   let dec = exp(cp[len - 1u]);
   let bk = base_kind(len - 1u);
   let nr = len * NW;
-  if (e < DK * DK) {
-    let i = e / DK;
-    let i2 = e % DK;
-    var v = select(0.0, dec, bk == 0u && i == i2);
-    for (var r = 0u; r < nr; r++) {
-      if (rok(a, len, r)) { v -= ge[r / NW] * xp(bh, rpair(a, r), i) * cw[u.VV + grow(bh, a, r) * DK + i2]; }
-    }
-    cw[u.KM + ((bh * nck() + n) * DK + i) * DK + i2] = v;
-  } else if (e < DK * (DK + DV)) {
-    let e2 = e - DK * DK;
-    let i = e2 / DV;
-    let c = e2 % DV;
-    var v = 0.0;
-    if (bk == 1u && u.hasS0 != 0u) { v = dec * s0[(bh * DK + i) * DV + c]; }
-    for (var r = 0u; r < nr; r++) {
-      if (rok(a, len, r)) { v += ge[r / NW] * xp(bh, rpair(a, r), i) * cw[u.U0 + grow(bh, a, r) * DV + c]; }
-    }
-    cw[u.DS + ((bh * nck() + n) * DK + i) * DV + c] = v;
+  let cb = bh * nck() + n;
+  // 4 x 4 blocks per invocation, first of K [Dk, Dk], then of Bv [Dk, Dv], summed over the chunk's
+  // instance rows (the rows that are not real pairs hold V = U0 = 0)
+  let blk = tile * WG + lid;
+  let nb = (DK + 3u) / 4u;
+  let nkm = nb * nb;
+  if (blk < nkm) {
+    let i0 = (blk / nb) * 4u;
+    let i20 = (blk % nb) * 4u;
+    ${
+        tile4(
+          "e",
+          "nr",
+          "xp(bh, rpair(a, k), min(i0 + ${r}u, DK - 1u))",
+          "cw[u.VV + grow(bh, a, k) * DK + min(i20 + ${c}u, DK - 1u)]",
+          "ge[k / NW]",
+        )
+      }
+    ${
+        tile4Each((r, c) =>
+          `if (i0 + ${r}u < DK && i20 + ${c}u < DK) { cw[u.KM + (cb * DK + i0 + ${r}u) * DK + i20 + ${c}u] = select(0.0, dec, bk == 0u && i0 + ${r}u == i20 + ${c}u) - e${r}${c}; }`
+        )
+      }
+  } else if (blk < nkm + nb * ((DV + 3u) / 4u)) {
+    let nc = (DV + 3u) / 4u;
+    let i0 = ((blk - nkm) / nc) * 4u;
+    let c0 = ((blk - nkm) % nc) * 4u;
+    ${
+        tile4(
+          "e",
+          "nr",
+          "xp(bh, rpair(a, k), min(i0 + ${r}u, DK - 1u))",
+          "cw[u.U0 + grow(bh, a, k) * DV + min(c0 + ${c}u, DV - 1u)]",
+          "ge[k / NW]",
+        )
+      }
+    ${
+        tile4Each((r, c) =>
+          `if (i0 + ${r}u < DK && c0 + ${c}u < DV) {
+      var v = 0.0;
+      if (bk == 1u && u.hasS0 != 0u) { v = dec * s0[(bh * DK + i0 + ${r}u) * DV + c0 + ${c}u]; }
+      cw[u.DS + (cb * DK + i0 + ${r}u) * DV + c0 + ${c}u] = v + e${r}${c};
+    }`
+        )
+      }
   }
 }`;
     case "wwfix":
@@ -353,71 +383,131 @@ ${chunkEntry("1u")}
 /**
  * `wout`: `o_t = exp(P_t) base_t^T q_t + sum_r (Gam[t, t_r] q_t.x_r) w_r`;
  * `wdq`: `dq_t = exp(P_t) base_t dO_t + sum_r (Gam[t, t_r] dO_t.w_r) x_r` (its base part into `DQB`).
+ * Per workgroup `R` steps; every product is a 4 x 4 register tile. The scores live per tile row and
+ * PAIR (`sp`, `CP` of them): `wout`'s `q_t.x_j` depends on a row only through its pair, and `wdq`
+ * sums its row scores `Gam dO_t.w_r` over the `W` rows of each pair before the product with `x_j`.
  */
 function rowsKernel(pass: "wout" | "wdq", s: ChunkShape, nw: number): string {
   const fwd = pass === "wout";
-  const dout = "dout[((b * u.T + t) * H + h) * DV";
+  const NC = fwd ? "DV" : "DK";
+  const doutAt = "dout[((b * u.T + t${r}) * H + h) * DV";
+  const steps4 = lets4("t", (i) => `a + min(r0 + tr0 + ${i}u, len - 1u)`);
+  const rows4 = lets4("ro", (i) => `min(tr0 + ${i}u, R - 1u)`);
+  const scores = fwd
+    ? `${lets4("jx", (i) => `j0 + i32(min(jj0 + ${i}u, len + PAD - 1u))`)}
+    ${tile4("e", "DK", "qn(bh, t${r}, k)", "xp(bh, jx${c}, k)")}`
+    : `${tile4Each((r, c) => `var e${r}${c} = 0.0;`)}
+    // the W rows (j + o, o) of pair j: step ts = pair column + o - PAD of the chunk
+    for (var o = 0u; o < NW; o++) {
+      ${lets4("ts", (i) => `i32(jj0 + ${i}u + o) - i32(PAD)`)}
+      ${lets4("sc", (i) => `u32(clamp(ts${i}, 0, i32(len) - 1))`)}
+      ${lets4("gw", (i) => `grow(bh, a, sc${i} * NW + o) * DV`)}
+      ${tile4("p", "DV", `${doutAt} + k]`, "cw[u.WW + gw${c} + k]")}
+      ${
+      tile4Each((r, c) =>
+        `e${r}${c} += select(0.0, gm[ro${r} * C + sc${c}] * p${r}${c}, ts${c} >= 0 && ts${c} < i32(len));`
+      )
+    }
+    }`;
+  const product = fwd
+    ? tile4(
+      "ea",
+      "min(len, r0 + R) * NW",
+      "sp[ro${r} * CP + k / NW + PAD - k % NW] * gm[ro${r} * C + k / NW]",
+      "cw[u.WW + grow(bh, a, k) * DV + min(cl0 + ${c}u, DV - 1u)]",
+    )
+    : tile4(
+      "ea",
+      "min(CP, len + PAD)",
+      "sp[ro${r} * CP + k]",
+      "xp(bh, j0 + i32(k), min(cl0 + ${c}u, DK - 1u))",
+    );
+  const inter = fwd
+    ? tile4(
+      "ei",
+      "select(0u, DK, kin)",
+      "qn(bh, t${r}, k)",
+      "cw[base + k * DV + min(cl0 + ${c}u, DV - 1u)]",
+    ) +
+      "\n    " +
+      tile4(
+        "es",
+        "select(0u, DK, ks0)",
+        "qn(bh, t${r}, k)",
+        "s0[bh * DK * DV + k * DV + min(cl0 + ${c}u, DV - 1u)]",
+      )
+    : tile4("ei", "select(0u, DV, kin)", `${doutAt} + k]`, "cw[base + min(cl0 + ${c}u, DK - 1u) * DV + k]") +
+      "\n    " +
+      tile4(
+        "es",
+        "select(0u, DV, ks0)",
+        `${doutAt} + k]`,
+        "s0[bh * DK * DV + min(cl0 + ${c}u, DK - 1u) * DV + k]",
+      );
   return `
-var<workgroup> sc: array<f32, ${s.R * s.C * nw}>;
+var<workgroup> gm: array<f32, ${s.R * s.C}>; // Gam[t, t'] for the tile's steps t
+var<workgroup> sp: array<f32, ${s.R * (s.C + nw - 1)}>; // per tile step and pair
 ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
   let h = bh % H;
   let r0 = tile * R;
-  // scores of the tile's rows against the chunk's instance rows
-  for (var k = lid; k < R * CW; k += WG) {
-    let tr = k / CW;
-    let r2 = k % CW;
-    let tt = r0 + tr;
+  if (r0 >= len) { return; }
+  let j0 = i32(a) - i32(PAD);
+  for (var k = lid; k < R * C; k += WG) {
+    let tt = r0 + k / C;
+    let t2 = k % C;
     var v = 0.0;
-    if (tt < len && r2 / NW <= tt && rok(a, len, r2)) {
-      let m = gam(tt, r2 / NW);
-      if (m != 0.0) {
-        let t = a + tt;
-        var d = 0.0;
-        ${
-    fwd
-      ? "let j = rpair(a, r2);\n        for (var i = 0u; i < DK; i++) { d += qn(bh, t, i) * xp(bh, j, i); }"
-      : "let gr = grow(bh, a, r2);\n        for (var c = 0u; c < DV; c++) { d += " + dout +
-        " + c] * cw[u.WW + gr * DV + c]; }"
+    if (tt < len && t2 <= tt && cseg[t2] == cseg[tt]) { v = exp(cp[tt] - cp[t2]); }
+    gm[k] = v;
   }
-        v = m * d;
-      }
-    }
-    sc[k] = v;
+  ${fwd ? "" : "workgroupBarrier();"}
+  // scores, 4 steps x 4 pairs per invocation
+  for (var bk = lid; bk < ((R + 3u) / 4u) * ((CP + 3u) / 4u); bk += WG) {
+    let jj0 = (bk % ((CP + 3u) / 4u)) * 4u;
+    let tr0 = (bk / ((CP + 3u) / 4u)) * 4u;
+    ${steps4}
+    ${rows4}
+    ${scores}
+    ${
+    tile4Each((r, c) =>
+      `if (tr0 + ${r}u < R && jj0 + ${c}u < CP) { sp[(tr0 + ${r}u) * CP + jj0 + ${c}u] = e${r}${c}; }`
+    )
+  }
   }
   workgroupBarrier();
   let base = u.SIN + (bh * nck() + n) * DK * DV;
-  for (var k = lid; k < R * ${fwd ? "DV" : "DK"}; k += WG) {
-    let tr = k / ${fwd ? "DV" : "DK"};
-    let col = k % ${fwd ? "DV" : "DK"};
-    let tt = r0 + tr;
-    if (tt >= len) { continue; }
-    let t = a + tt;
-    let bk = base_kind(tt);
-    let fromS0 = bk == 1u;
-    var inter = 0.0;
-    if (bk == 0u || (fromS0 && u.hasS0 != 0u)) {
-      let sb = select(base, bh * DK * DV, fromS0);
-      ${
-    fwd
-      ? `for (var i = 0u; i < DK; i++) {
-        let k2 = sb + i * DV + col;
-        inter += qn(bh, t, i) * select(cw[k2], s0[k2], fromS0);
-      }`
-      : `for (var c = 0u; c < DV; c++) {
-        let k2 = sb + col * DV + c;
-        inter += ${dout} + c] * select(cw[k2], s0[k2], fromS0);
-      }`
-  }
-    }
-    var acc = exp(cp[tt]) * inter;
-    ${fwd ? "" : "cw[u.DQB + (bh * u.T + t) * DK + col] = acc;"}
-    for (var r2 = 0u; r2 < (tt + 1u) * NW; r2++) {
-      let v = sc[tr * CW + r2];
-      if (v != 0.0) {
-        acc += v * ${fwd ? "cw[u.WW + grow(bh, a, r2) * DV + col]" : "xp(bh, rpair(a, r2), col)"};
+  // 4 steps x 4 columns per invocation: the inter-chunk part against the bases the steps take (S_in,
+  // S0), then the intra-chunk part from the scores
+  for (var bk = lid; bk < ((R + 3u) / 4u) * ((${NC} + 3u) / 4u); bk += WG) {
+    let cl0 = (bk % ((${NC} + 3u) / 4u)) * 4u;
+    let tr0 = (bk / ((${NC} + 3u) / 4u)) * 4u;
+    ${steps4}
+    ${rows4}
+    let kin = ${[0, 1, 2, 3].map((i) => `base_kind(t${i} - a) == 0u`).join(" || ")};
+    let ks0 = u.hasS0 != 0u && (${[0, 1, 2, 3].map((i) => `base_kind(t${i} - a) == 1u`).join(" || ")});
+    ${inter}
+    ${product}
+    ${
+    tile4Each((r, c) =>
+      `{
+      let tt = r0 + tr0 + ${r}u;
+      let col = cl0 + ${c}u;
+      if (tr0 + ${r}u < R && col < ${NC} && tt < len) {
+        let t = a + tt;
+        let kind = base_kind(tt);
+        let fromS0 = kind == 1u;
+        var inter = 0.0;
+        if (kind == 0u || (fromS0 && u.hasS0 != 0u)) { inter = select(ei${r}${c}, es${r}${c}, fromS0); }
+        let acc = exp(cp[tt]) * inter;
+        ${
+        fwd
+          ? "out[((b * u.T + t) * H + h) * DV + col] = acc + ea" + `${r}${c};`
+          : "cw[u.DQB + (bh * u.T + t) * DK + col] = acc;\n        out[(bh * u.T + t) * DK + col] = acc + ea" +
+            `${r}${c};`
       }
-    }
-    ${fwd ? "out[((b * u.T + t) * H + h) * DV + col] = acc;" : "out[(bh * u.T + t) * DK + col] = acc;"}
+      }
+    }`
+    )
+  }
   }
 }`;
 }
@@ -457,7 +547,9 @@ function colsKernel(exit: boolean, s: ChunkShape, nw: number): string {
       ${stepCols}
       ${tile4("qx", "DK", "xp(bh, pj${r}, k)", "qn(bh, tq${c}, k)")}
       ${
-    tile4Each((r, c) => `if (p0 + ${r}u < NPC && tb0 + ${c}u < C) { sq[(p0 + ${r}u) * C + tb0 + ${c}u] = qx${r}${c}; }`)
+    tile4Each((r, c) =>
+      `if (p0 + ${r}u < NPC && tb0 + ${c}u < C) { sq[(p0 + ${r}u) * C + tb0 + ${c}u] = qx${r}${c}; }`
+    )
   }
     }`;
   const gxLoop = `else {
@@ -496,14 +588,15 @@ function colsKernel(exit: boolean, s: ChunkShape, nw: number): string {
     }
   }`;
   // the gradient rows: sum over the chunk's steps t of (decay x score)[row, t] times a row of q or dO
-  const grad = (N: string, score: string, b: string, store: string) => `for (var bk = lid; bk < nrb * ((${N} + 3u) / 4u); bk += WG) {
+  const grad = (N: string, score: string, b: string, store: string) =>
+    `for (var bk = lid; bk < nrb * ((${N} + 3u) / 4u); bk += WG) {
     let jr0 = (bk % nrb) * 4u;
     let o0 = (bk / nrb) * 4u;
     ${rowWeights}
     ${tile4("e", "len", `${score} * gm[gq\${r} + k]`, b)}
     ${
-    tile4Each((r, c) =>
-      `{
+      tile4Each((r, c) =>
+        `{
       let jr = jr0 + ${r}u;
       let o = o0 + ${c}u;
       let row = rb + jr;
@@ -512,8 +605,8 @@ function colsKernel(exit: boolean, s: ChunkShape, nw: number): string {
         ${store.replaceAll("${r}", `${r}`).replaceAll("${c}", `${c}`)}
       }
     }`
-    )
-  }
+      )
+    }
   }`;
   return `
 const RCW = ${rows}u;
@@ -552,7 +645,9 @@ ${chunkEntry(`${Math.ceil(s.C / s.RC)}u`)}
     gm[k] = v;
   }
   ${exit ? "for (var k = lid; k < len; k += WG) { ge[k] = gam(len - 1u, k); }" : ""}
-  // per pair: q_t.x_j (4 pairs x 4 steps per invocation)${exit ? " and G^T x_j (4 pairs x 4 value columns)" : ""}
+  // per pair: q_t.x_j (4 pairs x 4 steps per invocation)${
+    exit ? " and G^T x_j (4 pairs x 4 value columns)" : ""
+  }
   for (var bk = lid; bk < nqb${exit ? " + npb * ((DV + 3u) / 4u)" : ""}; bk += WG) {
     ${qxLoop}${exit ? ` ${gxLoop}` : ""}
   }
@@ -683,28 +778,21 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
       let above = rc3 / NW > rr0 / NW;
       ${tile4("lo", "select(0u, DV, below)", "cw[u.DR + gr${r} + k]", "cw[u.WW + gc${c} + k]")}
       ${tile4("hi", "select(0u, DV, above)", "cw[u.WW + gr${r} + k]", "cw[u.DR + gc${c} + k]")}
+      // per row and column: kept (a real row of the tile or panel), step, segment
+      ${lets4("okr", (i) => `jr0 + ${i}u < RPW && rb + jr0 + ${i}u < nrow && rok(a, len, rr${i})`)}
+      ${lets4("okc", (i) => `cl0 + ${i}u < PW && pr0 + cl0 + ${i}u < nrow && rok(a, len, rc${i})`)}
+      ${lets4("tr", (i) => `rr${i} / NW`)}
+      ${lets4("tc", (i) => `rc${i} / NW`)}
       ${
     tile4Each((r, c) =>
-      `{
-      let jr = jr0 + ${r}u;
-      let cl = cl0 + ${c}u;
-      if (jr < RPW && cl < PW) {
-        let row = rb + jr;
-        let col = pr0 + cl;
-        let t = row / NW;
-        let t2 = col / NW;
-        var f = 0.0;
-        var v1 = 0.0;
-        if (t != t2 && rok(a, len, row) && rok(a, len, col) && cseg[t] == cseg[t2]) {
-          let lower = t2 < t;
-          let tl = max(t, t2);
-          let dw = select(hi${r}${c}, lo${r}${c}, lower) * exp(cpp[tl] - cp[min(t, t2)]);
-          f = -dw * cga[tl];
-          if (lower) { v1 = -dw * xx(bh, n, row, col); }
-        }
-        sf[jr * PW + cl] = f;
-        sv[jr * PW + cl] = v1;
-      }
+      `if (jr0 + ${r}u < RPW && cl0 + ${c}u < PW) {
+      let lower = tc${c} < tr${r};
+      let tl = max(tr${r}, tc${c});
+      let keep = okr${r} && okc${c} && tr${r} != tc${c} && cseg[tr${r}] == cseg[tc${c}];
+      let dw = select(0.0, select(hi${r}${c}, lo${r}${c}, lower) * exp(cpp[tl] - cp[min(tr${r}, tc${c})]), keep);
+      let e = (jr0 + ${r}u) * PW + cl0 + ${c}u;
+      sf[e] = -dw * cga[tl];
+      sv[e] = select(0.0, -dw * xx(bh, n, rr${r}, rc${c}), lower);
     }`
     )
   }
@@ -745,7 +833,14 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
     for (var bk = lid; bk < nrb * nqb; bk += WG) {
       let jr0 = (bk % nrb) * 4u;
       let q0 = (bk / nrb) * 4u;
-      ${tile4("px", "np", "sfp[min(jr0 + ${r}u, RPW - 1u) * NPP + k]", "xp(bh, pj + i32(k), min(q0 + ${c}u, DK - 1u))")}
+      ${
+    tile4(
+      "px",
+      "np",
+      "sfp[min(jr0 + ${r}u, RPW - 1u) * NPP + k]",
+      "xp(bh, pj + i32(k), min(q0 + ${c}u, DK - 1u))",
+    )
+  }
       ${
     tile4Each((r, c) =>
       `if (jr0 + ${r}u < RPW && q0 + ${c}u < DK) { acc[(jr0 + ${r}u) * DK + q0 + ${c}u] += px${r}${c}; }`
@@ -763,28 +858,33 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
     ${rowRows}
     let kin = ${R4.map((i) => `base_kind(rr${i} / NW) == 0u`).join(" || ")};
     let ks0 = u.hasS0 != 0u && (${R4.map((i) => `base_kind(rr${i} / NW) == 1u`).join(" || ")});
-    ${tile4("bi", "select(0u, DV, kin)", "cw[u.DR + gr${r} + k]", "cw[bin + min(q0 + ${c}u, DK - 1u) * DV + k]")}
-    ${tile4("bs", "select(0u, DV, ks0)", "cw[u.DR + gr${r} + k]", "s0[sbase + min(q0 + ${c}u, DK - 1u) * DV + k]")}
+    ${
+    tile4("bi", "select(0u, DV, kin)", "cw[u.DR + gr${r} + k]", "cw[bin + min(q0 + ${c}u, DK - 1u) * DV + k]")
+  }
+    ${
+    tile4(
+      "bs",
+      "select(0u, DV, ks0)",
+      "cw[u.DR + gr${r} + k]",
+      "s0[sbase + min(q0 + ${c}u, DK - 1u) * DV + k]",
+    )
+  }
+    // per row: kept, the base's factor -g_t exp(Pp_t), which base (S_in, S0 or none) and the pair
+    ${lets4("okr", (i) => `jr0 + ${i}u < RPW && rb + jr0 + ${i}u < nrow && rok(a, len, rr${i})`)}
+    ${lets4("kr", (i) => `base_kind(rr${i} / NW)`)}
+    ${lets4("fr", (i) => `-cga[rr${i} / NW] * exp(cpp[rr${i} / NW])`)}
+    ${lets4("jp", (i) => `rpair(a, rr${i})`)}
     ${
     tile4Each((r, c) =>
-      `{
-      let jr = jr0 + ${r}u;
+      `if (jr0 + ${r}u < RPW && q0 + ${c}u < DK) {
       let q = q0 + ${c}u;
-      if (jr < RPW && q < DK) {
-        let row = rb + jr;
-        var xb = 0.0;
-        if (rok(a, len, row)) {
-          let t = row / NW;
-          let kind = base_kind(t);
-          let fromS0 = kind == 1u;
-          var bd = 0.0;
-          if (kind == 0u || (fromS0 && u.hasS0 != 0u)) { bd = select(bi${r}${c}, bs${r}${c}, fromS0); }
-          xb = xp(bh, rpair(a, row), q) * bd;
-          let kx = u.DXR + grow(bh, a, row) * DK + q;
-          cw[kx] = cw[kx] + acc[jr * DK + q] - cga[t] * exp(cpp[t]) * bd;
-        }
-        acc[jr * DK + q] = xb;
+      let e = (jr0 + ${r}u) * DK + q;
+      let bd = select(select(0.0, bs${r}${c}, kr${r} == 1u && u.hasS0 != 0u), bi${r}${c}, kr${r} == 0u);
+      if (okr${r}) {
+        let kx = u.DXR + grow(bh, a, rr${r}) * DK + q;
+        cw[kx] = cw[kx] + acc[e] + fr${r} * bd;
       }
+      acc[e] = select(0.0, xp(bh, jp${r}, q) * bd, okr${r});
     }`
     )
   }

@@ -174,14 +174,23 @@ gpuTest(
 );
 
 gpuTest(
-  "webgpu chunk kernels of falcon3 walk several column panels and tiles of partial 4 x 4 blocks",
+  "webgpu chunk kernels of falcon3 walk several column panels, partial 4 x 4 blocks and solve workgroups",
   async (gpu) => {
     // window 4, C = 20: wpairs' panels of 16 steps (a full one, then 4 steps; the last chunk 5 steps);
-    // window 3, C = 2: 6-row tiles, 6-row panels and 4 pairs per wcols tile (none a multiple of 4)
-    for (const [window, C, T] of [[4, 20, 45], [3, 2, 13]] as const) {
+    // window 3, C = 2: 6-row tiles, 6-row panels and 4 pairs per wcols tile (none a multiple of 4);
+    // Dk + Dv = 73: wsolve's columns over two workgroups per chunk (the second one partial)
+    for (
+      const [window, C, T, dk, dv] of [[4, 20, 45, 5, 3], [3, 2, 13, 5, 3], [2, 5, 13, 40, 33]] as const
+    ) {
       const config = ruleConfig("falcon3", { alignment: "prefix", window });
-      const spec = { ...SHAPE, T, seed: 61 + window, packed: true, s0: true };
-      await compareChunk(gpu, config, spec, { form: "chunk", chunkSize: C }, `falcon3/W=${window}/C=${C}`);
+      const spec = { ...SHAPE, T, dk, dv, seed: 61 + window, packed: true, s0: true };
+      await compareChunk(
+        gpu,
+        config,
+        spec,
+        { form: "chunk", chunkSize: C },
+        `falcon3/W=${window}/C=${C}/Dk=${dk}`,
+      );
     }
   },
 );

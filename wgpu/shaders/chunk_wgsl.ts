@@ -406,9 +406,10 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "ccoef":
     case "solve":
     case "solvet":
-    case "wsolve":
     case "wsolvet":
       return BH * nck;
+    case "wsolve":
+      return BH * nck * Math.ceil((s.dk + s.dv) / CHUNK_WG);
     case "wgram":
       return BH * nck * Math.ceil((s.C + pad) ** 2 / CHUNK_WG);
     case "wtrans":

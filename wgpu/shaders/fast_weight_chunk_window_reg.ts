@@ -19,7 +19,7 @@
  * Kernels (`fastweight_chunk_<pass>_f32`): forward `coef` (shared: also the top eigenvector, `EIG`),
  * `wgram` (per `(b, h, chunk, 64 entries)`: the Gram matrix `KP` of the chunk's pairs and the `W-1`
  * before it, from which `A` is formed where it is read: `(C + W - 1)^2` dot products instead of
- * `(C W)^2`, and no `C W x C W` matrix in memory), `wsolve` (per `(b, h, chunk)`, one invocation per
+ * `(C W)^2`, and no `C W x C W` matrix in memory), `wsolve` (per `(b, h, chunk, 64 columns)`, one invocation per
  * column of `U0 | V`, forward substitution step by step), `wtrans` (`K`, `Bv`, 4 x 4 tiles), the shared `dscan`
  * (`S_in` of every chunk), `wwfix` (`W`), `wout` (per `(b, h, chunk, R rows)`: the outputs).
  * Backward (after recomputing the forward): the shared `uv`; `wcolsq` (the readout's `dW`: `QD`);
@@ -46,6 +46,7 @@ import type { RuleConfig } from "../../src/rules/config.ts";
 import type { HeadConstants } from "./fast_weight_coef.ts";
 import { windowSlots } from "./fast_weight_recurrent.ts";
 import {
+  CHUNK_WG,
   chunkEntry,
   type ChunkPass,
   type ChunkShape,
@@ -129,7 +130,7 @@ ${chunkEntry(`${Math.ceil((s.C + nw - 1) ** 2 / 64)}u`)}
   }
 }`;
     case "wsolve":
-      return steps + solveKernel(nw);
+      return steps + solveKernel(nw, s);
     case "wtrans":
       return steps + `
 var<workgroup> ge: array<f32, C>;
@@ -290,13 +291,15 @@ function unroll(n: number, f: (o: number) => string, sep = "\n"): string {
 /**
  * `wsolve`: `(I + A) [U0 | V] = [R_y | R_x]` by forward substitution, one step (its `W` rows, which do
  * not see each other) at a time: the step's rows of `A` are staged in workgroup memory, and every
- * invocation owns columns of `U0 | V`, so each earlier row it reads serves the step's `W` rows.
+ * invocation owns a column of `U0 | V`, so each earlier row it reads serves the step's `W` rows. The
+ * `Dv + Dk` columns spread over `ceil((Dv + Dk) / 64)` workgroups per chunk (each stages `A` itself):
+ * one column per invocation, not a serial walk over several.
  */
-function solveKernel(nw: number): string {
+function solveKernel(nw: number, s: ChunkShape): string {
   const rows = (body: (o: number) => string) => unroll(nw, body, "\n        ");
   return `
 var<workgroup> arow: array<f32, NW * CW>;
-${chunkEntry("1u")}
+${chunkEntry(`${Math.ceil((s.dv + s.dk) / CHUNK_WG)}u`)}
   for (var t = 0u; t < len; t++) {
     let r0 = t * NW;
     workgroupBarrier();
@@ -315,7 +318,7 @@ ${chunkEntry("1u")}
       "\n    ",
     )
   }
-    for (var col = lid; col < DV + DK; col += WG) {
+    for (var col = tile * WG + lid; col < min(DV + DK, tile * WG + WG); col += WG) {
       ${unroll(nw, (o) => `var v${o} = 0.0;`, "\n      ")}
       if (col < DV) {
         ${

@@ -149,6 +149,11 @@ export function batchSlicedOps(rt: GpuRuntime, ops: FastWeightOps, sliceRows: Sl
       const [B, T] = inputs.q.shape;
       const rows = sliceRows(config, inputs, options, true);
       if (rows >= B) return ops.fastWeightBackward(config, inputs, dO, options);
+      // checked here, not per slice, so that the error names the call's shapes
+      const want = [B, T, inputs.q.shape[2], inputs.v.shape[3]];
+      if (dO.shape.length !== 4 || dO.shape.some((d, i) => d !== want[i])) {
+        throw new RangeError(`dO has shape [${dO.shape}], expected [${want}]`);
+      }
       const names = ["dq", "dk", "dv", "dbeta", "dlambdabar", "ds0", "dCarryState"] as const;
       let result: Record<typeof names[number], GpuTensor> | null = null;
       for (const { b0, n } of batchSlices(B, rows)) {

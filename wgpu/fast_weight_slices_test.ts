@@ -101,6 +101,26 @@ gpuTest(
   },
 );
 
+gpuTest("a sliced backward names the call's shapes when dO does not match", (whole) => {
+  const config = ruleConfig("falcon1");
+  const data = randomCase(config, SPEC);
+  const ops = createFastWeightOps(whole.runtime, {
+    maxChunkWorkspaceBytes: rowBytes(config, SPEC, 0, SPEC.T, true),
+  });
+  const { inputs } = uploadCase(whole, config, SPEC, data, 0, SPEC.T);
+  const bad = whole.zeros([SPEC.B, SPEC.T, SPEC.H, SPEC.dv + 1]);
+  let message = "";
+  try {
+    ops.fastWeightBackward(config, inputs, bad, { form: "chunk", chunkSize: C });
+  } catch (e) {
+    if (!(e instanceof RangeError)) throw e;
+    message = e.message;
+  }
+  const want = `expected [${SPEC.B},${SPEC.T},${SPEC.H},${SPEC.dv}]`;
+  if (!message.includes(want)) throw new Error(`expected a RangeError with "${want}", got "${message}"`);
+  return Promise.resolve();
+});
+
 gpuTest("maxChunkWorkspaceBytes above the binding limit is a RangeError naming it", (gpu) => {
   const binding = gpu.runtime.device.limits.maxStorageBufferBindingSize;
   let message = "";

@@ -391,6 +391,21 @@ export function transTiles(dk: number, dv: number): number {
   return Math.ceil((Math.ceil(dk / 4) * (Math.ceil(dk / 4) + Math.ceil(dv / 4))) / CHUNK_WG);
 }
 
+/**
+ * Workgroups per chunk of falcon3's `wgram`: the 4 x 4 blocks on and below the diagonal of the
+ * `CP x CP` pair Gram matrix (`CP = C + pad`), one per invocation (each also stores its mirror).
+ */
+export function gramTiles(C: number, pad: number): number {
+  const nb = Math.ceil((C + pad) / 4);
+  return Math.ceil((nb * (nb + 1)) / 2 / CHUNK_WG);
+}
+
+/**
+ * Value columns per workgroup of falcon3's `wsolvet` (`CHUNK_WG / SOLVET_COLUMNS` invocations share a
+ * column, each summing a stride of the later rows).
+ */
+export const SOLVET_COLUMNS = 16;
+
 /** Number of workgroups (or, for the flat passes, invocations) a pass needs. */
 export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number, T: number): number {
   const BH = B * s.H;
@@ -406,17 +421,18 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "ccoef":
     case "solve":
     case "solvet":
-    case "wsolvet":
       return BH * nck;
+    case "wsolvet":
+      return BH * nck * Math.ceil(s.dv / SOLVET_COLUMNS);
     case "wsolve":
       return BH * nck * Math.ceil((s.dk + s.dv) / CHUNK_WG);
     case "wgram":
-      return BH * nck * Math.ceil((s.C + pad) ** 2 / CHUNK_WG);
+      return BH * nck * gramTiles(s.C, pad);
     case "wtrans":
     case "trans":
       return BH * nck * transTiles(s.dk, s.dv);
     case "wwfix":
-      return flat(BH * T * (pad + 1) * s.dv);
+      return BH * nck * stateTiles(s.C * (pad + 1), s.dv);
     case "wout":
     case "wdq":
       return BH * nck * Math.ceil(s.C / s.R);
@@ -427,7 +443,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
       return BH * nck * Math.ceil(s.C / s.RP);
     case "wlnk":
     case "ws0part":
-      return BH * nck * Math.ceil((s.dk * s.dv) / CHUNK_WG);
+      return BH * nck * stateTiles(s.dk, s.dv);
     case "wgather":
       return flat(BH * (pad + T) * (s.dk + s.dv));
     case "scan":
@@ -589,8 +605,11 @@ fn m_of(tt: u32, j: i32, a: u32) -> f32 {
 `;
 }
 
-/** Entry point header of a per-chunk pass: `bh, b, n, a, len, tile` from the flat workgroup id. */
-export function chunkEntry(tiles: string): string {
+/**
+ * Entry point header of a per-chunk pass: `bh, b, n, a, len, tile` from the flat workgroup id; with
+ * `load` (passes that declare `chunkSteps`) also the chunk's step arrays.
+ */
+export function chunkEntry(tiles: string, load = true): string {
   return `@compute @workgroup_size(${CHUNK_WG})
 fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
@@ -603,8 +622,7 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let bh = bn / nck();
   let b = bh / H;
   let a = n * C;
-  let len = min(C, u.T - a);
-  load_chunk(lid, bh, b, a, len);`;
+  let len = min(C, u.T - a);${load ? "\n  load_chunk(lid, bh, b, a, len);" : ""}`;
 }
 
 export function flatEntry(count: string): string {

@@ -52,7 +52,10 @@ import {
   type ChunkShape,
   chunkSteps,
   flatEntry,
+  gramTiles,
   prelude,
+  SOLVET_COLUMNS,
+  stateTiles,
   tile4,
   tile4Each,
   transTiles,
@@ -112,23 +115,9 @@ export function windowRegShader(
   const nw = windowSlots(config);
   const head = prelude(pass, config, s, heads) + `const CW = ${s.C * nw}u;\n` + ADDR;
   const steps = head + chunkSteps(true) + ROWS;
-  const elems = `${Math.ceil((s.dk * s.dv) / 64)}u`;
   switch (pass) {
     case "wgram":
-      return steps + `
-${chunkEntry(`${Math.ceil((s.C + nw - 1) ** 2 / 64)}u`)}
-  let e = tile * WG + lid;
-  if (e < CP * CP) {
-    let p = e / CP;
-    let p2 = e % CP;
-    let j0 = i32(a) - i32(PAD);
-    var v = 0.0;
-    if (p < len + PAD && p2 < len + PAD) {
-      for (var i = 0u; i < DK; i++) { v += xp(bh, j0 + i32(p), i) * xp(bh, j0 + i32(p2), i); }
-    }
-    cw[kpi(bh, n, p, p2)] = v;
-  }
-}`;
+      return steps + gramKernel(s, nw);
     case "wsolve":
       return steps + solveKernel(nw, s);
     case "wtrans":
@@ -189,17 +178,26 @@ ${chunkEntry(`${transTiles(s.dk, s.dv)}u`)}
 }`;
     case "wwfix":
       return head + `
-${flatEntry("u.B * H * u.T * NW * DV")}
-  let c = idx % DV;
-  let gr = idx / DV;
-  let bh = gr / (u.T * NW);
-  let t = (gr % (u.T * NW)) / NW;
-  let n = t / C;
-  var w = cw[u.U0 + idx];
-  for (var i = 0u; i < DK; i++) {
-    w -= cw[u.VV + gr * DK + i] * cw[u.SIN + ((bh * nck() + n) * DK + i) * DV + c];
+// W = U0 - VV S_in over the chunk's instance rows: 4 rows x 4 value columns per invocation
+${chunkEntry(`${stateTiles(s.C * nw, s.dv)}u`, false)}
+  let nr = len * NW;
+  let nbc = (DV + 3u) / 4u;
+  let bk = tile * WG + lid;
+  let r0 = (bk / nbc) * 4u;
+  let c0 = (bk % nbc) * 4u;
+  if (r0 < nr) {
+    let sin = u.SIN + (bh * nck() + n) * DK * DV;
+    ${lets4("gr", (i) => `grow(bh, a, min(r0 + ${i}u, nr - 1u))`)}
+    ${tile4("e", "DK", "cw[u.VV + gr${r} * DK + k]", "cw[sin + k * DV + min(c0 + ${c}u, DV - 1u)]")}
+    ${
+        tile4Each((r, c) =>
+          `if (r0 + ${r}u < nr && c0 + ${c}u < DV) {
+      let o = gr${r} * DV + c0 + ${c}u;
+      cw[u.WW + o] = cw[u.U0 + o] - e${r}${c};
+    }`
+        )
+      }
   }
-  cw[u.WW + idx] = w;
 }`;
     case "wout":
     case "wdq":
@@ -209,18 +207,17 @@ ${flatEntry("u.B * H * u.T * NW * DV")}
       return steps + colsKernel(pass === "wcols", s, nw);
     case "wlnk":
       return steps + `
-${chunkEntry(elems)}
-  let e = tile * WG + lid;
-  if (e < DK * DV) {
-    let i = e / DV;
-    let c = e % DV;
-    var v = cw[u.UV + ((bh * nck() + n) * 2u) * DK * DV + e];
-    for (var r = 0u; r < len * NW; r++) {
-      let gr = grow(bh, a, r);
-      v -= cw[u.VV + gr * DK + i] * cw[u.QD + gr * DV + c];
-    }
-    cw[u.LN + (bh * nck() + n) * DK * DV + e] = v;
-  }
+${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
+  let cb = bh * nck() + n;
+  ${
+        stateTile(
+          "len * NW",
+          "cw[u.VV + grow(bh, a, k) * DK + min(i0 + ${r}u, DK - 1u)]",
+          "cw[u.QD + grow(bh, a, k) * DV + min(c0 + ${c}u, DV - 1u)]",
+          "",
+          (e, v) => `cw[u.LN + cb * DK * DV + ${e}] = cw[u.UV + cb * 2u * DK * DV + ${e}] - ${v};`,
+        )
+      }
 }`;
     case "wsolvet":
       return steps + solveTransposedKernel(nw);
@@ -228,21 +225,23 @@ ${chunkEntry(elems)}
       return steps + pairsKernel(s, nw);
     case "ws0part":
       return steps + `
-${chunkEntry(elems)}
-  let e = tile * WG + lid;
-  if (e < DK * DV) {
-    let i = e / DV;
-    let c = e % DV;
-    var v = cw[u.UV + ((bh * nck() + n) * 2u + 1u) * DK * DV + e];
-    if (base_kind(len - 1u) == 1u) { v += exp(cp[len - 1u]) * cw[u.GB + (bh * nck() + n) * DK * DV + e]; }
-    for (var r = 0u; r < len * NW; r++) {
-      let t = r / NW;
-      if (base_kind(t) == 1u && rok(a, len, r)) {
-        v -= cga[t] * exp(cpp[t]) * xp(bh, rpair(a, r), i) * cw[u.DR + grow(bh, a, r) * DV + c];
+${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
+  let cb = bh * nck() + n;
+  let gexit = select(0.0, exp(cp[len - 1u]), base_kind(len - 1u) == 1u);
+  // only the steps of segments begun in the chunk take S0 (segment numbers never decrease): skip the rest
+  var t0 = 0u;
+  while (t0 < len && cseg[t0] == 0u) { t0++; }
+  let k0 = t0 * NW;
+  ${
+        stateTile(
+          "len * NW - k0",
+          "xp(bh, rpair(a, k0 + k), min(i0 + ${r}u, DK - 1u))",
+          "cw[u.DR + grow(bh, a, k0 + k) * DV + min(c0 + ${c}u, DV - 1u)]",
+          "select(0.0, cga[(k0 + k) / NW] * exp(cpp[(k0 + k) / NW]), base_kind((k0 + k) / NW) == 1u && rok(a, len, k0 + k))",
+          (e, v) =>
+            `cw[u.D0C + cb * DK * DV + ${e}] = cw[u.UV + (cb * 2u + 1u) * DK * DV + ${e}] + gexit * cw[u.GB + cb * DK * DV + ${e}] - ${v};`,
+        )
       }
-    }
-    cw[u.D0C + (bh * nck() + n) * DK * DV + e] = v;
-  }
 }`;
     case "wgather":
       return head + `
@@ -286,6 +285,72 @@ ${flatEntry("u.B * H * (PAD + u.T) * (DK + DV)")}
 /** `n` copies of `f(o)` joined by `sep` (the `W` rows of a step, unrolled). */
 function unroll(n: number, f: (o: number) => string, sep = "\n"): string {
   return Array.from({ length: n }, (_, o) => f(o)).join(sep);
+}
+
+/**
+ * A `Dk x Dv` state matrix as 4 x 4 register blocks, one per invocation (`stateTiles(Dk, Dv)` per chunk):
+ * `v = sum_{k < K} [w(k)] a(k, i) b(k, c)` (templates as `tile4`'s), stored by `assign(e, v)` for the
+ * block's entries inside the matrix (`e` the entry's offset in it).
+ */
+function stateTile(
+  K: string,
+  a: string,
+  b: string,
+  w: string,
+  assign: (e: string, v: string) => string,
+): string {
+  return `let bk = tile * WG + lid;
+  let nbc = (DV + 3u) / 4u;
+  if (bk < ((DK + 3u) / 4u) * nbc) {
+    let i0 = (bk / nbc) * 4u;
+    let c0 = (bk % nbc) * 4u;
+    ${tile4("e", K, a, b, w || undefined)}
+    ${
+    tile4Each((r, c) =>
+      `if (i0 + ${r}u < DK && c0 + ${c}u < DV) { ${assign(`(i0 + ${r}u) * DV + c0 + ${c}u`, `e${r}${c}`)} }`
+    )
+  }
+  }`;
+}
+
+/**
+ * `wgram`: the pair Gram matrix `KP [CP, CP]` of the chunk (pair `p` is `j = a - PAD + p`; entries of
+ * pairs past the chunk's `len + PAD` are 0). It is symmetric: the 4 x 4 blocks on and below the diagonal,
+ * one per invocation (block `k` of the triangle is row `bi` with `bi (bi + 1) / 2 <= k`, column
+ * `bj = k - bi (bi + 1) / 2`), each stored at its place and mirrored.
+ */
+function gramKernel(s: ChunkShape, nw: number): string {
+  return `
+const NGB = ${Math.ceil((s.C + nw - 1) / 4)}u;
+${chunkEntry(`${gramTiles(s.C, nw - 1)}u`)}
+  let bk = tile * WG + lid;
+  if (bk < NGB * (NGB + 1u) / 2u) {
+    // the triangle row from the float square root, corrected by one either way
+    var bi = u32((sqrt(f32(8u * bk + 1u)) - 1.0) * 0.5);
+    if (bi * (bi + 1u) / 2u > bk) { bi -= 1u; }
+    if ((bi + 1u) * (bi + 2u) / 2u <= bk) { bi += 1u; }
+    let p0 = bi * 4u;
+    let q0 = (bk - bi * (bi + 1u) / 2u) * 4u;
+    let np = len + PAD;
+    let j0 = i32(a) - i32(PAD);
+    ${lets4("jr", (i) => `j0 + i32(min(p0 + ${i}u, np - 1u))`)}
+    ${lets4("jc", (i) => `j0 + i32(min(q0 + ${i}u, np - 1u))`)}
+    ${tile4("e", "DK", "xp(bh, jr${r}, k)", "xp(bh, jc${c}, k)")}
+    ${
+    tile4Each((r, c) =>
+      `{
+      let p = p0 + ${r}u;
+      let q = q0 + ${c}u;
+      if (p < CP && q < CP) {
+        let v = select(0.0, e${r}${c}, p < np && q < np);
+        cw[kpi(bh, n, p, q)] = v;
+        cw[kpi(bh, n, q, p)] = v;
+      }
+    }`
+    )
+  }
+  }
+}`;
 }
 
 /**

@@ -419,16 +419,29 @@ ${chunkEntry(`${Math.ceil((s.dv + s.dk) / CHUNK_WG)}u`)}
 
 /**
  * `wsolvet`: `dR = (I + A)^-T dW` by back substitution, one step at a time from the last: the
- * columns of `A` under the step's rows are staged in workgroup memory; one invocation per value column.
+ * columns of `A` under the step's rows are staged in workgroup memory. `SOLVET_COLUMNS` value columns
+ * per workgroup (`ceil(Dv / SOLVET_COLUMNS)` per chunk), `SL` invocations per column: each sums every
+ * `SL`-th later row into partial sums (`part`), and the step's rows are finished from them. The rows
+ * solved at one step are read by the other invocations of their column at the next: a storage barrier
+ * orders them.
  */
 function solveTransposedKernel(nw: number): string {
+  const lanes = CHUNK_WG / SOLVET_COLUMNS;
   return `
+const SCOL = ${SOLVET_COLUMNS}u;
+const SL = ${lanes}u;
 var<workgroup> acol: array<f32, NW * CW>;
-${chunkEntry("1u")}
+var<workgroup> part: array<f32, NW * WG>; // [o, lane, column]
+${chunkEntry("(DV + SCOL - 1u) / SCOL")}
   let nr = len * NW;
+  let cl = lid % SCOL;
+  let lane = lid / SCOL;
+  let c = tile * SCOL + cl;
+  let cr = min(c, DV - 1u);
   for (var tr = i32(len) - 1; tr >= 0; tr--) {
     let r0 = u32(tr) * NW;
     let r1 = r0 + NW;
+    storageBarrier();
     workgroupBarrier();
     for (var k = lid; k < (nr - r1) * NW; k += WG) {
       let q = r1 + k / NW;
@@ -436,13 +449,21 @@ ${chunkEntry("1u")}
       acol[o * CW + q] = amat(bh, n, a, len, q, r0 + o);
     }
     workgroupBarrier();
-    for (var c = lid; c < DV; c += WG) {
-      ${unroll(nw, (o) => `var v${o} = cw[u.DW + grow(bh, a, r0 + ${o}u) * DV + c];`, "\n      ")}
-      for (var q = r1; q < nr; q++) {
-        let d = cw[u.DR + grow(bh, a, q) * DV + c];
-        ${unroll(nw, (o) => `v${o} -= acol[${o}u * CW + q] * d;`, "\n        ")}
+    ${unroll(nw, (o) => `var v${o} = 0.0;`, "\n    ")}
+    for (var q = r1 + lane; q < nr; q += SL) {
+      let d = cw[u.DR + grow(bh, a, q) * DV + cr];
+      ${unroll(nw, (o) => `v${o} -= acol[${o}u * CW + q] * d;`, "\n      ")}
+    }
+    ${unroll(nw, (o) => `part[(${o}u * SL + lane) * SCOL + cl] = v${o};`, "\n    ")}
+    workgroupBarrier();
+    // row o of the step by the invocation of lane o % SL
+    for (var o = lane; o < NW; o += SL) {
+      if (c < DV) {
+        let gr = grow(bh, a, r0 + o) * DV + c;
+        cw[u.DR + gr] = cw[u.DW + gr] + ${
+    Array.from({ length: lanes }, (_, l) => `part[(o * SL + ${l}u) * SCOL + cl]`).join(" + ")
+  };
       }
-      ${unroll(nw, (o) => `cw[u.DR + grow(bh, a, r0 + ${o}u) * DV + c] = v${o};`, "\n      ")}
     }
   }
 }`;

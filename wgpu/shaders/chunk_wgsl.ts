@@ -319,12 +319,13 @@ export function chunkSharedFloats(
   if (isWindowRegChunkRule(config)) {
     // falcon3: tiles over instance rows (W per step); wout/wdq: R steps' decays and pair scores; wcols: RC steps of W rows
     // (their RC + PAD pairs' q.x, the rows' dO.w and G w, the pairs' G^T x, the decays); wpairs: RP
-    // steps of W rows against a panel of PS steps (two score panels, their pair sums, the dx rows)
+    // steps of W rows against a panel of PS steps (two score panels, their pair sums, the dx rows);
+    // wsolve/wsolvet: W staged rows of A and the W partial sums of every invocation
     const nw = pad + 1;
     const cw = s.C * nw;
     const ps = windowPanelSteps(nw, s.C);
     return {
-      local: steps + nw * cw,
+      local: steps + nw * (cw + CHUNK_WG),
       rows: steps + s.R * (2 * s.C + pad),
       cols: steps + s.C + s.RC * s.C + (s.RC + pad) * (s.C + s.dv) + s.RC * nw * (s.C + s.dk + 1),
       pairs: steps + s.RP * (ps + 1) + s.RP * nw * (2 * ps * nw + ps + pad + s.dk + 2),

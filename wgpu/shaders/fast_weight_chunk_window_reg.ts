@@ -17,20 +17,23 @@
  * So the delta rules' passes carry over with `C W` rows instead of `C`: the solve is `W^2` times wider.
  *
  * Kernels (`fastweight_chunk_<pass>_f32`): forward `coef` (shared: also the top eigenvector, `EIG`),
- * `wgram` (per `(b, h, chunk, 64 entries)`: the Gram matrix `KP` of the chunk's pairs and the `W-1`
+ * `wgram` (per `(b, h, chunk, 64 blocks)`: the Gram matrix `KP` of the chunk's pairs and the `W-1`
  * before it, from which `A` is formed where it is read: `(C + W - 1)^2` dot products instead of
- * `(C W)^2`, and no `C W x C W` matrix in memory), `wsolve` (per `(b, h, chunk, 64 columns)`, one invocation per
- * column of `U0 | V`, forward substitution step by step), `wtrans` (`K`, `Bv`, 4 x 4 tiles), the shared `dscan`
- * (`S_in` of every chunk), `wwfix` (`W`), `wout` (per `(b, h, chunk, R rows)`: the outputs).
+ * `(C W)^2`, and no `C W x C W` matrix in memory; 4 x 4 tiles of its lower triangle, mirrored), `wsolve`
+ * (per `(b, h, chunk, 16 columns)` of `U0 | V`, 4 invocations per column, forward substitution step by
+ * step), `wtrans` (`K`, `Bv`, 4 x 4 tiles), the shared `dscan` (`S_in` of every chunk), `wwfix` (`W`,
+ * per `(b, h, chunk)`, 4 x 4 tiles of rows x value columns), `wout` (per `(b, h, chunk, R rows)`: the
+ * outputs).
  * Backward (after recomputing the forward): the shared `uv`; `wcolsq` (the readout's `dW`: `QD`);
- * `wlnk` (`L_n = U_n - V^T Qd`); the shared reverse scan `rscan2`; `wcols` (per `(b, h, chunk, RC
- * steps)`: every instance row's `dW` and readout/exit `dx`, the decay weights `DMM`, `EXJ`);
- * `wsolvet` (`dR = (I + A)^-T dW`); `wdq`; `wpairs` (per `(b, h, chunk, RP steps)`: what `A` and `R`
- * feed: `dx`, `da + db` (`DAS`, `DBS`), the decay shares `YM`, `RB`; the chunk's columns in panels of
+ * `wlnk` (`L_n = U_n - V^T Qd`, 4 x 4 tiles of the state); the shared reverse scan `rscan2`; `wcols`
+ * (per `(b, h, chunk, RC steps)`: every instance row's `dW` and readout/exit `dx`, the decay weights
+ * `DMM`, `EXJ`); `wsolvet` (`dR = (I + A)^-T dW`, per `(b, h, chunk, 16 value columns)`, 4 invocations
+ * per column); `wdq`; `wpairs` (per `(b, h, chunk, RP steps)`: what `A` and `R` feed: `dx`, `da + db` (`DAS`, `DBS`), the decay shares `YM`, `RB`; the chunk's columns in panels of
  * `windowPanelSteps` steps); `wcols`, `wcolsq` and `wpairs` compute their products as 4 x 4 register
  * tiles (`tile4`), about `WINDOW_TILE_ROWS` instance rows per workgroup, and what depends on a row only
  * through its pair (`q.x`, `G^T x`, the `x` sums of `dx`) per pair; the shared `coefd`, `coefd2`
- * (`d log gamma`, then `coef_back`), `ws0part` and the shared `s0sum` (`dS0`); `wgather` (per pair
+ * (`d log gamma`, then `coef_back`), `ws0part` (4 x 4 tiles of the state, over the rows of the chunk's
+ * segments that take `S0` only) and the shared `s0sum` (`dS0`); `wgather` (per pair
  * and element: `dx_j`, `dy_j` summed over the instance rows of pair `j`, and the statistic's gradient
  * `d mu_s / d x_j = 2 u_o (X_s u) / n_s` through the top eigenvector `u` of step `s = j + o`).
  * Workspace sections (offsets in the uniform block, `NI = W` rows per step, rows of a `(b, h)` at

@@ -178,9 +178,16 @@ gpuTest(
   async (gpu) => {
     // window 4, C = 20: wpairs' panels of 16 steps (a full one, then 4 steps; the last chunk 5 steps);
     // window 3, C = 2: 6-row tiles, 6-row panels and 4 pairs per wcols tile (none a multiple of 4);
-    // Dk + Dv = 73: wsolve's columns over two workgroups per chunk (the second one partial)
+    // Dk + Dv = 73: wsolve's columns over five workgroups per chunk (one mixing U0 and V columns, the
+    // last partial), Dv = 33: wsolvet's over three; window 5: more rows per step than the solves'
+    // invocations per column
     for (
-      const [window, C, T, dk, dv] of [[4, 20, 45, 5, 3], [3, 2, 13, 5, 3], [2, 5, 13, 40, 33]] as const
+      const [window, C, T, dk, dv] of [
+        [4, 20, 45, 5, 3],
+        [3, 2, 13, 5, 3],
+        [2, 5, 13, 40, 33],
+        [5, 3, 11, 3, 2],
+      ] as const
     ) {
       const config = ruleConfig("falcon3", { alignment: "prefix", window });
       const spec = { ...SHAPE, T, dk, dv, seed: 61 + window, packed: true, s0: true };

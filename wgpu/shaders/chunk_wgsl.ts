@@ -319,12 +319,13 @@ export function chunkSharedFloats(
   if (isWindowRegChunkRule(config)) {
     // falcon3: tiles over instance rows (W per step); wout/wdq: R steps' decays and pair scores; wcols: RC steps of W rows
     // (their RC + PAD pairs' q.x, the rows' dO.w and G w, the pairs' G^T x, the decays); wpairs: RP
-    // steps of W rows against a panel of PS steps (two score panels, their pair sums, the dx rows)
+    // steps of W rows against a panel of PS steps (two score panels, their pair sums, the dx rows);
+    // wsolve/wsolvet: W staged rows of A and the W partial sums of every invocation
     const nw = pad + 1;
     const cw = s.C * nw;
     const ps = windowPanelSteps(nw, s.C);
     return {
-      local: steps + nw * cw,
+      local: steps + nw * (cw + CHUNK_WG),
       rows: steps + s.R * (2 * s.C + pad),
       cols: steps + s.C + s.RC * s.C + (s.RC + pad) * (s.C + s.dv) + s.RC * nw * (s.C + s.dk + 1),
       pairs: steps + s.RP * (ps + 1) + s.RP * nw * (2 * ps * nw + ps + pad + s.dk + 2),
@@ -391,6 +392,22 @@ export function transTiles(dk: number, dv: number): number {
   return Math.ceil((Math.ceil(dk / 4) * (Math.ceil(dk / 4) + Math.ceil(dv / 4))) / CHUNK_WG);
 }
 
+/**
+ * Workgroups per chunk of falcon3's `wgram`: the 4 x 4 blocks on and below the diagonal of the
+ * `CP x CP` pair Gram matrix (`CP = C + pad`), one per invocation (each also stores its mirror).
+ */
+export function gramTiles(C: number, pad: number): number {
+  const nb = Math.ceil((C + pad) / 4);
+  return Math.ceil((nb * (nb + 1)) / 2 / CHUNK_WG);
+}
+
+/**
+ * Columns per workgroup of falcon3's substitutions `wsolve` (of `U0 | V`) and `wsolvet` (of `dR`):
+ * `CHUNK_WG / WINDOW_SOLVE_COLUMNS` invocations share a column, each summing a stride of the rows solved
+ * before.
+ */
+export const WINDOW_SOLVE_COLUMNS = 16;
+
 /** Number of workgroups (or, for the flat passes, invocations) a pass needs. */
 export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number, T: number): number {
   const BH = B * s.H;
@@ -406,17 +423,18 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "ccoef":
     case "solve":
     case "solvet":
-    case "wsolvet":
       return BH * nck;
+    case "wsolvet":
+      return BH * nck * Math.ceil(s.dv / WINDOW_SOLVE_COLUMNS);
     case "wsolve":
-      return BH * nck * Math.ceil((s.dk + s.dv) / CHUNK_WG);
+      return BH * nck * Math.ceil((s.dk + s.dv) / WINDOW_SOLVE_COLUMNS);
     case "wgram":
-      return BH * nck * Math.ceil((s.C + pad) ** 2 / CHUNK_WG);
+      return BH * nck * gramTiles(s.C, pad);
     case "wtrans":
     case "trans":
       return BH * nck * transTiles(s.dk, s.dv);
     case "wwfix":
-      return flat(BH * T * (pad + 1) * s.dv);
+      return BH * nck * stateTiles(s.C * (pad + 1), s.dv);
     case "wout":
     case "wdq":
       return BH * nck * Math.ceil(s.C / s.R);
@@ -427,7 +445,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
       return BH * nck * Math.ceil(s.C / s.RP);
     case "wlnk":
     case "ws0part":
-      return BH * nck * Math.ceil((s.dk * s.dv) / CHUNK_WG);
+      return BH * nck * stateTiles(s.dk, s.dv);
     case "wgather":
       return flat(BH * (pad + T) * (s.dk + s.dv));
     case "scan":
@@ -589,8 +607,11 @@ fn m_of(tt: u32, j: i32, a: u32) -> f32 {
 `;
 }
 
-/** Entry point header of a per-chunk pass: `bh, b, n, a, len, tile` from the flat workgroup id. */
-export function chunkEntry(tiles: string): string {
+/**
+ * Entry point header of a per-chunk pass: `bh, b, n, a, len, tile` from the flat workgroup id; with
+ * `load` (passes that declare `chunkSteps`) also the chunk's step arrays.
+ */
+export function chunkEntry(tiles: string, load = true): string {
   return `@compute @workgroup_size(${CHUNK_WG})
 fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
@@ -603,8 +624,7 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let bh = bn / nck();
   let b = bh / H;
   let a = n * C;
-  let len = min(C, u.T - a);
-  load_chunk(lid, bh, b, a, len);`;
+  let len = min(C, u.T - a);${load ? "\n  load_chunk(lid, bh, b, a, len);" : ""}`;
 }
 
 export function flatEntry(count: string): string {

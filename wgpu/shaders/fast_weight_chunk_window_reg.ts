@@ -17,20 +17,23 @@
  * So the delta rules' passes carry over with `C W` rows instead of `C`: the solve is `W^2` times wider.
  *
  * Kernels (`fastweight_chunk_<pass>_f32`): forward `coef` (shared: also the top eigenvector, `EIG`),
- * `wgram` (per `(b, h, chunk, 64 entries)`: the Gram matrix `KP` of the chunk's pairs and the `W-1`
+ * `wgram` (per `(b, h, chunk, 64 blocks)`: the Gram matrix `KP` of the chunk's pairs and the `W-1`
  * before it, from which `A` is formed where it is read: `(C + W - 1)^2` dot products instead of
- * `(C W)^2`, and no `C W x C W` matrix in memory), `wsolve` (per `(b, h, chunk, 64 columns)`, one invocation per
- * column of `U0 | V`, forward substitution step by step), `wtrans` (`K`, `Bv`, 4 x 4 tiles), the shared `dscan`
- * (`S_in` of every chunk), `wwfix` (`W`), `wout` (per `(b, h, chunk, R rows)`: the outputs).
+ * `(C W)^2`, and no `C W x C W` matrix in memory; 4 x 4 tiles of its lower triangle, mirrored), `wsolve`
+ * (per `(b, h, chunk, 16 columns)` of `U0 | V`, 4 invocations per column, forward substitution step by
+ * step), `wtrans` (`K`, `Bv`, 4 x 4 tiles), the shared `dscan` (`S_in` of every chunk), `wwfix` (`W`,
+ * per `(b, h, chunk)`, 4 x 4 tiles of rows x value columns), `wout` (per `(b, h, chunk, R rows)`: the
+ * outputs).
  * Backward (after recomputing the forward): the shared `uv`; `wcolsq` (the readout's `dW`: `QD`);
- * `wlnk` (`L_n = U_n - V^T Qd`); the shared reverse scan `rscan2`; `wcols` (per `(b, h, chunk, RC
- * steps)`: every instance row's `dW` and readout/exit `dx`, the decay weights `DMM`, `EXJ`);
- * `wsolvet` (`dR = (I + A)^-T dW`); `wdq`; `wpairs` (per `(b, h, chunk, RP steps)`: what `A` and `R`
- * feed: `dx`, `da + db` (`DAS`, `DBS`), the decay shares `YM`, `RB`; the chunk's columns in panels of
+ * `wlnk` (`L_n = U_n - V^T Qd`, 4 x 4 tiles of the state); the shared reverse scan `rscan2`; `wcols`
+ * (per `(b, h, chunk, RC steps)`: every instance row's `dW` and readout/exit `dx`, the decay weights
+ * `DMM`, `EXJ`); `wsolvet` (`dR = (I + A)^-T dW`, per `(b, h, chunk, 16 value columns)`, 4 invocations
+ * per column); `wdq`; `wpairs` (per `(b, h, chunk, RP steps)`: what `A` and `R` feed: `dx`, `da + db` (`DAS`, `DBS`), the decay shares `YM`, `RB`; the chunk's columns in panels of
  * `windowPanelSteps` steps); `wcols`, `wcolsq` and `wpairs` compute their products as 4 x 4 register
  * tiles (`tile4`), about `WINDOW_TILE_ROWS` instance rows per workgroup, and what depends on a row only
  * through its pair (`q.x`, `G^T x`, the `x` sums of `dx`) per pair; the shared `coefd`, `coefd2`
- * (`d log gamma`, then `coef_back`), `ws0part` and the shared `s0sum` (`dS0`); `wgather` (per pair
+ * (`d log gamma`, then `coef_back`), `ws0part` (4 x 4 tiles of the state, over the rows of the chunk's
+ * segments that take `S0` only) and the shared `s0sum` (`dS0`); `wgather` (per pair
  * and element: `dx_j`, `dy_j` summed over the instance rows of pair `j`, and the statistic's gradient
  * `d mu_s / d x_j = 2 u_o (X_s u) / n_s` through the top eigenvector `u` of step `s = j + o`).
  * Workspace sections (offsets in the uniform block, `NI = W` rows per step, rows of a `(b, h)` at
@@ -52,11 +55,14 @@ import {
   type ChunkShape,
   chunkSteps,
   flatEntry,
+  gramTiles,
   prelude,
+  stateTiles,
   tile4,
   tile4Each,
   transTiles,
   WINDOW_REG_PASSES,
+  WINDOW_SOLVE_COLUMNS,
   windowPanelSteps,
 } from "./chunk_wgsl.ts";
 
@@ -112,25 +118,11 @@ export function windowRegShader(
   const nw = windowSlots(config);
   const head = prelude(pass, config, s, heads) + `const CW = ${s.C * nw}u;\n` + ADDR;
   const steps = head + chunkSteps(true) + ROWS;
-  const elems = `${Math.ceil((s.dk * s.dv) / 64)}u`;
   switch (pass) {
     case "wgram":
-      return steps + `
-${chunkEntry(`${Math.ceil((s.C + nw - 1) ** 2 / 64)}u`)}
-  let e = tile * WG + lid;
-  if (e < CP * CP) {
-    let p = e / CP;
-    let p2 = e % CP;
-    let j0 = i32(a) - i32(PAD);
-    var v = 0.0;
-    if (p < len + PAD && p2 < len + PAD) {
-      for (var i = 0u; i < DK; i++) { v += xp(bh, j0 + i32(p), i) * xp(bh, j0 + i32(p2), i); }
-    }
-    cw[kpi(bh, n, p, p2)] = v;
-  }
-}`;
+      return steps + gramKernel(s, nw);
     case "wsolve":
-      return steps + solveKernel(nw, s);
+      return steps + solveKernel(nw);
     case "wtrans":
       return steps + `
 var<workgroup> ge: array<f32, C>;
@@ -189,17 +181,26 @@ ${chunkEntry(`${transTiles(s.dk, s.dv)}u`)}
 }`;
     case "wwfix":
       return head + `
-${flatEntry("u.B * H * u.T * NW * DV")}
-  let c = idx % DV;
-  let gr = idx / DV;
-  let bh = gr / (u.T * NW);
-  let t = (gr % (u.T * NW)) / NW;
-  let n = t / C;
-  var w = cw[u.U0 + idx];
-  for (var i = 0u; i < DK; i++) {
-    w -= cw[u.VV + gr * DK + i] * cw[u.SIN + ((bh * nck() + n) * DK + i) * DV + c];
+// W = U0 - VV S_in over the chunk's instance rows: 4 rows x 4 value columns per invocation
+${chunkEntry(`${stateTiles(s.C * nw, s.dv)}u`, false)}
+  let nr = len * NW;
+  let nbc = (DV + 3u) / 4u;
+  let bk = tile * WG + lid;
+  let r0 = (bk / nbc) * 4u;
+  let c0 = (bk % nbc) * 4u;
+  if (r0 < nr) {
+    let sin = u.SIN + (bh * nck() + n) * DK * DV;
+    ${lets4("gr", (i) => `grow(bh, a, min(r0 + ${i}u, nr - 1u))`)}
+    ${tile4("e", "DK", "cw[u.VV + gr${r} * DK + k]", "cw[sin + k * DV + min(c0 + ${c}u, DV - 1u)]")}
+    ${
+        tile4Each((r, c) =>
+          `if (r0 + ${r}u < nr && c0 + ${c}u < DV) {
+      let o = gr${r} * DV + c0 + ${c}u;
+      cw[u.WW + o] = cw[u.U0 + o] - e${r}${c};
+    }`
+        )
+      }
   }
-  cw[u.WW + idx] = w;
 }`;
     case "wout":
     case "wdq":
@@ -209,18 +210,17 @@ ${flatEntry("u.B * H * u.T * NW * DV")}
       return steps + colsKernel(pass === "wcols", s, nw);
     case "wlnk":
       return steps + `
-${chunkEntry(elems)}
-  let e = tile * WG + lid;
-  if (e < DK * DV) {
-    let i = e / DV;
-    let c = e % DV;
-    var v = cw[u.UV + ((bh * nck() + n) * 2u) * DK * DV + e];
-    for (var r = 0u; r < len * NW; r++) {
-      let gr = grow(bh, a, r);
-      v -= cw[u.VV + gr * DK + i] * cw[u.QD + gr * DV + c];
-    }
-    cw[u.LN + (bh * nck() + n) * DK * DV + e] = v;
-  }
+${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
+  let cb = bh * nck() + n;
+  ${
+        stateTile(
+          "len * NW",
+          "cw[u.VV + grow(bh, a, k) * DK + min(i0 + ${r}u, DK - 1u)]",
+          "cw[u.QD + grow(bh, a, k) * DV + min(c0 + ${c}u, DV - 1u)]",
+          "",
+          (e, v) => `cw[u.LN + cb * DK * DV + ${e}] = cw[u.UV + cb * 2u * DK * DV + ${e}] - ${v};`,
+        )
+      }
 }`;
     case "wsolvet":
       return steps + solveTransposedKernel(nw);
@@ -228,21 +228,23 @@ ${chunkEntry(elems)}
       return steps + pairsKernel(s, nw);
     case "ws0part":
       return steps + `
-${chunkEntry(elems)}
-  let e = tile * WG + lid;
-  if (e < DK * DV) {
-    let i = e / DV;
-    let c = e % DV;
-    var v = cw[u.UV + ((bh * nck() + n) * 2u + 1u) * DK * DV + e];
-    if (base_kind(len - 1u) == 1u) { v += exp(cp[len - 1u]) * cw[u.GB + (bh * nck() + n) * DK * DV + e]; }
-    for (var r = 0u; r < len * NW; r++) {
-      let t = r / NW;
-      if (base_kind(t) == 1u && rok(a, len, r)) {
-        v -= cga[t] * exp(cpp[t]) * xp(bh, rpair(a, r), i) * cw[u.DR + grow(bh, a, r) * DV + c];
+${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
+  let cb = bh * nck() + n;
+  let gexit = select(0.0, exp(cp[len - 1u]), base_kind(len - 1u) == 1u);
+  // only the steps of segments begun in the chunk take S0 (segment numbers never decrease): skip the rest
+  var t0 = 0u;
+  while (t0 < len && cseg[t0] == 0u) { t0++; }
+  let k0 = t0 * NW;
+  ${
+        stateTile(
+          "len * NW - k0",
+          "xp(bh, rpair(a, k0 + k), min(i0 + ${r}u, DK - 1u))",
+          "cw[u.DR + grow(bh, a, k0 + k) * DV + min(c0 + ${c}u, DV - 1u)]",
+          "select(0.0, cga[(k0 + k) / NW] * exp(cpp[(k0 + k) / NW]), base_kind((k0 + k) / NW) == 1u && rok(a, len, k0 + k))",
+          (e, v) =>
+            `cw[u.D0C + cb * DK * DV + ${e}] = cw[u.UV + (cb * 2u + 1u) * DK * DV + ${e}] + gexit * cw[u.GB + cb * DK * DV + ${e}] - ${v};`,
+        )
       }
-    }
-    cw[u.D0C + (bh * nck() + n) * DK * DV + e] = v;
-  }
 }`;
     case "wgather":
       return head + `
@@ -289,19 +291,115 @@ function unroll(n: number, f: (o: number) => string, sep = "\n"): string {
 }
 
 /**
- * `wsolve`: `(I + A) [U0 | V] = [R_y | R_x]` by forward substitution, one step (its `W` rows, which do
- * not see each other) at a time: the step's rows of `A` are staged in workgroup memory, and every
- * invocation owns a column of `U0 | V`, so each earlier row it reads serves the step's `W` rows. The
- * `Dv + Dk` columns spread over `ceil((Dv + Dk) / 64)` workgroups per chunk (each stages `A` itself):
- * one column per invocation, not a serial walk over several.
+ * A `Dk x Dv` state matrix as 4 x 4 register blocks, one per invocation (`stateTiles(Dk, Dv)` per chunk):
+ * `v = sum_{k < K} [w(k)] a(k, i) b(k, c)` (templates as `tile4`'s), stored by `assign(e, v)` for the
+ * block's entries inside the matrix (`e` the entry's offset in it).
  */
-function solveKernel(nw: number, s: ChunkShape): string {
-  const rows = (body: (o: number) => string) => unroll(nw, body, "\n        ");
+function stateTile(
+  K: string,
+  a: string,
+  b: string,
+  w: string,
+  assign: (e: string, v: string) => string,
+): string {
+  return `let bk = tile * WG + lid;
+  let nbc = (DV + 3u) / 4u;
+  if (bk < ((DK + 3u) / 4u) * nbc) {
+    let i0 = (bk / nbc) * 4u;
+    let c0 = (bk % nbc) * 4u;
+    ${tile4("e", K, a, b, w || undefined)}
+    ${
+    tile4Each((r, c) =>
+      `if (i0 + ${r}u < DK && c0 + ${c}u < DV) { ${assign(`(i0 + ${r}u) * DV + c0 + ${c}u`, `e${r}${c}`)} }`
+    )
+  }
+  }`;
+}
+
+/**
+ * `wgram`: the pair Gram matrix `KP [CP, CP]` of the chunk (pair `p` is `j = a - PAD + p`; entries of
+ * pairs past the chunk's `len + PAD` are 0). It is symmetric: the 4 x 4 blocks on and below the diagonal,
+ * one per invocation (block `k` of the triangle is row `bi` with `bi (bi + 1) / 2 <= k`, column
+ * `bj = k - bi (bi + 1) / 2`), each stored at its place and mirrored.
+ */
+function gramKernel(s: ChunkShape, nw: number): string {
   return `
+const NGB = ${Math.ceil((s.C + nw - 1) / 4)}u;
+${chunkEntry(`${gramTiles(s.C, nw - 1)}u`)}
+  let bk = tile * WG + lid;
+  if (bk < NGB * (NGB + 1u) / 2u) {
+    // the triangle row from the float square root, corrected by one either way
+    var bi = u32((sqrt(f32(8u * bk + 1u)) - 1.0) * 0.5);
+    if (bi * (bi + 1u) / 2u > bk) { bi -= 1u; }
+    if ((bi + 1u) * (bi + 2u) / 2u <= bk) { bi += 1u; }
+    let p0 = bi * 4u;
+    let q0 = (bk - bi * (bi + 1u) / 2u) * 4u;
+    let np = len + PAD;
+    let j0 = i32(a) - i32(PAD);
+    ${lets4("jr", (i) => `j0 + i32(min(p0 + ${i}u, np - 1u))`)}
+    ${lets4("jc", (i) => `j0 + i32(min(q0 + ${i}u, np - 1u))`)}
+    ${tile4("e", "DK", "xp(bh, jr${r}, k)", "xp(bh, jc${c}, k)")}
+    ${
+    tile4Each((r, c) =>
+      `{
+      let p = p0 + ${r}u;
+      let q = q0 + ${c}u;
+      if (p < CP && q < CP) {
+        let v = select(0.0, e${r}${c}, p < np && q < np);
+        cw[kpi(bh, n, p, q)] = v;
+        cw[kpi(bh, n, q, p)] = v;
+      }
+    }`
+    )
+  }
+  }
+}`;
+}
+
+/**
+ * `wsolve`: `(I + A) [U0 | V] = [R_y | R_x]` by forward substitution, one step (its `W` rows, which do
+ * not see each other) at a time: the step's rows of `A` are staged in workgroup memory, so each earlier
+ * row of a column that is read serves the step's `W` rows. `WINDOW_SOLVE_COLUMNS` columns of `U0 | V`
+ * per workgroup (`ceil((Dv + Dk) / WINDOW_SOLVE_COLUMNS)` per chunk, each stages `A` itself), `SL`
+ * invocations per column: each sums every `SL`-th earlier row into partial sums (`part`), and the
+ * step's rows are finished from them and the right-hand side (row `o` by the invocation of lane
+ * `o % SL`). The rows solved at one step are read by the other invocations of their column at the
+ * next: a storage barrier orders them.
+ */
+function solveKernel(nw: number): string {
+  const lanes = CHUNK_WG / WINDOW_SOLVE_COLUMNS;
+  return `
+const SCOL = ${WINDOW_SOLVE_COLUMNS}u;
+const SL = ${lanes}u;
 var<workgroup> arow: array<f32, NW * CW>;
-${chunkEntry(`${Math.ceil((s.dv + s.dk) / CHUNK_WG)}u`)}
+var<workgroup> part: array<f32, NW * WG>; // [o, lane, column]
+// the right-hand side of column col (U0 | V) in the row of pair j of step t: R_y = g_t y_j - a_t
+// exp(Pp_t) S0^T x_j (after a start), R_x = a_t exp(Pp_t) x_j (entering base)
+fn rhs(bh: u32, col: u32, j: i32, t: u32) -> f32 {
+  let bk = base_kind(t);
+  if (col < DV) {
+    var v = cg[t] * yp(bh, j, col);
+    if (bk == 1u && u.hasS0 != 0u) {
+      var sx = 0.0;
+      for (var i = 0u; i < DK; i++) { sx += s0[(bh * DK + i) * DV + col] * xp(bh, j, i); }
+      v -= cga[t] * exp(cpp[t]) * sx;
+    }
+    return v;
+  }
+  return select(0.0, cga[t] * exp(cpp[t]) * xp(bh, j, col - DV), bk == 0u);
+}
+${chunkEntry("(DV + DK + SCOL - 1u) / SCOL")}
+  let cl = lid % SCOL;
+  let lane = lid / SCOL;
+  let col = tile * SCOL + cl;
+  // the column's section (U0 rows of Dv, VV rows of Dk) and place in a row; reads clamped, stores masked
+  let isU = col < DV;
+  let sec = select(u.VV, u.U0, isU);
+  let width = select(DK, DV, isU);
+  let cc = select(min(col - DV, DK - 1u), col, isU);
   for (var t = 0u; t < len; t++) {
     let r0 = t * NW;
+    storageBarrier();
     workgroupBarrier();
     for (var k = lid; k < r0 * NW; k += WG) {
       let q = k / NW;
@@ -309,43 +407,23 @@ ${chunkEntry(`${Math.ceil((s.dv + s.dk) / CHUNK_WG)}u`)}
       arow[o * CW + q] = amat(bh, n, a, len, r0 + o, q);
     }
     workgroupBarrier();
-    let ex = exp(cpp[t]);
-    let bk = base_kind(t);
-    ${
-    unroll(
-      nw,
-      (o) => `let ok${o} = rok(a, len, r0 + ${o}u);\n    let j${o} = rpair(a, r0 + ${o}u);`,
-      "\n    ",
-    )
-  }
-    for (var col = tile * WG + lid; col < min(DV + DK, tile * WG + WG); col += WG) {
-      ${unroll(nw, (o) => `var v${o} = 0.0;`, "\n      ")}
-      if (col < DV) {
-        ${
-    rows((o) =>
-      `if (ok${o}) {
-          v${o} = cg[t] * yp(bh, j${o}, col);
-          if (bk == 1u && u.hasS0 != 0u) {
-            var sx = 0.0;
-            for (var i = 0u; i < DK; i++) { sx += s0[(bh * DK + i) * DV + col] * xp(bh, j${o}, i); }
-            v${o} -= cga[t] * ex * sx;
-          }
-        }`
-    )
-  }
-        for (var q = 0u; q < r0; q++) {
-          let x = cw[u.U0 + grow(bh, a, q) * DV + col];
-          ${unroll(nw, (o) => `v${o} -= arow[${o}u * CW + q] * x;`, "\n          ")}
+    ${unroll(nw, (o) => `var v${o} = 0.0;`, "\n    ")}
+    for (var q = lane; q < r0; q += SL) {
+      let x = cw[sec + grow(bh, a, q) * width + cc];
+      ${unroll(nw, (o) => `v${o} -= arow[${o}u * CW + q] * x;`, "\n      ")}
+    }
+    ${unroll(nw, (o) => `part[(${o}u * SL + lane) * SCOL + cl] = v${o};`, "\n    ")}
+    workgroupBarrier();
+    for (var o = lane; o < NW; o += SL) {
+      let r = r0 + o;
+      if (col < DV + DK) {
+        var v = 0.0;
+        if (rok(a, len, r)) {
+          v = rhs(bh, col, rpair(a, r), t) + ${
+    Array.from({ length: lanes }, (_, l) => `part[(o * SL + ${l}u) * SCOL + cl]`).join(" + ")
+  };
         }
-        ${rows((o) => `cw[u.U0 + grow(bh, a, r0 + ${o}u) * DV + col] = select(0.0, v${o}, ok${o});`)}
-      } else {
-        let i = col - DV;
-        ${rows((o) => `if (ok${o} && bk == 0u) { v${o} = cga[t] * ex * xp(bh, j${o}, i); }`)}
-        for (var q = 0u; q < r0; q++) {
-          let x = cw[u.VV + grow(bh, a, q) * DK + i];
-          ${unroll(nw, (o) => `v${o} -= arow[${o}u * CW + q] * x;`, "\n          ")}
-        }
-        ${rows((o) => `cw[u.VV + grow(bh, a, r0 + ${o}u) * DK + i] = select(0.0, v${o}, ok${o});`)}
+        cw[sec + grow(bh, a, r) * width + cc] = v;
       }
     }
   }
@@ -354,16 +432,29 @@ ${chunkEntry(`${Math.ceil((s.dv + s.dk) / CHUNK_WG)}u`)}
 
 /**
  * `wsolvet`: `dR = (I + A)^-T dW` by back substitution, one step at a time from the last: the
- * columns of `A` under the step's rows are staged in workgroup memory; one invocation per value column.
+ * columns of `A` under the step's rows are staged in workgroup memory. `WINDOW_SOLVE_COLUMNS` value columns
+ * per workgroup (`ceil(Dv / WINDOW_SOLVE_COLUMNS)` per chunk), `SL` invocations per column: each sums every
+ * `SL`-th later row into partial sums (`part`), and the step's rows are finished from them. The rows
+ * solved at one step are read by the other invocations of their column at the next: a storage barrier
+ * orders them.
  */
 function solveTransposedKernel(nw: number): string {
+  const lanes = CHUNK_WG / WINDOW_SOLVE_COLUMNS;
   return `
+const SCOL = ${WINDOW_SOLVE_COLUMNS}u;
+const SL = ${lanes}u;
 var<workgroup> acol: array<f32, NW * CW>;
-${chunkEntry("1u")}
+var<workgroup> part: array<f32, NW * WG>; // [o, lane, column]
+${chunkEntry("(DV + SCOL - 1u) / SCOL")}
   let nr = len * NW;
+  let cl = lid % SCOL;
+  let lane = lid / SCOL;
+  let c = tile * SCOL + cl;
+  let cr = min(c, DV - 1u);
   for (var tr = i32(len) - 1; tr >= 0; tr--) {
     let r0 = u32(tr) * NW;
     let r1 = r0 + NW;
+    storageBarrier();
     workgroupBarrier();
     for (var k = lid; k < (nr - r1) * NW; k += WG) {
       let q = r1 + k / NW;
@@ -371,13 +462,21 @@ ${chunkEntry("1u")}
       acol[o * CW + q] = amat(bh, n, a, len, q, r0 + o);
     }
     workgroupBarrier();
-    for (var c = lid; c < DV; c += WG) {
-      ${unroll(nw, (o) => `var v${o} = cw[u.DW + grow(bh, a, r0 + ${o}u) * DV + c];`, "\n      ")}
-      for (var q = r1; q < nr; q++) {
-        let d = cw[u.DR + grow(bh, a, q) * DV + c];
-        ${unroll(nw, (o) => `v${o} -= acol[${o}u * CW + q] * d;`, "\n        ")}
+    ${unroll(nw, (o) => `var v${o} = 0.0;`, "\n    ")}
+    for (var q = r1 + lane; q < nr; q += SL) {
+      let d = cw[u.DR + grow(bh, a, q) * DV + cr];
+      ${unroll(nw, (o) => `v${o} -= acol[${o}u * CW + q] * d;`, "\n      ")}
+    }
+    ${unroll(nw, (o) => `part[(${o}u * SL + lane) * SCOL + cl] = v${o};`, "\n    ")}
+    workgroupBarrier();
+    // row o of the step by the invocation of lane o % SL
+    for (var o = lane; o < NW; o += SL) {
+      if (c < DV) {
+        let gr = grow(bh, a, r0 + o) * DV + c;
+        cw[u.DR + gr] = cw[u.DW + gr] + ${
+    Array.from({ length: lanes }, (_, l) => `part[(o * SL + ${l}u) * SCOL + cl]`).join(" + ")
+  };
       }
-      ${unroll(nw, (o) => `cw[u.DR + grow(bh, a, r0 + ${o}u) * DV + c] = v${o};`, "\n      ")}
     }
   }
 }`;

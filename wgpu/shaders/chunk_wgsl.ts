@@ -402,11 +402,10 @@ export function gramTiles(C: number, pad: number): number {
 }
 
 /**
- * Columns per workgroup of falcon3's substitutions `wsolve` (of `U0 | V`) and `wsolvet` (of `dR`):
- * `CHUNK_WG / WINDOW_SOLVE_COLUMNS` invocations share a column, each summing a stride of the rows solved
- * before.
+ * Value columns per workgroup of falcon3's `wsolvet` (`CHUNK_WG / SOLVET_COLUMNS` invocations share a
+ * column, each summing a stride of the later rows).
  */
-export const WINDOW_SOLVE_COLUMNS = 16;
+export const SOLVET_COLUMNS = 16;
 
 /** Number of workgroups (or, for the flat passes, invocations) a pass needs. */
 export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number, T: number): number {
@@ -425,9 +424,9 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "solvet":
       return BH * nck;
     case "wsolvet":
-      return BH * nck * Math.ceil(s.dv / WINDOW_SOLVE_COLUMNS);
+      return BH * nck * Math.ceil(s.dv / SOLVET_COLUMNS);
     case "wsolve":
-      return BH * nck * Math.ceil((s.dk + s.dv) / WINDOW_SOLVE_COLUMNS);
+      return BH * nck * Math.ceil((s.dk + s.dv) / CHUNK_WG);
     case "wgram":
       return BH * nck * gramTiles(s.C, pad);
     case "wtrans":

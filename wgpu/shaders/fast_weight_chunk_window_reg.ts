@@ -57,12 +57,12 @@ import {
   flatEntry,
   gramTiles,
   prelude,
+  SOLVET_COLUMNS,
   stateTiles,
   tile4,
   tile4Each,
   transTiles,
   WINDOW_REG_PASSES,
-  WINDOW_SOLVE_COLUMNS,
   windowPanelSteps,
 } from "./chunk_wgsl.ts";
 
@@ -122,7 +122,7 @@ export function windowRegShader(
     case "wgram":
       return steps + gramKernel(s, nw);
     case "wsolve":
-      return steps + solveKernel(nw);
+      return steps + solveKernel(nw, s);
     case "wtrans":
       return steps + `
 var<workgroup> ge: array<f32, C>;
@@ -358,48 +358,18 @@ ${chunkEntry(`${gramTiles(s.C, nw - 1)}u`)}
 
 /**
  * `wsolve`: `(I + A) [U0 | V] = [R_y | R_x]` by forward substitution, one step (its `W` rows, which do
- * not see each other) at a time: the step's rows of `A` are staged in workgroup memory, so each earlier
- * row of a column that is read serves the step's `W` rows. `WINDOW_SOLVE_COLUMNS` columns of `U0 | V`
- * per workgroup (`ceil((Dv + Dk) / WINDOW_SOLVE_COLUMNS)` per chunk, each stages `A` itself), `SL`
- * invocations per column: each sums every `SL`-th earlier row into partial sums (`part`), and the
- * step's rows are finished from them and the right-hand side (row `o` by the invocation of lane
- * `o % SL`). The rows solved at one step are read by the other invocations of their column at the
- * next: a storage barrier orders them.
+ * not see each other) at a time: the step's rows of `A` are staged in workgroup memory, and every
+ * invocation owns a column of `U0 | V`, so each earlier row it reads serves the step's `W` rows. The
+ * `Dv + Dk` columns spread over `ceil((Dv + Dk) / 64)` workgroups per chunk (each stages `A` itself):
+ * one column per invocation, not a serial walk over several.
  */
-function solveKernel(nw: number): string {
-  const lanes = CHUNK_WG / WINDOW_SOLVE_COLUMNS;
+function solveKernel(nw: number, s: ChunkShape): string {
+  const rows = (body: (o: number) => string) => unroll(nw, body, "\n        ");
   return `
-const SCOL = ${WINDOW_SOLVE_COLUMNS}u;
-const SL = ${lanes}u;
 var<workgroup> arow: array<f32, NW * CW>;
-var<workgroup> part: array<f32, NW * WG>; // [o, lane, column]
-// the right-hand side of column col (U0 | V) in the row of pair j of step t: R_y = g_t y_j - a_t
-// exp(Pp_t) S0^T x_j (after a start), R_x = a_t exp(Pp_t) x_j (entering base)
-fn rhs(bh: u32, col: u32, j: i32, t: u32) -> f32 {
-  let bk = base_kind(t);
-  if (col < DV) {
-    var v = cg[t] * yp(bh, j, col);
-    if (bk == 1u && u.hasS0 != 0u) {
-      var sx = 0.0;
-      for (var i = 0u; i < DK; i++) { sx += s0[(bh * DK + i) * DV + col] * xp(bh, j, i); }
-      v -= cga[t] * exp(cpp[t]) * sx;
-    }
-    return v;
-  }
-  return select(0.0, cga[t] * exp(cpp[t]) * xp(bh, j, col - DV), bk == 0u);
-}
-${chunkEntry("(DV + DK + SCOL - 1u) / SCOL")}
-  let cl = lid % SCOL;
-  let lane = lid / SCOL;
-  let col = tile * SCOL + cl;
-  // the column's section (U0 rows of Dv, VV rows of Dk) and place in a row; reads clamped, stores masked
-  let isU = col < DV;
-  let sec = select(u.VV, u.U0, isU);
-  let width = select(DK, DV, isU);
-  let cc = select(min(col - DV, DK - 1u), col, isU);
+${chunkEntry(`${Math.ceil((s.dv + s.dk) / CHUNK_WG)}u`)}
   for (var t = 0u; t < len; t++) {
     let r0 = t * NW;
-    storageBarrier();
     workgroupBarrier();
     for (var k = lid; k < r0 * NW; k += WG) {
       let q = k / NW;
@@ -407,23 +377,43 @@ ${chunkEntry("(DV + DK + SCOL - 1u) / SCOL")}
       arow[o * CW + q] = amat(bh, n, a, len, r0 + o, q);
     }
     workgroupBarrier();
-    ${unroll(nw, (o) => `var v${o} = 0.0;`, "\n    ")}
-    for (var q = lane; q < r0; q += SL) {
-      let x = cw[sec + grow(bh, a, q) * width + cc];
-      ${unroll(nw, (o) => `v${o} -= arow[${o}u * CW + q] * x;`, "\n      ")}
-    }
-    ${unroll(nw, (o) => `part[(${o}u * SL + lane) * SCOL + cl] = v${o};`, "\n    ")}
-    workgroupBarrier();
-    for (var o = lane; o < NW; o += SL) {
-      let r = r0 + o;
-      if (col < DV + DK) {
-        var v = 0.0;
-        if (rok(a, len, r)) {
-          v = rhs(bh, col, rpair(a, r), t) + ${
-    Array.from({ length: lanes }, (_, l) => `part[(o * SL + ${l}u) * SCOL + cl]`).join(" + ")
-  };
+    let ex = exp(cpp[t]);
+    let bk = base_kind(t);
+    ${
+    unroll(
+      nw,
+      (o) => `let ok${o} = rok(a, len, r0 + ${o}u);\n    let j${o} = rpair(a, r0 + ${o}u);`,
+      "\n    ",
+    )
+  }
+    for (var col = tile * WG + lid; col < min(DV + DK, tile * WG + WG); col += WG) {
+      ${unroll(nw, (o) => `var v${o} = 0.0;`, "\n      ")}
+      if (col < DV) {
+        ${
+    rows((o) =>
+      `if (ok${o}) {
+          v${o} = cg[t] * yp(bh, j${o}, col);
+          if (bk == 1u && u.hasS0 != 0u) {
+            var sx = 0.0;
+            for (var i = 0u; i < DK; i++) { sx += s0[(bh * DK + i) * DV + col] * xp(bh, j${o}, i); }
+            v${o} -= cga[t] * ex * sx;
+          }
+        }`
+    )
+  }
+        for (var q = 0u; q < r0; q++) {
+          let x = cw[u.U0 + grow(bh, a, q) * DV + col];
+          ${unroll(nw, (o) => `v${o} -= arow[${o}u * CW + q] * x;`, "\n          ")}
         }
-        cw[sec + grow(bh, a, r) * width + cc] = v;
+        ${rows((o) => `cw[u.U0 + grow(bh, a, r0 + ${o}u) * DV + col] = select(0.0, v${o}, ok${o});`)}
+      } else {
+        let i = col - DV;
+        ${rows((o) => `if (ok${o} && bk == 0u) { v${o} = cga[t] * ex * xp(bh, j${o}, i); }`)}
+        for (var q = 0u; q < r0; q++) {
+          let x = cw[u.VV + grow(bh, a, q) * DK + i];
+          ${unroll(nw, (o) => `v${o} -= arow[${o}u * CW + q] * x;`, "\n          ")}
+        }
+        ${rows((o) => `cw[u.VV + grow(bh, a, r0 + ${o}u) * DK + i] = select(0.0, v${o}, ok${o});`)}
       }
     }
   }
@@ -432,16 +422,16 @@ ${chunkEntry("(DV + DK + SCOL - 1u) / SCOL")}
 
 /**
  * `wsolvet`: `dR = (I + A)^-T dW` by back substitution, one step at a time from the last: the
- * columns of `A` under the step's rows are staged in workgroup memory. `WINDOW_SOLVE_COLUMNS` value columns
- * per workgroup (`ceil(Dv / WINDOW_SOLVE_COLUMNS)` per chunk), `SL` invocations per column: each sums every
+ * columns of `A` under the step's rows are staged in workgroup memory. `SOLVET_COLUMNS` value columns
+ * per workgroup (`ceil(Dv / SOLVET_COLUMNS)` per chunk), `SL` invocations per column: each sums every
  * `SL`-th later row into partial sums (`part`), and the step's rows are finished from them. The rows
  * solved at one step are read by the other invocations of their column at the next: a storage barrier
  * orders them.
  */
 function solveTransposedKernel(nw: number): string {
-  const lanes = CHUNK_WG / WINDOW_SOLVE_COLUMNS;
+  const lanes = CHUNK_WG / SOLVET_COLUMNS;
   return `
-const SCOL = ${WINDOW_SOLVE_COLUMNS}u;
+const SCOL = ${SOLVET_COLUMNS}u;
 const SL = ${lanes}u;
 var<workgroup> acol: array<f32, NW * CW>;
 var<workgroup> part: array<f32, NW * WG>; // [o, lane, column]

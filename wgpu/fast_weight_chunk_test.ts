@@ -178,8 +178,8 @@ gpuTest(
   async (gpu) => {
     // window 4, C = 20: wpairs' panels of 16 steps (a full one, then 4 steps; the last chunk 5 steps);
     // window 3, C = 2: 6-row tiles, 6-row panels and 4 pairs per wcols tile (none a multiple of 4);
-    // Dk + Dv = 73: wsolve's columns over five workgroups per chunk (one mixing U0 and V columns, the
-    // last partial), Dv = 33: wsolvet's over three; window 5: more rows per step than the solves'
+    // Dk + Dv = 73: wsolve's columns over two workgroups per chunk (the first mixing U0 and V columns,
+    // the second partial), Dv = 33: wsolvet's over three; window 5: more rows per step than wsolvet's
     // invocations per column
     for (
       const [window, C, T, dk, dv] of [

@@ -320,7 +320,7 @@ export function chunkSharedFloats(
     // falcon3: tiles over instance rows (W per step); wout/wdq: R steps' decays and pair scores; wcols: RC steps of W rows
     // (their RC + PAD pairs' q.x, the rows' dO.w and G w, the pairs' G^T x, the decays); wpairs: RP
     // steps of W rows against a panel of PS steps (two score panels, their pair sums, the dx rows);
-    // wsolve/wsolvet: W staged rows of A and the W partial sums of every invocation
+    // wsolve/wsolvet: W staged rows of A (and wsolvet's W partial sums of every invocation)
     const nw = pad + 1;
     const cw = s.C * nw;
     const ps = windowPanelSteps(nw, s.C);

@@ -20,7 +20,7 @@
  * `wgram` (per `(b, h, chunk, 64 blocks)`: the Gram matrix `KP` of the chunk's pairs and the `W-1`
  * before it, from which `A` is formed where it is read: `(C + W - 1)^2` dot products instead of
  * `(C W)^2`, and no `C W x C W` matrix in memory; 4 x 4 tiles of its lower triangle, mirrored), `wsolve`
- * (per `(b, h, chunk, 16 columns)` of `U0 | V`, 4 invocations per column, forward substitution step by
+ * (per `(b, h, chunk, 64 columns)` of `U0 | V`, one invocation per column, forward substitution step by
  * step), `wtrans` (`K`, `Bv`, 4 x 4 tiles), the shared `dscan` (`S_in` of every chunk), `wwfix` (`W`,
  * per `(b, h, chunk)`, 4 x 4 tiles of rows x value columns), `wout` (per `(b, h, chunk, R rows)`: the
  * outputs).

@@ -20,7 +20,7 @@ import type { Backend, Tensor } from "../src/rules/backend.ts";
 import { shapeSize } from "../src/rules/backend.ts";
 import { requestWebGpuDevice, type WebGpuAdapterInfo, type WebGpuDeviceOptions } from "./device.ts";
 import { GpuRuntime } from "./runtime.ts";
-import { gpuBuffer, GpuTensor } from "./tensor.ts";
+import { disposeTensor, gpuBuffer } from "./tensor.ts";
 import { createDenseOps, type DenseOpsOptions } from "./dense.ts";
 import type { MatmulPrecision } from "./shaders/matmul.ts";
 import { createFastWeightOps, type FastWeightOpsOptions } from "./fast_weight.ts";
@@ -81,12 +81,7 @@ export async function createWebGpuBackend(options: WebGpuBackendOptions = {}): P
       if (dst.size === 0) return;
       rt.encoder().copyBufferToBuffer(gpuBuffer(src, "src"), 0, gpuBuffer(dst, "dst"), 0, dst.size * 4);
     },
-    dispose(t) {
-      if (t instanceof GpuTensor && !t.disposed) {
-        t.disposed = true;
-        rt.pool.release(t.buffer);
-      }
-    },
+    dispose: (t) => disposeTensor(rt.pool, t),
     sync: () => rt.sync(),
     destroy() {
       rt.flush();

@@ -18,9 +18,10 @@ import type {
   FormOptions,
   Tensor,
 } from "../src/rules/backend.ts";
+import { shapeSize } from "../src/rules/backend.ts";
 import type { RuleConfig } from "../src/rules/config.ts";
 import type { GpuRuntime } from "./runtime.ts";
-import { gpuBuffer, GpuTensor } from "./tensor.ts";
+import { disposeTensor, gpuBuffer, type GpuTensor } from "./tensor.ts";
 
 /** How many batch rows one call may take at once (`>= B` runs the call whole). */
 export type SliceRows = (
@@ -41,7 +42,7 @@ export function batchSlices(B: number, rows: number): { b0: number; n: number }[
 /** `ops` with every call of more than `sliceRows(...)` batch rows run slice by slice. */
 export function batchSlicedOps(rt: GpuRuntime, ops: FastWeightOps, sliceRows: SliceRows): FastWeightOps {
   /** Elements per batch row of a tensor with a leading batch dimension. */
-  const rowSize = (t: Tensor) => t.shape.slice(1).reduce((a, b) => a * b, 1);
+  const rowSize = (t: Tensor) => shapeSize(t.shape.slice(1));
 
   /** Rows `[b0, b0 + n)` of `t` as a tensor of their own. */
   function rowsOf(t: Tensor, name: string, b0: number, n: number): GpuTensor {
@@ -67,11 +68,26 @@ export function batchSlicedOps(rt: GpuRuntime, ops: FastWeightOps, sliceRows: Sl
     }
   }
 
-  function release(t: Tensor): void {
-    if (t instanceof GpuTensor && !t.disposed) {
-      t.disposed = true;
-      rt.pool.release(t.buffer);
+  const release = (t: Tensor) => disposeTensor(rt.pool, t);
+
+  /** Copy the outputs of the slice at `b0` into full-batch tensors (made at the first slice) and release them. */
+  function placeRows<K extends string>(
+    whole: Record<K, GpuTensor> | null,
+    parts: Record<K, Tensor>,
+    B: number,
+    b0: number,
+  ): Record<K, GpuTensor> {
+    const names = Object.keys(parts) as K[];
+    const into = whole ??
+      Object.fromEntries(names.map((k) => [k, rt.tensor([B, ...parts[k].shape.slice(1)], false)])) as Record<
+        K,
+        GpuTensor
+      >;
+    for (const k of names) {
+      putRows(into[k], parts[k], b0);
+      release(parts[k]);
     }
+    return into;
   }
 
   /** The inputs of rows `[b0, b0 + n)` and the tensors made for them (released after the call). */
@@ -105,8 +121,6 @@ export function batchSlicedOps(rt: GpuRuntime, ops: FastWeightOps, sliceRows: Sl
     return { part, made };
   }
 
-  const full = (t: Tensor, B: number) => rt.tensor([B, ...t.shape.slice(1)], false);
-
   return {
     fastWeightForward(
       config: RuleConfig,
@@ -116,28 +130,17 @@ export function batchSlicedOps(rt: GpuRuntime, ops: FastWeightOps, sliceRows: Sl
       const [B, T] = inputs.q.shape;
       const rows = sliceRows(config, inputs, options, false);
       if (rows >= B) return ops.fastWeightForward(config, inputs, options);
-      const carryNames = ["state", "lastKey", "windowX", "windowY"] as const;
-      let o: GpuTensor | null = null;
-      let carry: Record<typeof carryNames[number], GpuTensor> | null = null;
+      let outs: Record<"o" | "state" | "lastKey" | "windowX" | "windowY", GpuTensor> | null = null;
       const windowCount = new Int32Array(B);
       for (const { b0, n } of batchSlices(B, rows)) {
         const { part, made } = sliceInputs(inputs, T, b0, n);
-        const out = ops.fastWeightForward(config, part, options);
-        o ??= full(out.o, B);
-        carry ??= Object.fromEntries(carryNames.map((k) => [k, full(out.carry[k], B)])) as Record<
-          typeof carryNames[number],
-          GpuTensor
-        >;
-        putRows(o, out.o, b0);
-        release(out.o);
-        for (const k of carryNames) {
-          putRows(carry[k], out.carry[k], b0);
-          release(out.carry[k]);
-        }
-        windowCount.set(out.carry.windowCount, b0);
+        const { o, carry: { windowCount: counts, ...state } } = ops.fastWeightForward(config, part, options);
+        outs = placeRows(outs, { o, ...state }, B, b0);
+        windowCount.set(counts, b0);
         made.forEach(release);
       }
-      return { o: o!, carry: { ...carry!, windowCount } };
+      const { o, ...state } = outs!;
+      return { o, carry: { ...state, windowCount } };
     },
 
     fastWeightBackward(
@@ -154,20 +157,11 @@ export function batchSlicedOps(rt: GpuRuntime, ops: FastWeightOps, sliceRows: Sl
       if (dO.shape.length !== 4 || dO.shape.some((d, i) => d !== want[i])) {
         throw new RangeError(`dO has shape [${dO.shape}], expected [${want}]`);
       }
-      const names = ["dq", "dk", "dv", "dbeta", "dlambdabar", "ds0", "dCarryState"] as const;
-      let result: Record<typeof names[number], GpuTensor> | null = null;
+      let result: Record<keyof FastWeightGrads, GpuTensor> | null = null;
       for (const { b0, n } of batchSlices(B, rows)) {
         const { part, made } = sliceInputs(inputs, T, b0, n);
         const dOPart = rowsOf(dO, "dO", b0, n);
-        const grads = ops.fastWeightBackward(config, part, dOPart, options);
-        result ??= Object.fromEntries(names.map((k) => [k, full(grads[k], B)])) as Record<
-          typeof names[number],
-          GpuTensor
-        >;
-        for (const k of names) {
-          putRows(result[k], grads[k], b0);
-          release(grads[k]);
-        }
+        result = placeRows(result, { ...ops.fastWeightBackward(config, part, dOPart, options) }, B, b0);
         release(dOPart);
         made.forEach(release);
       }

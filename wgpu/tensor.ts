@@ -38,6 +38,14 @@ export function gpuBuffer(t: Tensor, name = "tensor"): GPUBuffer {
   return t.buffer;
 }
 
+/** Give a tensor's buffer back to `pool`, once; later uses of the tensor throw ({@linkcode gpuBuffer}). */
+export function disposeTensor(pool: GpuBufferPool, t: Tensor): void {
+  if (t instanceof GpuTensor && !t.disposed) {
+    t.disposed = true;
+    pool.release(t.buffer);
+  }
+}
+
 /** Bytes a pooled buffer of `size` float32 elements has: rounded up to 16, at least 16. */
 export function pooledBytes(size: number): number {
   return Math.max(16, Math.ceil((size * 4) / 16) * 16);

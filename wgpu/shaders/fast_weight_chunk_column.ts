@@ -74,20 +74,11 @@ export function isColumnPass(pass: ChunkPass): pass is ColumnPass {
 /** The forward passes of a per-column rule, in dispatch order. */
 export const COLUMN_FORWARD: readonly ChunkPass[] = ["ccoef", "cgram", "cscan", "cout"];
 
-/** The backward passes of a per-column rule (the forward recompute first), in dispatch order. */
-export const COLUMN_BACKWARD: readonly ChunkPass[] = [
-  "ccoef",
-  "cgram",
-  "cscan",
-  "cqd",
-  "cuv",
-  "crscan",
-  "cdot",
-  "ccolg",
-  "ckq",
-  "ccoefb",
-  "cdqx",
-];
+/**
+ * The backward passes of a per-column rule (the forward recompute first), in dispatch order: every
+ * per-column pass (`COLUMN_PASSES` lists them in that order) but the forward's readout `cout`.
+ */
+export const COLUMN_BACKWARD: readonly ChunkPass[] = COLUMN_PASSES.filter((p) => p !== "cout");
 
 // addressing of the column sections: [BH, T, Dv], [BH, NCK, C, C], [BH, NCK, Dk, Dv], [BH, Dk, Dv]
 const ADDR = `

@@ -42,6 +42,7 @@ import {
   shortConvPreGradShader,
   shortConvWeightGradShader,
 } from "./shaders/sequence.ts";
+import { ROWS_PER_SLICE, SLICE_SUM_WG, sliceSumShader } from "./shaders/slices.ts";
 import { createAttentionOps } from "./attention.ts";
 
 function sameSize(op: string, ...ts: [string, Tensor][]): number {
@@ -80,7 +81,24 @@ export function segmentStarts(B: number, T: number, starts?: Uint8Array): Int32A
   return seg;
 }
 
-/** The dense ops on a runtime. */
+/** Output tiles below which a long contraction is split over several workgroups (split-K). */
+export const SPLIT_K_MAX_TILES = 64;
+
+/** Shortest `K` that is split. */
+export const SPLIT_K_MIN_DEPTH = 1024;
+
+/**
+ * How a GEMM with `tiles` output tiles and contraction `K` splits `K` (slices of a multiple of `bk`):
+ * `{ slices: 1 }` when the output alone fills the device or `K` is short; otherwise enough slices for
+ * about 256 workgroups, each at least 256 deep.
+ */
+export function splitKPlan(tiles: number, K: number, bk: number): { slices: number; depth: number } {
+  if (tiles >= SPLIT_K_MAX_TILES || K < SPLIT_K_MIN_DEPTH) return { slices: 1, depth: K };
+  const wanted = Math.min(Math.floor(K / 256), Math.ceil(256 / tiles));
+  const depth = Math.ceil(K / wanted / bk) * bk;
+  return { slices: Math.ceil(K / depth), depth };
+}
+
 /** Options of {@linkcode createDenseOps}. */
 export interface DenseOpsOptions {
   /**
@@ -118,6 +136,16 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
     rt.dispatch(rt.pipeline(key, code), [...buffers, u], grid(Math.ceil(n / ELEMENTWISE_WG)));
   };
   const buf = gpuBuffer;
+
+  /** `out (+)= sum over the S slices of partial[S, n]` (the second pass of every sliced reduction). */
+  const sliceSum = (out: GPUBuffer, partial: GPUBuffer, n: number, S: number, accumulate: boolean) => {
+    const u = rt.uniform([{ u: n }, { u: S }, { u: accumulate ? 1 : 0 }]);
+    rt.dispatch(
+      rt.pipeline("slice_sum_f32", sliceSumShader),
+      [out, partial, u],
+      grid(Math.ceil(n / SLICE_SUM_WG)),
+    );
+  };
 
   function convDims(x: Tensor, weight: Tensor, starts?: Uint8Array) {
     if (x.shape.length !== 3) throw new RangeError(`shortConv: x must be [B, T, C], got [${x.shape}]`);
@@ -173,13 +201,28 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
         precision,
       };
       const [BM, BN] = matmulTile(variant);
-      const u = rt.uniform([{ u: M }, { u: N }, { u: K }]);
-      rt.dispatch(rt.pipeline(matmulKey(variant), () => matmulShader(variant)), [
-        buf(out, "out"),
+      const tiles = Math.ceil(N / BN) * Math.ceil(M / BM);
+      const { slices, depth } = splitKPlan(tiles, K, variant.bk);
+      const u = rt.uniform([{ u: M }, { u: N }, { u: K }, { u: depth }]);
+      if (slices === 1) {
+        rt.dispatch(rt.pipeline(matmulKey(variant), () => matmulShader(variant)), [
+          buf(out, "out"),
+          buf(a, "a"),
+          buf(b, "b"),
+          u,
+        ], [Math.ceil(N / BN), Math.ceil(M / BM)]);
+        return;
+      }
+      const split: MatmulVariant = { ...variant, accumulate: false, splitK: true };
+      const partial = rt.tensor([slices * M * N], false);
+      rt.dispatch(rt.pipeline(matmulKey(split), () => matmulShader(split)), [
+        partial.buffer,
         buf(a, "a"),
         buf(b, "b"),
         u,
-      ], [Math.ceil(N / BN), Math.ceil(M / BM)]);
+      ], [Math.ceil(N / BN), Math.ceil(M / BM), slices]);
+      sliceSum(buf(out, "out"), partial.buffer, M * N, slices, !!options.accumulate);
+      rt.pool.release(partial.buffer);
     },
 
     embeddingForward(out, table, ids) {
@@ -275,14 +318,18 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
         if (dWeight.size !== D) {
           throw new RangeError(`rmsNormBackward: dWeight has ${dWeight.size}, expected ${D}`);
         }
-        const uw = rt.uniform([{ u: D }, { u: N }]);
+        const S = Math.ceil(N / ROWS_PER_SLICE);
+        const partial = rt.tensor([S * D], false);
+        const uw = rt.uniform([{ u: D }, { u: N }, { u: ROWS_PER_SLICE }]);
         rt.dispatch(rt.pipeline("rmsnorm_weight_grad_f32", rmsNormWeightGradShader), [
-          buf(dWeight, "dWeight"),
+          partial.buffer,
           buf(dOut, "dOut"),
           buf(x, "x"),
           buf(rstd, "rstd"),
           uw,
-        ], grid(Math.ceil(D / 64)));
+        ], [Math.ceil(D / 64), S]);
+        sliceSum(buf(dWeight, "dWeight"), partial.buffer, D, S, true);
+        rt.pool.release(partial.buffer);
       }
     },
 
@@ -385,14 +432,20 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
         ux,
         seg,
       ], grid(Math.ceil(n / ELEMENTWISE_WG)));
-      const uw = rt.uniform([{ u: C * W }, { u: T }, { u: C }, { u: W }, { u: B * T }]);
+      const S = Math.ceil((B * T) / ROWS_PER_SLICE);
+      const partial = rt.tensor([S * C * W], false);
+      const uw = rt.uniform([{ u: C * W }, { u: T }, { u: C }, { u: W }, { u: B * T }, {
+        u: ROWS_PER_SLICE,
+      }]);
       rt.dispatch(rt.pipeline("shortconv_weightgrad_f32", shortConvWeightGradShader), [
-        buf(dWeight, "dWeight"),
+        partial.buffer,
         dpre.buffer,
         buf(x, "x"),
         uw,
         seg,
-      ], grid(Math.ceil((C * W) / ELEMENTWISE_WG)));
+      ], [Math.ceil((C * W) / 64), S]);
+      sliceSum(buf(dWeight, "dWeight"), partial.buffer, C * W, S, true);
+      rt.pool.release(partial.buffer);
       rt.pool.release(dpre.buffer);
     },
 

@@ -10,6 +10,7 @@ import { gpuTest } from "./_test_util.ts";
 
 const ref = createRefBackend();
 const TOL = 2e-6;
+const FULL = Deno.env.get("FALCON_TEST_LEVEL") === "full";
 
 /** The same random tensor on both backends. */
 function pair(gpu: Backend, rng: Rng, shape: number[], scale = 1): [Tensor, Tensor] {
@@ -39,6 +40,16 @@ gpuTest(
       [37, 29, 45, true, true, false],
       [257, 258, 11, false, false, true],
       [257, 258, 11, true, true, false],
+      // split-K (few output tiles, K >= SPLIT_K_MIN_DEPTH): 4 slices, the last one shorter, every transpose
+      [5, 7, 1100, false, false, false],
+      [5, 7, 1100, false, true, true],
+      [5, 7, 1100, true, false, true],
+      [5, 7, 1100, true, true, false],
+      // the weight-gradient shape of training (x^T dy, accumulated) on the large-tile kernel: a slow
+      // compile and run on a software adapter, so only at FALCON_TEST_LEVEL=full (the GPU machine)
+      ...(FULL
+        ? [[256, 256, 1024, true, false, true] as [number, number, number, boolean, boolean, boolean]]
+        : []),
     ];
     for (const [M, N, K, transA, transB, accumulate] of cases) {
       const a = pair(gpu, rng, transA ? [K, M] : [M, K]);
@@ -109,8 +120,8 @@ gpuTest("webgpu element-wise ops, activations and SwiGLU match the reference", a
 
 gpuTest("webgpu RMSNorm forward and backward match the reference, with and without weight", async (gpu) => {
   const rng = new Rng(4);
-  const [N, D] = [11, 37];
-  for (const withWeight of [true, false]) {
+  // N = 150: the weight gradient sums three row slices of ROWS_PER_SLICE (64), the last one partial
+  for (const [N, D, withWeight] of [[11, 37, true], [11, 37, false], [150, 37, true]] as const) {
     const x = pair(gpu, rng, [N, D], 2);
     const w = pair(gpu, rng, [D]);
     const out = pair(gpu, rng, [N, D]);
@@ -122,7 +133,7 @@ gpuTest("webgpu RMSNorm forward and backward match the reference, with and witho
     const dOut = pair(gpu, rng, [N, D]);
     gpu.rmsNormBackward(dx[0], withWeight ? dw[0] : null, dOut[0], x[0], withWeight ? w[0] : null, rstd[0]);
     ref.rmsNormBackward(dx[1], withWeight ? dw[1] : null, dOut[1], x[1], withWeight ? w[1] : null, rstd[1]);
-    await same(`rmsNorm weight=${withWeight}`, gpu, [out, rstd, dx, dw]);
+    await same(`rmsNorm N=${N} weight=${withWeight}`, gpu, [out, rstd, dx, dw]);
   }
 });
 
@@ -143,10 +154,11 @@ gpuTest("webgpu embedding forward and backward (repeated ids) match the referenc
 
 gpuTest("webgpu short convolution with sequence starts matches the reference", async (gpu) => {
   const rng = new Rng(6);
-  const [B, T, C, W] = [2, 9, 5, 4];
+  // B*T = 150 rows: the weight gradient sums three row slices (64, 64, 22) that cut across sequences
+  const [B, T, C, W] = [3, 50, 5, 4];
   const starts = Uint8Array.from(
     { length: B * T },
-    (_, i) => (i % T === 0 || i === 5 || i === T + 3 ? 1 : 0),
+    (_, i) => (i % T === 0 || i === 5 || i === T + 3 || i === 2 * T + 17 ? 1 : 0),
   );
   const x = pair(gpu, rng, [B, T, C]);
   const w = pair(gpu, rng, [C, W]);

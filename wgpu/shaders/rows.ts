@@ -6,7 +6,6 @@
  * @module
  */
 
-import { FLAT_PARAMS, flatIndex } from "../runtime.ts";
 
 /** Invocations per row. */
 export const ROW_WG = 64;
@@ -92,23 +91,28 @@ ${ROW_MAIN}
 }`;
 }
 
-/** RMSNorm backward for the weight: one invocation per column, `dW[i] += sum_n dOut[n,i] x[n,i] rstd[n]`. */
+/**
+ * RMSNorm backward for the weight, first pass: `partial[s, i] = sum over rows n of slice s of
+ * dOut[n,i] x[n,i] rstd[n]` (slices of `R` rows, workgroups over `(column block, slice)`); the slice
+ * sum (`slices.ts`) adds the slices into `dW`.
+ */
 export function rmsNormWeightGradShader(): string {
   return `
-@group(0) @binding(0) var<storage, read_write> dw: array<f32>;
+@group(0) @binding(0) var<storage, read_write> partial: array<f32>;
 @group(0) @binding(1) var<storage, read> dout: array<f32>;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
 @group(0) @binding(3) var<storage, read> rstd: array<f32>;
-struct P { n: u32, N: u32 }
+struct P { D: u32, N: u32, R: u32 }
 @group(0) @binding(4) var<uniform> u: P;
 @compute @workgroup_size(64)
-fn main(${FLAT_PARAMS}) {
-  ${flatIndex(64)}
-  if (idx >= u.n) { return; }
-  let D = u.n;
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+  let i = wid.x * 64u + lid.x;
+  if (i >= u.D) { return; }
+  let r0 = wid.y * u.R;
+  let r1 = min(u.N, r0 + u.R);
   var s = 0.0;
-  for (var r = 0u; r < u.N; r++) { s += dout[r * D + idx] * x[r * D + idx] * rstd[r]; }
-  dw[idx] += s;
+  for (var r = r0; r < r1; r++) { s += dout[r * u.D + i] * x[r * u.D + i] * rstd[r]; }
+  partial[wid.y * u.D + i] = s;
 }`;
 }
 

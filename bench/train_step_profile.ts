@@ -1,0 +1,107 @@
+/**
+ * Where one WebGPU training step's time goes: host recording, GPU kernels (timestamps per pipeline)
+ * and the wait for the step's reads. Builds a preset's model on the addition task, runs `--warmup`
+ * steps (shader compilation), then times `--steps` steps split into recording (until the model and
+ * optimizer calls return) and waiting (until the loss and norm arrive), and profiles one more step's
+ * kernels with GPU timestamps (each dispatch then gets a pass of its own, so the kernel sum is an upper
+ * bound of what the same kernels take inside one pass). Prints one JSON report; `--out FILE` writes it.
+ *
+ * ```
+ * deno run --allow-read --allow-write bench/train_step_profile.ts --preset addition --rule falcon1 --out p.json
+ * ```
+ *
+ * Imports nothing from npm (runs on the GPU machine).
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import { modelConfig } from "../src/model/config.ts";
+import { createModel } from "../src/model/falcon_lm.ts";
+import type { MixerName } from "../src/model/types.ts";
+import { ADDITION_VOCAB_SIZE, additionConfig, createTask, packBatch } from "../src/tasks/mod.ts";
+import { DataRng } from "../src/tasks/rng.ts";
+import { trainConfig } from "../src/train/config.ts";
+import { AdamW, clipFactor } from "../src/train/optimizer.ts";
+import { batchWeight, type Batch } from "../src/model/types.ts";
+import { preset } from "../src/train/presets.ts";
+import { createWebGpuBackend } from "../wgpu/backend.ts";
+
+const { values } = parseArgs({
+  args: Deno.args,
+  options: {
+    preset: { type: "string", default: "addition" },
+    rule: { type: "string", default: "falcon1" },
+    steps: { type: "string", default: "10" },
+    warmup: { type: "string", default: "3" },
+    out: { type: "string" },
+  },
+});
+
+const p = preset(values.preset);
+const model = modelConfig({ ...p.model, vocabSize: ADDITION_VOCAB_SIZE, mixer: values.rule as MixerName });
+const tc = trainConfig({ ...p.train, warmupSteps: 1, checkpointEvery: 0 });
+const task = createTask(additionConfig(p.addition));
+const gpu = await createWebGpuBackend({ timestamps: true });
+const lm = createModel(gpu, model, 1);
+const optimizer = new AdamW(gpu, lm.parameters());
+// one training step as the trainer records it; `recorded` resolves when recording returned
+const step = {
+  lag: 0,
+  run(batch: Batch, n: number) {
+    const w = batchWeight(batch);
+    const loss = lm.forwardBackward(batch);
+    const norm = optimizer.gradNorm(1 / w);
+    const done = Promise.all([loss, norm]).then(([, g]) => {
+      optimizer.step(tc, 1e-3, n, clipFactor(g, tc.clipNorm) / w);
+    });
+    return { done };
+  },
+};
+const rng = new DataRng(7);
+const batches = Array.from(
+  { length: 4 },
+  () => packBatch(() => task.sample(rng, "train"), tc.batchSize, tc.seqLen, task.padId),
+);
+
+const warmup = Number(values.warmup);
+const steps = Number(values.steps);
+for (let s = 1; s <= warmup; s++) await step.run(batches[s % batches.length], s).done;
+await gpu.sync();
+
+let recordMs = 0;
+const t0 = performance.now();
+const pending = [];
+for (let s = 1; s <= steps; s++) {
+  const r0 = performance.now();
+  const handle = step.run(batches[s % batches.length], warmup + s);
+  recordMs += performance.now() - r0;
+  pending.push(handle.done);
+  if (pending.length > step.lag) await pending.shift();
+}
+await Promise.all(pending);
+const wallMs = performance.now() - t0;
+
+gpu.runtime.startProfile(2048);
+await step.run(batches[0], warmup + steps + 1).done;
+const profile = await gpu.runtime.stopProfile();
+const tokens = tc.batchSize * tc.seqLen;
+const report = {
+  date: new Date().toISOString(),
+  adapter: gpu.adapterInfo,
+  preset: values.preset,
+  rule: values.rule,
+  batch: tc.batchSize,
+  seqLen: tc.seqLen,
+  stepMs: wallMs / steps,
+  recordMsPerStep: recordMs / steps,
+  tokensPerSecond: (tokens * steps) / (wallMs / 1000),
+  kernelMsPerStep: profile.reduce((a, e) => a + e.ns, 0) / 1e6,
+  spanMsPerStep: profile.spanNs / 1e6,
+  dispatchesPerStep: profile.reduce((a, e) => a + e.dispatches, 0),
+  kernels: profile.slice(0, 40).map((e) => ({ label: e.label, ms: e.ns / 1e6, dispatches: e.dispatches })),
+};
+const text = JSON.stringify(report, null, 2);
+console.log(text);
+if (values.out) await Deno.writeTextFile(values.out, text + "\n");
+gpu.destroy();

@@ -22,8 +22,7 @@ import type { MixerName } from "../src/model/types.ts";
 import { ADDITION_VOCAB_SIZE, additionConfig, createTask, packBatch } from "../src/tasks/mod.ts";
 import { DataRng } from "../src/tasks/rng.ts";
 import { trainConfig } from "../src/train/config.ts";
-import { AdamW, clipFactor } from "../src/train/optimizer.ts";
-import { batchWeight, type Batch } from "../src/model/types.ts";
+import { createTrainStep } from "../src/train/train_step.ts";
 import { preset } from "../src/train/presets.ts";
 import { createWebGpuBackend } from "../wgpu/backend.ts";
 
@@ -44,20 +43,7 @@ const tc = trainConfig({ ...p.train, warmupSteps: 1, checkpointEvery: 0 });
 const task = createTask(additionConfig(p.addition));
 const gpu = await createWebGpuBackend({ timestamps: true });
 const lm = createModel(gpu, model, 1);
-const optimizer = new AdamW(gpu, lm.parameters());
-// one training step as the trainer records it; `recorded` resolves when recording returned
-const step = {
-  lag: 0,
-  run(batch: Batch, n: number) {
-    const w = batchWeight(batch);
-    const loss = lm.forwardBackward(batch);
-    const norm = optimizer.gradNorm(1 / w);
-    const done = Promise.all([loss, norm]).then(([, g]) => {
-      optimizer.step(tc, 1e-3, n, clipFactor(g, tc.clipNorm) / w);
-    });
-    return { done };
-  },
-};
+const step = createTrainStep(gpu, lm, tc);
 const rng = new DataRng(7);
 const batches = Array.from(
   { length: 4 },
@@ -66,7 +52,7 @@ const batches = Array.from(
 
 const warmup = Number(values.warmup);
 const steps = Number(values.steps);
-for (let s = 1; s <= warmup; s++) await step.run(batches[s % batches.length], s).done;
+for (let s = 1; s <= warmup; s++) await step.run(batches[s % batches.length], s, 1e-3).outcome;
 await gpu.sync();
 
 let recordMs = 0;
@@ -74,16 +60,16 @@ const t0 = performance.now();
 const pending = [];
 for (let s = 1; s <= steps; s++) {
   const r0 = performance.now();
-  const handle = step.run(batches[s % batches.length], warmup + s);
+  const handle = step.run(batches[s % batches.length], warmup + s, 1e-3);
   recordMs += performance.now() - r0;
-  pending.push(handle.done);
+  pending.push(handle.outcome);
   if (pending.length > step.lag) await pending.shift();
 }
 await Promise.all(pending);
 const wallMs = performance.now() - t0;
 
 gpu.runtime.startProfile(2048);
-await step.run(batches[0], warmup + steps + 1).done;
+await step.run(batches[0], warmup + steps + 1, 1e-3).outcome;
 const profile = await gpu.runtime.stopProfile();
 const tokens = tc.batchSize * tc.seqLen;
 const report = {

@@ -54,6 +54,7 @@ export async function createWebGpuBackend(options: WebGpuBackendOptions = {}): P
   }
   return {
     name: "webgpu",
+    queued: true,
     dtype: "f32",
     adapterInfo: info,
     matmulPrecision: options.matmulPrecision ?? "f32",

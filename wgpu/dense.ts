@@ -6,7 +6,14 @@
  * @module
  */
 
-import type { Activation, AdamWParams, DenseOps, MatmulOptions, Tensor } from "../src/rules/backend.ts";
+import type {
+  Activation,
+  AdamWParams,
+  DenseOps,
+  MatmulOptions,
+  StepGuard,
+  Tensor,
+} from "../src/rules/backend.ts";
 import { type GpuRuntime, grid } from "./runtime.ts";
 import { gpuBuffer } from "./tensor.ts";
 import {
@@ -29,6 +36,7 @@ import {
 } from "./shaders/matmul.ts";
 import {
   crossEntropyShader,
+  finishSumShader,
   rmsNormBackwardShader,
   rmsNormForwardShader,
   rmsNormWeightGradShader,
@@ -481,23 +489,53 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
 
     ...createAttentionOps(rt),
 
-    adamw(param, grad, m, v, p: AdamWParams, decay) {
+    adamw(param, grad, m, v, p: AdamWParams, decay, guard?: StepGuard) {
       const n = sameSize("adamw", ["param", param], ["grad", grad], ["m", m], ["v", v]);
       if (!(Number.isInteger(p.step) && p.step >= 1)) {
         throw new RangeError(`adamw: step must be >= 1, got ${p.step}`);
       }
       const c1 = 1 - Math.pow(p.beta1, p.step);
       const c2 = 1 - Math.pow(p.beta2, p.step);
-      elementwise("adamw_f32", adamwShader, [buf(param), buf(grad), buf(m), buf(v)], n, [
-        p.lr,
-        p.beta1,
-        p.beta2,
-        p.eps,
-        decay ? p.weightDecay : 0,
-        c1,
-        c2,
-        p.gradScale,
+      const scalars = [p.lr, p.beta1, p.beta2, p.eps, decay ? p.weightDecay : 0, c1, c2, p.gradScale];
+      const tensors = [buf(param), buf(grad), buf(m), buf(v)];
+      if (!guard) {
+        elementwise("adamw_f32", () => adamwShader(false), tensors, n, scalars);
+        return;
+      }
+      if (guard.stats.size < 2 || guard.halted.size < 1) {
+        throw new RangeError(
+          `adamw: guard.stats needs 2 elements and guard.halted 1, got ${guard.stats.size} and ${guard.halted.size}`,
+        );
+      }
+      elementwise(
+        "adamw_guarded_f32",
+        () => adamwShader(true),
+        [
+          ...tensors,
+          buf(guard.stats, "guard.stats"),
+          buf(guard.halted, "guard.halted"),
+        ],
+        n,
+        [...scalars, Math.abs(guard.normScale), guard.clipNorm],
+      );
+    },
+
+    accumulateSum(out, index, x, squares) {
+      if (!Number.isInteger(index) || index < 0 || index >= out.size) {
+        throw new RangeError(`accumulateSum: index ${index} is outside out's ${out.size} elements`);
+      }
+      const n = x.size;
+      if (n === 0) return;
+      const groups = Math.min(256, Math.ceil(n / 256));
+      const partial = rt.tensor([groups], false);
+      const u = rt.uniform([{ u: n }, { u: groups }]);
+      const key = squares ? "sumsquares_f32" : "sum_f32";
+      rt.dispatch(rt.pipeline(key, () => sumSquaresShader(squares)), [partial.buffer, buf(x, "x"), u], [
+        groups,
       ]);
+      const uf = rt.uniform([{ u: groups }, { u: index }]);
+      rt.dispatch(rt.pipeline("finish_sum_f32", finishSumShader), [buf(out, "out"), partial.buffer, uf], [1]);
+      rt.pool.release(partial.buffer);
     },
 
     async sumSquares(x) {
@@ -506,7 +544,11 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
       const groups = Math.min(1024, Math.ceil(n / 256));
       const partial = rt.tensor([groups], false);
       const u = rt.uniform([{ u: n }, { u: groups }]);
-      rt.dispatch(rt.pipeline("sumsquares_f32", sumSquaresShader), [partial.buffer, buf(x, "x"), u], [
+      rt.dispatch(rt.pipeline("sumsquares_f32", () => sumSquaresShader(true)), [
+        partial.buffer,
+        buf(x, "x"),
+        u,
+      ], [
         groups,
       ]);
       const data = new Float32Array(await rt.readBytes(partial.buffer, groups * 4));

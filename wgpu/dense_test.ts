@@ -240,3 +240,55 @@ gpuTest("webgpu AdamW (with and without decay) and sumSquares match the referenc
   const b = await ref.sumSquares(x[1]);
   assertRelL2("sumSquares", [a], [b], 1e-6);
 });
+
+gpuTest(
+  "webgpu accumulateSum and the guarded AdamW (device clipping, halt on a non-finite sum) match the reference",
+  async (gpu) => {
+    const rng = new Rng(10);
+    const shape = [7, 9];
+    const params = {
+      lr: 1e-2,
+      beta1: 0.9,
+      beta2: 0.95,
+      eps: 1e-8,
+      weightDecay: 0.1,
+      step: 2,
+      gradScale: 0.25,
+    };
+    // clipNorm 1 clips (the norm of a 63-element normal gradient is ~8 before normScale); 100 does not
+    for (const [clipNorm, poison] of [[1, false], [100, false], [1, true]] as const) {
+      const losses = pair(gpu, rng, [1001]);
+      const g = pair(gpu, rng, shape);
+      const stats = pair(gpu, rng, [2]);
+      for (const be of [0, 1]) {
+        const b = be === 0 ? gpu : ref;
+        b.fill(stats[be], 0);
+        b.accumulateSum(stats[be], 0, losses[be], false);
+        b.accumulateSum(stats[be], 1, g[be], true);
+        b.accumulateSum(stats[be], 1, g[be], true); // accumulates: twice the sum of squares
+        if (poison) b.fill(stats[be], NaN);
+      }
+      await same(`accumulateSum clip=${clipNorm}`, gpu, poison ? [] : [stats], 1e-6);
+      const p = pair(gpu, rng, shape);
+      const m = pair(gpu, rng, shape, 0.1);
+      const v = pair(gpu, rng, shape, 0.1).map((t, be) => {
+        (be === 0 ? gpu : ref).mul(t, t, t); // second moments are non-negative
+        return t;
+      }) as [Tensor, Tensor];
+      const halted = [gpu.zeros([1]), ref.zeros([1])];
+      const before = await gpu.read(p[0]);
+      for (const be of [0, 1]) {
+        const guard = { stats: stats[be], halted: halted[be], normScale: 0.5, clipNorm };
+        (be === 0 ? gpu : ref).adamw(p[be], g[be], m[be], v[be], params, true, guard);
+      }
+      await same(`guarded adamw clip=${clipNorm} poison=${poison}`, gpu, [p, m, v], 1e-5);
+      const flag = (await gpu.read(halted[0]))[0];
+      if (flag !== (poison ? 1 : 0)) throw new Error(`halted flag ${flag}, expected ${poison ? 1 : 0}`);
+      const after = await gpu.read(p[0]);
+      const changed = after.some((x, i) => x !== before[i]);
+      if (changed === poison) {
+        throw new Error(`poison=${poison} but the parameters ${changed ? "changed" : "did not change"}`);
+      }
+    }
+  },
+);

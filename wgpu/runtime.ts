@@ -57,6 +57,11 @@ export class GpuRuntime {
   #profile: { querySet: GPUQuerySet; resolve: GPUBuffer; labels: string[]; capacity: number } | null = null;
   #zero: GPUBuffer | null = null;
   #errors: string[] = [];
+  /**
+   * Host waits on the device so far: buffer maps (reads) and queue syncs. Each costs a round trip
+   * (about 11 ms in Deno 2.9); tests count them.
+   */
+  readonly waits = { maps: 0, syncs: 0 };
 
   /** A runtime on `device`; validation errors are collected and thrown by the next read or sync. */
   constructor(device: GPUDevice) {
@@ -347,6 +352,7 @@ export class GpuRuntime {
     });
     this.encoder().copyBufferToBuffer(src, 0, staging, 0, Math.min(size, src.size));
     this.flush();
+    this.waits.maps++;
     await staging.mapAsync(GPUMapMode.READ);
     const out = staging.getMappedRange(0, size).slice(0, bytes);
     staging.unmap();
@@ -370,6 +376,7 @@ export class GpuRuntime {
     this.flush();
     for (const r of reads) this.pool.release(r.snapshot);
     try {
+      this.waits.maps++;
       await staging.mapAsync(GPUMapMode.READ);
       const all = staging.getMappedRange(0, total);
       const outs = reads.map((r, i) => all.slice(offsets[i], offsets[i] + r.bytes));
@@ -441,6 +448,7 @@ export class GpuRuntime {
   /** Wait until the device finished everything submitted. */
   async sync(): Promise<void> {
     this.flush();
+    this.waits.syncs++;
     await this.device.queue.onSubmittedWorkDone();
     this.throwErrors();
   }

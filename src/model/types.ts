@@ -96,6 +96,12 @@ export interface LanguageModel {
    * awaited), so a caller may queue reductions of the gradients before awaiting the loss.
    */
   forwardBackward(batch: Batch): Promise<{ loss: number; weight: number }>;
+  /**
+   * Optional: what `forwardBackward` does, without reading the loss back: returns the per-position
+   * weighted losses `[B*T]` on the backend (valid until the next forward), so that a training step can
+   * stay on the device (`StepGuard` of the kernel interface).
+   */
+  recordForwardBackward?(batch: Batch): Tensor;
   /** Logits `[B, T, V]` of a batch (no gradient). */
   logits(batch: Pick<Batch, "B" | "T" | "ids" | "starts">): Promise<Float32Array | Float64Array>;
 }

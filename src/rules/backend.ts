@@ -148,6 +148,44 @@ export interface AdamWParams {
   readonly gradScale: number;
 }
 
+/**
+ * Gradient clipping and the divergence guard of a device-resident training step: an
+ * {@linkcode DenseOps.adamw} given a guard takes its clipping factor from statistics that
+ * {@linkcode DenseOps.accumulateSum} summed on the device in the same step, so no value has to come
+ * back to the host between steps.
+ */
+export interface StepGuard {
+  /** `[2]`: the step's loss sum (`stats[0]`) and sum of squared gradients (`stats[1]`), accumulated this step. */
+  readonly stats: Tensor;
+  /**
+   * `[1]`: the halt flag, sticky across steps. A guarded update whose `stats` are not finite, or that
+   * finds the flag set, changes nothing and sets the flag; the caller clears it (`fill(halted, 0)`).
+   */
+  readonly halted: Tensor;
+  /** The gradient norm is `sqrt(stats[1]) * normScale` (e.g. `1 / weight` for a mean loss). */
+  readonly normScale: number;
+  /** Clip the gradient norm to this (0: no clipping). */
+  readonly clipNorm: number;
+}
+
+/**
+ * The gradient scale a guarded AdamW applies: `gradScale * clipFactor`, where the clipping factor
+ * scales a norm above `clipNorm` down to it; `null` (no update) when the step's statistics are not
+ * finite or the halt flag is set. Every backend computes this in its own precision.
+ */
+export function guardedGradScale(
+  lossSum: number,
+  gradSquares: number,
+  halted: number,
+  guard: Pick<StepGuard, "normScale" | "clipNorm">,
+  gradScale: number,
+): number | null {
+  if (halted !== 0 || !Number.isFinite(lossSum) || !Number.isFinite(gradSquares)) return null;
+  const norm = Math.sqrt(gradSquares) * Math.abs(guard.normScale);
+  const clip = guard.clipNorm > 0 && norm > guard.clipNorm ? guard.clipNorm / norm : 1;
+  return gradScale * clip;
+}
+
 /** Dense ops the model needs; every forward has its backward. */
 export interface DenseOps {
   /** `out[M, N] (+)= op(a)[M, K] op(b)[K, N]`; leading dimensions are flattened into rows. */
@@ -231,16 +269,38 @@ export interface DenseOps {
     ropeBase: number,
     starts?: Uint8Array,
   ): void;
-  /** One AdamW step in place on `param`, `m`, `v`. `decay` false skips weight decay (norms, biases). */
-  adamw(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, params: AdamWParams, decay: boolean): void;
+  /**
+   * One AdamW step in place on `param`, `m`, `v`. `decay` false skips weight decay (norms, biases).
+   * With a `guard`, gradients are also multiplied by the clipping factor of the step's gradient norm
+   * and nothing changes when the step diverged ({@linkcode StepGuard}, {@linkcode guardedGradScale}).
+   */
+  adamw(
+    param: Tensor,
+    grad: Tensor,
+    m: Tensor,
+    v: Tensor,
+    params: AdamWParams,
+    decay: boolean,
+    guard?: StepGuard,
+  ): void;
   /** Sum of squares of the elements (for gradient-norm clipping); read back to the host. */
   sumSquares(x: Tensor): Promise<number>;
+  /**
+   * `out[index] += sum(x)`, or `sum(x^2)` with `squares`, where the data lives (no read back): the
+   * statistics of a device-resident training step ({@linkcode StepGuard}).
+   */
+  accumulateSum(out: Tensor, index: number, x: Tensor, squares: boolean): void;
 }
 
 /** A complete backend: tensor storage plus every kernel. */
 export interface Backend extends FastWeightOps, DenseOps {
   /** Which implementation this is. */
   readonly name: BackendName;
+  /**
+   * Ops are queued on a device and a read waits for the queue (WebGPU): a caller should record the
+   * next work before it awaits a read. False where every op has finished when it returns (CPU).
+   */
+  readonly queued: boolean;
   /** Element type of its tensors. */
   readonly dtype: DType;
   /** A zero-filled tensor. */

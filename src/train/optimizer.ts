@@ -6,7 +6,7 @@
  */
 
 import type { NamedParam } from "../model/types.ts";
-import type { Backend, Tensor } from "../rules/backend.ts";
+import type { Backend, StepGuard, Tensor } from "../rules/backend.ts";
 import type { TrainConfig } from "./config.ts";
 
 /** AdamW moments for a fixed list of parameters. */
@@ -40,13 +40,15 @@ export class AdamW {
 
   /**
    * One update with learning rate `lr` at the 1-based `step`; gradients are multiplied by
-   * `gradScale` first (mean-loss normalisation times the clipping factor).
+   * `gradScale` first (mean-loss normalisation times the clipping factor). With a `guard` the
+   * clipping factor comes from the device's statistics instead (`StepGuard` of the kernel interface).
    */
   step(
     config: Pick<TrainConfig, "beta1" | "beta2" | "eps" | "weightDecay">,
     lr: number,
     step: number,
     gradScale: number,
+    guard?: StepGuard,
   ): void {
     const params = {
       lr,
@@ -58,7 +60,7 @@ export class AdamW {
       gradScale,
     };
     for (const p of this.#params) {
-      this.#backend.adamw(p.value, p.grad, this.m.get(p.name)!, this.v.get(p.name)!, params, p.decay);
+      this.#backend.adamw(p.value, p.grad, this.m.get(p.name)!, this.v.get(p.name)!, params, p.decay, guard);
     }
   }
 }

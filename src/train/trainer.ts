@@ -26,8 +26,8 @@ import type { Task } from "../tasks/types.ts";
 import { type TrainConfig, validateTrainConfig } from "./config.ts";
 import { MetricsLog } from "./metrics_log.ts";
 import { readTensors, writeTensors } from "./model_state.ts";
-import { AdamW, clipFactor } from "./optimizer.ts";
 import { learningRate } from "./schedule.ts";
+import { createTrainStep, type PendingStep } from "./train_step.ts";
 
 /** File name of the latest checkpoint inside a run directory. */
 export const CHECKPOINT_FILE = "checkpoint.safetensors";
@@ -83,6 +83,12 @@ export interface TrainSetup {
   readonly onProgress?: (progress: TrainProgress) => void;
   /** Model constructor (tests inject small models). */
   readonly createModel?: ModelFactory;
+  /**
+   * Step strategy (`train_step.ts`): `device` keeps clipping and the divergence guard on the device and
+   * settles steps asynchronously, `host` reads the loss and norm back every step; default `device` on a
+   * queued backend (WebGPU) when the model can record a step, else `host`.
+   */
+  readonly stepStrategy?: "host" | "device";
 }
 
 /** Outcome of {@linkcode train}. */
@@ -185,7 +191,8 @@ export async function train(setup: TrainSetup): Promise<TrainResult> {
 
   const model = (setup.createModel ?? createFalconModel)(backend, setup.model, deriveSeed(tc.seed, "init"));
   const params = model.parameters();
-  const optimizer = new AdamW(backend, params);
+  const stepper = createTrainStep(backend, model, tc, { strategy: setup.stepStrategy });
+  const optimizer = stepper.optimizer;
   const paramMap = namedMap(params, (p) => p.value);
   let step = 0;
   let rng = new DataRng(deriveSeed(tc.seed, "train"));
@@ -255,38 +262,55 @@ export async function train(setup: TrainSetup): Promise<TrainResult> {
     });
   };
 
-  while (step < tc.steps) {
-    if (setup.signal?.aborted) {
-      await save();
-      progress("checkpoint");
-      return result("interrupted");
+  // steps recorded but not yet settled (the device step runs up to `stepper.lag` steps ahead)
+  const inFlight: { pending: PendingStep; lr: number; weight: number; tokens: number }[] = [];
+  let recorded = step;
+  const settleOldest = async () => {
+    const { pending, lr, weight, tokens } = inFlight.shift()!;
+    const { loss: meanLoss, gradNorm, halted } = await pending.outcome;
+    if (!Number.isFinite(meanLoss)) throw new TrainingDivergedError(pending.step, `loss is ${meanLoss}`);
+    if (!Number.isFinite(gradNorm)) {
+      throw new TrainingDivergedError(pending.step, `gradient norm is ${gradNorm}`);
     }
-    const next = step + 1;
-    const batch = packBatch(() => task.sample(rng, "train"), tc.batchSize, tc.seqLen, task.padId);
-    const weight = batchWeight(batch);
-    if (!(weight > 0)) throw new RangeError(`step ${next}: the batch has no supervised tokens`);
-    // forward + backward and the gradient reductions are all recorded before waiting on either
-    // read: one device round trip per step instead of two (the GPU backend's sync is ~11 ms)
-    const lossRead = model.forwardBackward(batch);
-    const normRead = optimizer.gradNorm(1 / weight);
-    const [{ loss }, gradNorm] = await Promise.all([lossRead, normRead]);
-    const meanLoss = loss / weight;
-    if (!Number.isFinite(meanLoss)) throw new TrainingDivergedError(next, `loss is ${meanLoss}`);
-    if (!Number.isFinite(gradNorm)) throw new TrainingDivergedError(next, `gradient norm is ${gradNorm}`);
-    const lr = learningRate(next, tc);
-    optimizer.step(tc, lr, next, clipFactor(gradNorm, tc.clipNorm) / weight);
-    step = next;
-    tokensSeen += batch.B * batch.T;
+    if (halted) {
+      throw new TrainingDivergedError(pending.step, "the device found a non-finite loss or gradient sum");
+    }
+    step = pending.step;
+    tokensSeen += tokens;
     losses.push(meanLoss);
     last = { loss: meanLoss, lr, gradNorm };
     peakRssBytes = Math.max(peakRssBytes, Deno.memoryUsage().rss);
     await log.append({ step, loss: meanLoss, lr, gradNorm, tokens: weight, elapsed: elapsed() });
     progress("step");
-    if (tc.checkpointEvery > 0 && step % tc.checkpointEvery === 0 && step < tc.steps) {
+  };
+  // every recorded step settled: the parameters on the backend are those after `step`
+  const settleAll = async () => {
+    while (inFlight.length > 0) await settleOldest();
+  };
+
+  while (recorded < tc.steps) {
+    if (setup.signal?.aborted) {
+      await settleAll();
+      await save();
+      progress("checkpoint");
+      return result("interrupted");
+    }
+    const next = recorded + 1;
+    // the host assembles this batch while the device still runs the steps in flight
+    const batch = packBatch(() => task.sample(rng, "train"), tc.batchSize, tc.seqLen, task.padId);
+    const weight = batchWeight(batch);
+    if (!(weight > 0)) throw new RangeError(`step ${next}: the batch has no supervised tokens`);
+    const lr = learningRate(next, tc);
+    inFlight.push({ pending: stepper.run(batch, next, lr), lr, weight, tokens: batch.B * batch.T });
+    recorded = next;
+    while (inFlight.length > stepper.lag) await settleOldest();
+    if (tc.checkpointEvery > 0 && next % tc.checkpointEvery === 0 && next < tc.steps) {
+      await settleAll();
       await save();
       progress("checkpoint");
     }
   }
+  await settleAll();
   await save();
   progress("checkpoint");
   return result("completed");

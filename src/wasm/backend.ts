@@ -70,6 +70,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   const fill = (t: WasmTensor, v: number) => heap.f32.fill(v, t.ptr >>> 2, (t.ptr >>> 2) + t.size);
   return {
     name: "wasm",
+    queued: false,
     dtype: "f32",
     flavour,
     threads,

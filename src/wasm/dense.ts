@@ -6,7 +6,15 @@
  * @module
  */
 
-import type { Activation, AdamWParams, DenseOps, MatmulOptions, Tensor } from "../rules/backend.ts";
+import {
+  type Activation,
+  type AdamWParams,
+  type DenseOps,
+  guardedGradScale,
+  type MatmulOptions,
+  type StepGuard,
+  type Tensor,
+} from "../rules/backend.ts";
 import type { WasmContext } from "./context.ts";
 import { gemmGrid } from "./gemm_grid.ts";
 
@@ -329,10 +337,22 @@ export function wasmDenseOps(ctx: WasmContext): DenseOps {
       );
     },
 
-    adamw(param, grad, m, v, params: AdamWParams, decay: boolean) {
+    adamw(param, grad, m, v, params: AdamWParams, decay: boolean, guard?: StepGuard) {
       const [pp, pg, pm, pv] = same("adamw", [param, "param"], [grad, "grad"], [m, "m"], [v, "v"]);
       if (!(Number.isInteger(params.step) && params.step >= 1)) {
         throw new RangeError(`adamw: step must be an integer >= 1, got ${params.step}`);
+      }
+      let gradScale = params.gradScale;
+      if (guard) {
+        const stats = ctx.ptr(guard.stats, "adamw guard.stats") >>> 2;
+        const halted = ctx.ptr(guard.halted, "adamw guard.halted") >>> 2;
+        const f32 = ctx.heap.f32;
+        const scale = guardedGradScale(f32[stats], f32[stats + 1], f32[halted], guard, params.gradScale);
+        if (scale === null) {
+          f32[halted] = 1;
+          return;
+        }
+        gradScale = scale;
       }
       ex.adamw_f32(
         pp,
@@ -346,12 +366,24 @@ export function wasmDenseOps(ctx: WasmContext): DenseOps {
         params.eps,
         decay ? params.weightDecay : 0,
         params.step,
-        params.gradScale,
+        gradScale,
       );
     },
 
     sumSquares(x) {
       return Promise.resolve(ex.sumsq_f32(ctx.ptr(x, "sumSquares x"), x.size));
+    },
+
+    accumulateSum(out, index, x, squares) {
+      const o = ctx.ptr(out, "accumulateSum out") >>> 2;
+      if (!Number.isInteger(index) || index < 0 || index >= out.size) {
+        throw new RangeError(`accumulateSum: index ${index} is outside out's ${out.size} elements`);
+      }
+      const px = ctx.ptr(x, "accumulateSum x");
+      let s = 0;
+      if (squares) s = ex.sumsq_f32(px, x.size);
+      else for (const value of ctx.heap.f32.subarray(px >>> 2, (px >>> 2) + x.size)) s += value;
+      ctx.heap.f32[o + index] += s;
     },
   };
 }

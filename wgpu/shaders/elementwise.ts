@@ -145,22 +145,41 @@ export function swigluBackwardShader(): string {
  * One AdamW step (decoupled decay): `g = gradScale * grad`, moments updated, then
  * `param -= lr * (mhat / (sqrt(vhat) + eps) + wd * param)` with `wd = 0` when decay is off.
  * Bias corrections `c1 = 1 - beta1^step`, `c2 = 1 - beta2^step` come from the host.
+ *
+ * `guarded` (a device-resident training step, `StepGuard` of the kernel interface): two more
+ * bindings, `stats = [loss sum, sum of squared gradients]` and the sticky `halted` flag. When the
+ * flag is set or a statistic is not finite, nothing changes and the flag is set; otherwise `g` is
+ * also multiplied by the clipping factor of the norm `sqrt(stats[1]) * normScale`.
  */
-export function adamwShader(): string {
-  return elementwiseShader(
-    [
-      { name: "param", access: RW },
-      { name: "grad", access: R },
-      { name: "m", access: RW },
-      { name: "v", access: RW },
-    ],
-    ["lr", "beta1", "beta2", "eps", "wd", "c1", "c2", "gscale"],
-    `let g = grad[idx] * u.gscale;
-  let mi = u.beta1 * m[idx] + (1.0 - u.beta1) * g;
+export function adamwShader(guarded = false): string {
+  const update = `let mi = u.beta1 * m[idx] + (1.0 - u.beta1) * g;
   let vi = u.beta2 * v[idx] + (1.0 - u.beta2) * g * g;
   m[idx] = mi;
   v[idx] = vi;
   let p = param[idx];
-  param[idx] = p - u.lr * ((mi / u.c1) / (sqrt(vi / u.c2) + u.eps) + u.wd * p);`,
+  param[idx] = p - u.lr * ((mi / u.c1) / (sqrt(vi / u.c2) + u.eps) + u.wd * p);`;
+  const bindings: ElementBinding[] = [
+    { name: "param", access: RW },
+    { name: "grad", access: R },
+    { name: "m", access: RW },
+    { name: "v", access: RW },
+  ];
+  const fields = ["lr", "beta1", "beta2", "eps", "wd", "c1", "c2", "gscale"];
+  if (!guarded) return elementwiseShader(bindings, fields, `let g = grad[idx] * u.gscale;\n  ${update}`);
+  return elementwiseShader(
+    [...bindings, { name: "stats", access: R }, { name: "halted", access: RW }],
+    [...fields, "normScale", "clipNorm"],
+    `let loss = stats[0];
+  let squares = stats[1];
+  if (halted[0] != 0.0 || !finite_f(loss) || !finite_f(squares)) {
+    halted[0] = 1.0;
+    return;
+  }
+  let norm = sqrt(squares) * u.normScale;
+  var clip = 1.0;
+  if (u.clipNorm > 0.0 && norm > u.clipNorm) { clip = u.clipNorm / norm; }
+  let g = grad[idx] * u.gscale * clip;
+  ${update}`,
+    "fn finite_f(x: f32) -> bool { return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u; }",
   );
 }

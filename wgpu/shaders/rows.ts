@@ -6,7 +6,6 @@
  * @module
  */
 
-
 /** Invocations per row. */
 export const ROW_WG = 64;
 
@@ -154,8 +153,8 @@ ${ROW_MAIN}
 }`;
 }
 
-/** Partial sums of squares: workgroup `g` reduces a grid-stride range into `partial[g]`. */
-export function sumSquaresShader(): string {
+/** Partial sums of squares (or of the values): workgroup `g` reduces a grid-stride range into `partial[g]`. */
+export function sumSquaresShader(squares = true): string {
   return `
 @group(0) @binding(0) var<storage, read_write> partial: array<f32>;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
@@ -165,7 +164,9 @@ var<workgroup> red: array<f32, 256>;
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   var s = 0.0;
-  for (var i = gid.x * 256u + li; i < u.n; i += u.groups * 256u) { let v = x[i]; s += v * v; }
+  for (var i = gid.x * 256u + li; i < u.n; i += u.groups * 256u) { let v = x[i]; s += ${
+    squares ? "v * v" : "v"
+  }; }
   red[li] = s;
   workgroupBarrier();
   for (var k = 128u; k > 0u; k = k >> 1u) {
@@ -173,5 +174,30 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
     workgroupBarrier();
   }
   if (li == 0u) { partial[gid.x] = red[0]; }
+}`;
+}
+
+/**
+ * The second stage of a device-side sum (`accumulateSum`): one workgroup adds the `G` partial sums
+ * in a fixed tree order and `out[index] += total`.
+ */
+export function finishSumShader(): string {
+  return `
+@group(0) @binding(0) var<storage, read_write> out_: array<f32>;
+@group(0) @binding(1) var<storage, read> partial: array<f32>;
+struct P { groups: u32, index: u32 }
+@group(0) @binding(2) var<uniform> u: P;
+var<workgroup> red: array<f32, 256>;
+@compute @workgroup_size(256)
+fn main(@builtin(local_invocation_index) li: u32) {
+  var s = 0.0;
+  for (var i = li; i < u.groups; i += 256u) { s += partial[i]; }
+  red[li] = s;
+  workgroupBarrier();
+  for (var k = 128u; k > 0u; k = k >> 1u) {
+    if (li < k) { red[li] = red[li] + red[li + k]; }
+    workgroupBarrier();
+  }
+  if (li == 0u) { out_[u.index] = out_[u.index] + red[0]; }
 }`;
 }

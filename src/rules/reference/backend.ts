@@ -14,6 +14,7 @@ import { refData, RefTensor } from "./tensor.ts";
 export function createRefBackend(): Backend {
   return {
     name: "ref",
+    queued: false,
     dtype: "f64",
     zeros: (shape) => new RefTensor(shape),
     fromArray: (data, shape) => new RefTensor(shape, Float64Array.from(data)),

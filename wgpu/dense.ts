@@ -93,16 +93,16 @@ export function segmentStarts(B: number, T: number, starts?: Uint8Array): Int32A
 export const SPLIT_K_MAX_TILES = 64;
 
 /** Shortest `K` that is split. */
-export const SPLIT_K_MIN_DEPTH = 1024;
+export const SPLIT_K_MIN_DEPTH = 512;
 
 /**
  * How a GEMM with `tiles` output tiles and contraction `K` splits `K` (slices of a multiple of `bk`):
  * `{ slices: 1 }` when the output alone fills the device or `K` is short; otherwise enough slices for
- * about 256 workgroups, each at least 256 deep.
+ * about 256 workgroups, each at least 128 deep.
  */
 export function splitKPlan(tiles: number, K: number, bk: number): { slices: number; depth: number } {
   if (tiles >= SPLIT_K_MAX_TILES || K < SPLIT_K_MIN_DEPTH) return { slices: 1, depth: K };
-  const wanted = Math.min(Math.floor(K / 256), Math.ceil(256 / tiles));
+  const wanted = Math.min(Math.floor(K / 128), Math.ceil(256 / tiles));
   const depth = Math.ceil(K / wanted / bk) * bk;
   return { slices: Math.ceil(K / depth), depth };
 }
@@ -520,20 +520,27 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
       );
     },
 
-    accumulateSum(out, index, x, squares) {
+    accumulateSum(out, index, xs, squares) {
       if (!Number.isInteger(index) || index < 0 || index >= out.size) {
         throw new RangeError(`accumulateSum: index ${index} is outside out's ${out.size} elements`);
       }
-      const n = x.size;
-      if (n === 0) return;
-      const groups = Math.min(256, Math.ceil(n / 256));
-      const partial = rt.tensor([groups], false);
-      const u = rt.uniform([{ u: n }, { u: groups }]);
+      // one partial-sum dispatch per tensor into one buffer, then one pass adds every partial in order
+      const parts = xs.filter((x) => x.size > 0).map((x) => ({
+        x,
+        groups: Math.min(256, Math.ceil(x.size / 256)),
+      }));
+      const total = parts.reduce((n, p) => n + p.groups, 0);
+      if (total === 0) return;
+      const partial = rt.tensor([total], false);
       const key = squares ? "sumsquares_f32" : "sum_f32";
-      rt.dispatch(rt.pipeline(key, () => sumSquaresShader(squares)), [partial.buffer, buf(x, "x"), u], [
-        groups,
-      ]);
-      const uf = rt.uniform([{ u: groups }, { u: index }]);
+      const pipe = rt.pipeline(key, () => sumSquaresShader(squares));
+      let base = 0;
+      for (const { x, groups } of parts) {
+        const u = rt.uniform([{ u: x.size }, { u: groups }, { u: base }]);
+        rt.dispatch(pipe, [partial.buffer, buf(x, "x"), u], [groups]);
+        base += groups;
+      }
+      const uf = rt.uniform([{ u: total }, { u: index }]);
       rt.dispatch(rt.pipeline("finish_sum_f32", finishSumShader), [buf(out, "out"), partial.buffer, uf], [1]);
       rt.pool.release(partial.buffer);
     },

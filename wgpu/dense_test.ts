@@ -263,9 +263,9 @@ gpuTest(
       for (const be of [0, 1]) {
         const b = be === 0 ? gpu : ref;
         b.fill(stats[be], 0);
-        b.accumulateSum(stats[be], 0, losses[be], false);
-        b.accumulateSum(stats[be], 1, g[be], true);
-        b.accumulateSum(stats[be], 1, g[be], true); // accumulates: twice the sum of squares
+        b.accumulateSum(stats[be], 0, [losses[be]], false);
+        b.accumulateSum(stats[be], 1, [g[be], losses[be]], true); // several tensors into one sum
+        b.accumulateSum(stats[be], 1, [g[be]], true); // accumulates onto it
         if (poison) b.fill(stats[be], NaN);
       }
       await same(`accumulateSum clip=${clipNorm}`, gpu, poison ? [] : [stats], 1e-6);

@@ -49,10 +49,15 @@ export class GpuRuntime {
     resolve: (data: ArrayBuffer) => void;
     reject: (e: unknown) => void;
   }[] = [];
-  /** Pooled buffers filled by `#uploadTemp`, given back at the next flush. */
+  /** Upload buffers used by the commands recorded since the last flush, given back at the flush. */
   #uploads: GPUBuffer[] = [];
-  /** Small immutable host-data buffers by usage and content: a training step repeats the same ones. */
-  readonly #constants = new Map<string, GPUBuffer>();
+  /** Small immutable host-data buffers by usage and content hash: a training step repeats the same ones. */
+  readonly #constants = new Map<string, { bytes: Uint8Array; buffer: GPUBuffer }[]>();
+  #constantCount = 0;
+  /** Buffers for uploads that no recorded command uses (refilled at each flush). */
+  readonly #uploadPool: GpuBufferPool;
+  /** This flush's uploads by content hash (reused by identical data before the flush). */
+  #uploadsByContent = new Map<string, { bytes: Uint8Array; buffer: GPUBuffer }[]>();
   #retired: GPUBuffer[] = [];
   #profile: { querySet: GPUQuerySet; resolve: GPUBuffer; labels: string[]; capacity: number } | null = null;
   #zero: GPUBuffer | null = null;
@@ -67,6 +72,7 @@ export class GpuRuntime {
   constructor(device: GPUDevice) {
     this.device = device;
     this.pool = new GpuBufferPool(device);
+    this.#uploadPool = new GpuBufferPool(device);
     device.addEventListener("uncapturederror", (e) => {
       const err = (e as GPUUncapturedErrorEvent).error;
       this.#errors.push(err?.message ?? String(err));
@@ -204,38 +210,48 @@ export class GpuRuntime {
   /**
    * A read-only buffer holding `data`. Up to {@linkcode CONSTANT_CACHE_BYTES} bytes it comes from a
    * cache by content (uniforms and small host-side integer arrays recur every step; creating a buffer
-   * per dispatch dominated small steps); larger ones are destroyed after the next flush.
+   * per dispatch dominated small steps); larger storage data is uploaded ({@linkcode GpuRuntime.upload}).
    */
   temp(data: ArrayBufferView, usage: "uniform" | "storage"): GPUBuffer {
     if (data.byteLength > CONSTANT_CACHE_BYTES) {
-      return usage === "storage" ? this.#uploadTemp(data) : this.#createTemp(data, usage);
+      return usage === "storage" ? this.upload(data) : this.#createTemp(data, usage);
     }
     const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-    const key = `${usage}:${bytes.join(",")}`;
-    let buffer = this.#constants.get(key);
+    const key = contentKey(usage, bytes);
+    const hits = this.#constants.get(key);
+    let buffer = hits?.find((c) => sameBytes(c.bytes, bytes))?.buffer;
     if (!buffer) {
-      if (this.#constants.size >= CONSTANT_CACHE_ENTRIES) {
+      if (this.#constantCount >= CONSTANT_CACHE_ENTRIES) {
         // start over; the old buffers may still be bound by recorded commands: destroy after the flush
-        this.#retired.push(...this.#constants.values());
+        for (const list of this.#constants.values()) for (const c of list) this.#retired.push(c.buffer);
         this.#constants.clear();
+        this.#constantCount = 0;
       }
       buffer = this.#createBuffer(data, usage);
-      this.#constants.set(key, buffer);
+      const entry = { bytes: bytes.slice(), buffer };
+      if (hits && this.#constants.has(key)) hits.push(entry);
+      else this.#constants.set(key, [entry]);
+      this.#constantCount++;
     }
     return buffer;
   }
 
   /**
-   * Large host data (per-call step tables, token ids) go through `queue.writeBuffer` into a pooled
-   * buffer, given back to the pool at the flush that submits its users: a mapped-at-creation buffer of
-   * 256 KiB took ~9 ms to fill on the H200 (Deno 2.9.6), `writeBuffer` a fraction of that. The flush
-   * first submits every command recorded so far, since a pooled buffer may still be bound by them.
+   * Large host data (per-call step tables, token ids, targets) in a storage buffer, with no flush: an
+   * upload buffer is written by `queue.writeBuffer` (which runs before the commands recorded so far
+   * are submitted), so it is taken only from buffers that no recorded command uses: the upload pool,
+   * refilled at each flush with the uploads its commands used. The same data uploaded again before the
+   * next flush (the sequence starts of every short convolution of a step, the targets of the loss
+   * forward and backward) reuses the first upload. A mapped-at-creation buffer of 256 KiB took ~9 ms to
+   * fill on the H200 (Deno 2.9.6), and a flush per upload was a submit each.
    */
-  #uploadTemp(data: ArrayBufferView): GPUBuffer {
-    const bytes = Math.max(16, Math.ceil(data.byteLength / 16) * 16);
-    const buffer = this.pool.acquire(bytes);
-    this.flush();
+  upload(data: ArrayBufferView): GPUBuffer {
     const src = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    const key = contentKey("upload", src);
+    const earlier = this.#uploadsByContent.get(key)?.find((u) => sameBytes(u.bytes, src));
+    if (earlier) return earlier.buffer;
+    const bytes = Math.max(16, Math.ceil(data.byteLength / 16) * 16);
+    const buffer = this.#uploadPool.acquire(bytes);
     let words: Uint8Array<ArrayBuffer>;
     if (data.byteLength % 4 === 0 && data.buffer instanceof ArrayBuffer) {
       words = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
@@ -245,6 +261,10 @@ export class GpuRuntime {
     }
     this.device.queue.writeBuffer(buffer, 0, words);
     this.#uploads.push(buffer);
+    const list = this.#uploadsByContent.get(key);
+    const entry = { bytes: src.slice(), buffer };
+    if (list) list.push(entry);
+    else this.#uploadsByContent.set(key, [entry]);
     return buffer;
   }
 
@@ -314,8 +334,9 @@ export class GpuRuntime {
       this.#encoder = null;
     }
     for (const b of this.#temporaries) b.destroy();
-    for (const b of this.#uploads) this.pool.release(b);
+    for (const b of this.#uploads) this.#uploadPool.release(b);
     this.#uploads = [];
+    this.#uploadsByContent = new Map();
     for (const b of this.#retired) b.destroy();
     this.#temporaries = [];
     this.#retired = [];
@@ -452,6 +473,22 @@ export class GpuRuntime {
     await this.device.queue.onSubmittedWorkDone();
     this.throwErrors();
   }
+}
+
+/** A cache key of `bytes` for `usage`: the length and an FNV-1a hash of the 32-bit words (equal data, equal key). */
+function contentKey(usage: string, bytes: Uint8Array): string {
+  let h = 0x811c9dc5;
+  const words = bytes.byteLength >>> 2;
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  for (let i = 0; i < words; i++) h = Math.imul(h ^ view.getUint32(i * 4, true), 0x01000193);
+  for (let i = words * 4; i < bytes.byteLength; i++) h = Math.imul(h ^ bytes[i], 0x01000193);
+  return `${usage}:${bytes.byteLength}:${h >>> 0}`;
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.byteLength !== b.byteLength) return false;
+  for (let i = 0; i < a.byteLength; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 /** One pipeline's share of a profile: its label, summed GPU nanoseconds and dispatch count. */

@@ -3,18 +3,46 @@ import { gpuTest } from "./_test_util.ts";
 import { CONSTANT_CACHE_BYTES } from "./runtime.ts";
 import { createWebGpuBackend } from "./backend.ts";
 
-gpuTest("temp() hands out one cached buffer per small content and a fresh one for large data", (gpu) => {
-  const rt = gpu.runtime;
-  const a = rt.uniform([{ u: 3 }, { f: 0.5 }]);
-  assert.equal(rt.uniform([{ u: 3 }, { f: 0.5 }]), a);
-  assert.notEqual(rt.uniform([{ u: 4 }, { f: 0.5 }]), a);
-  // same bytes, other usage: another buffer
-  assert.notEqual(rt.temp(new Uint32Array([3, 0x3f000000]), "storage"), a);
-  const big = new Int32Array(CONSTANT_CACHE_BYTES / 4 + 1);
-  assert.notEqual(rt.temp(big, "storage"), rt.temp(big, "storage"));
-  rt.flush();
-  return Promise.resolve();
-});
+gpuTest(
+  "temp() hands out one cached buffer per small content, and one upload per large content until the flush",
+  (gpu) => {
+    const rt = gpu.runtime;
+    const a = rt.uniform([{ u: 3 }, { f: 0.5 }]);
+    assert.equal(rt.uniform([{ u: 3 }, { f: 0.5 }]), a);
+    assert.notEqual(rt.uniform([{ u: 4 }, { f: 0.5 }]), a);
+    // same bytes, other usage: another buffer
+    assert.notEqual(rt.temp(new Uint32Array([3, 0x3f000000]), "storage"), a);
+    const big = new Int32Array(CONSTANT_CACHE_BYTES / 4 + 1);
+    const other = big.slice();
+    other[7] = 1;
+    const first = rt.temp(big, "storage");
+    assert.equal(rt.temp(big.slice(), "storage"), first); // equal content: the same upload
+    assert.notEqual(rt.temp(other, "storage"), first);
+    rt.flush();
+    return Promise.resolve();
+  },
+);
+
+gpuTest(
+  "uploads recorded between two flushes each reach the dispatch that uses them (no flush per upload)",
+  async (gpu) => {
+    // two large id lists, each read by an embedding lookup recorded before the other list is uploaded
+    const V = 5;
+    const table = gpu.fromArray(Array.from({ length: V * 2 }, (_, i) => i), [V, 2]);
+    const n = CONSTANT_CACHE_BYTES / 4 + 3;
+    const ids1 = Int32Array.from({ length: n }, (_, i) => i % V);
+    const ids2 = Int32Array.from({ length: n }, (_, i) => (3 * i + 1) % V);
+    const out1 = gpu.zeros([n, 2]);
+    const out2 = gpu.zeros([n, 2]);
+    gpu.embeddingForward(out1, table, ids1);
+    gpu.embeddingForward(out2, table, ids2);
+    const [r1, r2] = await Promise.all([gpu.read(out1), gpu.read(out2)]);
+    for (let i = 0; i < n; i++) {
+      assert.equal(r1[2 * i + 1], 2 * ids1[i] + 1, `out1 row ${i}`);
+      assert.equal(r2[2 * i + 1], 2 * ids2[i] + 1, `out2 row ${i}`);
+    }
+  },
+);
 
 gpuTest("dispatches recorded into one compute pass see each other's writes, around copies", async (gpu) => {
   // x -> 2x -> 2x + x -> copy -> (2x + x) * x, all recorded before one read

@@ -286,10 +286,11 @@ export interface DenseOps {
   /** Sum of squares of the elements (for gradient-norm clipping); read back to the host. */
   sumSquares(x: Tensor): Promise<number>;
   /**
-   * `out[index] += sum(x)`, or `sum(x^2)` with `squares`, where the data lives (no read back): the
-   * statistics of a device-resident training step ({@linkcode StepGuard}).
+   * `out[index] += sum over xs of sum(x)`, or of `sum(x^2)` with `squares`, where the data lives (no
+   * read back): the statistics of a device-resident training step ({@linkcode StepGuard}). Summed in a
+   * fixed order (deterministic), the tensors in the order given.
    */
-  accumulateSum(out: Tensor, index: number, x: Tensor, squares: boolean): void;
+  accumulateSum(out: Tensor, index: number, xs: readonly Tensor[], squares: boolean): void;
 }
 
 /** A complete backend: tensor storage plus every kernel. */

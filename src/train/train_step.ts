@@ -106,6 +106,7 @@ function hostStep(model: LanguageModel, optimizer: AdamW, config: StepConfig): T
 
 function deviceStep(backend: Backend, model: LanguageModel, config: StepConfig): TrainStep {
   const params = model.parameters();
+  const grads = params.map((p) => p.grad);
   const optimizer = new AdamW(backend, params);
   const stats = backend.zeros([2]); // [loss sum, sum of squared gradients] of the step being recorded
   const halted = backend.zeros([1]);
@@ -116,8 +117,8 @@ function deviceStep(backend: Backend, model: LanguageModel, config: StepConfig):
       const weight = batchWeight(batch);
       backend.fill(stats, 0);
       const losses: Tensor = model.recordForwardBackward!(batch);
-      backend.accumulateSum(stats, 0, losses, false);
-      for (const p of params) backend.accumulateSum(stats, 1, p.grad, true);
+      backend.accumulateSum(stats, 0, [losses], false);
+      backend.accumulateSum(stats, 1, grads, true);
       const guard: StepGuard = { stats, halted, normScale: 1 / weight, clipNorm: config.clipNorm };
       optimizer.step(config, lr, step, 1 / weight, guard);
       // issued in one task: the runtime maps them together, after everything recorded so far

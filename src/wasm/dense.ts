@@ -374,16 +374,18 @@ export function wasmDenseOps(ctx: WasmContext): DenseOps {
       return Promise.resolve(ex.sumsq_f32(ctx.ptr(x, "sumSquares x"), x.size));
     },
 
-    accumulateSum(out, index, x, squares) {
+    accumulateSum(out, index, xs, squares) {
       const o = ctx.ptr(out, "accumulateSum out") >>> 2;
       if (!Number.isInteger(index) || index < 0 || index >= out.size) {
         throw new RangeError(`accumulateSum: index ${index} is outside out's ${out.size} elements`);
       }
-      const px = ctx.ptr(x, "accumulateSum x");
-      let s = 0;
-      if (squares) s = ex.sumsq_f32(px, x.size);
-      else for (const value of ctx.heap.f32.subarray(px >>> 2, (px >>> 2) + x.size)) s += value;
-      ctx.heap.f32[o + index] += s;
+      for (const x of xs) {
+        const px = ctx.ptr(x, "accumulateSum x");
+        let s = 0;
+        if (squares) s = ex.sumsq_f32(px, x.size);
+        else for (const value of ctx.heap.f32.subarray(px >>> 2, (px >>> 2) + x.size)) s += value;
+        ctx.heap.f32[o + index] += s;
+      }
     },
   };
 }

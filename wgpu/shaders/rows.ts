@@ -153,12 +153,12 @@ ${ROW_MAIN}
 }`;
 }
 
-/** Partial sums of squares (or of the values): workgroup `g` reduces a grid-stride range into `partial[g]`. */
+/** Partial sums of squares (or of the values): workgroup `g` reduces a grid-stride range into `partial[base + g]`. */
 export function sumSquaresShader(squares = true): string {
   return `
 @group(0) @binding(0) var<storage, read_write> partial: array<f32>;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
-struct P { n: u32, groups: u32 }
+struct P { n: u32, groups: u32, base: u32 }
 @group(0) @binding(2) var<uniform> u: P;
 var<workgroup> red: array<f32, 256>;
 @compute @workgroup_size(256)
@@ -173,7 +173,7 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
     if (li < k) { red[li] = red[li] + red[li + k]; }
     workgroupBarrier();
   }
-  if (li == 0u) { partial[gid.x] = red[0]; }
+  if (li == 0u) { partial[u.base + gid.x] = red[0]; }
 }`;
 }
 

@@ -650,15 +650,17 @@ function sumSquares(x: Tensor): Promise<number> {
   return Promise.resolve(s);
 }
 
-function accumulateSum(out: Tensor, index: number, x: Tensor, squares: boolean): void {
+function accumulateSum(out: Tensor, index: number, xs: readonly Tensor[], squares: boolean): void {
   const O = refData(out, "out");
   if (!Number.isInteger(index) || index < 0 || index >= O.length) {
     throw new RangeError(`accumulateSum: index ${index} is outside out's ${O.length} elements`);
   }
-  const X = refData(x, "x");
-  let s = 0;
-  for (let i = 0; i < X.length; i++) s += squares ? X[i] * X[i] : X[i];
-  O[index] += s;
+  for (const x of xs) {
+    const X = refData(x, "x");
+    let s = 0;
+    for (let i = 0; i < X.length; i++) s += squares ? X[i] * X[i] : X[i];
+    O[index] += s;
+  }
 }
 
 /** Dense ops on `RefTensor`s (float64 reference; conventions in the module doc). */

@@ -52,7 +52,7 @@ const batches = Array.from(
 
 const warmup = Number(values.warmup);
 const steps = Number(values.steps);
-for (let s = 1; s <= warmup; s++) await step.run(batches[s % batches.length], s, 1e-3).outcome;
+for (let s = 1; s <= warmup; s++) await step.run(batches[s % batches.length], s, 1e-3).outcome();
 await gpu.sync();
 
 let recordMs = 0;
@@ -62,14 +62,14 @@ for (let s = 1; s <= steps; s++) {
   const r0 = performance.now();
   const handle = step.run(batches[s % batches.length], warmup + s, 1e-3);
   recordMs += performance.now() - r0;
-  pending.push(handle.outcome);
-  if (pending.length > step.lag) await pending.shift();
+  pending.push(handle);
+  if (pending.length > step.lag) await pending.shift()!.outcome();
 }
-await Promise.all(pending);
+await Promise.all(pending.map((p) => p.outcome()));
 const wallMs = performance.now() - t0;
 
 gpu.runtime.startProfile(2048);
-await step.run(batches[0], warmup + steps + 1, 1e-3).outcome;
+await step.run(batches[0], warmup + steps + 1, 1e-3).outcome();
 const profile = await gpu.runtime.stopProfile();
 const tokens = tc.batchSize * tc.seqLen;
 const report = {

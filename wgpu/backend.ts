@@ -77,6 +77,12 @@ export async function createWebGpuBackend(options: WebGpuBackendOptions = {}): P
       if (t.size === 0) return new Float32Array(0);
       return new Float32Array(await rt.readBytes(buffer, t.size * 4));
     },
+    readLater(t: Tensor) {
+      const buffer = gpuBuffer(t);
+      if (t.size === 0) return () => Promise.resolve(new Float32Array(0));
+      const fetch = rt.readBytesLater(buffer, t.size * 4);
+      return async () => new Float32Array(await fetch());
+    },
     copy(dst, src) {
       if (dst.size !== src.size) throw new RangeError(`copy: sizes differ (${dst.size} vs ${src.size})`);
       if (dst.size === 0) return;

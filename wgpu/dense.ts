@@ -89,6 +89,9 @@ export function segmentStarts(B: number, T: number, starts?: Uint8Array): Int32A
   return seg;
 }
 
+/** Fewest 128 x 128 output tiles for which the GEMM uses its big register tiles. */
+export const BIG_TILE_MIN_TILES = 128;
+
 /** Output tiles below which a long contraction is split over several workgroups (split-K). */
 export const SPLIT_K_MAX_TILES = 64;
 
@@ -145,6 +148,28 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
   };
   const buf = gpuBuffer;
 
+  /**
+   * The storage buffer of AdamW's per-step values `[lr, c1, c2, gradScale, normScale]`: rewritten only
+   * when they change (once per training step), after the commands recorded so far (`rt.write` submits
+   * them first, so earlier updates read the earlier values).
+   */
+  let hyperBuffer: GPUBuffer | null = null;
+  let hyperValues = new Float32Array(0);
+  const adamHyper = (values: number[]): GPUBuffer => {
+    const next = Float32Array.from(values);
+    if (!hyperBuffer) {
+      hyperBuffer = rt.device.createBuffer({
+        size: 32,
+        usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC,
+      });
+    }
+    if (next.length !== hyperValues.length || next.some((x, i) => x !== hyperValues[i])) {
+      rt.write(hyperBuffer, next);
+      hyperValues = next;
+    }
+    return hyperBuffer;
+  };
+
   /** `out (+)= sum over the S slices of partial[S, n]` (the second pass of every sliced reduction). */
   const sliceSum = (out: GPUBuffer, partial: GPUBuffer, n: number, S: number, accumulate: boolean) => {
     const u = rt.uniform([{ u: n }, { u: S }, { u: accumulate ? 1 : 0 }]);
@@ -195,7 +220,9 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
     matmul(out, a, b, options: MatmulOptions = {}) {
       const [M, N, K] = matmulDims(out, a, b, options);
       if (M === 0 || N === 0) return;
-      const big = M * N >= 256 * 256;
+      // big tiles (128 x 128 per workgroup) only where they still give a workgroup to every SM of a
+      // large GPU (e.g. 4096 x 256 outputs run faster as 256 tiles of 64 x 64 than 64 of 128 x 128)
+      const big = M * N >= 256 * 256 && Math.ceil(M / 128) * Math.ceil(N / 128) >= BIG_TILE_MIN_TILES;
       // big tiles: the fastest of the variants timed at N = 4096 on the H200 (docs/performance.md,
       // f32 8x8x8 at 22.0 TFLOP/s, f16 4x8x16 at 22.2)
       const half = precision === "f16";
@@ -494,12 +521,21 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
       if (!(Number.isInteger(p.step) && p.step >= 1)) {
         throw new RangeError(`adamw: step must be >= 1, got ${p.step}`);
       }
+      if (n === 0) return;
       const c1 = 1 - Math.pow(p.beta1, p.step);
       const c2 = 1 - Math.pow(p.beta2, p.step);
-      const scalars = [p.lr, p.beta1, p.beta2, p.eps, decay ? p.weightDecay : 0, c1, c2, p.gradScale];
-      const tensors = [buf(param), buf(grad), buf(m), buf(v)];
+      const hyper = adamHyper([p.lr, c1, c2, p.gradScale, guard ? Math.abs(guard.normScale) : 0]);
+      const scalars = [{ u: n }, { f: p.beta1 }, { f: p.beta2 }, { f: p.eps }, {
+        f: decay ? p.weightDecay : 0,
+      }];
+      const tensors = [buf(param), buf(grad), buf(m), buf(v), hyper];
+      const groups = grid(Math.ceil(n / ELEMENTWISE_WG));
       if (!guard) {
-        elementwise("adamw_f32", () => adamwShader(false), tensors, n, scalars);
+        rt.dispatch(
+          rt.pipeline("adamw_f32", () => adamwShader(false)),
+          [...tensors, rt.uniform(scalars)],
+          groups,
+        );
         return;
       }
       if (guard.stats.size < 2 || guard.halted.size < 1) {
@@ -507,17 +543,12 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
           `adamw: guard.stats needs 2 elements and guard.halted 1, got ${guard.stats.size} and ${guard.halted.size}`,
         );
       }
-      elementwise(
-        "adamw_guarded_f32",
-        () => adamwShader(true),
-        [
-          ...tensors,
-          buf(guard.stats, "guard.stats"),
-          buf(guard.halted, "guard.halted"),
-        ],
-        n,
-        [...scalars, Math.abs(guard.normScale), guard.clipNorm],
-      );
+      rt.dispatch(rt.pipeline("adamw_guarded_f32", () => adamwShader(true)), [
+        ...tensors,
+        buf(guard.stats, "guard.stats"),
+        buf(guard.halted, "guard.halted"),
+        rt.uniform([...scalars, { f: guard.clipNorm }]),
+      ], groups);
     },
 
     accumulateSum(out, index, xs, squares) {

@@ -32,14 +32,14 @@ gpuTest(
   async (gpu) => {
     const rng = new Rng(1);
     // every transpose on the small-tile kernel, accumulate on half of them, and two variants of the
-    // large-tile kernel (outputs >= 256x256): each variant is a pipeline, slow to compile on llvmpipe
+    // large-tile kernel (outputs of >= 128 tiles of 128 x 128): each variant is a pipeline, slow to compile on llvmpipe
     const cases: [number, number, number, boolean, boolean, boolean][] = [
       [37, 29, 45, false, false, false],
       [37, 29, 45, false, true, true],
       [37, 29, 45, true, false, true],
       [37, 29, 45, true, true, false],
-      [257, 258, 11, false, false, true],
-      [257, 258, 11, true, true, false],
+      [1537, 1290, 11, false, false, true],
+      [1537, 1290, 11, true, true, false],
       // split-K (few output tiles, K >= SPLIT_K_MIN_DEPTH): 4 slices, the last one shorter, every transpose
       [5, 7, 1100, false, false, false],
       [5, 7, 1100, false, true, true],

@@ -20,6 +20,12 @@ export const BIND_GROUP_CACHE_ENTRIES = 4096;
 /** Most cached host-data buffers before the cache starts over. */
 export const CONSTANT_CACHE_ENTRIES = 1024;
 
+/**
+ * Dispatches recorded before the open encoder is submitted: the device starts on a long op sequence
+ * (a training step is ~750 dispatches) while the host still records the rest of it.
+ */
+export const FLUSH_DISPATCHES = 96;
+
 /** Largest workgroup count per dispatch dimension that WebGPU guarantees. */
 export const MAX_GROUPS_PER_DIM = 65535;
 
@@ -49,6 +55,10 @@ export class GpuRuntime {
     resolve: (data: ArrayBuffer) => void;
     reject: (e: unknown) => void;
   }[] = [];
+  /** Deferred reads ({@linkcode GpuRuntime.readBytesLater}) waiting for one transfer. */
+  #deferred: { snapshot: GPUBuffer; bytes: number; size: number; settle: Promise<ArrayBuffer> | null }[] = [];
+  /** Dispatches recorded since the last flush (the encoder is submitted every {@linkcode FLUSH_DISPATCHES}). */
+  #dispatchesSinceFlush = 0;
   /** Upload buffers used by the commands recorded since the last flush, given back at the flush. */
   #uploads: GPUBuffer[] = [];
   /** Small immutable host-data buffers by usage and content hash: a training step repeats the same ones. */
@@ -175,6 +185,7 @@ export class GpuRuntime {
     pass.dispatchWorkgroups(groups[0], groups[1] ?? 1, groups[2] ?? 1);
     if (pass !== this.#pass) pass.end();
     for (const b of snapshots) this.pool.release(b);
+    if (++this.#dispatchesSinceFlush >= FLUSH_DISPATCHES) this.flush();
   }
 
   /**
@@ -328,6 +339,7 @@ export class GpuRuntime {
 
   /** Submit the recorded commands and free the temporaries. */
   flush(): void {
+    this.#dispatchesSinceFlush = 0;
     this.#endPass();
     if (this.#encoder) {
       this.device.queue.submit([this.#encoder.finish()]);
@@ -364,6 +376,50 @@ export class GpuRuntime {
       if (this.#reads.length === 0) queueMicrotask(() => this.#readBatch());
       this.#reads.push({ snapshot, bytes, size, resolve, reject });
     });
+  }
+
+  /**
+   * A read of `bytes` bytes of `src` whose value is snapshotted on the GPU now and whose transfer
+   * waits until the returned function is first called; then every deferred read not yet transferred
+   * moves in one map. A map waits for the device in Deno 2.9 (its call blocks the thread until the
+   * queue has run the commands submitted so far), so a training step defers its reads and collects
+   * them a few steps later, in one round trip for several steps.
+   */
+  readBytesLater(src: GPUBuffer, bytes: number): () => Promise<ArrayBuffer> {
+    const size = Math.max(16, Math.ceil(bytes / 16) * 16);
+    const snapshot = this.pool.acquire(size);
+    this.encoder().copyBufferToBuffer(src, 0, snapshot, 0, Math.min(size, src.size));
+    const entry = { snapshot, bytes, size, settle: null as Promise<ArrayBuffer> | null };
+    this.#deferred.push(entry);
+    return () => {
+      if (!entry.settle) this.#transferDeferred();
+      return entry.settle!;
+    };
+  }
+
+  /** Map every deferred read not yet transferred together (one staging buffer, one map). */
+  #transferDeferred(): void {
+    const entries = this.#deferred;
+    this.#deferred = [];
+    let total = 0;
+    const offsets = entries.map((e) => (total += e.size) - e.size);
+    const staging = this.device.createBuffer({
+      size: total,
+      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+    });
+    const enc = this.encoder();
+    entries.forEach((e, i) => enc.copyBufferToBuffer(e.snapshot, 0, staging, offsets[i], e.size));
+    this.flush();
+    for (const e of entries) this.pool.release(e.snapshot);
+    this.waits.maps++;
+    const mapped = staging.mapAsync(GPUMapMode.READ).then(() => {
+      const all = staging.getMappedRange(0, total);
+      const outs = entries.map((e, i) => all.slice(offsets[i], offsets[i] + e.bytes));
+      staging.unmap();
+      this.throwErrors();
+      return outs;
+    }).finally(() => staging.destroy());
+    entries.forEach((e, i) => e.settle = mapped.then((outs) => outs[i]));
   }
 
   async #readAlone(src: GPUBuffer, bytes: number, size: number): Promise<ArrayBuffer> {
@@ -487,7 +543,15 @@ function contentKey(usage: string, bytes: Uint8Array): string {
 
 function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
   if (a.byteLength !== b.byteLength) return false;
-  for (let i = 0; i < a.byteLength; i++) if (a[i] !== b[i]) return false;
+  const words = a.byteLength >>> 2;
+  if (a.byteOffset % 4 === 0 && b.byteOffset % 4 === 0) {
+    const wa = new Int32Array(a.buffer, a.byteOffset, words);
+    const wb = new Int32Array(b.buffer, b.byteOffset, words);
+    for (let i = 0; i < words; i++) if (wa[i] !== wb[i]) return false;
+  } else {
+    for (let i = 0; i < words * 4; i++) if (a[i] !== b[i]) return false;
+  }
+  for (let i = words * 4; i < a.byteLength; i++) if (a[i] !== b[i]) return false;
   return true;
 }
 

@@ -310,6 +310,12 @@ export interface Backend extends FastWeightOps, DenseOps {
   fromArray(data: ArrayLike<number>, shape: readonly number[]): Tensor;
   /** Copy a tensor's elements back to the host. */
   read(t: Tensor): Promise<Float32Array | Float64Array>;
+  /**
+   * A read whose value is taken now (later ops do not change it) but whose transfer waits until the
+   * returned function is first called: a queued backend moves every read deferred so far in one
+   * transfer then, so a caller can keep recording work and collect several reads with one round trip.
+   */
+  readLater(t: Tensor): () => Promise<Float32Array | Float64Array>;
   /** Copy `src` into `dst` (same size). */
   copy(dst: Tensor, src: Tensor): void;
   /** Release a tensor's storage (a no-op where garbage collection does it). */

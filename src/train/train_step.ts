@@ -45,8 +45,11 @@ export interface StepOutcome {
 export interface PendingStep {
   /** 1-based step number. */
   readonly step: number;
-  /** Resolves with the step's loss and gradient norm. */
-  readonly outcome: Promise<StepOutcome>;
+  /**
+   * The step's loss and gradient norm. The device step transfers them when this is first called
+   * (together with those of every step recorded since), so call it when the value is needed.
+   */
+  outcome(): Promise<StepOutcome>;
 }
 
 /** A training-step strategy over a model and its optimizer. */
@@ -99,7 +102,7 @@ function hostStep(model: LanguageModel, optimizer: AdamW, config: StepConfig): T
         }
         return { loss: meanLoss, gradNorm, halted: false };
       })();
-      return { step, outcome };
+      return { step, outcome: () => outcome };
     },
   };
 }
@@ -121,14 +124,16 @@ function deviceStep(backend: Backend, model: LanguageModel, config: StepConfig):
       backend.accumulateSum(stats, 1, grads, true);
       const guard: StepGuard = { stats, halted, normScale: 1 / weight, clipNorm: config.clipNorm };
       optimizer.step(config, lr, step, 1 / weight, guard);
-      // issued in one task: the runtime maps them together, after everything recorded so far
-      const reads = Promise.all([backend.read(losses), backend.read(stats), backend.read(halted)]);
-      const outcome = reads.then(([perPosition, sums, flag]) => {
+      // snapshots taken now, transferred when the trainer settles this step (with the later steps')
+      const reads = [backend.readLater(losses), backend.readLater(stats), backend.readLater(halted)];
+      let outcome: Promise<StepOutcome> | null = null;
+      const settle = async () => {
+        const [perPosition, sums, flag] = await Promise.all(reads.map((read) => read()));
         let loss = 0;
         for (const x of perPosition) loss += x;
         return { loss: loss / weight, gradNorm: Math.sqrt(sums[1]) / weight, halted: flag[0] !== 0 };
-      });
-      return { step, outcome };
+      };
+      return { step, outcome: () => (outcome ??= settle()) };
     },
   };
 }

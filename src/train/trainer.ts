@@ -267,7 +267,7 @@ export async function train(setup: TrainSetup): Promise<TrainResult> {
   let recorded = step;
   const settleOldest = async () => {
     const { pending, lr, weight, tokens } = inFlight.shift()!;
-    const { loss: meanLoss, gradNorm, halted } = await pending.outcome;
+    const { loss: meanLoss, gradNorm, halted } = await pending.outcome();
     if (!Number.isFinite(meanLoss)) throw new TrainingDivergedError(pending.step, `loss is ${meanLoss}`);
     if (!Number.isFinite(gradNorm)) {
       throw new TrainingDivergedError(pending.step, `gradient norm is ${gradNorm}`);

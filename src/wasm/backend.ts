@@ -96,6 +96,11 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       const p = ctx.ptr(t, "read") >>> 2;
       return Promise.resolve(heap.f32.slice(p, p + t.size));
     },
+    readLater(t: Tensor) {
+      const p = ctx.ptr(t, "readLater") >>> 2;
+      const value = heap.f32.slice(p, p + t.size);
+      return () => Promise.resolve(value);
+    },
     copy(dst: Tensor, src: Tensor): void {
       const d = ctx.ptr(dst, "dst");
       const s = ctx.ptr(src, "src");

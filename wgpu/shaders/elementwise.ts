@@ -144,7 +144,9 @@ export function swigluBackwardShader(): string {
 /**
  * One AdamW step (decoupled decay): `g = gradScale * grad`, moments updated, then
  * `param -= lr * (mhat / (sqrt(vhat) + eps) + wd * param)` with `wd = 0` when decay is off.
- * Bias corrections `c1 = 1 - beta1^step`, `c2 = 1 - beta2^step` come from the host.
+ * Bias corrections `c1 = 1 - beta1^step`, `c2 = 1 - beta2^step` come from the host. The values that
+ * change every step (`lr, c1, c2, gradScale, normScale`) are read from the storage buffer `hyper`,
+ * written once per step, so the uniform block (and with it the bind group) stays the same.
  *
  * `guarded` (a device-resident training step, `StepGuard` of the kernel interface): two more
  * bindings, `stats = [loss sum, sum of squared gradients]` and the sticky `halted` flag. When the
@@ -157,28 +159,29 @@ export function adamwShader(guarded = false): string {
   m[idx] = mi;
   v[idx] = vi;
   let p = param[idx];
-  param[idx] = p - u.lr * ((mi / u.c1) / (sqrt(vi / u.c2) + u.eps) + u.wd * p);`;
+  param[idx] = p - hyper[0] * ((mi / hyper[1]) / (sqrt(vi / hyper[2]) + u.eps) + u.wd * p);`;
   const bindings: ElementBinding[] = [
     { name: "param", access: RW },
     { name: "grad", access: R },
     { name: "m", access: RW },
     { name: "v", access: RW },
+    { name: "hyper", access: R },
   ];
-  const fields = ["lr", "beta1", "beta2", "eps", "wd", "c1", "c2", "gscale"];
-  if (!guarded) return elementwiseShader(bindings, fields, `let g = grad[idx] * u.gscale;\n  ${update}`);
+  const fields = ["beta1", "beta2", "eps", "wd"];
+  if (!guarded) return elementwiseShader(bindings, fields, `let g = grad[idx] * hyper[3];\n  ${update}`);
   return elementwiseShader(
     [...bindings, { name: "stats", access: R }, { name: "halted", access: RW }],
-    [...fields, "normScale", "clipNorm"],
+    [...fields, "clipNorm"],
     `let loss = stats[0];
   let squares = stats[1];
   if (halted[0] != 0.0 || !finite_f(loss) || !finite_f(squares)) {
     halted[0] = 1.0;
     return;
   }
-  let norm = sqrt(squares) * u.normScale;
+  let norm = sqrt(squares) * hyper[4];
   var clip = 1.0;
   if (u.clipNorm > 0.0 && norm > u.clipNorm) { clip = u.clipNorm / norm; }
-  let g = grad[idx] * u.gscale * clip;
+  let g = grad[idx] * hyper[3] * clip;
   ${update}`,
     "fn finite_f(x: f32) -> bool { return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u; }",
   );

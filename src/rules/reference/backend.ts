@@ -19,6 +19,10 @@ export function createRefBackend(): Backend {
     zeros: (shape) => new RefTensor(shape),
     fromArray: (data, shape) => new RefTensor(shape, Float64Array.from(data)),
     read: (t: Tensor) => Promise.resolve(refData(t).slice()),
+    readLater(t: Tensor) {
+      const value = refData(t).slice();
+      return () => Promise.resolve(value);
+    },
     copy(dst, src) {
       const d = refData(dst, "dst");
       const s = refData(src, "src");

@@ -425,6 +425,12 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
     },
 
     fill(x, value) {
+      // zeros (gradients, accumulators: most fills of a training step) are a copy-engine clear, with no
+      // pipeline, bind group or uniform to record; other values a dispatch
+      if (value === 0 && !Object.is(value, -0)) {
+        if (x.size > 0) rt.encoder().clearBuffer(buf(x), 0, x.size * 4);
+        return;
+      }
       elementwise("fill_f32", fillShader, [buf(x)], x.size, [value]);
     },
 

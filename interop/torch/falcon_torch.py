@@ -715,7 +715,9 @@ def load_hf(directory, dtype=torch.float32):
         )
     cfg = config_as_trained(cfg)
     if cfg["rule"] == "transformer" and cfg["qk_norm"] not in ("rms", "none"):
-        raise CheckpointError("%s: field qk_norm %r: the transformer takes rms or none" % (cfg_path, cfg["qk_norm"]))
+        raise CheckpointError(
+            "%s: field qk_norm %r: the transformer takes rms or none" % (cfg_path, cfg["qk_norm"])
+        )
     model = FalconLM(cfg)
     st_path = os.path.join(directory, "model.safetensors")
     tensors, _ = read_safetensors(st_path)

@@ -110,7 +110,9 @@ def main():
         results.append(expect_error("extra lm_head for a tied config", lambda: ft.load_hf(bad), "lm_head.weight"))
         bad = os.path.join(root, "future")
         export(bad, model, dict(CONFIG, falcon_format_version=3))
-        results.append(expect_error("layout version 3", lambda: ft.load_hf(bad), "config.json", "falcon_format_version"))
+        results.append(
+            expect_error("layout version 3", lambda: ft.load_hf(bad), "config.json", "falcon_format_version")
+        )
 
         # layout version 1 ran every Transformer plain, whatever use_short_conv and qk_norm said
         plain_cfg = dict(CONFIG, rule="transformer", use_short_conv=False, qk_norm="none", falcon_format_version=2)
@@ -135,7 +137,7 @@ def main():
         normed = os.path.join(root, "transformer_v2_rms")
         export(normed, plain, normed_cfg)
         err = (ft.load_hf(normed, torch.float64)(ids) - plain(ids)).abs().max().item()
-        results.append((err > 1e-6, "qk_norm rms changes a version-2 Transformer's logits (max abs diff %g)" % err))
+        results.append((err > 1e-6, "qk_norm rms changes a version-2 Transformer's logits (max diff %g)" % err))
     finally:
         shutil.rmtree(root)
     failed = 0

@@ -30,7 +30,7 @@ import { parseArgs } from "node:util";
 import { BACKEND_CHOICES, type BackendChoice } from "../../src/backend_select.ts";
 import { jsonWithNulls, mergeReports } from "../../src/eval/report.ts";
 import { formatTable } from "../../src/eval/table.ts";
-import { meanReport, summariseVariants } from "./aggregate.ts";
+import { meanReport, summariseVariants, type VariantSummary } from "./aggregate.ts";
 import { type ExperimentInfo, renderMarkdown } from "./markdown.ts";
 import { resultPath, type RunResult, storedResult, trainAndEvaluate } from "./one_run.ts";
 import { makePlan, type Plan, type PlanName, runName, type Variant, variantName } from "./plan.ts";
@@ -196,7 +196,12 @@ export async function replot(jsonPath: string): Promise<string> {
   const { plotSvg } = await import("../../src/eval/plot.ts");
   const json = JSON.parse(await Deno.readTextFile(jsonPath));
   const plotPath = jsonPath.replace(/\.json$/, ".svg");
-  await Deno.writeTextFile(plotPath, await plotSvg(meanReport(json.report, json.summaries)));
+  // results written before summaries named their variant: the mixer was the name
+  const summaries = (json.summaries as VariantSummary[]).map((s) => ({
+    ...s,
+    variant: s.variant ?? s.mixer,
+  }));
+  await Deno.writeTextFile(plotPath, await plotSvg(meanReport(json.report, summaries)));
   return plotPath;
 }
 

@@ -51,11 +51,6 @@ export class QkvProjection {
       : null;
   }
 
-  /** Whether the short convolution is applied. */
-  get shortConv(): boolean {
-    return this.#conv !== null;
-  }
-
   #ensure(B: number, T: number): ProjectionActs | null {
     if (!this.#conv) return null;
     if (this.#acts && this.#acts.B === B && this.#acts.T === T) return this.#acts;

@@ -6,6 +6,7 @@
 import { createWebGpuBackend, type WebGpuBackend } from "../wgpu/mod.ts";
 import { registerFastWeightParity } from "../src/testing/parity.ts";
 import { registerDenseParity } from "../src/testing/dense_parity.ts";
+import { registerModelParity } from "../src/testing/model_parity.ts";
 import { probeGpuAdapter } from "../src/info/gpu_adapter.ts";
 
 const available = (await probeGpuAdapter()).ok;
@@ -18,3 +19,4 @@ const close = async (b: unknown) => {
 
 await registerFastWeightParity("webgpu", make, { forms: ["recurrent", "chunk"], close });
 await registerDenseParity("webgpu", make, close);
+await registerModelParity("webgpu", make, close);

@@ -129,7 +129,7 @@ Deno.test("falcon convert prints the largest relative change; falcon inspect sho
     assert.equal(r.code, 0, r.err);
     const report = JSON.parse(r.out);
     assert.equal(report.format, "hf");
-    assert.equal(report.version, 1);
+    assert.equal(report.version, 2);
     assert.deepEqual(report.config, config);
     assert.equal(report.parameterCount, parameterCount(config));
     assert.equal(report.storedParameters, parameterCount(config));
@@ -144,7 +144,7 @@ Deno.test("falcon convert prints the largest relative change; falcon inspect sho
 
     r = await run(["inspect", native]);
     assert.equal(r.code, 0, r.err);
-    assert.match(r.out, new RegExp(`^${native}: native checkpoint, format version 1`, "m"));
+    assert.match(r.out, new RegExp(`^${native}: native checkpoint, format version 2`, "m"));
     assert.match(r.out, /model: falcon3, prefix alignment/);
     assert.match(r.out, new RegExp(`parameters: ${parameterCount(config)}`));
     assert.match(r.out, /optimizer\.m\.embed\s+F32\s+\[14, 8\]/);

@@ -10,7 +10,7 @@ import { Command, Option } from "@commander-js/extra-typings";
 import { BACKEND_CHOICES, selectBackend } from "../../src/backend_select.ts";
 import { MIXERS } from "../../src/model/config.ts";
 import type { MixerName } from "../../src/model/types.ts";
-import { ALIGNMENTS } from "../../src/rules/config.ts";
+import { ALIGNMENTS, QK_NORMS } from "../../src/rules/config.ts";
 import { ADDITION_EOS_ID, ADDITION_PAD_ID, additionTestSet } from "../../src/tasks/addition.ts";
 import { TASKS } from "../../src/tasks/types.ts";
 import { teacherForcedAccuracy } from "../../src/train/accuracy.ts";
@@ -80,6 +80,16 @@ export function trainCommand() {
     .addOption(
       new Option("--alignment <alignment>", "pair alignment").choices(ALIGNMENTS).default("prefix" as const),
     )
+    .option(
+      "--no-short-conv",
+      "no causal short convolution on q, k, v (with --qk-norm none and --rule transformer: the plain Transformer)",
+    )
+    .addOption(
+      new Option(
+        "--qk-norm <norm>",
+        "q/k normalisation per head (default: rms; l2 for deltanet and gated_deltanet; transformer: rms or none)",
+      ).choices(QK_NORMS),
+    )
     .addOption(
       new Option("--backend <name>", "compute backend").choices(BACKEND_CHOICES).default("auto" as const),
     )
@@ -102,7 +112,14 @@ export function trainCommand() {
       const seed = integer("--seed", o.seed, 0);
       const steps = o.steps === undefined ? undefined : integer("--steps", o.steps, 1);
       // options the user typed (not defaults): with --resume they must match the checkpoint
-      const keyOf = { task: "task", rule: "mixer", alignment: "alignment", seed: "seed" } as const;
+      const keyOf = {
+        task: "task",
+        rule: "mixer",
+        alignment: "alignment",
+        shortConv: "shortConv",
+        qkNorm: "qkNorm",
+        seed: "seed",
+      } as const;
       const explicit = new Set<string>();
       for (const [flag, key] of Object.entries(keyOf)) {
         if (command.getOptionValueSource(flag) === "cli") explicit.add(key);
@@ -120,6 +137,8 @@ export function trainCommand() {
         task: o.task,
         mixer: o.rule,
         alignment: o.alignment,
+        shortConv: explicit.has("shortConv") ? o.shortConv : undefined,
+        qkNorm: o.qkNorm,
         preset: o.preset,
         steps,
         seed,
@@ -131,7 +150,9 @@ export function trainCommand() {
       });
       const resumed = setup.resumeFrom ? ` (resuming at step ${setup.resumeFrom.step})` : "";
       console.error(
-        `train ${setup.task.task} with ${setup.model.mixer} (${setup.model.alignment}) on ${backend.name}, ` +
+        `train ${setup.task.task} with ${setup.model.mixer} (${setup.model.alignment}, short conv ${
+          setup.model.shortConv ? "on" : "off"
+        }, qkNorm ${setup.model.qkNorm}) on ${backend.name}, ` +
           `${setup.train.steps} steps, B=${setup.train.batchSize} T=${setup.train.seqLen}, out ${outDir}${resumed}`,
       );
       const controller = new AbortController();

@@ -25,6 +25,9 @@ Deno.test("falcon train --help lists every option with its choices and default",
       '"transformer"',
       'default: "falcon1"',
       'choices: "prefix", "same-step", default: "prefix"',
+      "--no-short-conv",
+      "--qk-norm <norm>",
+      'choices: "rms", "l2", "none"',
       'choices: "auto", "ref", "wasm", "webgpu", default: "auto"',
       'choices: "tiny", "lab", "addition", default: "tiny"',
       "--steps <n>",
@@ -51,6 +54,11 @@ Deno.test("falcon train rejects bad input with exit 2 before any work", async ()
       [["--task", "text", "--corpus", empty], /--corpus .*empty.txt is empty/],
       [["--task", "addition", "--corpus", empty], /is empty|applies to the text task only/],
       [["--resume"], /no checkpoint to resume in/],
+      [["--qk-norm", "cosine"], /argument 'cosine' is invalid/],
+      [
+        ["--rule", "transformer", "--qk-norm", "l2"],
+        /the transformer takes qkNorm "rms" or "none", got "l2"/,
+      ],
     ];
     for (const [args, pattern] of cases) {
       const out = `${dir}/run`;
@@ -149,5 +157,50 @@ Deno.test("falcon train runs mqar and text (default corpus and a user file)", as
       otherCorpus.err,
       /trained on corpus ".*corpus.txt" \(800 bytes, hash [0-9a-f]{8}\), not on "default"/,
     );
+  });
+});
+
+Deno.test("falcon train --rule transformer --no-short-conv --qk-norm none trains the plain Transformer and says so", async () => {
+  await withDir(async (dir) => {
+    const out = `${dir}/plain`;
+    const args = ["train", "--rule", "transformer", "--no-short-conv", "--qk-norm", "none", "--out", out];
+    const r = await run([...args, "--steps", "2", "--backend", "ref"]);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.err, /with transformer \(prefix, short conv off, qkNorm none\)/);
+    const saved = await loadCheckpoint(`${out}/checkpoint.safetensors`);
+    assert.deepEqual([saved.model.shortConv, saved.model.qkNorm], [false, "none"]);
+    assert.equal(Object.keys(saved.params).some((n) => n.includes("conv")), false);
+    // the default Transformer has the convolutions and the QK norm
+    const conv = await run([
+      "train",
+      "--rule",
+      "transformer",
+      "--out",
+      `${dir}/conv`,
+      "--steps",
+      "1",
+      "--backend",
+      "ref",
+    ]);
+    assert.equal(conv.code, 0, conv.err);
+    assert.match(conv.err, /short conv on, qkNorm rms/);
+    const withConv = await loadCheckpoint(`${dir}/conv/checkpoint.safetensors`);
+    assert.ok("layers.0.mixer.q_conv" in withConv.params);
+    // resuming with another architecture is refused, naming the flag and both values
+    const other = await run(["train", "--out", out, "--resume", "--qk-norm", "rms", "--steps", "3"]);
+    assert.equal(other.code, 2);
+    assert.match(other.err, /--qk-norm rms does not match the checkpoint .*, which has none/);
+    const same = await run([
+      "train",
+      "--out",
+      out,
+      "--resume",
+      "--no-short-conv",
+      "--steps",
+      "3",
+      "--backend",
+      "ref",
+    ]);
+    assert.equal(same.code, 0, same.err);
   });
 });

@@ -5,7 +5,7 @@
  */
 
 import type { MeanSd, VariantSummary } from "./aggregate.ts";
-import type { Plan } from "./plan.ts";
+import { describeVariant, type Plan } from "./plan.ts";
 
 /** What one training run did. */
 export interface RunRecord {
@@ -98,6 +98,10 @@ export function renderMarkdown(info: ExperimentInfo, summaries: readonly Variant
     `- Model (every variant): ${m.layers} layers, width ${m.dModel}, ${m.heads} heads, chunk ${m.chunkSize}` +
       (m.ffnHidden ? `, MLP ${m.ffnHidden}` : "") + "; SPEC section 7 defaults otherwise.",
   );
+  for (const v of plan.variants) {
+    const described = describeVariant(v);
+    if (described) lines.push(`- Variant ${described}.`);
+  }
   lines.push(
     `- Training (every run): ${t.steps} steps, batch ${t.batchSize} rows x ${t.seqLen} tokens (packed), ` +
       `lr ${t.lr} (warmup ${t.warmupSteps}, cosine to ${t.minLrRatio} x), weight decay ${t.weightDecay}, ` +
@@ -123,7 +127,7 @@ export function renderMarkdown(info: ExperimentInfo, summaries: readonly Variant
   lines.push("|---|---|---|---|---|---|---|---|---|");
   for (const s of summaries) {
     lines.push(
-      `| ${s.mixer} | ${s.alignment} | ${s.seeds.length} | ${formatMeanSd(s.inDistribution)} | ` +
+      `| ${s.variant} | ${s.alignment} | ${s.seeds.length} | ${formatMeanSd(s.inDistribution)} | ` +
         `${formatMeanSd(s.extrapolation)} | ${formatMeanSd(s.atMax)} | ${
           formatMeanSd(s.extrapolationExact)
         } | ` +

@@ -83,6 +83,7 @@ export async function trainAndEvaluate(
   const name = runName(variant, seed);
   const model = modelConfig({
     ...plan.model,
+    ...variant.model,
     vocabSize: ADDITION_VOCAB_SIZE,
     mixer: variant.mixer,
     alignment: variant.alignment,

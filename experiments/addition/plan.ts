@@ -13,13 +13,43 @@ import type { MixerName } from "../../src/model/types.ts";
 import { preset } from "../../src/train/presets.ts";
 import type { TrainConfig } from "../../src/train/config.ts";
 
-/** One model variant: a mixer and, for fast-weight mixers, an alignment. */
+/** Model fields a variant sets over the plan's: the architecture of the Transformer baseline. */
+export type VariantModel = Partial<Pick<ModelConfig, "shortConv" | "qkNorm">>;
+
+/** One model variant: a mixer, for fast-weight mixers an alignment, and its own model fields. */
 export interface Variant {
   /** Mixer of every block. */
   readonly mixer: MixerName;
   /** Pair alignment (ignored by the Transformer). */
   readonly alignment: Alignment;
+  /**
+   * Name of the variant in run directories and on the results page (default: the mixer, and
+   * `mixer-alignment` for run directories of fast-weight mixers).
+   */
+  readonly name?: string;
+  /** Model fields of this variant over the plan's (none: the SPEC section 7 defaults). */
+  readonly model?: VariantModel;
 }
+
+/**
+ * The Transformer as the experiment runs it: RoPE softmax attention with the same short
+ * convolution (width 4, SiLU) on q, k, v as the fast-weight mixers and parameter-free QK RMS-norm
+ * (issue 15: without them it did not learn what the others learn).
+ */
+export const TRANSFORMER: Variant = {
+  mixer: "transformer",
+  alignment: "same-step",
+  name: "transformer",
+  model: { shortConv: true, qkNorm: "rms" },
+};
+
+/** The plain Transformer baseline (no short convolution, no QK norm): in no plan, one variant away. */
+export const TRANSFORMER_PLAIN: Variant = {
+  mixer: "transformer",
+  alignment: "same-step",
+  name: "transformer-plain",
+  model: { shortConv: false, qkNorm: "none" },
+};
 
 /** The full list: the four Falcon rules under both alignments, the baselines, the Transformer. */
 export const FULL_VARIANTS: readonly Variant[] = [
@@ -35,13 +65,13 @@ export const FULL_VARIANTS: readonly Variant[] = [
     mixer,
     alignment: "same-step" as const,
   })),
-  { mixer: "transformer", alignment: "same-step" },
+  TRANSFORMER,
 ];
 
 /** The smoke list: one Falcon rule and the Transformer. */
 export const SMOKE_VARIANTS: readonly Variant[] = [
   { mixer: "falcon1a", alignment: "prefix" },
-  { mixer: "transformer", alignment: "same-step" },
+  TRANSFORMER,
 ];
 
 /** Everything the driver needs to run the experiment. */
@@ -173,9 +203,41 @@ export function makePlan(name: PlanName, overrides: PlanOverrides = {}): Plan {
   };
 }
 
-/** Directory name of one run: `falcon1a-prefix-s0`, `transformer-s2`. */
+/** A variant's name in run directories: its own name, else `transformer` or `falcon1a-prefix`. */
+export function variantName(variant: Variant): string {
+  return variant.name ??
+    (variant.mixer === "transformer" ? variant.mixer : `${variant.mixer}-${variant.alignment}`);
+}
+
+/** Directory name of one run: `falcon1a-prefix-s0`, `transformer-s2`, `transformer-plain-s0`. */
 export function runName(variant: Variant, seed: number): string {
-  return variant.mixer === "transformer"
-    ? `${variant.mixer}-s${seed}`
-    : `${variant.mixer}-${variant.alignment}-s${seed}`;
+  return `${variantName(variant)}-s${seed}`;
+}
+
+/**
+ * What a variant with its own model fields runs, in words: `transformer: RoPE softmax attention
+ * with the short convolution (width 4, SiLU) on q, k, v and QK RMS-norm (shortConv true, qkNorm rms)`.
+ * Null for a variant without them (SPEC defaults).
+ */
+export function describeVariant(variant: Variant): string | null {
+  if (!variant.model) return null;
+  const { shortConv, qkNorm } = variant.model;
+  const parts = [
+    shortConv === undefined
+      ? null
+      : shortConv
+      ? "the short convolution (width 4, SiLU) on q, k, v"
+      : "no short convolution",
+    qkNorm === undefined
+      ? null
+      : qkNorm === "none"
+      ? "no QK norm"
+      : `QK ${qkNorm === "rms" ? "RMS" : "L2"}-norm`,
+  ].filter((p) => p !== null);
+  const what = variant.mixer === "transformer" ? "RoPE softmax attention" : variant.mixer;
+  const plain = variant.mixer === "transformer" && shortConv === false && qkNorm === "none"
+    ? " (the plain Transformer)"
+    : "";
+  const fields = Object.entries(variant.model).map(([k, v]) => `${k} ${v}`).join(", ");
+  return `${variantName(variant)}: ${what} with ${parts.join(" and ")}${plain} (${fields})`;
 }

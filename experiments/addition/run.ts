@@ -30,10 +30,10 @@ import { parseArgs } from "node:util";
 import { BACKEND_CHOICES, type BackendChoice } from "../../src/backend_select.ts";
 import { jsonWithNulls, mergeReports } from "../../src/eval/report.ts";
 import { formatTable } from "../../src/eval/table.ts";
-import { meanReport, summariseVariants } from "./aggregate.ts";
+import { meanReport, summariseVariants, type VariantSummary } from "./aggregate.ts";
 import { type ExperimentInfo, renderMarkdown } from "./markdown.ts";
 import { resultPath, type RunResult, storedResult, trainAndEvaluate } from "./one_run.ts";
-import { makePlan, type Plan, type PlanName, runName, type Variant } from "./plan.ts";
+import { makePlan, type Plan, type PlanName, runName, type Variant, variantName } from "./plan.ts";
 
 /** Parsed command line of the driver. */
 export interface DriverOptions {
@@ -112,10 +112,8 @@ export function childArgs(options: DriverOptions, variant: Variant, seed: number
     String(plan.seeds.length),
     "--samples",
     String(plan.samples),
-    "--mixer",
-    variant.mixer,
-    "--alignment",
-    variant.alignment,
+    "--variant",
+    variantName(variant),
     "--seed",
     String(seed),
     "--runs",
@@ -198,7 +196,12 @@ export async function replot(jsonPath: string): Promise<string> {
   const { plotSvg } = await import("../../src/eval/plot.ts");
   const json = JSON.parse(await Deno.readTextFile(jsonPath));
   const plotPath = jsonPath.replace(/\.json$/, ".svg");
-  await Deno.writeTextFile(plotPath, await plotSvg(meanReport(json.report, json.summaries)));
+  // results written before summaries named their variant: the mixer was the name
+  const summaries = (json.summaries as VariantSummary[]).map((s) => ({
+    ...s,
+    variant: s.variant ?? s.mixer,
+  }));
+  await Deno.writeTextFile(plotPath, await plotSvg(meanReport(json.report, summaries)));
   return plotPath;
 }
 
@@ -237,7 +240,13 @@ export async function runExperiment(
   }, costliestFirst(work));
   const report = { ...mergeReports(results.map((r) => r.report)), date: date.toISOString() };
   log(formatTable(report).trimEnd());
-  const summaries = summariseVariants(report);
+  // the checkpoints of named variants (transformer, transformer-plain) are summarised under that name
+  const names = new Map<string, string>();
+  results.forEach((r, i) => {
+    const name = work[i].variant.name;
+    if (name) { for (const c of r.report.checkpoints) names.set(c.path, name); }
+  });
+  const summaries = summariseVariants(report, names);
   const base = plan.name === "full" ? "addition" : `addition-${plan.name}`;
   await Deno.mkdir(options.outDir, { recursive: true });
   const backends = [...new Set(results.map((r) => r.backend))].join(", ");

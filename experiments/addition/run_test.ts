@@ -46,6 +46,15 @@ Deno.test("runExperiment() trains, evaluates and writes the page, JSON and plot 
       true,
     );
     assertEquals(/\| transformer-s0 \| \d+ \| 2 \| \d+\.\d{4} \|/.test(md), true);
+    // the page says which Transformer ran, and names it in the summary
+    assertEquals(
+      md.includes(
+        "- Variant transformer: RoPE softmax attention with the short convolution (width 4, SiLU) on q, k, v " +
+          "and QK RMS-norm (shortConv true, qkNorm rms).",
+      ),
+      true,
+    );
+    assertEquals(/\| transformer \| - \| 1 \|/.test(md), true);
     const json = JSON.parse(await Deno.readTextFile(paths.jsonPath));
     assertEquals(json.summaries.length, 2);
     assertEquals(json.report.checkpoints.length, 2);

@@ -539,27 +539,47 @@ class FastWeightAttention(torch.nn.Module):
 
 
 class SoftmaxAttention(torch.nn.Module):
-    """Transformer baseline mixer: causal softmax attention with RoPE (positions restart at each
-    sequence start; attention does not cross starts)."""
+    """Transformer baseline mixer: q/k/v projections, with use_short_conv the causal depthwise conv
+    + SiLU (as the fast-weight mixer), with qk_norm "rms" the parameter-free RMS norm of q and k per
+    head (before RoPE), causal softmax attention with RoPE (positions restart at each sequence
+    start; attention does not cross starts), output projection. qk_norm "none" and no conv is the
+    plain Transformer (and what every layout-version-1 Transformer ran)."""
 
     def __init__(self, cfg):
         super().__init__()
         self.cfg = cfg
         D, H = cfg["hidden_size"], cfg["num_heads"]
         self.H, self.Dh = H, D // H
+        if cfg["qk_norm"] not in ("rms", "none"):
+            raise ValueError("the transformer takes qk_norm rms or none, got %r" % (cfg["qk_norm"],))
         self.q_proj = torch.nn.Linear(D, D, bias=False)
         self.k_proj = torch.nn.Linear(D, D, bias=False)
         self.v_proj = torch.nn.Linear(D, D, bias=False)
+        if cfg["use_short_conv"]:
+            W = cfg.get("conv_size", 4)
+            self.q_conv1d = torch.nn.Conv1d(D, D, W, groups=D, bias=False)
+            self.k_conv1d = torch.nn.Conv1d(D, D, W, groups=D, bias=False)
+            self.v_conv1d = torch.nn.Conv1d(D, D, W, groups=D, bias=False)
         self.o_proj = torch.nn.Linear(D, D, bias=False)
+
+    def _head(self, x, name, starts):
+        Bn, T, D = x.shape
+        u = getattr(self, name + "_proj")(x)
+        if self.cfg["use_short_conv"]:
+            u = short_conv(u, getattr(self, name + "_conv1d").weight, starts)
+        u = u.reshape(Bn, T, self.H, self.Dh)
+        if name != "v":
+            u = normalize_qk(u, self.cfg["qk_norm"], self.cfg.get("eps_rms", 1e-6))
+        return u
 
     def forward(self, x, starts):
         Bn, T, D = x.shape
         H, Dh = self.H, self.Dh
         seq = _sequence_starts(starts, Bn, T, x.device)
         pos = torch.arange(T, device=x.device)[None, :] - seq
-        q = rope(self.q_proj(x).reshape(Bn, T, H, Dh), pos, self.cfg["rope_theta"])
-        k = rope(self.k_proj(x).reshape(Bn, T, H, Dh), pos, self.cfg["rope_theta"])
-        v = self.v_proj(x).reshape(Bn, T, H, Dh)
+        q = rope(self._head(x, "q", starts), pos, self.cfg["rope_theta"])
+        k = rope(self._head(x, "k", starts), pos, self.cfg["rope_theta"])
+        v = self._head(x, "v", starts)
         scores = torch.einsum("bthd,bshd->bhts", q, k) / math.sqrt(Dh)
         t_idx = torch.arange(T, device=x.device)
         allowed = (t_idx[None, :, None] >= t_idx[None, None, :]) & (t_idx[None, None, :] >= seq[:, :, None])
@@ -656,11 +676,23 @@ REQUIRED_CONFIG = (
 )
 
 
+HF_FORMAT_VERSION = 2
+
+
+def config_as_trained(cfg):
+    """The config of an export as its falcon ran it: layout version 1 ran every Transformer plain
+    (no short conv, no QK norm) whatever use_short_conv and qk_norm said; version 2 honours them."""
+    if cfg.get("falcon_format_version", 1) < 2 and cfg["rule"] == "transformer":
+        return dict(cfg, use_short_conv=False, qk_norm="none")
+    return cfg
+
+
 def load_hf(directory, dtype=torch.float32):
     """Load an `hf` export (config.json + model.safetensors) into a FalconLM of `dtype`.
 
-    Refuses (CheckpointError) a config without a required field, an unknown rule, and a tensor set
-    that differs from the model's: every missing and every unexpected name is listed.
+    Refuses (CheckpointError) a config without a required field, an unknown rule or layout version,
+    and a tensor set that differs from the model's: every missing and every unexpected name is
+    listed. A layout-version-1 Transformer is loaded plain (`config_as_trained`).
     """
     cfg_path = os.path.join(directory, "config.json")
     with open(cfg_path) as f:
@@ -675,6 +707,17 @@ def load_hf(directory, dtype=torch.float32):
             raise CheckpointError("%s: missing field %s" % (cfg_path, key))
     if cfg["rule"] not in RULES + ("transformer",):
         raise CheckpointError("%s: field rule %r is not a known rule" % (cfg_path, cfg["rule"]))
+    version = cfg.get("falcon_format_version", 1)
+    if type(version) is not int or not 1 <= version <= HF_FORMAT_VERSION:
+        raise CheckpointError(
+            "%s: field falcon_format_version %r is not supported (expected 1 to %d)"
+            % (cfg_path, version, HF_FORMAT_VERSION)
+        )
+    cfg = config_as_trained(cfg)
+    if cfg["rule"] == "transformer" and cfg["qk_norm"] not in ("rms", "none"):
+        raise CheckpointError(
+            "%s: field qk_norm %r: the transformer takes rms or none" % (cfg_path, cfg["qk_norm"])
+        )
     model = FalconLM(cfg)
     st_path = os.path.join(directory, "model.safetensors")
     tensors, _ = read_safetensors(st_path)

@@ -9,16 +9,24 @@
  *   and the JSON of the model, task and training configurations (`model_config`, `task_config`,
  *   `train_config`).
  *
+ * Version 2 (current): every mixer honours `shortConv` and `qkNorm`. Version-1 files still load:
+ * a version-1 Transformer ran plain whatever its config said, so its `model_config` is read with
+ * `shortConv: false, qkNorm: "none"` (`format_upgrade.ts`); fast-weight configs load unchanged.
+ *
  * @module
  */
 
 import type { ModelConfig } from "../model/types.ts";
 import type { TaskConfig } from "../tasks/mod.ts";
 import { atomicWriteFile } from "./atomic_write.ts";
+import { modelConfigAsTrained } from "./format_upgrade.ts";
 import { readSafetensors, type SafeTensor, SafetensorsError, writeSafetensors } from "./safetensors.ts";
 
-/** Version of the checkpoint layout this code writes and reads. */
-export const CHECKPOINT_FORMAT_VERSION = 1;
+/** Version of the checkpoint layout this code writes (and the newest it reads). */
+export const CHECKPOINT_FORMAT_VERSION = 2;
+
+/** The oldest version {@linkcode decodeCheckpoint} reads (`falcon convert` also upgrades version 0). */
+export const OLDEST_READABLE_FORMAT_VERSION = 1;
 
 /** Value of the `format` metadata key. */
 export const CHECKPOINT_FORMAT = "falcon-checkpoint";
@@ -82,7 +90,10 @@ export function encodeCheckpoint(state: CheckpointState): Uint8Array {
   });
 }
 
-/** Parse and validate a checkpoint; errors name `fileName` and the field. */
+/**
+ * Parse and validate a checkpoint of format version 1 or 2; errors name `fileName` and the field.
+ * The model config of an older version is read as that version ran it (see the module doc).
+ */
 export function decodeCheckpoint(bytes: Uint8Array, fileName: string): CheckpointState {
   const { tensors, metadata } = readSafetensors(bytes, fileName);
   const fail = (msg: string): never => {
@@ -95,11 +106,15 @@ export function decodeCheckpoint(bytes: Uint8Array, fileName: string): Checkpoin
       }, expected "${CHECKPOINT_FORMAT}" (not a falcon checkpoint)`,
     );
   }
-  if (metadata.format_version !== String(CHECKPOINT_FORMAT_VERSION)) {
+  const version = Number(metadata.format_version);
+  if (
+    !/^\d+$/.test(metadata.format_version ?? "") || version < OLDEST_READABLE_FORMAT_VERSION ||
+    version > CHECKPOINT_FORMAT_VERSION
+  ) {
     fail(
       `__metadata__.format_version ${
         JSON.stringify(metadata.format_version)
-      } is not supported (expected ${CHECKPOINT_FORMAT_VERSION})`,
+      } is not supported (expected ${OLDEST_READABLE_FORMAT_VERSION} to ${CHECKPOINT_FORMAT_VERSION})`,
     );
   }
   const integer = (key: string): number => {
@@ -141,7 +156,8 @@ export function decodeCheckpoint(bytes: Uint8Array, fileName: string): Checkpoin
   return {
     step,
     rngState,
-    model: json("model_config") as unknown as ModelConfig,
+    // the config of the model as the file's version ran it (a version-1 Transformer is plain)
+    model: modelConfigAsTrained(json("model_config"), version) as unknown as ModelConfig,
     task: task as unknown as TaskConfig,
     train: json("train_config"),
     params: Object.fromEntries(params),

@@ -7,3 +7,4 @@
 export * from "./safetensors.ts";
 export * from "./atomic_write.ts";
 export * from "./checkpoint.ts";
+export * from "./format_upgrade.ts";

@@ -1,7 +1,13 @@
 import assert from "node:assert/strict";
 import { decodeCheckpoint, encodeCheckpoint } from "../checkpoint/checkpoint.ts";
 import { readSafetensors, writeSafetensors } from "../checkpoint/safetensors.ts";
-import { listDir, tinyCheckpointBytes, tinyCheckpointState, tinyConfig } from "./_test_checkpoints.ts";
+import {
+  listDir,
+  tinyCheckpointBytes,
+  tinyCheckpointState,
+  tinyConfig,
+  versionOneTransformer,
+} from "./_test_checkpoints.ts";
 import { convertCheckpoint } from "./convert.ts";
 import { f16BitsToF32 } from "./dtype.ts";
 import { CheckpointError } from "./errors.ts";
@@ -144,10 +150,10 @@ Deno.test("--to native with --dtype f16 is refused before anything is written", 
   });
 });
 
-Deno.test("a version-0 native file (no format_version) is upgraded on load with a note", async () => {
+Deno.test("a version-0 native file (no format_version) is upgraded on load with a note per version", async () => {
   await withDir(async (dir) => {
-    const v1 = await tinyCheckpointBytes(tinyConfig(), { dtype: "f32" });
-    const { tensors, metadata } = readSafetensors(v1, "v1");
+    const current = await tinyCheckpointBytes(tinyConfig(), { dtype: "f32" });
+    const { tensors, metadata } = readSafetensors(current, "v2");
     const { format_version: _, ...v0meta } = metadata;
     await Deno.writeFile(`${dir}/v0.safetensors`, writeSafetensors(tensors, v0meta));
     const report = await inspectCheckpoint(`${dir}/v0.safetensors`);
@@ -156,11 +162,68 @@ Deno.test("a version-0 native file (no format_version) is upgraded on load with 
       report.notes.some((n) => n.includes("version 0") && n.includes("version 1")),
       report.notes.join(),
     );
-    const converted = await convertCheckpoint(`${dir}/v0.safetensors`, `${dir}/v1.safetensors`, {
+    const converted = await convertCheckpoint(`${dir}/v0.safetensors`, `${dir}/v2.safetensors`, {
       to: "native",
     });
-    assert.ok(converted.notes.length === 1);
-    assert.deepEqual(await Deno.readFile(`${dir}/v1.safetensors`), v1);
+    // 0 -> 1 -> 2; a falcon1 config is the same in every version
+    assert.deepEqual(converted.notes, [
+      "upgraded native format version 0 (no format_version key) to version 1",
+      "upgraded native format version 1 to version 2",
+    ]);
+    assert.deepEqual(await Deno.readFile(`${dir}/v2.safetensors`), current);
+  });
+});
+
+Deno.test("a version-1 Transformer converts to the version-2 file of the plain model it ran, native and hf", async () => {
+  await withDir(async (dir) => {
+    const { bytes, plain } = await versionOneTransformer();
+    await Deno.writeFile(`${dir}/v1.safetensors`, bytes);
+    const report = await inspectCheckpoint(`${dir}/v1.safetensors`);
+    assert.equal(report.version, 1);
+    assert.ok(
+      report.notes.some((n) => /Transformer.*shortConv false, qkNorm "none"/.test(n)),
+      report.notes.join(),
+    );
+    await convertCheckpoint(`${dir}/v1.safetensors`, `${dir}/v2.safetensors`, { to: "native" });
+    assert.deepEqual(await Deno.readFile(`${dir}/v2.safetensors`), encodeCheckpoint(plain));
+    await convertCheckpoint(`${dir}/v1.safetensors`, `${dir}/hf`, { to: "hf" });
+    const config = JSON.parse(await Deno.readTextFile(`${dir}/hf/${HF_FILES.config}`));
+    assert.deepEqual([config.falcon_format_version, config.use_short_conv, config.qk_norm], [
+      2,
+      false,
+      "none",
+    ]);
+  });
+});
+
+Deno.test("a version-1 hf Transformer export loads plain; a version-2 one with use_short_conv needs its conv tensors", async () => {
+  await withDir(async (dir) => {
+    const plain = await tinyCheckpointState(
+      tinyConfig({ mixer: "transformer", shortConv: false, qkNorm: "none" }),
+      {
+        dtype: "f32",
+      },
+    );
+    await Deno.writeFile(`${dir}/n.safetensors`, encodeCheckpoint(plain));
+    await convertCheckpoint(`${dir}/n.safetensors`, `${dir}/hf`, { to: "hf" });
+    const path = `${dir}/hf/${HF_FILES.config}`;
+    const config = JSON.parse(await Deno.readTextFile(path));
+    // what a version-1 export of that model said: the defaults, which version 1 ignored
+    const asWritten = { ...config, falcon_format_version: 1, use_short_conv: true, qk_norm: "rms" };
+    await Deno.writeTextFile(path, JSON.stringify(asWritten));
+    const report = await inspectCheckpoint(`${dir}/hf`);
+    assert.equal(report.version, 1);
+    assert.ok(
+      report.notes.some((n) => n.includes("version 1") && n.includes("Transformer")),
+      report.notes.join(),
+    );
+    await convertCheckpoint(`${dir}/hf`, `${dir}/back.safetensors`, { to: "native" });
+    assert.deepEqual(await Deno.readFile(`${dir}/back.safetensors`), encodeCheckpoint(plain));
+    await Deno.writeTextFile(path, JSON.stringify({ ...asWritten, falcon_format_version: 2 }));
+    await assert.rejects(
+      () => convertCheckpoint(`${dir}/hf`, `${dir}/o.safetensors`, { to: "native" }),
+      (e: Error) => e instanceof CheckpointError && e.message.includes("model.layers.0.attn.q_conv1d.weight"),
+    );
   });
 });
 
@@ -168,7 +231,7 @@ Deno.test("a native file from a newer falcon or with a non-integer version is re
   await withDir(async (dir) => {
     const { tensors, metadata } = readSafetensors(await tinyCheckpointBytes(), "x");
     for (
-      const [version, pattern] of [["2", /format_version 2 is newer/], [
+      const [version, pattern] of [["3", /format_version 3 is newer/], [
         "1.5",
         /format_version "1.5" is not an integer/,
       ]]
@@ -241,7 +304,10 @@ Deno.test("a hostile config.json is refused naming config.json and the field", a
       ["{ rule: falcon1 ", /config\.json: not JSON/],
       ["[1, 2]", /config\.json: not a JSON object/],
       [JSON.stringify({ ...config, model_type: "llama" }), /config\.json: model_type is "llama"/],
-      [JSON.stringify({ ...config, falcon_format_version: 7 }), /falcon_format_version 7 is not supported/],
+      [
+        JSON.stringify({ ...config, falcon_format_version: 7 }),
+        /falcon_format_version 7 is not supported \(expected 1 to 2\)/,
+      ],
       [JSON.stringify({ ...config, vocab_size: undefined }), /config\.json: missing field vocab_size/],
       [JSON.stringify({ ...config, rule: "falcon9" }), /config\.json: .*mixer "falcon9"/],
       [

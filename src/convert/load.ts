@@ -8,7 +8,6 @@
 
 import type { ModelConfig } from "../model/types.ts";
 import { CheckpointError } from "./errors.ts";
-import { HF_FORMAT_VERSION } from "./hf_config.ts";
 import { decodeHf, HF_FILES, hfName } from "./hf_export.ts";
 import { hfPlacement, hfShape } from "./hf_layout.ts";
 import { decodeNative, parseModelConfigField } from "./native_format.ts";
@@ -131,12 +130,12 @@ async function loadHf(dir: string): Promise<LoadedCheckpoint> {
   if (!keep) metadata.model_config = JSON.stringify(hf.config);
   return {
     format: "hf",
-    version: HF_FORMAT_VERSION,
+    version: hf.version,
     config: hf.config,
     weights: hf.weights,
     optimizer: new Map(),
     metadata,
-    notes: [],
+    notes: hf.notes,
     files: [{ path: paths.config, bytes: configBytes.length }, {
       path: paths.weights,
       bytes: weightBytes.length,

@@ -3,19 +3,22 @@
  * raw tensors (every bit kept), the metadata strings verbatim, older format versions upgraded on
  * load with a note, and the weights checked against the model configuration.
  *
- * Layout (format version 1): parameters under their names (`parameterSpecs` order), AdamW moments
+ * Layout (format versions 1 and 2): parameters under their names (`parameterSpecs` order), AdamW moments
  * under `optimizer.m.<name>` and `optimizer.v.<name>`; `__metadata__` holds `format`
  * (`falcon-checkpoint`), `format_version`, `step`, `rng_state`, `model_config`, `task_config`,
  * `train_config` (JSON strings).
  *
  * Version 0 is the layout before `format_version` existed (the same tensors and keys, no version
- * key). No release wrote it; it is the tested entry of the upgrade table, so a later layout change
- * adds one function here and every reader of this module upgrades old files.
+ * key). No release wrote it; it is the tested entry of the upgrade table. Version 1 differs from 2
+ * only in what a Transformer's `model_config` means: version 1 ran every Transformer plain, so the
+ * upgrade writes `shortConv: false, qkNorm: "none"` into a Transformer's config
+ * (`checkpoint/format_upgrade.ts`) and leaves every other file's metadata as it was.
  *
  * @module
  */
 
 import { CHECKPOINT_FORMAT, CHECKPOINT_FORMAT_VERSION } from "../checkpoint/checkpoint.ts";
+import { modelConfigTextAsTrained } from "../checkpoint/format_upgrade.ts";
 import { validateModelConfig } from "../model/config.ts";
 import { parameterSpecs } from "../model/params.ts";
 import type { ModelConfig } from "../model/types.ts";
@@ -50,6 +53,14 @@ const UPGRADES: Readonly<Record<number, Upgrade>> = {
   0: (metadata) => {
     metadata.format_version = "1";
     return "upgraded native format version 0 (no format_version key) to version 1";
+  },
+  1: (metadata) => {
+    metadata.format_version = "2";
+    const plain = modelConfigTextAsTrained(metadata.model_config, 1);
+    if (plain === null) return "upgraded native format version 1 to version 2";
+    metadata.model_config = plain;
+    return "upgraded native format version 1 to version 2: a version-1 Transformer ran without short " +
+      'convolution and QK norm, so its model_config now says shortConv false, qkNorm "none"';
   },
 };
 

@@ -60,7 +60,10 @@ const required = envGranted() && Deno.env.get("FALCON_REQUIRE_TORCH") === "1";
 const found = findTorchPython();
 const missing = "reason" in found ? found.reason : null;
 
-/** Tiny models: every mixer, both alignments and parameterisations, tied and untied heads. */
+/**
+ * Tiny models: every mixer, both alignments and parameterisations, tied and untied heads, and the
+ * Transformer with and without its short convolution and QK norm.
+ */
 const CASES: Partial<ModelConfig>[] = [
   { mixer: "falcon1" },
   { mixer: "falcon2", alignment: "same-step" },
@@ -73,7 +76,9 @@ const CASES: Partial<ModelConfig>[] = [
   { mixer: "mamba2", alignment: "same-step", qkNorm: "l2" },
   { mixer: "deltanet", alignment: "same-step" },
   { mixer: "gated_deltanet", parameterisation: "const" },
-  { mixer: "transformer" },
+  { mixer: "transformer" }, // short conv and QK RMS-norm (the defaults)
+  { mixer: "transformer", shortConv: false, qkNorm: "none" }, // the plain Transformer
+  { mixer: "transformer", qkNorm: "none", tieEmbeddings: false }, // short conv only
 ];
 const IDS = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7];
 const STARTS = [9]; // a second sequence starts at position 9
@@ -144,9 +149,9 @@ Deno.test({
         await train(model, 200 + i);
         // the f32 export then holds exactly the weights the model computes with
         await roundParametersToF32(model);
-        const native = `${root}/${c.mixer as MixerName}.safetensors`;
+        const native = `${root}/${i}-${c.mixer as MixerName}.safetensors`;
         await saveNative(model, native);
-        const dir = `${root}/${c.mixer as MixerName}`;
+        const dir = `${root}/${i}-${c.mixer as MixerName}`;
         const report = await convertCheckpoint(native, dir, { to: "hf", dtype: "f32" });
         ok(report.maxRelativeChange === 0, `${caseName(c)}: f32 rounding was not exact`);
         const starts = new Uint8Array(IDS.length);

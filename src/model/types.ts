@@ -27,11 +27,14 @@ export interface ModelConfig {
   readonly mixer: MixerName;
   /** Pair alignment of fast-weight mixers. */
   readonly alignment: Alignment;
-  /** q/k normalisation (default: rms; l2 for deltanet and gated_deltanet). */
+  /**
+   * q/k normalisation per head (default: rms; l2 for deltanet and gated_deltanet). The fast-weight
+   * kernels apply it; the Transformer applies `rms` before RoPE and refuses `l2`.
+   */
   readonly qkNorm: QkNorm;
-  /** Causal depthwise short convolution (width 4) with SiLU on q, k, v. */
+  /** Causal depthwise short convolution (width 4) with SiLU on q, k, v (every mixer). */
   readonly shortConv: boolean;
-  /** SiLU output gate. */
+  /** SiLU output gate (fast-weight mixers; the Transformer has none). */
   readonly outputGate: boolean;
   /** `token`: data-dependent beta and lambdabar; `const`: learned per-head scalars. */
   readonly parameterisation: "token" | "const";

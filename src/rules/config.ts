@@ -34,6 +34,9 @@ export const QK_NORMS = ["rms", "l2", "none"] as const;
 /** `rms` (default), `l2` (default for deltanet and gated_deltanet) or `none`. */
 export type QkNorm = typeof QK_NORMS[number];
 
+/** Default RMSNorm stabiliser `eps_rms` of the `rms` q/k normalisation (SPEC section 1). */
+export const DEFAULT_EPS_RMS = 1e-6;
+
 /** The three equivalent forms of SPEC section 4. */
 export const FORMS = ["recurrent", "chunk", "parallel"] as const;
 
@@ -96,7 +99,7 @@ export function ruleConfig(
     window: 4,
     eps: 1e-6,
     epsGamma: 1e-3,
-    epsRms: 1e-6,
+    epsRms: DEFAULT_EPS_RMS,
     ...overrides,
   };
   if (!Number.isInteger(config.window) || config.window < 1) {

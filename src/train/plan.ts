@@ -12,7 +12,7 @@ import { InputError } from "../errors.ts";
 import { modelConfig, validateModelConfig } from "../model/config.ts";
 import type { MixerName, ModelConfig } from "../model/types.ts";
 import type { Backend } from "../rules/backend.ts";
-import type { Alignment } from "../rules/config.ts";
+import type { Alignment, QkNorm } from "../rules/config.ts";
 import { createTask, fnv1aHex, type TaskConfig } from "../tasks/mod.ts";
 import type { TaskName } from "../tasks/types.ts";
 import { type TrainConfig, trainConfig, validateTrainConfig } from "./config.ts";
@@ -27,6 +27,10 @@ export interface RunRequest {
   readonly mixer: MixerName;
   /** Pair alignment. */
   readonly alignment: Alignment;
+  /** Short convolution on q, k, v (default: the model default, on; false with qkNorm none: the plain Transformer). */
+  readonly shortConv?: boolean;
+  /** q/k normalisation (default: the mixer's, `modelConfig`). */
+  readonly qkNorm?: QkNorm;
   /** Preset name. */
   readonly preset: string;
   /** Steps (default: the preset's). */
@@ -39,7 +43,10 @@ export interface RunRequest {
   readonly resume: boolean;
   /** Corpus of the text task: its bytes and name (default: the built-in corpus). */
   readonly corpus?: { readonly bytes: Uint8Array; readonly name: string };
-  /** Options the user set explicitly (`task`, `mixer`, `alignment`, `steps`, `seed`, `preset`). */
+  /**
+   * Options the user set explicitly (`task`, `mixer`, `alignment`, `shortConv`, `qkNorm`, `steps`,
+   * `seed`, `preset`); with `resume` those of the model must match the checkpoint.
+   */
   readonly explicit: ReadonlySet<string>;
   /** Backend to train on. */
   readonly backend: Backend;
@@ -75,6 +82,8 @@ function resumeConfigs(request: RunRequest, state: CheckpointState, path: string
   check("--task", "task", request.task, state.task.task);
   check("--rule", "mixer", request.mixer, state.model.mixer);
   check("--alignment", "alignment", request.alignment, state.model.alignment);
+  check("--short-conv/--no-short-conv: shortConv", "shortConv", request.shortConv, state.model.shortConv);
+  check("--qk-norm", "qkNorm", request.qkNorm, state.model.qkNorm);
   check("--seed", "seed", request.seed, state.train.seed);
   const model = state.model;
   asInput(`${path}: model_config`, () => validateModelConfig(model));
@@ -135,7 +144,15 @@ export async function planRun(request: RunRequest): Promise<TrainSetup> {
     const vocabSize = createTask(task, corpus?.bytes).vocabSize;
     model = asInput(
       "model",
-      () => modelConfig({ ...p.model, vocabSize, mixer: request.mixer, alignment: request.alignment }),
+      () =>
+        modelConfig({
+          ...p.model,
+          vocabSize,
+          mixer: request.mixer,
+          alignment: request.alignment,
+          ...(request.shortConv === undefined ? {} : { shortConv: request.shortConv }),
+          ...(request.qkNorm === undefined ? {} : { qkNorm: request.qkNorm }),
+        }),
     );
     train = asInput(
       "training",

@@ -75,6 +75,8 @@ export interface Prediction {
 
 /** What the generator needs to write the hints of an addition answer itself. */
 interface HintPlan {
+  /** Id of `h_0`; the hint ids are the last of the vocabulary, from here on. */
+  readonly firstHintId: number;
   /** Id of hint `h_place` (offset 0). */
   readonly hint: (place: number) => number;
   /** Place of the k-th answer digit written. */
@@ -98,10 +100,16 @@ function hintPlan(config: AdditionConfig, a: string, b: string): HintPlan | null
   const first = vocab.firstHintId;
   const n = Math.max(a.length, b.length);
   if (config.format === "lsd") {
-    return { hint: (p) => first + p, places: Array.from({ length: n + 1 }, (_, p) => p), certain: n };
+    return {
+      firstHintId: first,
+      hint: (p) => first + p,
+      places: Array.from({ length: n + 1 }, (_, p) => p),
+      certain: n,
+    };
   }
   const length = (BigInt(a) + BigInt(b)).toString().length;
   return {
+    firstHintId: first,
     hint: (p) => first + p,
     places: Array.from({ length }, (_, k) => length - 1 - k),
     certain: length,
@@ -129,8 +137,10 @@ function promptIds(task: Task, prompt: string, operands: { a: string; b: string 
  * addition the longest possible answer plus EOS, mqar 1 (the recalled value), text 64).
  * An addition prompt must read `a+b=` (plain digits, most-significant first); it is rebuilt in the
  * checkpoint's format. With index hints the model never writes a hint: the generator inserts the
- * hint of each answer digit before the model writes the digit (see `hintPlan` for the carry digit
- * and the msd answer order); inserted hints do not count against `maxTokens`.
+ * hint of each answer place before the model writes that place's token (see `hintPlan` for the
+ * carry digit and the msd answer order), and the model's greedy choice is the argmax over the
+ * tokens other than the hints (never targets in training, so their logits mean nothing); inserted
+ * hints do not count against `maxTokens`.
  * Throws an InputError for text outside the vocabulary.
  */
 export async function predict(
@@ -155,7 +165,7 @@ export async function predict(
   let promptLogits: number[][] = [];
   const tokens: number[] = [];
   let stoppedAtEos = false;
-  let digits = 0; // answer digits written so far
+  let written = 0; // answer tokens the model has written (each takes one place of the plan)
   const push = (id: number) => {
     tokens.push(id);
     seq.push(id);
@@ -171,14 +181,15 @@ export async function predict(
         (_, t) => Array.from(logits.subarray(t * V, (t + 1) * V)),
       );
     }
-    return argmax(logits, (T - 1) * V, V);
+    // hints are never targets: with hints the model chooses among the other tokens (hint ids are last)
+    return argmax(logits, (T - 1) * V, plan ? plan.firstHintId : V);
   };
   for (let n = 0; n < budget; n++) {
-    if (plan && digits < plan.certain) push(plan.hint(plan.places[digits]));
+    if (plan && written < plan.certain) push(plan.hint(plan.places[written]));
     let next = await choose();
-    if (plan && digits >= plan.certain && digits < plan.places.length && next !== task.eosId) {
+    if (plan && written >= plan.certain && written < plan.places.length && next !== task.eosId) {
       // the model continues the answer: the generator writes the next digit's hint, the model the digit
-      push(plan.hint(plan.places[digits]));
+      push(plan.hint(plan.places[written]));
       next = await choose();
     }
     push(next);
@@ -186,7 +197,7 @@ export async function predict(
       stoppedAtEos = true;
       break;
     }
-    if (next <= 9) digits++;
+    written++;
   }
   const completion = task.decode(tokens);
   let addition: Prediction["addition"];

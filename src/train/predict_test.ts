@@ -102,3 +102,27 @@ Deno.test("with index hints the generator writes each answer digit's hint; the m
     /--prompt: addition: operands of 6 digits need 7 hint ids/,
   );
 });
+
+Deno.test("with index hints the model's choice never falls on a hint id, and each choice takes one place", async () => {
+  const config = additionConfig({ maxDigits: 3, indexHints: 6 });
+  const task = createAdditionTask(config);
+  const V = task.vocabSize;
+  const firstHint = additionVocabulary(config).firstHintId!;
+  // a model whose largest logit is always a hint id, then the digit 3
+  const likesHints: LogitsModel = {
+    config: { vocabSize: V },
+    logits(batch) {
+      const out = new Float32Array(batch.T * V);
+      for (let t = 0; t < batch.T; t++) {
+        out[t * V + firstHint + 2] = 2;
+        out[t * V + 3] = 1;
+      }
+      return Promise.resolve(out);
+    },
+  };
+  const p = await predict(likesHints, task, "12+345=");
+  // places 0..2 (every sum has them), the carry place 3 (the model did not choose EOS), then the budget
+  assert.equal(p.completion, "[0]3[1]3[2]3[3]33");
+  assert.equal(p.stoppedAtEos, false);
+  assert.deepEqual(p.addition, { answer: "33333", expected: "357", correct: false });
+});

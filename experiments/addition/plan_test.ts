@@ -40,3 +40,7 @@ Deno.test("makePlan() applies --steps/--seeds/--samples, caps warmup at a tenth 
   assertEquals([smoke.seeds.length, smoke.model.dModel, smoke.maxDigits], [1, 32, 3]);
   assertThrows(() => makePlan("full", { seeds: 0 }), RangeError, "--seeds must be an integer >= 1, got 0");
 });
+
+Deno.test("every plan trains on the default addition format until a plan sets one", () => {
+  for (const name of ["full", "paper", "lab", "smoke"] as const) assertEquals(makePlan(name).task, {});
+});

@@ -75,10 +75,8 @@ export interface Prediction {
 
 /** What the generator needs to write the hints of an addition answer itself. */
 interface HintPlan {
-  /** Id of `h_0`; the hint ids are the last of the vocabulary, from here on. */
+  /** Id of `h_0` (hint `h_p` is `firstHintId + p`, offset 0); the hints are the vocabulary's last ids. */
   readonly firstHintId: number;
-  /** Id of hint `h_place` (offset 0). */
-  readonly hint: (place: number) => number;
   /** Place of the k-th answer digit written. */
   readonly places: readonly number[];
   /** Answer digits that certainly come (the generator writes their hints without asking the model). */
@@ -102,7 +100,6 @@ function hintPlan(config: AdditionConfig, a: string, b: string): HintPlan | null
   if (config.format === "lsd") {
     return {
       firstHintId: first,
-      hint: (p) => first + p,
       places: Array.from({ length: n + 1 }, (_, p) => p),
       certain: n,
     };
@@ -110,7 +107,6 @@ function hintPlan(config: AdditionConfig, a: string, b: string): HintPlan | null
   const length = (BigInt(a) + BigInt(b)).toString().length;
   return {
     firstHintId: first,
-    hint: (p) => first + p,
     places: Array.from({ length }, (_, k) => length - 1 - k),
     certain: length,
   };
@@ -185,11 +181,11 @@ export async function predict(
     return argmax(logits, (T - 1) * V, plan ? plan.firstHintId : V);
   };
   for (let n = 0; n < budget; n++) {
-    if (plan && written < plan.certain) push(plan.hint(plan.places[written]));
+    if (plan && written < plan.certain) push(plan.firstHintId + plan.places[written]);
     let next = await choose();
     if (plan && written >= plan.certain && written < plan.places.length && next !== task.eosId) {
       // the model continues the answer: the generator writes the next digit's hint, the model the digit
-      push(plan.hint(plan.places[written]));
+      push(plan.firstHintId + plan.places[written]);
       next = await choose();
     }
     push(next);

@@ -97,7 +97,7 @@ export {
   validateTrainConfig,
 } from "./src/train/config.ts";
 export { type Preset, preset, type PresetName, PRESETS, presetTaskConfig } from "./src/train/presets.ts";
-export { defaultCorpus, planRun, type RunRequest } from "./src/train/plan.ts";
+export { type AdditionRunOptions, defaultCorpus, planRun, type RunRequest } from "./src/train/plan.ts";
 export {
   type LoadedCheckpoint as PredictionCheckpoint,
   loadForPrediction,

@@ -1,7 +1,9 @@
 /**
  * `falcon predict`: greedy continuation of a prompt by a trained checkpoint. For addition it
  * prints the decoded number and whether it is right; `--json` adds the per-position logits of the
- * prompt. The work is `loadForPrediction` and `predict` in `src/train/predict.ts`.
+ * prompt. An addition prompt `a+b=` is rebuilt in the checkpoint's format (the printed line shows the
+ * tokens the model saw, hints included). The work is `loadForPrediction` and `predict` in
+ * `src/train/predict.ts`.
  *
  * @module
  */
@@ -56,7 +58,7 @@ export function predictCommand() {
         console.log(JSON.stringify({ checkpoint: path, step: state.step, task: task.config.task, ...p }));
         return;
       }
-      console.log(`${p.prompt}${p.completion}`);
+      console.log(`${p.promptText}${p.completion}`);
       if (p.addition) {
         const verdict = p.addition.correct ? "right" : `wrong (expected ${p.addition.expected})`;
         console.log(`answer ${p.addition.answer || "(none)"}: ${verdict}`);

@@ -11,7 +11,13 @@ import { BACKEND_CHOICES, selectBackend } from "../../src/backend_select.ts";
 import { MIXERS } from "../../src/model/config.ts";
 import type { MixerName } from "../../src/model/types.ts";
 import { ALIGNMENTS, QK_NORMS } from "../../src/rules/config.ts";
-import { ADDITION_EOS_ID, ADDITION_PAD_ID, additionTestSet } from "../../src/tasks/addition.ts";
+import {
+  ADDITION_EOS_ID,
+  ADDITION_PAD_ID,
+  type AdditionConfig,
+  type AdditionCurriculum,
+  additionTestSet,
+} from "../../src/tasks/addition.ts";
 import { TASKS } from "../../src/tasks/types.ts";
 import { teacherForcedAccuracy } from "../../src/train/accuracy.ts";
 import { planRun } from "../../src/train/plan.ts";
@@ -51,11 +57,27 @@ async function readCorpus(path: string): Promise<{ bytes: Uint8Array; name: stri
   return { bytes, name: path };
 }
 
+/** `--curriculum start:fraction`, e.g. `8:0.1`. */
+function curriculum(value: string): AdditionCurriculum {
+  const m = /^(\d+):([^:]+)$/.exec(value);
+  const startDigits = m ? Number(m[1]) : NaN;
+  const fraction = m ? Number(m[2]) : NaN;
+  if (!Number.isSafeInteger(startDigits) || startDigits < 1 || !(fraction > 0 && fraction <= 1)) {
+    throw new UsageError(
+      `--curriculum must be start:fraction, start an integer >= 1 and fraction in (0, 1] (e.g. 8:0.1), got "${value}"`,
+    );
+  }
+  return { startDigits, fraction };
+}
+
 /** In-distribution teacher-forced digit accuracy of an addition run (lengths 1..L, ~200 examples). */
-async function additionAccuracy(result: TrainResult, maxDigits: number, seed: number) {
+async function additionAccuracy(result: TrainResult, config: AdditionConfig, seed: number) {
+  const maxDigits = config.maxDigits;
   const perLength = Math.max(4, Math.ceil(200 / maxDigits));
-  const examples = Array.from({ length: maxDigits }, (_, i) => additionTestSet(i + 1, perLength, seed))
-    .flat();
+  const examples = Array.from(
+    { length: maxDigits },
+    (_, i) => additionTestSet(i + 1, perLength, seed, config),
+  ).flat();
   return await teacherForcedAccuracy(result.model, examples, {
     eosId: ADDITION_EOS_ID,
     padId: ADDITION_PAD_ID,
@@ -108,8 +130,37 @@ export function trainCommand() {
     )
     .option("--seed <n>", "run seed (initialisation and data)", "0")
     .option("--corpus <file>", "text task: the training text (default: the built-in corpus)")
+    .addOption(
+      new Option("--operand-order <order>", "addition: operand digit order (default msd, as usually written)")
+        .choices(["msd", "lsd"] as const),
+    )
+    .addOption(
+      new Option("--answer-order <order>", "addition: answer digit order (default lsd)").choices(
+        ["lsd", "msd"] as const,
+      ),
+    )
+    .option("--bos", "addition: a beginning-of-sequence token before every example")
+    .option(
+      "--index-hints <n>",
+      "addition: n hint ids; before every digit a hint naming its place, at a random offset in training " +
+        "and 0 in evaluation (n >= the preset's max digits + 1; default 0 = off)",
+    )
+    .option("--equal-length", "addition: both training operands of the same length")
+    .option(
+      "--curriculum <start:fraction>",
+      "addition: the largest training operand length rises from start digits to the preset's over " +
+        "the first fraction of the steps (e.g. 8:0.1; default off)",
+    )
     .action(async (o, command) => {
       const seed = integer("--seed", o.seed, 0);
+      const addition = {
+        operandOrder: o.operandOrder,
+        format: o.answerOrder,
+        bos: o.bos,
+        indexHints: o.indexHints === undefined ? undefined : integer("--index-hints", o.indexHints, 0),
+        equalLength: o.equalLength,
+        curriculum: o.curriculum === undefined ? undefined : curriculum(o.curriculum),
+      };
       const steps = o.steps === undefined ? undefined : integer("--steps", o.steps, 1);
       // options the user typed (not defaults): with --resume they must match the checkpoint
       const keyOf = {
@@ -146,6 +197,7 @@ export function trainCommand() {
         resume: o.resume,
         corpus,
         explicit,
+        addition,
         backend,
       });
       const resumed = setup.resumeFrom ? ` (resuming at step ${setup.resumeFrom.step})` : "";
@@ -194,7 +246,7 @@ export function trainCommand() {
       );
       console.log(`${Math.round(result.tokensPerSecond)} tokens/s, ${result.elapsedSeconds.toFixed(1)} s`);
       if (result.status === "completed" && setup.task.task === "addition") {
-        const acc = await additionAccuracy(result, setup.task.maxDigits, seed);
+        const acc = await additionAccuracy(result, setup.task, seed);
         console.log(
           `in-distribution (1-${setup.task.maxDigits} digits, ${acc.examples} examples): digit accuracy ` +
             `${(100 * acc.tokenAccuracy).toFixed(1)}%, exact match ${(100 * acc.exactMatch).toFixed(1)}%`,

@@ -36,6 +36,15 @@ Deno.test("falcon train --help lists every option with its choices and default",
       "--seed <n>",
       '(default: "0")',
       "--corpus <file>",
+      "--operand-order <order>",
+      'choices: "msd", "lsd"',
+      "--answer-order <order>",
+      'choices: "lsd", "msd"',
+      "--bos",
+      "--index-hints <n>",
+      "--equal-length",
+      "--curriculum <start:fraction>",
+      "e.g. 8:0.1",
     ]
   ) assert.ok(r.out.replace(/\s+/g, " ").includes(text), `help lacks ${text}:\n${r.out}`);
 });
@@ -59,6 +68,23 @@ Deno.test("falcon train rejects bad input with exit 2 before any work", async ()
         ["--rule", "transformer", "--qk-norm", "l2"],
         /the transformer takes qkNorm "rms" or "none", got "l2"/,
       ],
+      [["--operand-order", "reversed"], /--operand-order <order>' argument 'reversed' is invalid/],
+      [["--answer-order", "up"], /--answer-order <order>' argument 'up' is invalid/],
+      [["--index-hints", "-1"], /--index-hints must be an integer >= 0, got "-1"/],
+      [["--index-hints", "x"], /--index-hints must be an integer >= 0, got "x"/],
+      // the tiny preset trains on 2 digits: the answer has places 0..2
+      [
+        ["--index-hints", "2"],
+        /--index-hints 2: addition: indexHints must be 0 \(off\) or an integer >= maxDigits \+ 1 = 3/,
+      ],
+      [["--curriculum", "8"], /--curriculum must be start:fraction.*, got "8"/],
+      [["--curriculum", "0:0.1"], /--curriculum must be start:fraction.*, got "0:0.1"/],
+      [["--curriculum", "1:1.5"], /--curriculum must be start:fraction.*, got "1:1.5"/],
+      [
+        ["--curriculum", "3:0.5"],
+        /--curriculum 3:0.5: addition: curriculum.startDigits must be an integer in \[1, maxDigits = 2\], got 3/,
+      ],
+      [["--task", "mqar", "--bos"], /--bos applies to the addition task only, not mqar/],
     ];
     for (const [args, pattern] of cases) {
       const out = `${dir}/run`;
@@ -98,6 +124,65 @@ Deno.test("falcon train writes a checkpoint and metrics, resumes to more steps, 
     const other = await run(["train", "--out", out, "--resume", "--task", "mqar"]);
     assert.equal(other.code, 2);
     assert.match(other.err, /--task mqar does not match the checkpoint .*, which has addition/);
+  });
+});
+
+Deno.test("falcon train records the addition format options in the checkpoint and checks them on resume", async () => {
+  await withDir(async (dir) => {
+    const out = `${dir}/run`;
+    const options = ["--operand-order", "lsd", "--bos", "--index-hints", "8", "--equal-length"];
+    const r = await run([
+      "train",
+      "--rule",
+      "transformer",
+      "--steps",
+      "2",
+      "--out",
+      out,
+      ...options,
+      "--curriculum",
+      "1:0.5",
+      "--answer-order",
+      "msd",
+    ]);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /in-distribution \(1-2 digits, \d+ examples\): digit accuracy [\d.]+%/);
+    const saved = await loadCheckpoint(`${out}/checkpoint.safetensors`);
+    assert.deepEqual(saved.task, {
+      task: "addition",
+      maxDigits: 2,
+      format: "msd",
+      operandOrder: "lsd",
+      bos: true,
+      indexHints: 8,
+      equalLength: true,
+      curriculum: { startDigits: 1, fraction: 0.5 },
+    });
+    assert.equal(saved.model.vocabSize, 14 + 1 + 8);
+    // the tiny preset's rows (32) hold the longest hinted 2-digit example (1 + 10 + 7 = 18)
+    assert.equal(saved.train.seqLen, 32);
+    // resuming with the same options (or none) continues; another value is refused, naming it
+    const same = await run([
+      "train",
+      "--out",
+      out,
+      "--resume",
+      "--steps",
+      "3",
+      "--bos",
+      "--index-hints",
+      "8",
+    ]);
+    assert.equal(same.code, 0, same.err);
+    const other = await run(["train", "--out", out, "--resume", "--steps", "4", "--index-hints", "9"]);
+    assert.equal(other.code, 2);
+    assert.match(other.err, /--index-hints 9 does not match the checkpoint .*, which has --index-hints 8/);
+    const order = await run(["train", "--out", out, "--resume", "--steps", "4", "--operand-order", "msd"]);
+    assert.equal(order.code, 2);
+    assert.match(
+      order.err,
+      /--operand-order msd does not match the checkpoint .*, which has --operand-order lsd/,
+    );
   });
 });
 

@@ -11,6 +11,7 @@ import type { ModelConfig } from "../../src/model/types.ts";
 import type { Alignment } from "../../src/rules/config.ts";
 import type { MixerName } from "../../src/model/types.ts";
 import { preset } from "../../src/train/presets.ts";
+import { type AdditionConfig, additionConfig, additionExampleLength } from "../../src/tasks/addition.ts";
 import type { TrainConfig } from "../../src/train/config.ts";
 
 /** Model fields a variant sets over the plan's: the architecture of the Transformer baseline. */
@@ -88,6 +89,11 @@ export interface Plan {
   readonly train: Partial<TrainConfig>;
   /** Largest training operand length `Ltrain`. */
   readonly maxDigits: number;
+  /**
+   * Addition format options of every run (operand and answer order, BOS, index hints, equal
+   * lengths, curriculum; SPEC section 8); `maxDigits` is the field above. Empty: the default format.
+   */
+  readonly task: AdditionPlanOptions;
   /** Evaluated operand lengths. */
   readonly lengths: readonly number[];
   /** Test sequences per length. */
@@ -95,6 +101,9 @@ export interface Plan {
   /** Seed of the test sets. */
   readonly evalSeed: number;
 }
+
+/** The addition format options a plan may set. */
+export type AdditionPlanOptions = Partial<Omit<AdditionConfig, "task" | "maxDigits">>;
 
 /** Overrides from the command line. */
 export interface PlanOverrides {
@@ -125,6 +134,7 @@ const PLANS: Record<PlanName, {
   steps?: number;
   seqLen?: number;
   maxDigits: number;
+  task?: AdditionPlanOptions;
   maxLength: number;
   samples: number;
 }> = {
@@ -184,6 +194,8 @@ export function makePlan(name: PlanName, overrides: PlanOverrides = {}): Plan {
   const spec = PLANS[name];
   const p = preset(spec.preset);
   const steps = overrides.steps ?? spec.steps ?? p.train.steps ?? 1;
+  const task = spec.task ?? {};
+  const longest = additionExampleLength(additionConfig({ ...task, maxDigits: spec.maxDigits }));
   return {
     name,
     variants: spec.variants,
@@ -192,11 +204,12 @@ export function makePlan(name: PlanName, overrides: PlanOverrides = {}): Plan {
     train: {
       ...p.train,
       steps,
-      seqLen: spec.seqLen ?? p.train.seqLen,
+      seqLen: Math.max(spec.seqLen ?? p.train.seqLen ?? 0, longest),
       warmupSteps: Math.min(p.train.warmupSteps ?? 0, Math.floor(steps / 10)),
       checkpointEvery: 0,
     },
     maxDigits: spec.maxDigits,
+    task,
     lengths: range(1, spec.maxLength),
     samples: overrides.samples ?? spec.samples,
     evalSeed: 1234,

@@ -77,3 +77,7 @@ Deno.test("the plans' Transformer runs with short conv and QK RMS-norm; the plai
   const plan = makePlan("lab");
   assertEquals(runFingerprint(plan, TRANSFORMER, 0) === runFingerprint(plan, TRANSFORMER_PLAIN, 0), false);
 });
+
+Deno.test("every plan trains on the default addition format until a plan sets one", () => {
+  for (const name of ["full", "paper", "lab", "smoke"] as const) assertEquals(makePlan(name).task, {});
+});

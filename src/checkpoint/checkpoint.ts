@@ -13,11 +13,15 @@
  * a version-1 Transformer ran plain whatever its config said, so its `model_config` is read with
  * `shortConv: false, qkNorm: "none"` (`format_upgrade.ts`); fast-weight configs load unchanged.
  *
+ * Reading normalises the task configuration ({@linkcode normalizeTaskConfig}): an addition
+ * checkpoint saved before the format options existed loads with the defaults that mean its format
+ * (operands msd, no BOS, no index hints, no curriculum).
+ *
  * @module
  */
 
 import type { ModelConfig } from "../model/types.ts";
-import type { TaskConfig } from "../tasks/mod.ts";
+import { normalizeTaskConfig, type TaskConfig } from "../tasks/mod.ts";
 import { atomicWriteFile } from "./atomic_write.ts";
 import { modelConfigAsTrained } from "./format_upgrade.ts";
 import { readSafetensors, type SafeTensor, SafetensorsError, writeSafetensors } from "./safetensors.ts";
@@ -153,12 +157,19 @@ export function decodeCheckpoint(bytes: Uint8Array, fileName: string): Checkpoin
   const rngState = integer("rng_state");
   const task = json("task_config");
   if (typeof task.task !== "string") fail(`__metadata__.task_config has no "task" name`);
+  let taskConfig: TaskConfig;
+  try {
+    taskConfig = normalizeTaskConfig(task as unknown as TaskConfig);
+  } catch (err) {
+    if (!(err instanceof RangeError)) throw err;
+    fail(`__metadata__.task_config: ${err.message}`);
+  }
   return {
     step,
     rngState,
     // the config of the model as the file's version ran it (a version-1 Transformer is plain)
     model: modelConfigAsTrained(json("model_config"), version) as unknown as ModelConfig,
-    task: task as unknown as TaskConfig,
+    task: taskConfig!,
     train: json("train_config"),
     params: Object.fromEntries(params),
     adamM: Object.fromEntries(adamM),

@@ -126,3 +126,29 @@ Deno.test("a version-1 fast-weight checkpoint loads unchanged; a version-2 Trans
     assert.deepEqual(decodeCheckpoint(encodeCheckpoint(transformer), "t2.safetensors"), transformer);
   }
 });
+
+Deno.test("an addition task config saved before the format options loads as the old format (normalised)", () => {
+  const old = { ...state(2), task: JSON.parse('{"task":"addition","maxDigits":3,"format":"msd"}') };
+  const back = decodeCheckpoint(encodeCheckpoint(old), "old.safetensors");
+  assert.deepEqual(back.task, additionConfig({ maxDigits: 3, format: "msd" }));
+  assert.deepEqual(
+    back.task.task === "addition" && [back.task.operandOrder, back.task.bos, back.task.indexHints],
+    ["msd", false, 0],
+  );
+  // every option round-trips
+  const options = additionConfig({
+    maxDigits: 3,
+    operandOrder: "lsd",
+    bos: true,
+    indexHints: 8,
+    equalLength: true,
+    curriculum: { startDigits: 1, fraction: 0.2 },
+  });
+  assert.deepEqual(decodeCheckpoint(encodeCheckpoint({ ...state(2), task: options }), "c").task, options);
+  // an invalid stored config names the file and the field
+  const bad = { ...state(2), task: { ...options, indexHints: 2 } };
+  assert.throws(
+    () => decodeCheckpoint(encodeCheckpoint(bad), "bad.safetensors"),
+    /bad\.safetensors: __metadata__\.task_config: addition: indexHints must be 0 \(off\) or .*, got 2/,
+  );
+});

@@ -8,7 +8,13 @@
 
 import { InputError } from "../errors.ts";
 import type { AdditionConfig, MqarConfig, TextConfig } from "../tasks/mod.ts";
-import { ADDITION_EOS_ID, fnv1aHex, TEXT_TRAIN_FRACTION } from "../tasks/mod.ts";
+import {
+  ADDITION_EOS_ID,
+  ADDITION_FORMAT_FIELDS,
+  additionConfig,
+  fnv1aHex,
+  TEXT_TRAIN_FRACTION,
+} from "../tasks/mod.ts";
 import {
   BITS,
   type EvalProgress,
@@ -67,12 +73,17 @@ function sameTaskConfigs(checkpoints: readonly EvalCheckpoint[], task: EvalTask)
         `${c.meta.path} has vocabulary ${c.model.config.vocabSize}, ${first.meta.path} has ${first.model.config.vocabSize}`,
       );
     }
-    if (task === "addition" && (c.task as AdditionConfig).format !== (first.task as AdditionConfig).format) {
-      throw new InputError(
-        `${c.meta.path} writes answers ${(c.task as AdditionConfig).format}, ${first.meta.path} ${
-          (first.task as AdditionConfig).format
-        }: they need different test sets`,
-      );
+    if (task === "addition") {
+      const a = additionConfig(c.task as AdditionConfig);
+      const b = additionConfig(first.task as AdditionConfig);
+      const field = ADDITION_FORMAT_FIELDS.find((f) => a[f] !== b[f]);
+      if (field !== undefined) {
+        throw new InputError(
+          `${c.meta.path} has addition ${field} ${JSON.stringify(a[field])}, ${first.meta.path} ${
+            JSON.stringify(b[field])
+          }: they need different test sets`,
+        );
+      }
     }
     if (task === "mqar") {
       const a = c.task as MqarConfig;
@@ -91,7 +102,13 @@ export function buildGroups(first: EvalCheckpoint, options: EvalOptions): TestGr
   const { keys, samples, seed, batchSize } = options;
   switch (options.task) {
     case "addition":
-      return additionGroups(first.task as AdditionConfig, keys, samples, seed, batchSize);
+      try {
+        return additionGroups(first.task as AdditionConfig, keys, samples, seed, batchSize);
+      } catch (err) {
+        // a length beyond the checkpoint's hint ids
+        if (err instanceof RangeError) throw new InputError(`${first.meta.path}: ${err.message}`);
+        throw err;
+      }
     case "mqar": {
       const config = first.task as MqarConfig;
       const tooMany = keys.find((p) => p > config.keys);

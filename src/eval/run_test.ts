@@ -1,7 +1,7 @@
 import { assertEquals, assertRejects } from "./_assert.ts";
 import { additionOracle, uniformModel } from "./_oracle.ts";
-import { evaluateCheckpoints, heldOutRange } from "./run.ts";
-import type { EvalCheckpoint } from "./load.ts";
+import { buildGroups, evaluateCheckpoints, heldOutRange } from "./run.ts";
+import { type EvalCheckpoint, loadEvalCheckpoint } from "./load.ts";
 import { InputError } from "../errors.ts";
 import {
   ADDITION_EOS_ID,
@@ -9,12 +9,16 @@ import {
   ADDITION_VOCAB_SIZE,
   additionConfig,
   additionTestSet,
+  createTask,
   mqarConfig,
   textConfig,
 } from "../tasks/mod.ts";
 import { createModel, modelConfig } from "../model/mod.ts";
 import { createRefBackend } from "../rules/reference/backend.ts";
 import { teacherForcedAccuracy } from "../train/accuracy.ts";
+import { train } from "../train/trainer.ts";
+import { trainConfig } from "../train/config.ts";
+import type { Batch } from "../model/types.ts";
 
 function additionCheckpoint(upTo: number, seed: number, trainLength = 2): EvalCheckpoint {
   return {
@@ -135,4 +139,69 @@ Deno.test("evaluateCheckpoints() agrees with the trainer's teacherForcedAccuracy
   assertEquals(group.tokens, trainer.tokens);
   assertEquals(group.digitAccuracy, trainer.tokenAccuracy);
   assertEquals(group.exactMatch, trainer.exactMatch);
+});
+
+Deno.test("every addition option round-trips: train 2 steps -> checkpoint -> eval task and examples in that format", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const task = additionConfig({
+      maxDigits: 2,
+      format: "msd",
+      operandOrder: "lsd",
+      bos: true,
+      indexHints: 5,
+      equalLength: true,
+      curriculum: { startDigits: 1, fraction: 0.5 },
+    });
+    const taskInstance = createTask(task);
+    const trained = await train({
+      backend: createRefBackend(),
+      model: modelConfig({ vocabSize: taskInstance.vocabSize, dModel: 8, heads: 2, layers: 1, chunkSize: 4 }),
+      task,
+      train: trainConfig({ steps: 2, batchSize: 2, seqLen: taskInstance.maxExampleLength, warmupSteps: 1 }),
+      runDir: dir,
+    });
+    const checkpoint = await loadEvalCheckpoint(trained.checkpointPath, createRefBackend());
+    assertEquals(checkpoint.task, task);
+    assertEquals(checkpoint.model.config.vocabSize, 14 + 1 + 5);
+    const options = { task: "addition" as const, keys: [1, 3], samples: 3, seed: 5, batchSize: 3 };
+    const groups = buildGroups(checkpoint, options);
+    const decode = createTask(checkpoint.task).decode;
+    for (const [g, digits] of [[0, 1], [1, 3]]) {
+      for (const batch of groups[g].batches() as Iterable<Batch>) {
+        for (let r = 0; r < batch.B; r++) {
+          const text = decode(batch.ids.subarray(r * batch.T, (r + 1) * batch.T)).replace(/_+$/, "");
+          // BOS, both operands of exactly `digits` digits, units first, hints from h_0; msd answer
+          const operand = Array.from({ length: digits }, (_, i) => `\\[${i}\\]\\d`).join("");
+          const m = new RegExp(`^\\^${operand}\\+${operand}=((\\[\\d\\]\\d)+)\\$$`).exec(text);
+          assertEquals(m !== null, true, text);
+          const answerPlaces = [...m![1].matchAll(/\[(\d)\]/g)].map((h) => Number(h[1]));
+          assertEquals(answerPlaces, answerPlaces.map((_, i) => answerPlaces.length - 1 - i), text);
+        }
+      }
+    }
+    // the full evaluation runs on those groups (an untrained model: any accuracy, but every sum scored)
+    const report = await evaluateCheckpoints([checkpoint], options);
+    assertEquals(report.checkpoints[0].groups.map((g) => g.sequences), [3, 3]);
+    // a checkpoint of another format needs other test sets
+    const lsdOperands = {
+      ...checkpoint,
+      meta: { ...checkpoint.meta, path: "other" },
+      task: { ...task, operandOrder: "msd" as const },
+    };
+    await assertRejects(
+      () => evaluateCheckpoints([checkpoint, lsdOperands], options),
+      InputError,
+      'other has addition operandOrder "msd", ' +
+        `${trained.checkpointPath} "lsd": they need different test sets`,
+    );
+    // lengths beyond the checkpoint's hint ids are an input error naming the file
+    await assertRejects(
+      () => evaluateCheckpoints([checkpoint], { ...options, keys: [5] }),
+      InputError,
+      "operands of 5 digits need 6 hint ids",
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });

@@ -64,6 +64,12 @@ export interface Batch {
   readonly weights: Float32Array;
   /** Sequence-start flags `[B * T]`. */
   readonly starts: Uint8Array;
+  /**
+   * Addition: the place value (0 = units) of the answer digit each position predicts, aligned
+   * with `targets` `[B * T]`; -1 where the target is not an answer digit (padding, EOS, operands,
+   * hints). Absent for tasks without place values. Models ignore it; the per-place metric reads it.
+   */
+  readonly places?: Int16Array;
 }
 
 /** The sum of a batch's loss weights (the supervised positions): the mean loss's denominator. */

@@ -4,6 +4,7 @@ import {
   additionConfig,
   additionExample,
   additionTestSet,
+  additionText,
   createAdditionTask,
   decodeAdditionAnswer,
   parseAdditionPrompt,
@@ -89,4 +90,39 @@ Deno.test("parseAdditionPrompt accepts a+b= and nothing else", () => {
   assert.deepEqual(parseAdditionPrompt("12345+678="), { a: "12345", b: "678" });
   assert.equal(parseAdditionPrompt("12345+678"), null);
   assert.equal(parseAdditionPrompt("1+2=3"), null);
+});
+
+Deno.test("equalLength draws one length for both training operands; the default draws two", () => {
+  const lengths = (equalLength: boolean) => {
+    const task = createAdditionTask(additionConfig({ maxDigits: 5, equalLength }));
+    const rng = new DataRng(2);
+    return Array.from({ length: 300 }, () => {
+      const text = task.decode(task.sample(rng, "train").tokens);
+      return text.slice(0, text.indexOf("=")).split("+").map((s) => s.length);
+    });
+  };
+  const equal = lengths(true);
+  assert.ok(equal.every(([a, b]) => a === b));
+  assert.deepEqual(new Set(equal.map(([a]) => a)), new Set([1, 2, 3, 4, 5]));
+  assert.ok(lengths(false).some(([a, b]) => a !== b));
+});
+
+Deno.test("additionTestSet writes the configuration's format with hints at offset 0, same draws as the default", () => {
+  const config = additionConfig({ maxDigits: 4, operandOrder: "lsd", bos: true, indexHints: 9 });
+  const task = createAdditionTask(config);
+  const plain = additionTestSet(4, 10, 3).map((e) => createAdditionTask(additionConfig()).decode(e.tokens));
+  const formatted = additionTestSet(4, 10, 3, config).map((e) => task.decode(e.tokens));
+  formatted.forEach((text, i) => {
+    // the same sum, written with BOS, reversed operands and hints from h_0
+    const [a, b] = plain[i].slice(0, plain[i].indexOf("=")).split("+");
+    assert.equal(text, additionText(a, b, config, 0));
+    assert.match(text, /^\^\[0\]\d\[1\]\d\[2\]\d\[3\]\d\+\[0\]/);
+  });
+  // a bare answer order still means the default format with that order
+  assert.deepEqual(
+    additionTestSet(2, 3, 1, "msd"),
+    additionTestSet(2, 3, 1, additionConfig({ format: "msd" })),
+  );
+  // a length beyond the hint ids is refused
+  assert.throws(() => additionTestSet(9, 1, 0, config), /operands of 9 digits need 10 hint ids/);
 });

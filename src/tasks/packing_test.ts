@@ -45,3 +45,16 @@ Deno.test("packBatch rejects an example longer than a row and bad sizes", () => 
   );
   assert.throws(() => packBatch(stream(["1+2=3$"]), 0, 8, 13), /B must be an integer >= 1, got 0/);
 });
+
+Deno.test("packBatch carries answer places aligned with targets, -1 elsewhere, and none without places", () => {
+  // "1+2=3$" (6 tokens) twice in a row of 14: places of the targets, padding -1
+  const b = packBatch(stream(["1+2=3$", "9+13=22$"]), 2, 14, 13);
+  assert.deepEqual([...b.places!].slice(0, 14), [-1, -1, -1, 0, -1, -1, -1, -1, -1, -1, 0, 1, -1, -1]);
+  b.places!.forEach((p, i) => {
+    if (p >= 0) assert.ok(b.targets[i] <= 9 && b.weights[i] === 1, `position ${i}`);
+  });
+  const plain = packBatch(() => ({ tokens: Int32Array.of(1, 2), loss: Uint8Array.of(0, 1) }), 1, 4, 0);
+  assert.equal(plain.places, undefined);
+  const bad = { tokens: Int32Array.of(1, 2), loss: Uint8Array.of(0, 1), places: Int16Array.of(-1) };
+  assert.throws(() => packBatch(() => bad, 1, 4, 0), /example has 2 tokens but 1 places/);
+});

@@ -13,11 +13,21 @@ import { modelConfig, validateModelConfig } from "../model/config.ts";
 import type { MixerName, ModelConfig } from "../model/types.ts";
 import type { Backend } from "../rules/backend.ts";
 import type { Alignment, QkNorm } from "../rules/config.ts";
-import { createTask, fnv1aHex, type TaskConfig } from "../tasks/mod.ts";
+import {
+  type AdditionConfig,
+  additionConfig,
+  type AdditionOptions,
+  createTask,
+  fnv1aHex,
+  type TaskConfig,
+} from "../tasks/mod.ts";
 import type { TaskName } from "../tasks/types.ts";
 import { type TrainConfig, trainConfig, validateTrainConfig } from "./config.ts";
 import { preset, presetTaskConfig } from "./presets.ts";
 import { CHECKPOINT_FILE, type TrainSetup, validateSetup } from "./trainer.ts";
+
+/** The addition format options a run request may set (`maxDigits` is the preset's). */
+export type AdditionRunOptions = Omit<AdditionOptions, "task" | "maxDigits">;
 
 /** What the user asked for. Fields named in `explicit` were given by the user (not defaults). */
 export interface RunRequest {
@@ -48,6 +58,12 @@ export interface RunRequest {
    * `seed`, `preset`); with `resume` those of the model must match the checkpoint.
    */
   readonly explicit: ReadonlySet<string>;
+  /**
+   * Addition format options the user gave (fields left out take the defaults, which mean the
+   * first version's format); with `resume`, every field given must equal the checkpoint's. Only
+   * for the addition task.
+   */
+  readonly addition?: AdditionRunOptions;
   /** Backend to train on. */
   readonly backend: Backend;
 }
@@ -85,6 +101,21 @@ function resumeConfigs(request: RunRequest, state: CheckpointState, path: string
   check("--short-conv/--no-short-conv: shortConv", "shortConv", request.shortConv, state.model.shortConv);
   check("--qk-norm", "qkNorm", request.qkNorm, state.model.qkNorm);
   check("--seed", "seed", request.seed, state.train.seed);
+  for (const [field, value] of givenAdditionOptions(request.addition)) {
+    if (state.task.task !== "addition") {
+      throw new InputError(
+        `${optionText(field, value)} applies to the addition task only; ${path} is ${state.task.task}`,
+      );
+    }
+    const saved = additionConfig(state.task)[field];
+    if (JSON.stringify(saved) !== JSON.stringify(value)) {
+      throw new InputError(
+        `${optionText(field, value)} does not match the checkpoint ${path}, which has ${
+          optionText(field, saved)
+        }`,
+      );
+    }
+  }
   const model = state.model;
   asInput(`${path}: model_config`, () => validateModelConfig(model));
   const train = {
@@ -93,6 +124,48 @@ function resumeConfigs(request: RunRequest, state: CheckpointState, path: string
   };
   asInput(`${path}: train_config`, () => validateTrainConfig(train));
   return { model, task: state.task, train };
+}
+
+/** The command-line flag of each addition format option (for error messages). */
+export const ADDITION_OPTION_FLAGS: Readonly<Record<keyof AdditionRunOptions, string>> = {
+  format: "--answer-order",
+  operandOrder: "--operand-order",
+  bos: "--bos",
+  indexHints: "--index-hints",
+  equalLength: "--equal-length",
+  curriculum: "--curriculum",
+};
+
+type AdditionField = keyof typeof ADDITION_OPTION_FLAGS;
+
+/** An addition option as the user typed it: `--bos`, `--index-hints 24`, `--curriculum 8:0.1`. */
+function optionText(field: AdditionField, value: unknown): string {
+  const flag = ADDITION_OPTION_FLAGS[field];
+  if (typeof value === "boolean") return value ? flag : `${flag} off`;
+  if (value !== null && typeof value === "object") {
+    const { startDigits, fraction } = value as { startDigits: unknown; fraction: unknown };
+    return `${flag} ${startDigits}:${fraction}`;
+  }
+  return `${flag} ${value}`;
+}
+
+/** The addition options the user gave, as [field, value] pairs (undefined fields left out). */
+function givenAdditionOptions(options: AdditionRunOptions | undefined): [AdditionField, unknown][] {
+  return Object.entries(options ?? {}).filter(([field, value]) =>
+    value !== undefined && field in ADDITION_OPTION_FLAGS
+  ) as [AdditionField, unknown][];
+}
+
+/**
+ * The addition task of a preset with the user's options, each option checked on its own against
+ * the preset's `maxDigits` so that an error names the flag and its value.
+ */
+function additionTask(base: TaskConfig, options: AdditionRunOptions | undefined): TaskConfig {
+  const fromPreset = additionConfig(base as AdditionConfig);
+  for (const [field, value] of givenAdditionOptions(options)) {
+    asInput(optionText(field, value), () => additionConfig({ ...fromPreset, [field]: value }));
+  }
+  return asInput("addition options", () => additionConfig({ ...fromPreset, ...options }));
 }
 
 /** The default corpus as bytes, with its name. */
@@ -136,12 +209,20 @@ export async function planRun(request: RunRequest): Promise<TrainSetup> {
     if (request.corpus && request.task !== "text") {
       throw new InputError(`--corpus applies to the text task only, not ${request.task}`);
     }
+    const given = givenAdditionOptions(request.addition);
+    if (given.length > 0 && request.task !== "addition") {
+      throw new InputError(
+        `${optionText(...given[0])} applies to the addition task only, not ${request.task}`,
+      );
+    }
     const p = asInput("--preset", () => preset(request.preset));
     task = asInput(
       request.task === "text" ? `--corpus ${corpus!.name}` : "task",
       () => presetTaskConfig(p, request.task, corpus),
     );
-    const vocabSize = createTask(task, corpus?.bytes).vocabSize;
+    if (task.task === "addition") task = additionTask(task, request.addition);
+    const taskInstance = createTask(task, corpus?.bytes);
+    const vocabSize = taskInstance.vocabSize;
     model = asInput(
       "model",
       () =>
@@ -154,10 +235,20 @@ export async function planRun(request: RunRequest): Promise<TrainSetup> {
           ...(request.qkNorm === undefined ? {} : { qkNorm: request.qkNorm }),
         }),
     );
+    // addition: rows at least one example long (BOS and index hints lengthen the examples beyond
+    // what the preset's rows were sized for; with the default format every preset's rows fit)
+    const seqLen = task.task === "addition"
+      ? Math.max(p.train.seqLen ?? 0, taskInstance.maxExampleLength)
+      : p.train.seqLen;
     train = asInput(
       "training",
       () =>
-        trainConfig({ ...p.train, seed: request.seed, ...(request.steps ? { steps: request.steps } : {}) }),
+        trainConfig({
+          ...p.train,
+          ...(seqLen === undefined ? {} : { seqLen }),
+          seed: request.seed,
+          ...(request.steps ? { steps: request.steps } : {}),
+        }),
     );
   }
   const setup: TrainSetup = {

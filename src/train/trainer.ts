@@ -19,7 +19,7 @@ import { type CheckpointState, saveCheckpoint } from "../checkpoint/checkpoint.t
 import { createModel as createFalconModel } from "../model/falcon_lm.ts";
 import { batchWeight, type LanguageModel, type ModelConfig } from "../model/types.ts";
 import type { Backend, Tensor } from "../rules/backend.ts";
-import { createTask, type TaskConfig } from "../tasks/mod.ts";
+import { createTask, normalizeTaskConfig, type TaskConfig } from "../tasks/mod.ts";
 import { packBatch } from "../tasks/packing.ts";
 import { DataRng, deriveSeed } from "../tasks/rng.ts";
 import type { Task } from "../tasks/types.ts";
@@ -158,7 +158,8 @@ export function validateSetup(setup: TrainSetup, task: Task): void {
     if (r.task.task !== setup.task.task) {
       throw new RangeError(`the checkpoint is from task "${r.task.task}", not "${setup.task.task}"`);
     }
-    if (!sameJson(r.task, setup.task)) {
+    // normalised: a configuration saved before a field existed equals one with its default
+    if (!sameJson(normalizeTaskConfig(r.task), normalizeTaskConfig(setup.task))) {
       throw new RangeError(
         `the checkpoint's task config ${JSON.stringify(r.task)} differs from ${JSON.stringify(setup.task)}`,
       );
@@ -297,7 +298,12 @@ export async function train(setup: TrainSetup): Promise<TrainResult> {
     }
     const next = recorded + 1;
     // the host assembles this batch while the device still runs the steps in flight
-    const batch = packBatch(() => task.sample(rng, "train"), tc.batchSize, tc.seqLen, task.padId);
+    const batch = packBatch(
+      () => task.sample(rng, "train", { step: next, steps: tc.steps }),
+      tc.batchSize,
+      tc.seqLen,
+      task.padId,
+    );
     const weight = batchWeight(batch);
     if (!(weight > 0)) throw new RangeError(`step ${next}: the batch has no supervised tokens`);
     const lr = learningRate(next, tc);

@@ -7,7 +7,16 @@ import { mqarConfig } from "../tasks/mqar.ts";
 import { createToyModel, type ToyOptions } from "./_toy_model.ts";
 import { trainConfig } from "./config.ts";
 import { parseJsonl } from "./metrics_log.ts";
-import { CHECKPOINT_FILE, METRICS_FILE, train, TrainingDivergedError, type TrainSetup } from "./trainer.ts";
+import {
+  CHECKPOINT_FILE,
+  METRICS_FILE,
+  type ModelFactory,
+  train,
+  TrainingDivergedError,
+  type TrainSetup,
+  validateSetup,
+} from "./trainer.ts";
+import { createTask } from "../tasks/mod.ts";
 
 function setup(runDir: string, overrides: Partial<TrainSetup> = {}, toy: ToyOptions = {}): TrainSetup {
   return {
@@ -145,6 +154,67 @@ Deno.test("train checks the setup before any work", async () => {
       /checkpoint is from task "addition", not "mqar"/,
     );
     await assert.rejects(() => Deno.stat(`${dir}/x`)); // nothing was created for the rejected setups
+  });
+});
+
+Deno.test("validateSetup compares a resumed task config after normalising both (old checkpoints resume)", async () => {
+  await withDir(async (dir) => {
+    const done = await train(
+      setup(`${dir}/ok`, { train: trainConfig({ steps: 1, batchSize: 1, seqLen: 16 }) }),
+    );
+    const saved = await loadCheckpoint(done.checkpointPath);
+    const task = createTask(saved.task);
+    // the config as the first version stored it: no format options
+    const old = { ...saved, task: JSON.parse('{"task":"addition","maxDigits":3,"format":"lsd"}') };
+    validateSetup(setup(dir, { resumeFrom: old }), task);
+    validateSetup(
+      setup(dir, { task: JSON.parse('{"task":"addition","maxDigits":3}'), resumeFrom: saved }),
+      task,
+    );
+    const hinted = additionConfig({ maxDigits: 3, indexHints: 4 });
+    assert.throws(
+      () => validateSetup(setup(dir, { task: hinted, resumeFrom: old }), task),
+      /the checkpoint's task config .* differs from .*"indexHints":4/,
+    );
+  });
+});
+
+Deno.test("the trainer passes the step to the sampler: a curriculum run trains on short sums first", async () => {
+  await withDir(async (dir) => {
+    const curriculum = additionConfig({ maxDigits: 3, curriculum: { startDigits: 1, fraction: 0.5 } });
+    const seen: number[] = [];
+    const recordingModel: ModelFactory = (b, c, s) => {
+      const toy = createToyModel(b, c, s);
+      return {
+        ...toy,
+        config: toy.config,
+        parameters: () => toy.parameters(),
+        logits: (batch) => toy.logits(batch),
+        forwardBackward(batch) {
+          // the longest first operand of the batch: the run of digits at each sequence start
+          let longest = 0;
+          for (let i = 0; i < batch.B * batch.T; i++) {
+            if (!batch.starts[i]) continue;
+            let n = 0;
+            while (i + n < batch.B * batch.T && batch.ids[i + n] <= 9) n++;
+            longest = Math.max(longest, n);
+          }
+          seen.push(longest);
+          return toy.forwardBackward(batch);
+        },
+      };
+    };
+    await train(setup(dir, {
+      task: curriculum,
+      train: trainConfig({ steps: 6, batchSize: 4, seqLen: 16, warmupSteps: 1 }),
+      createModel: recordingModel,
+    }));
+    // 3 ramp steps over 3 stages: up to 1, 2, 3 digits, then 3
+    assert.equal(seen.length, 6);
+    assert.ok(seen[0] === 1 && seen[1] <= 2, seen.join());
+    assert.equal(Math.max(...seen.slice(3)), 3, seen.join());
+    const saved = await loadCheckpoint(`${dir}/${CHECKPOINT_FILE}`);
+    assert.deepEqual(saved.task, curriculum);
   });
 });
 

@@ -28,7 +28,8 @@ import type { TestGroup } from "./evaluate.ts";
 
 /**
  * One example per row, row length `T`; the same layout as the tasks module's packing
- * (`ids[i] = tokens[i]`, `targets[i] = tokens[i+1]`, `weights[i] = loss[i+1]`, the rest PAD, weight 0).
+ * (`ids[i] = tokens[i]`, `targets[i] = tokens[i+1]`, `weights[i] = loss[i+1]`, the rest PAD, weight 0;
+ * `places[i] = places[i+1]` when the examples carry places, -1 elsewhere).
  */
 export function rowsBatch(examples: readonly Example[], T: number, padId: number): Batch {
   const B = examples.length;
@@ -37,6 +38,8 @@ export function rowsBatch(examples: readonly Example[], T: number, padId: number
   const targets = new Int32Array(B * T).fill(padId);
   const weights = new Float32Array(B * T);
   const starts = new Uint8Array(B * T);
+  const places = new Int16Array(B * T).fill(-1);
+  let withPlaces = false;
   examples.forEach((ex, row) => {
     const n = ex.tokens.length;
     if (n > T) throw new RangeError(`rowsBatch: an example of ${n} tokens does not fit a row of T = ${T}`);
@@ -46,8 +49,14 @@ export function rowsBatch(examples: readonly Example[], T: number, padId: number
     ids.set(ex.tokens, base);
     targets.set(ex.tokens.subarray(1), base);
     for (let i = 0; i + 1 < n; i++) weights[base + i] = ex.loss[i + 1];
+    if (ex.places) {
+      withPlaces = true;
+      places.set(ex.places.subarray(1), base);
+    }
   });
-  return { B, T, ids, targets, weights, starts };
+  return withPlaces
+    ? { B, T, ids, targets, weights, starts, places }
+    : { B, T, ids, targets, weights, starts };
 }
 
 function checkCounts(samples: number, batchSize: number): void {
@@ -97,7 +106,10 @@ export function additionGroups(
     return streamGroup(digits, samples, batchSize, 3 * digits + 4, ADDITION_PAD_ID, () => {
       const rng = new DataRng(deriveSeed(seed, `eval:addition:len=${digits}`));
       return () =>
-        additionExample(additionText(randomOperand(rng, digits), randomOperand(rng, digits), config.format));
+        additionExample(
+          additionText(randomOperand(rng, digits), randomOperand(rng, digits), config.format),
+          config.format,
+        );
     });
   });
 }

@@ -61,6 +61,11 @@ export interface Batch {
   readonly weights: Float32Array;
   /** Sequence-start flags `[B * T]`. */
   readonly starts: Uint8Array;
+  /**
+   * Place value of the answer digit each position predicts `[B * T]` (aligned with `targets`;
+   * 0 = units), -1 where the target is not an answer digit. Set when the examples carry places.
+   */
+  readonly places?: Int16Array;
 }
 
 /** The sum of a batch's loss weights (the supervised positions): the mean loss's denominator. */

@@ -79,14 +79,24 @@ function encodeAddition(text: string): Int32Array {
   return out;
 }
 
-/** Encode an example text and mark every token after `=` (the answer and EOS) as supervised. */
-export function additionExample(text: string): Example {
+/**
+ * Encode an example text and mark every token after `=` (the answer and EOS) as supervised. The
+ * answer digits get their place values (`places`: 0 = units) read in `format` order, every other
+ * token -1.
+ */
+export function additionExample(text: string, format: AdditionFormat = "lsd"): Example {
   const tokens = encodeAddition(text);
   const loss = new Uint8Array(tokens.length);
   const eq = text.indexOf("=");
   if (eq < 0) throw new RangeError(`addition: example "${text}" has no "="`);
   loss.fill(1, eq + 1);
-  return { tokens, loss };
+  const places = new Int16Array(tokens.length).fill(-1);
+  let answerLength = 0;
+  while (eq + 1 + answerLength < tokens.length && tokens[eq + 1 + answerLength] <= 9) answerLength++;
+  for (let j = 0; j < answerLength; j++) {
+    places[eq + 1 + j] = format === "lsd" ? j : answerLength - 1 - j;
+  }
+  return { tokens, loss, places };
 }
 
 /** Create the addition task. */
@@ -101,7 +111,7 @@ export function createAdditionTask(config: AdditionConfig): Task<AdditionConfig>
     sample(rng) {
       const a = randomOperand(rng, rng.int(1, L));
       const b = randomOperand(rng, rng.int(1, L));
-      return additionExample(additionText(a, b, config.format));
+      return additionExample(additionText(a, b, config.format), config.format);
     },
     encode: encodeAddition,
     decode: (tokens) => Array.from(tokens, (id) => SYMBOLS[id] ?? `<${id}>`).join(""),
@@ -128,7 +138,9 @@ export function additionTestSet(
   const rng = new DataRng(deriveSeed(seed, `eval:addition:len=${digits}`));
   const out: Example[] = [];
   for (let i = 0; i < count; i++) {
-    out.push(additionExample(additionText(randomOperand(rng, digits), randomOperand(rng, digits), format)));
+    out.push(
+      additionExample(additionText(randomOperand(rng, digits), randomOperand(rng, digits), format), format),
+    );
   }
   return out;
 }

@@ -21,6 +21,11 @@ export interface Example {
   readonly tokens: Int32Array;
   /** 1 where the token is a supervised target, else 0 (same length as `tokens`). */
   readonly loss: Uint8Array;
+  /**
+   * Per token, the place value of an ANSWER digit (0 = units), else -1 (operands, symbols, EOS);
+   * same length as `tokens`. Only tasks with a per-place metric (addition) fill it.
+   */
+  readonly places?: Int16Array;
 }
 
 /** Which part of the data an example comes from (matters for `text`, where eval is a held-out tail). */

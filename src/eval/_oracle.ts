@@ -1,6 +1,6 @@
 /**
  * Hand-made scoring models for the eval tests: an addition oracle that is right exactly up to a
- * chosen operand length, and a uniform model.
+ * chosen operand length, one that is right at chosen place values, and a uniform model.
  *
  * @module
  */
@@ -45,12 +45,12 @@ export function uniformModel(vocabSize: number): ScoringModel {
 }
 
 /**
- * An addition model that knows the answer digits of place value `< knownPlaces` and is wrong beyond:
- * at every answer position it puts a one-hot logit on the true digit when the digit's place is
- * below `knownPlaces`, else on the fixed wrong digit `(true + 1) % 10`; EOS and every other position
- * get the true next token. `format` is the answer order of the test sums it reads.
+ * An addition model that knows the answer digits of the places `knows` accepts and is wrong at the
+ * others: at every answer position it puts a one-hot logit on the true digit when `knows(place)`,
+ * else on the fixed wrong digit `(true + 1) % 10`; EOS and every other position get the true next
+ * token. `format` is the answer order of the sums it reads.
  */
-export function placeOracle(knownPlaces: number, format: "lsd" | "msd" = "lsd"): ScoringModel {
+export function placeOracle(knows: (place: number) => boolean, format: "lsd" | "msd" = "lsd"): ScoringModel {
   const V = ADDITION_VOCAB_SIZE;
   return {
     config: { vocabSize: V },
@@ -68,7 +68,7 @@ export function placeOracle(knownPlaces: number, format: "lsd" | "msd" = "lsd"):
           let next = t + 1 < batch.T ? batch.ids[b * batch.T + t + 1] : V - 1;
           if (j >= 0 && j < digits.length) {
             const place = format === "lsd" ? j : digits.length - 1 - j;
-            next = place < knownPlaces ? digits[j] : (digits[j] + 1) % 10;
+            next = knows(place) ? digits[j] : (digits[j] + 1) % 10;
           } else if (j === digits.length) next = ADDITION_EOS_ID;
           out[(b * batch.T + t) * V + next] = 1;
         }

@@ -10,7 +10,8 @@
  *
  * Run directory layout: `checkpoint.safetensors` (latest checkpoint, replaced atomically) and
  * `metrics.jsonl` (one line per step, appended across resumes; a resume first drops the lines of
- * steps after its checkpoint, which it redoes).
+ * steps after its checkpoint, which it redoes). With `evaluate`, every N-th step also gets a line
+ * `{ "step": s, "eval": {...} }` right after its step line (dropped on resume like the others).
  *
  * @module
  */
@@ -83,6 +84,15 @@ export interface TrainSetup {
   readonly onProgress?: (progress: TrainProgress) => void;
   /** Model constructor (tests inject small models). */
   readonly createModel?: ModelFactory;
+  /**
+   * Periodic evaluation: after every `every`-th step's metrics line, `run(model, step)` is awaited
+   * and its result logged as `{ "step": s, "eval": {...} }`. It may read the model (logits) but must
+   * not train it or draw from the training stream, so the losses do not depend on it.
+   */
+  readonly evaluate?: {
+    readonly every: number;
+    readonly run: (model: LanguageModel, step: number) => Promise<Record<string, number>>;
+  };
 }
 
 /** Outcome of {@linkcode train}. */
@@ -134,6 +144,10 @@ function sameJson(a: unknown, b: unknown): boolean {
  */
 export function validateSetup(setup: TrainSetup, task: Task): void {
   validateTrainConfig(setup.train);
+  const every = setup.evaluate?.every;
+  if (every !== undefined && !(Number.isInteger(every) && every >= 1)) {
+    throw new RangeError(`evaluate.every must be an integer >= 1, got ${every}`);
+  }
   if (setup.task.task === "text" && !setup.corpus) {
     throw new RangeError("the text task needs its corpus bytes");
   }
@@ -281,6 +295,9 @@ export async function train(setup: TrainSetup): Promise<TrainResult> {
     last = { loss: meanLoss, lr, gradNorm };
     peakRssBytes = Math.max(peakRssBytes, Deno.memoryUsage().rss);
     await log.append({ step, loss: meanLoss, lr, gradNorm, tokens: weight, elapsed: elapsed() });
+    if (setup.evaluate && step % setup.evaluate.every === 0) {
+      await log.append({ step, eval: await setup.evaluate.run(model, step) });
+    }
     progress("step");
     if (tc.checkpointEvery > 0 && step % tc.checkpointEvery === 0 && step < tc.steps) {
       await save();

@@ -33,6 +33,7 @@ Deno.test("falcon train --help lists every option with its choices and default",
       "--seed <n>",
       '(default: "0")',
       "--corpus <file>",
+      "--eval-every <n>",
     ]
   ) assert.ok(r.out.replace(/\s+/g, " ").includes(text), `help lacks ${text}:\n${r.out}`);
 });
@@ -149,5 +150,31 @@ Deno.test("falcon train runs mqar and text (default corpus and a user file)", as
       otherCorpus.err,
       /trained on corpus ".*corpus.txt" \(800 bytes, hash [0-9a-f]{8}\), not on "default"/,
     );
+  });
+});
+
+Deno.test("falcon train --eval-every logs eval lines at those steps without changing the losses", async () => {
+  await withDir(async (dir) => {
+    const base = ["train", "--rule", "transformer", "--seed", "2", "--steps", "3"];
+    const bad = await run([...base, "--out", `${dir}/bad`, "--eval-every", "0"]);
+    assert.equal(bad.code, 2);
+    assert.match(bad.err, /--eval-every must be an integer >= 1, got "0"/);
+    await assert.rejects(() => Deno.stat(`${dir}/bad`));
+    const plain = await run([...base, "--out", `${dir}/plain`]);
+    assert.equal(plain.code, 0, plain.err);
+    const evaluated = await run([...base, "--out", `${dir}/eval`, "--eval-every", "2"]);
+    assert.equal(evaluated.code, 0, evaluated.err);
+    assert.match(evaluated.err, /eval every 2 steps/);
+    const read = async (name: string) =>
+      parseJsonl(await Deno.readTextFile(`${dir}/${name}/metrics.jsonl`), "metrics.jsonl");
+    const lines = await read("eval");
+    assert.deepEqual(lines.map((l) => ("eval" in l ? `eval ${l.step}` : l.step)), [1, 2, "eval 2", 3]);
+    const record = lines[2].eval as Record<string, number>;
+    assert.ok(
+      record.digitAccuracy >= 0 && record.digitAccuracy <= 1 && "place0" in record,
+      JSON.stringify(record),
+    );
+    const steps = lines.filter((l) => !("eval" in l));
+    assert.deepEqual(steps.map((l) => l.loss), (await read("plain")).map((l) => l.loss));
   });
 });

@@ -108,7 +108,9 @@ export { type AccuracyResult, type LogitsModel, teacherForcedAccuracy } from "./
 
 // evaluation (the plot, which loads Vega, is left to the CLI)
 export * from "./src/eval/metrics.ts";
+export * from "./src/eval/reference.ts";
 export * from "./src/eval/evaluate.ts";
+export * from "./src/eval/periodic.ts";
 export * from "./src/eval/test_sets.ts";
 export * from "./src/eval/lengths.ts";
 export * from "./src/eval/load.ts";

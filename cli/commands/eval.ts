@@ -1,7 +1,8 @@
 /**
  * `falcon eval`: score checkpoints side by side on the same seeded test sets (addition length
  * extrapolation, mqar recall by number of pairs, text bits per byte) and write a table, JSON, CSV
- * and a plot. The work is done by `evaluateCheckpoints` in `src/eval/run.ts`.
+ * and a plot. Addition also reports accuracy per place value (places at or beyond each
+ * checkpoint's training length are the extrapolation) and the no-extrapolation reference. The work is done by `evaluateCheckpoints` in `src/eval/run.ts`.
  *
  * @module
  */
@@ -112,7 +113,10 @@ export function evalCommand() {
     .option("--text <file>", "held-out text file (text task)")
     .option("--json <file>", "write the report as JSON")
     .option("--csv <file>", "write the report as CSV")
-    .option("--plot <file>", "write accuracy against length as .svg or .png")
+    .option(
+      "--plot <file>",
+      "write accuracy against length as .svg or .png (addition: a second panel, accuracy per place value)",
+    )
     .addOption(
       new Option("--plot-metric <metric>", "rate to plot").choices(["digit", "exact"] as const).default(
         "digit",

@@ -55,18 +55,32 @@ Deno.test("falcon eval compares two checkpoints and writes the table, JSON, CSV 
     const { code, out, err } = await run([...args, ...files]);
     assert(code === 0, `exit code ${code}\n${out}\n${err}`);
     const header = out.split("\n")[1].split(/\s{2,}/);
-    assert(header.join("|") === "length|falcon1a prefix s0|transformer s1", `header: ${header}`);
+    // both checkpoints were trained on 2 digits: one no-extrapolation reference column, L = 2
+    assert(header.join("|") === "length|falcon1a prefix s0|transformer s1|ref L=2", `header: ${header}`);
     assert(/avg 1-2 /.test(out) && /avg 3-3 /.test(out), `range rows missing:\n${out}`);
+    assert(
+      /per place value/.test(out) && /places 0-1 /.test(out) && /places >= 2 /.test(out),
+      `place rows:\n${out}`,
+    );
     const report = JSON.parse(await Deno.readTextFile(`${dir}/r.json`));
     assert(report.keys.join(",") === "1,2,3" && report.checkpoints.length === 2, "json keys / checkpoints");
     assert(
       report.checkpoints[0].groups.every((g: { sequences: number }) => g.sequences === 3),
       "3 samples per length",
     );
+    const places = report.checkpoints[0].places;
+    assert(
+      places.trainLength === 2 && places.extrapolation.from === 2,
+      `json places: ${JSON.stringify(places)}`,
+    );
+    assert(report.checkpoints[1].reference.extrapolation.from === 3, "json reference");
     const csv = (await Deno.readTextFile(`${dir}/r.csv`)).trim().split("\n");
-    assert(csv.length === 1 + 2 * (3 + 2), `csv has ${csv.length} lines`);
+    // per checkpoint: 3 lengths + 2 means, the places + 2 pooled, 3 reference lengths + 2 reference means
+    const expected = 1 + 2 * (3 + 2 + places.perPlace.length + 2 + 3 + 2);
+    assert(csv.length === expected, `csv has ${csv.length} lines, expected ${expected}`);
     const svg = await Deno.readTextFile(`${dir}/r.svg`);
     assert(svg.includes("Operand length (digits)") && svg.includes("train length 2"), "svg titles");
+    assert(svg.includes("Place value of the answer digit (0 = units)"), "svg per-place panel");
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -19,6 +19,7 @@ import {
   additionTestSet,
 } from "../../src/tasks/addition.ts";
 import { TASKS } from "../../src/tasks/types.ts";
+import { TRAINING_EVAL_SAMPLES, trainingEvaluation } from "../../src/eval/periodic.ts";
 import { teacherForcedAccuracy } from "../../src/train/accuracy.ts";
 import { planRun } from "../../src/train/plan.ts";
 import { PRESETS } from "../../src/train/presets.ts";
@@ -151,6 +152,11 @@ export function trainCommand() {
       "addition: the largest training operand length rises from start digits to the preset's over " +
         "the first fraction of the steps (e.g. 8:0.1; default off)",
     )
+    .option(
+      "--eval-every <n>",
+      `every N steps, score ${TRAINING_EVAL_SAMPLES} fixed test sums at the training length (teacher-forced digit ` +
+        "accuracy, exact match, accuracy per place; mqar: recall; text: bits per byte) and log them to metrics.jsonl",
+    )
     .action(async (o, command) => {
       const seed = integer("--seed", o.seed, 0);
       const addition = {
@@ -162,6 +168,7 @@ export function trainCommand() {
         curriculum: o.curriculum === undefined ? undefined : curriculum(o.curriculum),
       };
       const steps = o.steps === undefined ? undefined : integer("--steps", o.steps, 1);
+      const evalEvery = o.evalEvery === undefined ? undefined : integer("--eval-every", o.evalEvery, 1);
       // options the user typed (not defaults): with --resume they must match the checkpoint
       const keyOf = {
         task: "task",
@@ -201,11 +208,16 @@ export function trainCommand() {
         backend,
       });
       const resumed = setup.resumeFrom ? ` (resuming at step ${setup.resumeFrom.step})` : "";
+      const evaluate = evalEvery === undefined ? undefined : {
+        every: evalEvery,
+        run: trainingEvaluation(setup.task, { seed: setup.train.seed, corpus: setup.corpus }),
+      };
       console.error(
         `train ${setup.task.task} with ${setup.model.mixer} (${setup.model.alignment}, short conv ${
           setup.model.shortConv ? "on" : "off"
         }, qkNorm ${setup.model.qkNorm}) on ${backend.name}, ` +
-          `${setup.train.steps} steps, B=${setup.train.batchSize} T=${setup.train.seqLen}, out ${outDir}${resumed}`,
+          `${setup.train.steps} steps, B=${setup.train.batchSize} T=${setup.train.seqLen}, out ${outDir}${resumed}` +
+          (evalEvery === undefined ? "" : `, eval every ${evalEvery} steps`),
       );
       const controller = new AbortController();
       const onSigint = () => {
@@ -219,7 +231,7 @@ export function trainCommand() {
       const bar = trainProgress({ terminal: Deno.stderr.isTerminal() });
       let result: TrainResult;
       try {
-        result = await train({ ...setup, signal: controller.signal, onProgress: bar.update });
+        result = await train({ ...setup, signal: controller.signal, onProgress: bar.update, evaluate });
       } catch (err) {
         if (!(err instanceof TrainingDivergedError)) throw err;
         bar.done();

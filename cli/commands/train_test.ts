@@ -45,6 +45,7 @@ Deno.test("falcon train --help lists every option with its choices and default",
       "--equal-length",
       "--curriculum <start:fraction>",
       "e.g. 8:0.1",
+      "--eval-every <n>",
     ]
   ) assert.ok(r.out.replace(/\s+/g, " ").includes(text), `help lacks ${text}:\n${r.out}`);
 });
@@ -287,5 +288,31 @@ Deno.test("falcon train --rule transformer --no-short-conv --qk-norm none trains
       "ref",
     ]);
     assert.equal(same.code, 0, same.err);
+  });
+});
+
+Deno.test("falcon train --eval-every logs eval lines at those steps without changing the losses", async () => {
+  await withDir(async (dir) => {
+    const base = ["train", "--rule", "transformer", "--seed", "2", "--steps", "3"];
+    const bad = await run([...base, "--out", `${dir}/bad`, "--eval-every", "0"]);
+    assert.equal(bad.code, 2);
+    assert.match(bad.err, /--eval-every must be an integer >= 1, got "0"/);
+    await assert.rejects(() => Deno.stat(`${dir}/bad`));
+    const plain = await run([...base, "--out", `${dir}/plain`]);
+    assert.equal(plain.code, 0, plain.err);
+    const evaluated = await run([...base, "--out", `${dir}/eval`, "--eval-every", "2"]);
+    assert.equal(evaluated.code, 0, evaluated.err);
+    assert.match(evaluated.err, /eval every 2 steps/);
+    const read = async (name: string) =>
+      parseJsonl(await Deno.readTextFile(`${dir}/${name}/metrics.jsonl`), "metrics.jsonl");
+    const lines = await read("eval");
+    assert.deepEqual(lines.map((l) => ("eval" in l ? `eval ${l.step}` : l.step)), [1, 2, "eval 2", 3]);
+    const record = lines[2].eval as Record<string, number>;
+    assert.ok(
+      record.digitAccuracy >= 0 && record.digitAccuracy <= 1 && "place0" in record,
+      JSON.stringify(record),
+    );
+    const steps = lines.filter((l) => !("eval" in l));
+    assert.deepEqual(steps.map((l) => l.loss), (await read("plain")).map((l) => l.loss));
   });
 });

@@ -59,6 +59,8 @@ export interface VariantSummary {
   readonly extrapolationExact: MeanSd;
   /** Digit accuracy at the longest evaluated length. */
   readonly atMax: MeanSd;
+  /** Digit accuracy pooled over the answer places >= Ltrain (the per-place extrapolation measure). */
+  readonly placesBeyond: MeanSd;
   /** Per-length digit accuracy and exact match averaged over seeds (for the plot). */
   readonly perLength: GroupAccuracy[];
   /** The paper's figures, where the paper gives them (Falcon rules: prefix alignment only). */
@@ -113,6 +115,8 @@ export function summariseVariants(
       extrapolation: meanSd(runs.map((r) => r.extrapolation?.digitAccuracy ?? NaN)),
       extrapolationExact: meanSd(runs.map((r) => r.extrapolation?.exactMatch ?? NaN)),
       atMax: meanSd(runs.map((r) => r.groups.find((g) => g.key === maxKey)?.digitAccuracy ?? NaN)),
+      // absent in results stored before the per-place metric: then n = 0 ("-" on the page)
+      placesBeyond: meanSd(runs.map((r) => r.places?.extrapolation?.digitAccuracy ?? NaN)),
       perLength,
       paper: paperRow && (mixer === "transformer" || !mixer.startsWith("falcon") || alignment === "prefix")
         ? paperRow

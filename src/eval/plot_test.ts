@@ -1,6 +1,6 @@
 import { assertEquals, assertThrows } from "./_assert.ts";
-import { fixtureReport } from "./_fixture_report.ts";
-import { plotSpec, plotSvg, plotTitles } from "./plot.ts";
+import { fixtureReport, placedFixtureReport } from "./_fixture_report.ts";
+import { PLACE_PLOT_TITLES, plotSpec, plotSvg, plotTitles } from "./plot.ts";
 import { svgToPng } from "./png.ts";
 
 /** The `<path>` elements inside Vega's line-mark groups: one per series. */
@@ -27,6 +27,19 @@ Deno.test("plotSvg() draws one more line when a third checkpoint is added", asyn
   const third = { ...report.checkpoints[0], label: "falcon3a prefix s2" };
   const svg = await plotSvg({ ...report, checkpoints: [...report.checkpoints, third] });
   assertEquals(linePaths(svg).length, 3);
+});
+
+Deno.test("plotSvg() adds a per-place panel below when the checkpoints have per-place results", async () => {
+  const report = placedFixtureReport();
+  const svg = await plotSvg(report);
+  // one line per checkpoint in each panel; the place panel's axes and its rules at L = 2 and 3
+  assertEquals(linePaths(svg).length, 2 * report.checkpoints.length);
+  assertEquals(svg.includes(`>${PLACE_PLOT_TITLES.x}</text>`), true);
+  assertEquals(svg.includes(`>${PLACE_PLOT_TITLES.y}</text>`), true);
+  assertEquals(svg.includes(">L=2</text>") && svg.includes(">L=3</text>"), true);
+  assertEquals(svg.includes(`>${plotTitles(report).x}</text>`), true);
+  // a report without places keeps the single panel
+  assertEquals("vconcat" in plotSpec(fixtureReport()), false);
 });
 
 Deno.test("plotSpec() refuses the text task", () => {

@@ -20,11 +20,18 @@ import {
   type EvalProgress,
   evaluateModels,
   TEACHER_FORCED,
-  teacherForced,
+  teacherForcedByPlace,
   type TestGroup,
 } from "./evaluate.ts";
 import type { EvalCheckpoint } from "./load.ts";
-import { accuracyResult, type EvalReport, type EvalTask, textResult, uniqueLabels } from "./report.ts";
+import {
+  accuracyResult,
+  additionResult,
+  type EvalReport,
+  type EvalTask,
+  textResult,
+  uniqueLabels,
+} from "./report.ts";
 import { additionGroups, mqarGroups, textGroup } from "./test_sets.ts";
 
 /** What to evaluate. */
@@ -158,12 +165,21 @@ export async function evaluateCheckpoints(
       checkpoints: metas.map((m, i) => textResult(m, labels[i], tallies[i].get(0)!)),
     };
   }
-  const metric = options.task === "addition" ? teacherForced(ADDITION_EOS_ID) : TEACHER_FORCED;
-  const tallies = await evaluateModels(models, groups, metric, onProgress);
+  const keys = groups.map((g) => g.key);
+  if (options.task === "addition") {
+    const tallies = await evaluateModels(models, groups, teacherForcedByPlace(ADDITION_EOS_ID), onProgress);
+    return {
+      ...base,
+      keyName: "length",
+      keys,
+      checkpoints: metas.map((m, i) => additionResult(m, labels[i], tallies[i])),
+    };
+  }
+  const tallies = await evaluateModels(models, groups, TEACHER_FORCED, onProgress);
   return {
     ...base,
-    keyName: options.task === "mqar" ? "pairs" : "length",
-    keys: groups.map((g) => g.key),
+    keyName: "pairs",
+    keys,
     checkpoints: metas.map((m, i) => accuracyResult(m, labels[i], tallies[i])),
   };
 }

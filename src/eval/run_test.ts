@@ -1,5 +1,5 @@
 import { assertEquals, assertRejects } from "./_assert.ts";
-import { additionOracle, uniformModel } from "./_oracle.ts";
+import { additionOracle, placeOracle, uniformModel } from "./_oracle.ts";
 import { buildGroups, evaluateCheckpoints, heldOutRange } from "./run.ts";
 import { type EvalCheckpoint, loadEvalCheckpoint } from "./load.ts";
 import { InputError } from "../errors.ts";
@@ -204,4 +204,74 @@ Deno.test("every addition option round-trips: train 2 steps -> checkpoint -> eva
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+/** Per place of the answers of `additionTestSet(n, samples, seed)` for each n: answer digits counted. */
+function placeCounts(lengths: number[], samples: number, seed: number, format: "lsd" | "msd"): number[] {
+  const counts: number[] = [];
+  for (const n of lengths) {
+    for (const ex of additionTestSet(n, samples, seed, format)) {
+      const text = String.fromCharCode(...[...ex.tokens].map((t) => (t <= 9 ? 48 + t : 32)));
+      const answer = text.split(" ").filter((part) => part !== "")[2]; // a, b, then the answer digits
+      for (let place = 0; place < answer.length; place++) counts[place] = (counts[place] ?? 0) + 1;
+    }
+  }
+  return counts;
+}
+
+Deno.test("evaluateCheckpoints() on a model right on places < L and wrong beyond: exact per-place numbers", async () => {
+  const L = 3;
+  const lengths = [1, 2, 3, 4, 5];
+  for (const format of ["lsd", "msd"] as const) {
+    const checkpoint: EvalCheckpoint = {
+      meta: { path: `places-${format}`, mixer: "falcon1a", alignment: "prefix", seed: 0, trainLength: L },
+      task: additionConfig({ maxDigits: L, format }),
+      model: placeOracle((place) => place < L, format),
+    };
+    const report = await evaluateCheckpoints([checkpoint], {
+      task: "addition",
+      keys: lengths,
+      samples: 7,
+      seed: 5,
+      batchSize: 3,
+    });
+    const c = report.checkpoints[0];
+    const counts = placeCounts(lengths, 7, 5, format);
+    assertEquals(c.places!.perPlace.map((p) => p.tokens), counts);
+    assertEquals(c.places!.perPlace.map((p) => p.digitAccuracy), counts.map((_, p) => (p < L ? 1 : 0)));
+    const beyond = counts.slice(L).reduce((s, n) => s + n, 0);
+    assertEquals(c.places!.extrapolation, {
+      from: L,
+      to: counts.length - 1,
+      tokens: beyond,
+      digitAccuracy: 0,
+    });
+    assertEquals(c.places!.inRange?.digitAccuracy, 1);
+    assertEquals(c.places!.inRange?.tokens, counts.slice(0, L).reduce((s, n) => s + n, 0));
+    // per length: right digits are the places < L of that length's answers
+    for (const g of c.groups) {
+      const own = placeCounts([g.key], 7, 5, format);
+      const right = own.slice(0, L).reduce((s, n) => s + n, 0);
+      assertEquals(g.digitAccuracy, right / own.reduce((s, n) => s + n, 0));
+    }
+    assertEquals(c.reference?.trainLength, L);
+    assertEquals(c.reference?.perLength.map((g) => g.key), lengths);
+  }
+});
+
+Deno.test("evaluateCheckpoints() pools the extrapolation over digits: a model right on even places beyond L", async () => {
+  const L = 2;
+  const lengths = [2, 4, 6];
+  const report = await evaluateCheckpoints([{
+    meta: { path: "even", mixer: "falcon3a", alignment: "prefix", seed: 1, trainLength: L },
+    task: additionConfig({ maxDigits: L }),
+    model: placeOracle((place) => place < L || place % 2 === 0),
+  }], { task: "addition", keys: lengths, samples: 9, seed: 2, batchSize: 4 });
+  const counts = placeCounts(lengths, 9, 2, "lsd");
+  const beyond = counts.slice(L);
+  const evenBeyond = beyond.filter((_, i) => (L + i) % 2 === 0).reduce((s, n) => s + n, 0);
+  const places = report.checkpoints[0].places!;
+  assertEquals(places.extrapolation?.digitAccuracy, evenBeyond / beyond.reduce((s, n) => s + n, 0));
+  assertEquals(places.perPlace[3].digitAccuracy, 0);
+  assertEquals(places.perPlace[4].digitAccuracy, 1);
 });

@@ -53,6 +53,34 @@ Deno.test("addition supervises exactly the answer tokens and EOS", () => {
   assert.deepEqual(Array.from(ex.loss), [0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1]);
 });
 
+Deno.test("additionExample() gives answer digits their place value in the answer order, -1 elsewhere", () => {
+  // 12 + 345 = 357: lsd answer "753" has places 0 1 2, msd answer "357" has places 2 1 0
+  assert.deepEqual(Array.from(additionExample("12+345=753$").places!), [
+    -1,
+    -1,
+    -1,
+    -1,
+    -1,
+    -1,
+    -1,
+    0,
+    1,
+    2,
+    -1,
+  ]);
+  assert.deepEqual(
+    Array.from(additionExample("12+345=357$", additionConfig({ format: "msd" })).places!),
+    [-1, -1, -1, -1, -1, -1, -1, 2, 1, 0, -1],
+  );
+  // a carry makes the answer one digit longer than the operands: 95 + 7 = 102, msd "102" -> places 2 1 0
+  assert.deepEqual(Array.from(additionExample("95+7=102$", additionConfig({ format: "msd" })).places!).slice(5), [2, 1, 0, -1]);
+  const task = createAdditionTask(additionConfig({ maxDigits: 4, format: "msd" }));
+  const ex = task.sample(new DataRng(5), "train");
+  const answer = task.decode(ex.tokens).split("=")[1].replace("$", "");
+  const expected = [...answer].map((_, j) => answer.length - 1 - j);
+  assert.deepEqual(Array.from(ex.places!).filter((p) => p >= 0), expected);
+});
+
 Deno.test("addition sampling is deterministic for a seed and differs across seeds", () => {
   const task = createAdditionTask(additionConfig({ maxDigits: 8 }));
   const draw = (seed: number) => {

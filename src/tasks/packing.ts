@@ -4,7 +4,8 @@
  *
  * An example of length `n` placed at offset `o` fills positions `o..o+n-1`:
  * `ids[o+i] = tokens[i]`, `targets[o+i] = tokens[i+1]`, `weights[o+i] = loss[i+1]`, and its last
- * position predicts nothing (target PAD, weight 0). Examples are never split. An example that does
+ * position predicts nothing (target PAD, weight 0). When examples carry `places`, the batch gets
+ * `places[o+i] = places[i+1]` (the place of the token position `o+i` predicts), -1 elsewhere. Examples are never split. An example that does
  * not fit in the rest of a row opens the next row; the one that does not fit in the last row is
  * dropped, so a batch depends only on the stream's state when packing began.
  *

@@ -25,6 +25,18 @@ Deno.test("packBatch packs whole examples with start flags, shifted targets and 
   assert.deepEqual(row(1, b.ids).slice(8), [1, 10, 2, 11, 3, 12]);
 });
 
+Deno.test("packBatch aligns places with targets: position i holds the place of the token it predicts", () => {
+  // "9+13=22$" (lsd answer 22, places 0 1) then "1+2=3$" (place 0); row of 14
+  const b = packBatch(stream(["9+13=22$", "1+2=3$"]), 1, 14, 13);
+  assert.deepEqual(Array.from(b.places!), [-1, -1, -1, -1, 0, 1, -1, -1, -1, -1, -1, 0, -1, -1]);
+  // exactly the scored positions whose target is not EOS (12) carry a place
+  for (let i = 0; i < 14; i++) assert.equal(b.places![i] >= 0, b.weights[i] > 0 && b.targets[i] !== 12);
+  const plain = () => ({ tokens: Int32Array.of(1, 2), loss: Uint8Array.of(0, 1) });
+  assert.equal(packBatch(plain, 1, 4, 13).places, undefined);
+  const bad = () => ({ tokens: Int32Array.of(1, 2), loss: Uint8Array.of(0, 1), places: Int16Array.of(-1) });
+  assert.throws(() => packBatch(bad, 1, 4, 13), /example has 2 tokens but 1 places/);
+});
+
 Deno.test("packBatch fills a row exactly when examples fit and sums weights to the answer count", () => {
   const b = packBatch(stream(["1+2=3$"]), 3, 12, 13);
   assert.equal(b.weights.reduce((s, w) => s + w, 0), 3 * 2 * 2); // 2 examples/row, 2 targets each

@@ -20,6 +20,14 @@ export interface StepMetrics {
   readonly elapsed: number;
 }
 
+/** One periodic evaluation (`TrainSetup.evaluate`), logged right after the line of its step. */
+export interface EvalRecord {
+  /** The step after which the model was evaluated. */
+  readonly step: number;
+  /** What the evaluation measured (names and meanings are the evaluation's own). */
+  readonly eval: Readonly<Record<string, number>>;
+}
+
 /** Appends JSON lines to a file, creating it when missing. */
 export class MetricsLog {
   readonly #path: string;
@@ -31,8 +39,9 @@ export class MetricsLog {
   }
 
   /**
-   * Drop the records of steps after `step` (a resume from a checkpoint at `step` redoes them).
-   * A missing file is left missing.
+   * Drop the records of steps after `step` (a resume from a checkpoint at `step` redoes them):
+   * every line whose `step` is larger, step lines and eval lines alike. A missing file is left
+   * missing.
    */
   async truncateAfter(step: number): Promise<void> {
     let text: string;

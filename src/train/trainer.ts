@@ -10,7 +10,8 @@
  *
  * Run directory layout: `checkpoint.safetensors` (latest checkpoint, replaced atomically) and
  * `metrics.jsonl` (one line per step, appended across resumes; a resume first drops the lines of
- * steps after its checkpoint, which it redoes).
+ * steps after its checkpoint, which it redoes). With `evaluate`, every N-th step also gets a line
+ * `{ "step": s, "eval": {...} }` right after its step line (dropped on resume like the others).
  *
  * @module
  */
@@ -89,6 +90,15 @@ export interface TrainSetup {
    * queued backend (WebGPU) when the model can record a step, else `host`.
    */
   readonly stepStrategy?: "host" | "device";
+  /**
+   * Periodic evaluation: after every `every`-th step's metrics line, `run(model, step)` is awaited
+   * and its result logged as `{ "step": s, "eval": {...} }`. It may read the model (logits) but must
+   * not train it or draw from the training stream, so the losses do not depend on it.
+   */
+  readonly evaluate?: {
+    readonly every: number;
+    readonly run: (model: LanguageModel, step: number) => Promise<Record<string, number>>;
+  };
 }
 
 /** Outcome of {@linkcode train}. */
@@ -140,6 +150,10 @@ function sameJson(a: unknown, b: unknown): boolean {
  */
 export function validateSetup(setup: TrainSetup, task: Task): void {
   validateTrainConfig(setup.train);
+  const every = setup.evaluate?.every;
+  if (every !== undefined && !(Number.isInteger(every) && every >= 1)) {
+    throw new RangeError(`evaluate.every must be an integer >= 1, got ${every}`);
+  }
   if (setup.task.task === "text" && !setup.corpus) {
     throw new RangeError("the text task needs its corpus bytes");
   }
@@ -310,6 +324,10 @@ export async function train(setup: TrainSetup): Promise<TrainResult> {
     inFlight.push({ pending: stepper.run(batch, next, lr), lr, weight, tokens: batch.B * batch.T });
     recorded = next;
     while (inFlight.length > stepper.lag) await settleOldest();
+    if (setup.evaluate && next % setup.evaluate.every === 0) {
+      await settleAll(); // the model evaluated is the one after step `next`, not a later one
+      await log.append({ step: next, eval: await setup.evaluate.run(model, next) });
+    }
     if (tc.checkpointEvery > 0 && next % tc.checkpointEvery === 0 && next < tc.steps) {
       await settleAll();
       await save();

@@ -17,6 +17,7 @@ import {
   validateSetup,
 } from "./trainer.ts";
 import { createTask } from "../tasks/mod.ts";
+import { trainingEvaluation } from "../eval/periodic.ts";
 
 function setup(runDir: string, overrides: Partial<TrainSetup> = {}, toy: ToyOptions = {}): TrainSetup {
   return {
@@ -253,5 +254,119 @@ Deno.test("a resume drops metrics lines logged after its checkpoint, so every st
     await train(setup(dir, { train: s.train, resumeFrom: saved }));
     const after = parseJsonl(await Deno.readTextFile(`${dir}/${METRICS_FILE}`), METRICS_FILE);
     assert.deepEqual(after.map((l) => l.step), [1, 2, 3, 4, 5, 6, 7, 8]);
+  });
+});
+
+/** `step` of each metrics line, eval lines written `eval <step>`. */
+function lineKinds(lines: Record<string, unknown>[]): string[] {
+  return lines.map((l) => ("eval" in l ? `eval ${l.step}` : String(l.step)));
+}
+
+Deno.test("evaluate logs an eval line right after every N-th step and leaves the losses bit-identical", async () => {
+  await withDir(async (dir) => {
+    const plain = await train(setup(`${dir}/plain`));
+    const seen: number[] = [];
+    const run = trainingEvaluation(additionConfig({ maxDigits: 3 }), { seed: 9, samples: 8 });
+    const evaluated = await train(setup(`${dir}/eval`, {
+      evaluate: {
+        every: 5,
+        run: (model, step) => {
+          seen.push(step);
+          return run(model, step);
+        },
+      },
+    }));
+    assert.deepEqual(evaluated.losses, plain.losses); // exact equality: the training stream is untouched
+    assert.deepEqual(seen, [5, 10]);
+    const lines = parseJsonl(await Deno.readTextFile(`${dir}/eval/${METRICS_FILE}`), METRICS_FILE);
+    assert.deepEqual(lineKinds(lines), [
+      "1",
+      "2",
+      "3",
+      "4",
+      "5",
+      "eval 5",
+      "6",
+      "7",
+      "8",
+      "9",
+      "10",
+      "eval 10",
+      "11",
+      "12",
+    ]);
+    const record = lines[5].eval as Record<string, number>;
+    for (const key of ["digitAccuracy", "exactMatch", "placesInRange", "place0", "place2"]) {
+      assert.ok(record[key] >= 0 && record[key] <= 1, `${key} = ${record[key]}`);
+    }
+    // the step lines keep their format
+    assert.deepEqual(Object.keys(lines[4]), ["step", "loss", "lr", "gradNorm", "tokens", "elapsed"]);
+  });
+});
+
+Deno.test("evaluate leaves the real FalconLM's losses bit-identical too", async () => {
+  await withDir(async (dir) => {
+    const real = (runDir: string, extra: Partial<TrainSetup> = {}): TrainSetup => ({
+      ...setup(runDir),
+      model: modelConfig({ vocabSize: 14, dModel: 16, heads: 2, layers: 1, ffnHidden: 16, chunkSize: 4 }),
+      train: trainConfig({ steps: 4, batchSize: 2, seqLen: 16, lr: 0.01, warmupSteps: 2, seed: 4 }),
+      createModel: undefined,
+      ...extra,
+    });
+    const plain = await train(real(`${dir}/plain`));
+    const run = trainingEvaluation(additionConfig({ maxDigits: 3 }), { seed: 4, samples: 4 });
+    const evaluated = await train(real(`${dir}/eval`, { evaluate: { every: 1, run } }));
+    assert.deepEqual(evaluated.losses, plain.losses);
+    const lines = parseJsonl(await Deno.readTextFile(`${dir}/eval/${METRICS_FILE}`), METRICS_FILE);
+    assert.equal(lines.filter((l) => "eval" in l).length, 4);
+  });
+});
+
+Deno.test("a resume drops the eval lines logged after its checkpoint and redoes them once", async () => {
+  await withDir(async (dir) => {
+    const evaluate = {
+      every: 2,
+      run: (_model: unknown, step: number) => Promise.resolve({ step2: 2 * step }),
+    };
+    const s = setup(dir, {
+      train: trainConfig({ steps: 8, batchSize: 2, seqLen: 16, checkpointEvery: 3 }),
+      evaluate,
+    }, { nanGradAtCall: 5 });
+    await assert.rejects(() => train(s), TrainingDivergedError); // logged 1-4 and evals 2, 4; checkpoint at 3
+    const before = parseJsonl(await Deno.readTextFile(`${dir}/${METRICS_FILE}`), METRICS_FILE);
+    assert.deepEqual(lineKinds(before), ["1", "2", "eval 2", "3", "4", "eval 4"]);
+    const saved = await loadCheckpoint(`${dir}/${CHECKPOINT_FILE}`);
+    assert.equal(saved.step, 3);
+    await train(setup(dir, { train: s.train, resumeFrom: saved, evaluate }));
+    const after = parseJsonl(await Deno.readTextFile(`${dir}/${METRICS_FILE}`), METRICS_FILE);
+    assert.deepEqual(lineKinds(after), [
+      "1",
+      "2",
+      "eval 2",
+      "3",
+      "4",
+      "eval 4",
+      "5",
+      "6",
+      "eval 6",
+      "7",
+      "8",
+      "eval 8",
+    ]);
+    assert.deepEqual(
+      after.filter((l) => "eval" in l).map((l) => l.eval),
+      [2, 4, 6, 8].map((k) => ({ step2: 2 * k })),
+    );
+  });
+});
+
+Deno.test("train rejects an evaluation interval that is not an integer >= 1", async () => {
+  await withDir(async (dir) => {
+    const run = () => Promise.resolve({});
+    await assert.rejects(
+      () => train(setup(`${dir}/x`, { evaluate: { every: 0, run } })),
+      /evaluate.every must be an integer >= 1, got 0/,
+    );
+    await assert.rejects(() => Deno.stat(`${dir}/x`));
   });
 });

@@ -118,17 +118,36 @@ export interface PlanOverrides {
 const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
 
 /**
- * Plan names: `full` (the paper's data at a size the budget allows), `paper` (the paper's size too),
+ * Plan names: `full` (the paper's data at a size the budget allows), `gpu` (the same data in the
+ * format a recurrent model can learn, sized for the GPU machine), `paper` (the paper's size too),
  * `lab` (3-digit training, fast), `smoke` (seconds).
  */
-export const PLAN_NAMES = ["full", "paper", "lab", "smoke"] as const;
+export const PLAN_NAMES = ["full", "gpu", "paper", "lab", "smoke"] as const;
 
 /** A plan name. */
 export type PlanName = typeof PLAN_NAMES[number];
 
+/**
+ * The addition format of the `gpu` plan (SPEC section 8.1's leads): operands written units first like
+ * the answer (so place i of both operands and of the sum come in the same order), a BOS token (under
+ * prefix alignment the first step writes nothing), index hints before every digit (64 ids: the
+ * offsets seen in training, 0..31, cover the places 32..47 evaluation asks for, so a place beyond the
+ * training length has a hint id the model has met), and a length curriculum from 8 digits to 32 over
+ * the first 30% of the steps (without it the loss stayed flat for millions of tokens at L = 32).
+ */
+export const GPU_PLAN_FORMAT: AdditionPlanOptions = {
+  operandOrder: "lsd",
+  format: "lsd",
+  bos: true,
+  indexHints: 64,
+  curriculum: { startDigits: 8, fraction: 0.3 },
+};
+
 /** What distinguishes the plans; everything else is shared. */
 const PLANS: Record<PlanName, {
   preset: "addition" | "lab" | "tiny";
+  model?: Partial<ModelConfig>;
+  train?: Partial<TrainConfig>;
   variants: readonly Variant[];
   seeds: number;
   steps?: number;
@@ -149,6 +168,21 @@ const PLANS: Record<PlanName, {
     steps: 800,
     seqLen: 128,
     maxDigits: 32,
+    maxLength: 48,
+    samples: 100,
+  },
+  // SPEC section 8's data in the learnable format (GPU_PLAN_FORMAT) on the GPU machine: a 2-layer,
+  // 128-wide model (4 heads of 32), 32 rows of ~200 tokens per step (one 32-digit example with BOS and
+  // hints is 198 tokens), 3000 steps = 19M tokens per run (the probes needed 15-30M)
+  gpu: {
+    preset: "lab",
+    model: { dModel: 128, heads: 4, ffnHidden: 256, chunkSize: 64 },
+    train: { batchSize: 32, lr: 3e-3, warmupSteps: 200 },
+    variants: FULL_VARIANTS,
+    seeds: 3,
+    steps: 3000,
+    maxDigits: 32,
+    task: GPU_PLAN_FORMAT,
     maxLength: 48,
     samples: 100,
   },
@@ -200,12 +234,13 @@ export function makePlan(name: PlanName, overrides: PlanOverrides = {}): Plan {
     name,
     variants: spec.variants,
     seeds: range(0, (overrides.seeds ?? spec.seeds) - 1),
-    model: p.model,
+    model: { ...p.model, ...spec.model },
     train: {
       ...p.train,
+      ...spec.train,
       steps,
       seqLen: Math.max(spec.seqLen ?? p.train.seqLen ?? 0, longest),
-      warmupSteps: Math.min(p.train.warmupSteps ?? 0, Math.floor(steps / 10)),
+      warmupSteps: Math.min(spec.train?.warmupSteps ?? p.train.warmupSteps ?? 0, Math.floor(steps / 10)),
       checkpointEvery: 0,
     },
     maxDigits: spec.maxDigits,

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The addition experiment's runs on a machine without the npm packages (the GPU machine): trains and
+# evaluates every run of a plan with experiments/addition/run_one.ts, JOBS at a time, seed 0 of every
+# variant first, skipping runs that already have a result.json (so a later call resumes), and starts no
+# new run after BUDGET seconds. Aggregate afterwards with `deno task experiment:addition --plan PLAN
+# --runs DIR --replot` on a machine with the packages.
+#   experiments/addition/run_many.sh PLAN RUNS_DIR JOBS BUDGET_SECONDS [BACKEND]
+set -uo pipefail
+plan=$1; runs=$2; jobs=$3; budget=$4; backend=${5:-webgpu}
+mkdir -p "$runs"
+names=$(deno eval "import { makePlan, runName } from './experiments/addition/plan.ts';
+const p = makePlan('$plan');
+for (const s of p.seeds) for (const v of p.variants) console.log(runName(v, s));")
+start=$(date +%s)
+running=0
+for name in $names; do
+  [ -f "$runs/$name/result.json" ] && continue
+  if [ $(( $(date +%s) - start )) -ge "$budget" ]; then echo "budget reached: not starting $name"; continue; fi
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do sleep 1; done
+  variant=${name%-s*}; seed=${name##*-s}
+  echo "$(date +%T) start $name"
+  (deno run --allow-read --allow-write experiments/addition/run_one.ts --plan "$plan" --variant "$variant" \
+     --seed "$seed" --runs "$runs" --backend "$backend" >"$runs/$name.log" 2>&1; rc=$?
+   # the result holds the evaluation; checkpoints stay only when KEEP_CHECKPOINTS=1 (they are ~4 MB each)
+   [ "${KEEP_CHECKPOINTS:-0}" = 1 ] || rm -f "$runs/$name/checkpoint.safetensors"
+   echo "$(date +%T) done $name rc=$rc") &
+done
+wait

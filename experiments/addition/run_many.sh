@@ -4,9 +4,12 @@
 # variant first, skipping runs that already have a result.json (so a later call resumes), and starts no
 # new run after BUDGET seconds. Aggregate afterwards with `deno task experiment:addition --plan PLAN
 # --runs DIR --replot` on a machine with the packages.
-#   experiments/addition/run_many.sh PLAN RUNS_DIR JOBS BUDGET_SECONDS [BACKEND]
+# The device tool brings back only a limited number of files: keep RUNS_DIR outside $OUT and name a PACK
+# file under $OUT; every run's result.json, metrics.jsonl and log go into that one archive at the end
+# (unpack it into RUNS_DIR to resume or aggregate).
+#   experiments/addition/run_many.sh PLAN RUNS_DIR JOBS BUDGET_SECONDS [BACKEND] [PACK.tar.gz]
 set -uo pipefail
-plan=$1; runs=$2; jobs=$3; budget=$4; backend=${5:-webgpu}
+plan=$1; runs=$2; jobs=$3; budget=$4; backend=${5:-webgpu}; pack=${6:-}
 mkdir -p "$runs"
 names=$(deno eval "import { makePlan, runName } from './experiments/addition/plan.ts';
 const p = makePlan('$plan');
@@ -26,3 +29,7 @@ for name in $names; do
    echo "$(date +%T) done $name rc=$rc") &
 done
 wait
+if [ -n "$pack" ]; then
+  tar -czf "$pack" -C "$runs" --exclude='*.safetensors' .
+  echo "packed $(find "$runs" -name result.json | wc -l) results into $pack"
+fi

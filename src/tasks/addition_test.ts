@@ -73,7 +73,10 @@ Deno.test("additionExample() gives answer digits their place value in the answer
     [-1, -1, -1, -1, -1, -1, -1, 2, 1, 0, -1],
   );
   // a carry makes the answer one digit longer than the operands: 95 + 7 = 102, msd "102" -> places 2 1 0
-  assert.deepEqual(Array.from(additionExample("95+7=102$", additionConfig({ format: "msd" })).places!).slice(5), [2, 1, 0, -1]);
+  assert.deepEqual(
+    Array.from(additionExample("95+7=102$", additionConfig({ format: "msd" })).places!).slice(5),
+    [2, 1, 0, -1],
+  );
   const task = createAdditionTask(additionConfig({ maxDigits: 4, format: "msd" }));
   const ex = task.sample(new DataRng(5), "train");
   const answer = task.decode(ex.tokens).split("=")[1].replace("$", "");

@@ -4,6 +4,7 @@
  * Backward ops accumulate into their gradients.
  */
 
+import { sigmoidF64x2 } from "./exp_f64x2";
 import { madd } from "./simd";
 
 function at(p: usize, i: i32): usize {
@@ -50,18 +51,54 @@ export function sumsq_f32(x: usize, n: i32): f64 {
   return s;
 }
 
-function sigmoid(x: f64): f64 {
-  return x >= 0 ? 1 / (1 + Math.exp(-x)) : Math.exp(x) / (1 + Math.exp(x));
+/** The logistic function in float64, without overflow: `e^x / (1 + e^x)` for negative `x` (one exp). */
+export function sigmoid(x: f64): f64 {
+  if (x >= 0) return 1 / (1 + Math.exp(-x));
+  const e = Math.exp(x);
+  return e / (1 + e);
 }
 
 function softplus(x: f64): f64 {
   return x > 20 ? x : (x < -20 ? Math.exp(x) : Math.log1p(Math.exp(x)));
 }
 
-/** `out = scale * f(x)`; kind 0 sigmoid, 1 softplus, 2 silu. */
+/** Two float32 values at `p` as float64 lanes. */
+// @ts-ignore: decorator
+
+function load2(p: usize): v128 {
+  return f64x2.promote_low_f32x4(v128.load64_zero(p));
+}
+
+/** Store both float64 lanes, rounded to float32, at `p`. */
+// @ts-ignore: decorator
+
+function store2(p: usize, v: v128): void {
+  v128.store64_lane(p, f32x4.demote_f64x2_zero(v), 0);
+}
+
+/** `p[0..1] += f32(v)`: each lane rounded to float32, then added in float32 (as the scalar code does). */
+// @ts-ignore: decorator
+
+function accumulate2(p: usize, v: v128): void {
+  v128.store64_lane(p, f32x4.add(v128.load64_zero(p), f32x4.demote_f64x2_zero(v)), 0);
+}
+
+/**
+ * `out = scale * f(x)`; kind 0 sigmoid, 1 softplus, 2 silu. Sigmoid and silu run two lanes at a time
+ * (exp_f64x2.ts), each lane computed exactly as the scalar tail computes it.
+ */
 export function act_forward_f32(kind: i32, out: usize, x: usize, scale: f32, n: i32): void {
   const s = <f64> scale;
-  for (let i = 0; i < n; i++) {
+  let i = 0;
+  if (kind != 1) {
+    const sv = f64x2.splat(s);
+    for (; i + 2 <= n; i += 2) {
+      const v = load2(at(x, i));
+      const sg = sigmoidF64x2(v);
+      store2(at(out, i), f64x2.mul(sv, kind == 0 ? sg : f64x2.mul(v, sg)));
+    }
+  }
+  for (; i < n; i++) {
     const v = <f64> load<f32>(at(x, i));
     let y: f64;
     if (kind == 0) y = sigmoid(v);
@@ -71,10 +108,22 @@ export function act_forward_f32(kind: i32, out: usize, x: usize, scale: f32, n: 
   }
 }
 
-/** `dx += dOut * scale * f'(x)`. */
+/** `dx += dOut * scale * f'(x)` (two lanes at a time, as act_forward_f32). */
 export function act_backward_f32(kind: i32, dx: usize, dOut: usize, x: usize, scale: f32, n: i32): void {
   const s = <f64> scale;
-  for (let i = 0; i < n; i++) {
+  const sv = f64x2.splat(s);
+  const one = f64x2.splat(1);
+  let i = 0;
+  for (; i + 2 <= n; i += 2) {
+    const v = load2(at(x, i));
+    const sg = sigmoidF64x2(v);
+    let d: v128;
+    if (kind == 0) d = f64x2.mul(sg, f64x2.sub(one, sg));
+    else if (kind == 1) d = sg;
+    else d = f64x2.mul(sg, f64x2.add(one, f64x2.mul(v, f64x2.sub(one, sg))));
+    accumulate2(at(dx, i), f64x2.mul(f64x2.mul(load2(at(dOut, i)), sv), d));
+  }
+  for (; i < n; i++) {
     const v = <f64> load<f32>(at(x, i));
     const sg = sigmoid(v);
     let d: f64;
@@ -85,15 +134,20 @@ export function act_backward_f32(kind: i32, dx: usize, dOut: usize, x: usize, sc
   }
 }
 
-/** `out = silu(gate) * up`. */
+/** `out = silu(gate) * up` (two lanes at a time, each as the scalar tail computes it). */
 export function swiglu_forward_f32(out: usize, gate: usize, up: usize, n: i32): void {
-  for (let i = 0; i < n; i++) {
+  let i = 0;
+  for (; i + 2 <= n; i += 2) {
+    const g = load2(at(gate, i));
+    store2(at(out, i), f64x2.mul(f64x2.mul(g, sigmoidF64x2(g)), load2(at(up, i))));
+  }
+  for (; i < n; i++) {
     const g = <f64> load<f32>(at(gate, i));
     store<f32>(at(out, i), <f32> (g * sigmoid(g) * <f64> load<f32>(at(up, i))));
   }
 }
 
-/** `dGate += dOut * up * silu'(gate)`, `dUp += dOut * silu(gate)`. */
+/** `dGate += dOut * up * silu'(gate)`, `dUp += dOut * silu(gate)` (two lanes at a time, as above). */
 export function swiglu_backward_f32(
   dGate: usize,
   dUp: usize,
@@ -102,7 +156,18 @@ export function swiglu_backward_f32(
   up: usize,
   n: i32,
 ): void {
-  for (let i = 0; i < n; i++) {
+  const one = f64x2.splat(1);
+  let i = 0;
+  for (; i + 2 <= n; i += 2) {
+    const g = load2(at(gate, i));
+    const u = load2(at(up, i));
+    const d = load2(at(dOut, i));
+    const sg = sigmoidF64x2(g);
+    const slope = f64x2.add(one, f64x2.mul(g, f64x2.sub(one, sg)));
+    accumulate2(at(dGate, i), f64x2.mul(f64x2.mul(f64x2.mul(d, u), sg), slope));
+    accumulate2(at(dUp, i), f64x2.mul(f64x2.mul(d, g), sg));
+  }
+  for (; i < n; i++) {
     const g = <f64> load<f32>(at(gate, i));
     const u = <f64> load<f32>(at(up, i));
     const d = <f64> load<f32>(at(dOut, i));

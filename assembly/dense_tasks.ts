@@ -60,8 +60,8 @@ function bandStart(i: i32, bands: i32, count: i32, align: i32): i32 {
   return min(count, i * per * align);
 }
 
-/** One task of a dense job: the op on band `task` of its items. `_scratch` is unused. */
-export function dense_task_f32(params: usize, task: i32, _scratch: usize): void {
+/** One task of a dense job: the op on band `task` of its items, with the thread's `scratch`. */
+export function dense_task_f32(params: usize, task: i32, scratch: usize): void {
   const op = <i32> ldd(params, D_OP);
   const bands = max(1, <i32> ldd(params, D_TASKS));
   const count = <i32> ldd(params, D_COUNT);
@@ -161,6 +161,7 @@ export function dense_task_f32(params: usize, task: i32, _scratch: usize): void 
       <i32> arg(params, 7),
       lo,
       hi,
+      scratch,
     );
   } else if (op == OP_SHORTCONV_BACKWARD) {
     shortconvBackwardChannels(
@@ -176,6 +177,7 @@ export function dense_task_f32(params: usize, task: i32, _scratch: usize): void 
       <i32> arg(params, 9),
       lo,
       hi,
+      scratch,
     );
   } else {
     unreachable();

@@ -5,7 +5,7 @@
  */
 
 import { sigmoidF64x2 } from "./exp_f64x2";
-import { madd } from "./simd";
+import { accumulate2, load2, madd, store2 } from "./simd";
 
 function at(p: usize, i: i32): usize {
   return p + (<usize> i << 2);
@@ -60,27 +60,6 @@ export function sigmoid(x: f64): f64 {
 
 function softplus(x: f64): f64 {
   return x > 20 ? x : (x < -20 ? Math.exp(x) : Math.log1p(Math.exp(x)));
-}
-
-/** Two float32 values at `p` as float64 lanes. */
-// @ts-ignore: decorator
-
-function load2(p: usize): v128 {
-  return f64x2.promote_low_f32x4(v128.load64_zero(p));
-}
-
-/** Store both float64 lanes, rounded to float32, at `p`. */
-// @ts-ignore: decorator
-
-function store2(p: usize, v: v128): void {
-  v128.store64_lane(p, f32x4.demote_f64x2_zero(v), 0);
-}
-
-/** `p[0..1] += f32(v)`: each lane rounded to float32, then added in float32 (as the scalar code does). */
-// @ts-ignore: decorator
-
-function accumulate2(p: usize, v: v128): void {
-  v128.store64_lane(p, f32x4.add(v128.load64_zero(p), f32x4.demote_f64x2_zero(v)), 0);
 }
 
 /**
@@ -197,7 +176,27 @@ export function adamw_f32(
 ): void {
   const c1 = 1 - Math.pow(b1, step);
   const c2 = 1 - Math.pow(b2, step);
-  for (let i = 0; i < n; i++) {
+  // two lanes at a time, each lane the scalar tail's arithmetic
+  const b1v = f64x2.splat(b1);
+  const b2v = f64x2.splat(b2);
+  const rest1 = f64x2.splat(1 - b1);
+  const rest2 = f64x2.splat(1 - b2);
+  const c1v = f64x2.splat(c1);
+  const c2v = f64x2.splat(c2);
+  const scale = f64x2.splat(gradScale);
+  let i = 0;
+  for (; i + 2 <= n; i += 2) {
+    const g = f64x2.mul(load2(at(grad, i)), scale);
+    const mi = f64x2.add(f64x2.mul(b1v, load2(at(m, i))), f64x2.mul(rest1, g));
+    const vi = f64x2.add(f64x2.mul(b2v, load2(at(v, i))), f64x2.mul(f64x2.mul(rest2, g), g));
+    store2(at(m, i), mi);
+    store2(at(v, i), vi);
+    const pi = load2(at(p, i));
+    const denominator = f64x2.add(f64x2.sqrt(f64x2.div(vi, c2v)), f64x2.splat(eps));
+    const update = f64x2.add(f64x2.div(f64x2.div(mi, c1v), denominator), f64x2.mul(f64x2.splat(wd), pi));
+    store2(at(p, i), f64x2.sub(pi, f64x2.mul(f64x2.splat(lr), update)));
+  }
+  for (; i < n; i++) {
     const g = <f64> load<f32>(at(grad, i)) * gradScale;
     const mi = b1 * <f64> load<f32>(at(m, i)) + (1 - b1) * g;
     const vi = b2 * <f64> load<f32>(at(v, i)) + (1 - b2) * g * g;

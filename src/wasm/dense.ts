@@ -218,16 +218,14 @@ export function wasmDenseOps(ctx: WasmContext): DenseOps {
       ctx.withHost(
         [starts],
         (ps) =>
-          jobs.run(DENSE_OP.SHORTCONV_FORWARD, C, 1, B * T * C * W * CONV_TAP_COST, [
-            po,
-            px,
-            pw,
-            ps,
-            B,
-            T,
+          jobs.run(
+            DENSE_OP.SHORTCONV_FORWARD,
             C,
-            W,
-          ]),
+            1,
+            B * T * C * W * CONV_TAP_COST,
+            [po, px, pw, ps, B, T, C, W],
+            ex.shortconvScratchBytes(C, W),
+          ),
       );
     },
 
@@ -247,14 +245,14 @@ export function wasmDenseOps(ctx: WasmContext): DenseOps {
       ctx.withHost(
         [starts],
         (ps) =>
-          jobs.run(DENSE_OP.SHORTCONV_BACKWARD, C, 1, B * T * C * W * 2 * CONV_TAP_COST, [
-            ...args,
-            ps,
-            B,
-            T,
+          jobs.run(
+            DENSE_OP.SHORTCONV_BACKWARD,
             C,
-            W,
-          ]),
+            1,
+            B * T * C * W * 2 * CONV_TAP_COST,
+            [...args, ps, B, T, C, W],
+            ex.shortconvScratchBytes(C, W),
+          ),
       );
     },
 

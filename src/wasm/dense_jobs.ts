@@ -36,9 +36,16 @@ export class DenseJobs {
   /**
    * Run `op` over `count` items in bands starting at multiples of `align` items; `work` estimates the
    * whole op's cost (in cheap element operations) and sets how many threads it gets; `args` fill the
-   * op's argument slots in order (assembly/dense_params.ts).
+   * op's argument slots in order (assembly/dense_params.ts); every thread gets `scratchBytes` of scratch.
    */
-  run(op: number, count: number, align: number, work: number, args: readonly number[]): void {
+  run(
+    op: number,
+    count: number,
+    align: number,
+    work: number,
+    args: readonly number[],
+    scratchBytes = 0,
+  ): void {
     if (args.length > DENSE_SLOT.SLOTS - DENSE_SLOT.ARGS) {
       throw new RangeError(`dense op ${op}: ${args.length} arguments do not fit the parameter block`);
     }
@@ -53,7 +60,7 @@ export class DenseJobs {
     f64[base + DENSE_SLOT.COUNT] = count;
     f64[base + DENSE_SLOT.ALIGN] = align;
     for (let i = 0; i < args.length; i++) f64[base + DENSE_SLOT.ARGS + i] = args[i];
-    pool.run("dense_task_f32", this.#params, tasks, 0);
+    pool.run("dense_task_f32", this.#params, tasks, scratchBytes);
   }
 
   /** Run an element-wise `op` over `n` floats costing `costPerElement` each. */

@@ -9,7 +9,9 @@
  * source, such as GPU timestamps, can sit beside it under its own `source`), per op and per shape of
  * the products and fast-weight calls, with the FLOPs counted from the shapes, the step time the ops do
  * not account for (batch packing, the metrics log, JS between calls), and the CPU time of each op and
- * of the whole step (all threads), which a shared machine disturbs less than wall time.
+ * of the whole step (all threads), which a shared machine disturbs less than wall time. It also times
+ * a 1024^3 GEMM on the same backend and threads right after the run (`gemmReference`) and gives the
+ * GEMM-bound rate (`gemmBound`: the step's product FLOPs at that rate, all else free).
  * `--threads N` sets the WASM backend's threads (default: every core).
  *
  * ```
@@ -23,6 +25,8 @@
  */
 
 import { parseArgs } from "node:util";
+import type { Backend } from "../src/rules/backend.ts";
+import { Rng } from "../src/testing/compare.ts";
 import { type BackendChoice, releaseBackend, selectBackend } from "../src/backend_select.ts";
 import { modelConfig } from "../src/model/config.ts";
 import type { MixerName } from "../src/model/types.ts";
@@ -89,6 +93,50 @@ function breakdown(profile: ProfileSnapshot, steps: number, stepMs: number, step
   };
 }
 
+/**
+ * The GEMM rate of `backend` on its threads right now: `out[n, n] = a b` at n = 1024, median wall and
+ * process-CPU milliseconds of 5 products after 200 ms of warm-up.
+ */
+async function gemmReference(backend: Backend, n = 1024) {
+  const rng = new Rng(1);
+  const a = backend.fromArray(rng.normals(n * n), [n, n]);
+  const b = backend.fromArray(rng.normals(n * n), [n, n]);
+  const c = backend.zeros([n, n]);
+  const once = async () => {
+    backend.matmul(c, a, b);
+    await backend.sync();
+  };
+  const warmUntil = performance.now() + 200;
+  do await once(); while (performance.now() < warmUntil);
+  const wall: number[] = [];
+  const cpu: number[] = [];
+  for (let r = 0; r < 5; r++) {
+    const [t0, c0] = [performance.now(), processCpuMs()];
+    await once();
+    wall.push(performance.now() - t0);
+    cpu.push(processCpuMs() - c0);
+  }
+  for (const t of [a, b, c]) backend.dispose(t);
+  const median = (xs: number[]) => xs.sort((x, y) => x - y)[2];
+  const flops = 2 * n ** 3;
+  return { n, gflops: flops / median(wall) / 1e6, cpuGflopsPerThreadSecond: flops / median(cpu) / 1e6 };
+}
+
+/**
+ * The GEMM-bound rate: the tokens/s of a step whose products (their FLOPs counted from the shapes)
+ * ran at the reference GEMM rate and everything else took no time; `actualOverBound` >= 0.5 means
+ * within 2x of it.
+ */
+function gemmBound(
+  tokensPerStep: number,
+  matmulGflopPerStep: number,
+  actual: number,
+  gemm: { gflops: number },
+) {
+  const tokensPerSecond = tokensPerStep / (matmulGflopPerStep / gemm.gflops);
+  return { tokensPerSecond, actualOverBound: actual / tokensPerSecond };
+}
+
 const results = [];
 for (const backendName of values.backends.split(",")) {
   const selected = await selectBackend(backendName as BackendChoice, {
@@ -134,6 +182,16 @@ for (const backendName of values.backends.split(",")) {
     // up to the last step's end; the final checkpoint is timed on its own
     const tokensPerStep = p.train.batchSize! * p.train.seqLen!;
     const steadySeconds = lastStepSeconds - warmupSeconds;
+    const tokensPerSecond = ((steps - warmup) * tokensPerStep) / steadySeconds;
+    const details = profile
+      ? breakdown(
+        profile,
+        steps - warmup,
+        (steadySeconds * 1e3) / (steps - warmup),
+        steadyCpuMs / (steps - warmup),
+      )
+      : undefined;
+    const gemm = details ? await gemmReference(selected) : undefined;
     const result = {
       backend: backend.name,
       preset: presetName,
@@ -143,18 +201,17 @@ for (const backendName of values.backends.split(",")) {
       seqLen: p.train.seqLen,
       steps,
       warmupSteps: warmup,
-      tokensPerSecond: ((steps - warmup) * tokensPerStep) / steadySeconds,
+      tokensPerSecond,
       tokensPerSecondIncludingWarmup: full.tokensPerSecond,
       finalCheckpointSeconds: full.elapsedSeconds - lastStepSeconds,
       peakRssMiB: Math.round(full.peakRssBytes / 2 ** 20),
-      ...(profile
+      ...(details && gemm
         ? {
-          breakdown: breakdown(
-            profile,
-            steps - warmup,
-            (steadySeconds * 1e3) / (steps - warmup),
-            steadyCpuMs / (steps - warmup),
-          ),
+          breakdown: {
+            ...details,
+            gemmReference: gemm,
+            gemmBound: gemmBound(tokensPerStep, details.matmulGflopPerStep, tokensPerSecond, gemm),
+          },
         }
         : {}),
     };

@@ -169,20 +169,18 @@ export function expF64x2(x: v128): v128 {
   // exp(x) = 2^(k/N) exp(r), x = k ln2/N + r, |r| <= ln2/2N
   const shift = f64x2.splat(SHIFT);
   let kd = f64x2.add(f64x2.mul(f64x2.splat(INV_LN2_N), x), shift);
-  const ki0 = <u64> i64x2.extract_lane(kd, 0);
-  const ki1 = <u64> i64x2.extract_lane(kd, 1);
+  const ki = kd; // the bits of kd before the shift comes off: k in the low bits
   kd = f64x2.sub(kd, shift);
   const r = f64x2.add(
     f64x2.add(x, f64x2.mul(kd, f64x2.splat(NEG_LN2_HI_N))),
     f64x2.mul(kd, f64x2.splat(NEG_LN2_LO_N)),
   );
-  // 2^(k/N) ~= scale (1 + tail)
-  const at0 = EXP_TABLE + (<usize> ((ki0 & 127) << 1) << 3);
-  const at1 = EXP_TABLE + (<usize> ((ki1 & 127) << 1) << 3);
-  const tail = f64x2.replace_lane(f64x2.splat(load<f64>(at0)), 1, load<f64>(at1));
-  const sbits0 = load<u64>(at0, 8) + (ki0 << 45);
-  const sbits1 = load<u64>(at1, 8) + (ki1 << 45);
-  const scale = i64x2.replace_lane(i64x2.splat(sbits0), 1, sbits1);
+  // 2^(k/N) ~= scale (1 + tail): table pair k mod N (16 bytes each), scale bits + (k << 45)
+  const offsets = i64x2.shl(v128.and(ki, i64x2.splat(127)), 4);
+  const at0 = EXP_TABLE + <usize> i64x2.extract_lane(offsets, 0);
+  const at1 = EXP_TABLE + <usize> i64x2.extract_lane(offsets, 1);
+  const tail = v128.load64_lane(at1, v128.load64_zero(at0), 1);
+  const scale = i64x2.add(v128.load64_lane(at1 + 8, v128.load64_zero(at0 + 8), 1), i64x2.shl(ki, 45));
   const r2 = f64x2.mul(r, r);
   // tail + r + r2 (C2 + r C3) + r2 r2 (C4 + r C5), left to right
   const p23 = f64x2.add(f64x2.splat(C2), f64x2.mul(r, f64x2.splat(C3)));

@@ -52,3 +52,11 @@ export const OP_RMSNORM_BACKWARD_WEIGHT: i32 = 12;
 export const OP_SHORTCONV_FORWARD: i32 = 13;
 /** Short convolution backward (accumulates); items: channels. Args: dx, dWeight, dOut, x, weight, starts, B, T, C, W. */
 export const OP_SHORTCONV_BACKWARD: i32 = 14;
+/** Embedding lookup `out[n] = table[ids[n]]`; items: rows. Args: out, table, ids (int32), D. */
+export const OP_EMBEDDING_FORWARD: i32 = 15;
+/** Embedding backward `dTable[ids[n]] += dOut[n]` (rows in order); items: columns. Args: dTable, dOut, ids, N, D. */
+export const OP_EMBEDDING_BACKWARD: i32 = 16;
+/** Cross-entropy forward; items: rows. Args: losses, logits, targets (int32), weights (float32), V. */
+export const OP_CROSS_ENTROPY_FORWARD: i32 = 17;
+/** Cross-entropy backward (accumulates); items: rows. Args: dLogits, logits, targets, weights, V. */
+export const OP_CROSS_ENTROPY_BACKWARD: i32 = 18;

@@ -1,6 +1,6 @@
 /**
  * `dense_task_f32`: the dense ops of the CPU backend (element-wise ops, AdamW, RMSNorm, the short
- * convolution) as thread-pool jobs. A job names one op and its arguments in a parameter block
+ * convolution, the embedding and the cross-entropy) as thread-pool jobs. A job names one op and its arguments in a parameter block
  * (layout: assembly/dense_params.ts) and cuts the op's items (elements, rows or channels) into bands;
  * task `t` runs the op on band `t`. Every band computes its items exactly as the whole op would (no sum
  * crosses a band), so results do not depend on the number of bands, and a one-band job is the op itself.
@@ -18,6 +18,10 @@ import {
   OP_ADD,
   OP_AXPY,
   OP_COPY,
+  OP_CROSS_ENTROPY_BACKWARD,
+  OP_CROSS_ENTROPY_FORWARD,
+  OP_EMBEDDING_BACKWARD,
+  OP_EMBEDDING_FORWARD,
   OP_FILL,
   OP_MUL,
   OP_RMSNORM_BACKWARD_INPUT,
@@ -40,6 +44,7 @@ import {
   swiglu_backward_f32,
   swiglu_forward_f32,
 } from "./elementwise";
+import { ce_backward_f32, ce_forward_f32 } from "./loss";
 import { rmsnormBackwardRows, rmsnormBackwardWeightColumns, rmsnormForwardRows } from "./norm";
 import { copyF, ldd } from "./simd";
 
@@ -178,6 +183,36 @@ export function dense_task_f32(params: usize, task: i32, scratch: usize): void {
       lo,
       hi,
       scratch,
+    );
+  } else if (op == OP_EMBEDDING_FORWARD) {
+    const D = <i32> arg(params, 3);
+    const table = <usize> arg(params, 1);
+    const ids = <usize> arg(params, 2);
+    for (let r = lo; r < hi; r++) {
+      const id = load<i32>(ids + (<usize> r << 2));
+      copyF(ptr(params, 0, r * D), table + (<usize> (id * D) << 2), D);
+    }
+  } else if (op == OP_EMBEDDING_BACKWARD) {
+    const N = <i32> arg(params, 3);
+    const D = <i32> arg(params, 4);
+    const dTable = <usize> arg(params, 0);
+    const ids = <usize> arg(params, 2);
+    for (let r = 0; r < N; r++) {
+      const id = load<i32>(ids + (<usize> r << 2));
+      axpy_f32(dTable + (<usize> (id * D + lo) << 2), ptr(params, 1, r * D + lo), 1, n);
+    }
+  } else if (op == OP_CROSS_ENTROPY_FORWARD) {
+    const V = <i32> arg(params, 4);
+    ce_forward_f32(ptr(params, 0, lo), ptr(params, 1, lo * V), ptr(params, 2, lo), ptr(params, 3, lo), n, V);
+  } else if (op == OP_CROSS_ENTROPY_BACKWARD) {
+    const V = <i32> arg(params, 4);
+    ce_backward_f32(
+      ptr(params, 0, lo * V),
+      ptr(params, 1, lo * V),
+      ptr(params, 2, lo),
+      ptr(params, 3, lo),
+      n,
+      V,
     );
   } else {
     unreachable();

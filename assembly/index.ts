@@ -11,9 +11,8 @@ export function heapBase(): usize {
 }
 
 export { gemm_f32, gemmScratchBytes } from "./gemm";
-export { axpy_f32, sumsq_f32 } from "./elementwise";
+export { sumsq_f32 } from "./elementwise";
 export { dense_task_f32 } from "./dense_tasks";
 export { shortconvScratchBytes } from "./conv";
 export { exp_f64x2_mismatches } from "./exp_f64x2";
-export { ce_backward_f32, ce_forward_f32 } from "./loss";
 export { attention_backward_f32, attention_forward_f32 } from "./attention";

@@ -1,10 +1,10 @@
 /**
  * The dense ops of the WASM backend (DenseOps of src/rules/backend.ts): argument checks on the
  * TypeScript side, the work in the kernels of assembly/. GEMM runs on the thread pool (row or
- * column bands: gemm_grid.ts), and so do the element-wise ops, AdamW, RMSNorm and the short
- * convolution (bands of elements, rows or channels: dense_jobs.ts) once they are large enough; the
- * embedding, the cross-entropy and the sum of squares (one float64 sum, in order) run on the calling
- * thread. No op allocates: the GEMM and dense jobs reuse one parameter block each. Backward ops
+ * column bands: gemm_grid.ts), and so do the element-wise ops, AdamW, RMSNorm, the short
+ * convolution, the embedding and the cross-entropy (bands of elements, rows, columns or channels:
+ * dense_jobs.ts) once they are large enough; the sum of squares (one float64 sum, in order) and the
+ * attention baseline run on the calling thread. No op allocates: the GEMM and dense jobs reuse one parameter block each. Backward ops
  * accumulate into their gradients.
  *
  * @module
@@ -12,7 +12,7 @@
 
 import type { Activation, AdamWParams, DenseOps, MatmulOptions, Tensor } from "../rules/backend.ts";
 import type { WasmContext } from "./context.ts";
-import { DENSE_OP, DenseJobs } from "./dense_jobs.ts";
+import { DENSE_OP, DenseJobs, ELEMENT_ALIGN } from "./dense_jobs.ts";
 import { gemmGrid } from "./gemm_grid.ts";
 
 const ACTIVATION_ID: Record<Activation, number> = { sigmoid: 0, softplus: 1, silu: 2 };
@@ -108,10 +108,12 @@ export function wasmDenseOps(ctx: WasmContext): DenseOps {
       const V = rowsOf("embeddingForward table", table, D);
       ctx.expectSize(out, ids.length * D, "embeddingForward out");
       checkIds("embeddingForward", ids, V);
-      const f32 = ctx.heap.f32;
-      const po = ctx.ptr(out, "out") >>> 2;
-      const pt = ctx.ptr(table, "table") >>> 2;
-      for (let n = 0; n < ids.length; n++) f32.copyWithin(po + n * D, pt + ids[n] * D, pt + ids[n] * D + D);
+      const po = ctx.ptr(out, "out");
+      const pt = ctx.ptr(table, "table");
+      ctx.withHost(
+        [ids],
+        (pi) => jobs.run(DENSE_OP.EMBEDDING_FORWARD, ids.length, 1, ids.length * D, [po, pt, pi, D]),
+      );
     },
 
     embeddingBackward(dTable: Tensor, dOut: Tensor, ids: Int32Array) {
@@ -121,7 +123,11 @@ export function wasmDenseOps(ctx: WasmContext): DenseOps {
       checkIds("embeddingBackward", ids, V);
       const pt = ctx.ptr(dTable, "dTable");
       const po = ctx.ptr(dOut, "dOut");
-      for (let n = 0; n < ids.length; n++) ex.axpy_f32(pt + ids[n] * D * 4, po + n * D * 4, 1, D);
+      const N = ids.length;
+      ctx.withHost(
+        [ids],
+        (pi) => jobs.run(DENSE_OP.EMBEDDING_BACKWARD, D, ELEMENT_ALIGN, N * D, [pt, po, pi, N, D]),
+      );
     },
 
     rmsNormForward(out: Tensor, rstd: Tensor, x: Tensor, weight: Tensor | null, eps: number) {
@@ -266,9 +272,10 @@ export function wasmDenseOps(ctx: WasmContext): DenseOps {
         );
       }
       checkIds("crossEntropyForward targets", targets, V);
+      const args = [ctx.ptr(losses, "losses"), ctx.ptr(logits, "logits")];
       ctx.withHost(
         [targets, weights],
-        (pt, pw) => ex.ce_forward_f32(ctx.ptr(losses, "losses"), ctx.ptr(logits, "logits"), pt, pw, N, V),
+        (pt, pw) => jobs.run(DENSE_OP.CROSS_ENTROPY_FORWARD, N, 1, N * V * EXP_COST, [...args, pt, pw, V]),
       );
     },
 
@@ -282,7 +289,11 @@ export function wasmDenseOps(ctx: WasmContext): DenseOps {
         );
       }
       checkIds("crossEntropyBackward targets", targets, V);
-      ctx.withHost([targets, weights], (pt, pw) => ex.ce_backward_f32(pd, pl, pt, pw, N, V));
+      ctx.withHost(
+        [targets, weights],
+        (pt, pw) =>
+          jobs.run(DENSE_OP.CROSS_ENTROPY_BACKWARD, N, 1, N * V * 2 * EXP_COST, [pd, pl, pt, pw, V]),
+      );
     },
 
     attentionForward(out, lse, q, k, v, ropeBase, starts) {

@@ -2,7 +2,8 @@
  * The dense ops as thread-pool jobs (dense_jobs.ts, assembly/dense_tasks.ts) and their two-lane
  * float64 kernels (assembly/exp_f64x2.ts):
  * - every job op gives bit-identical results on 1, 2 and 4 threads at sizes that cut into bands
- *   (odd lengths, odd channel counts, bands that start on odd channels), with sequence starts;
+ *   (odd lengths, odd channel counts, bands that start on odd channels), with sequence starts, repeated
+ *   embedding ids and cross-entropy rows of weight 0;
  * - the two-lane float64 `exp` and sigmoid give exactly the bits of the scalar `Math.exp` and sigmoid,
  *   in both builds, over inputs that reach every branch of `exp`: signed zeros, tiny and huge
  *   magnitudes, infinities, NaN;
@@ -103,6 +104,24 @@ async function runOps(be: WasmBackend): Promise<Map<string, Float32Array>> {
   await keep("shortConvBackward dWeight", cdw);
   be.shortConvForward(cy, cx, cw);
   await keep("shortConvForward (no starts)", cy);
+
+  const [rows, V, E] = [2001, 13, 67]; // repeated ids: the backward's rows must add up in order
+  const ids = Int32Array.from({ length: rows }, (_, i) => (i * 7 + (i >> 3)) % V);
+  const table = t([V, E]);
+  const embedded = t([rows, E]);
+  be.embeddingForward(embedded, table, ids);
+  await keep("embeddingForward", embedded);
+  be.embeddingBackward(table, t([rows, E]), ids);
+  await keep("embeddingBackward", table);
+  const logits = t([rows, V], 3);
+  const targets = Int32Array.from({ length: rows }, (_, i) => (i * 5) % V);
+  const weights = Float32Array.from({ length: rows }, (_, i) => (i % 9 === 0 ? 0 : 1 + (i % 3)));
+  const losses = t([rows]);
+  be.crossEntropyForward(losses, logits, targets, weights);
+  await keep("crossEntropyForward", losses);
+  const dLogits = t([rows, V]);
+  be.crossEntropyBackward(dLogits, logits, targets, weights);
+  await keep("crossEntropyBackward", dLogits);
   return out;
 }
 

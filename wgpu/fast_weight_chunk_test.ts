@@ -19,6 +19,15 @@ import { chunkWorkspaceBytes } from "./fast_weight_chunk.ts";
 import { gpuTest } from "./_test_util.ts";
 
 const ref = createRefBackend();
+/**
+ * `FALCON_TEST_LEVEL=full` (the GPU machine) runs every case below; the default level keeps every code
+ * path with fewer kernel shapes, since each new shape compiles slowly on a software adapter: C = 1 and 5
+ * (C = 16 > T at the first shape is the single partial chunk that T = 37, C = 16 also has), the carry and
+ * parallel cases under prefix alignment (lastKey carried) and T = 37 under same-step, the clamp cases
+ * against the reference under prefix alignment without the recurrent kernel (tested in
+ * fast_weight_test.ts).
+ */
+const FULL = Deno.env.get("FALCON_TEST_LEVEL") === "full";
 const FWD = 1e-5;
 const GRAD = 1e-4;
 const GRAD_NAMES = ["dq", "dk", "dv", "dbeta", "dlambdabar", "ds0", "dCarryState"] as const;
@@ -118,11 +127,11 @@ const SHAPE = { B: 2, T: 13, H: 2, dk: 5, dv: 3 };
 
 for (const rule of CHUNK_RULES) {
   gpuTest(
-    `webgpu chunk kernels of ${rule} match the reference and the recurrent kernel: C = 1, 5, 16, packed starts, S0`,
+    `webgpu chunk kernels of ${rule} match the reference: C = 1 and 5 (and 16 at the full level), packed starts, S0`,
     async (gpu) => {
       for (const alignment of ALIGNMENTS) {
         const config = ruleConfig(rule, { alignment });
-        for (const C of [1, 5, 16]) {
+        for (const C of FULL ? [1, 5, 16] : [1, 5]) {
           const spec = { ...SHAPE, seed: 21 + C, packed: true, s0: true };
           await compareChunk(
             gpu,
@@ -143,14 +152,18 @@ for (const rule of CHUNK_RULES) {
         const config = ruleConfig(rule, { alignment });
         const label = `${rule}/${alignment}`;
         const carried = { ...SHAPE, T: 17, seed: 31, packed: true, s0: true };
-        await compareChunk(gpu, config, carried, { form: "chunk", chunkSize: 3 }, `${label} carry C=3`, {
-          from: 6,
-        });
-        await compareChunk(gpu, config, carried, { form: "parallel" }, `${label} parallel carry`, {
-          from: 6,
-        });
+        if (FULL || alignment === "prefix") {
+          await compareChunk(gpu, config, carried, { form: "chunk", chunkSize: 3 }, `${label} carry C=3`, {
+            from: 6,
+          });
+          await compareChunk(gpu, config, carried, { form: "parallel" }, `${label} parallel carry`, {
+            from: 6,
+          });
+        }
         const wide = { B: 1, T: 37, H: 2, dk: 7, dv: 9, seed: 32, packed: true };
-        await compareChunk(gpu, config, wide, { form: "chunk", chunkSize: 16 }, `${label} T=37 C=16`);
+        if (FULL || alignment === "same-step") {
+          await compareChunk(gpu, config, wide, { form: "chunk", chunkSize: 16 }, `${label} T=37 C=16`);
+        }
       }
     },
   );
@@ -206,7 +219,7 @@ for (const rule of ["falcon1a", "falcon3a", "falcon1", "falcon2", "falcon2a", "f
   gpuTest(
     `webgpu chunk kernels of ${rule} stay finite and match with the clamp binding at every step`,
     async (gpu) => {
-      for (const alignment of ALIGNMENTS) {
+      for (const alignment of FULL ? ALIGNMENTS : (["prefix"] as const)) {
         const config = ruleConfig(rule, { alignment });
         const label = `${rule}/${alignment} clamped`;
         const spec = {
@@ -231,7 +244,7 @@ for (const rule of ["falcon1a", "falcon3a", "falcon1", "falcon2", "falcon2a", "f
         }
         if (!isFalconRule(rule)) throw new Error("unreachable");
         await compareChunk(gpu, config, spec, { form: "chunk", chunkSize: 16 }, `${label} C=16`, {
-          recurrent: true,
+          recurrent: FULL,
         });
       }
     },

@@ -56,12 +56,17 @@ export const PARITY_TOLERANCE = { forward: 1e-5, backward: 1e-4 } as const;
 
 /**
  * The cases of the suite. `small` keeps shapes tiny (software GPU adapters in CI); `full` adds the
- * SPEC section 4 shape (`T = 1024`, `d_k = d_v = 64`).
+ * SPEC section 4 shape (`T = 1024`, `d_k = d_v = 64`). With `oneKernelShape` (a backend whose kernels
+ * are compiled per head size and chunk size, slowly, on a software adapter) every small case of a
+ * rule uses `d_k = 7, d_v = 5, C = 16`, so its three cases (packed starts with S0, a split call with a
+ * carry, the clamp at every step) share one set of kernels; `full` keeps the varied sizes.
  */
 export function fastWeightCases(
   level: "small" | "full" = "small",
   forms: readonly Form[] = ["chunk"],
+  oneKernelShape = false,
 ): FastWeightCase[] {
+  const uniform = oneKernelShape && level === "small";
   const cases: FastWeightCase[] = [];
   let seed = 1;
   for (const rule of RULES) {
@@ -88,8 +93,28 @@ export function fastWeightCases(
           s0: true,
           seed: seed++,
         });
-        cases.push({ ...base, chunkSize: 8, B: 1, T: 19, dk: 6, dv: 9, split: true, seed: seed++ });
-        cases.push({ ...base, chunkSize: 16, B: 1, T: 33, dk: 5, dv: 3, clampEveryStep: true, seed: seed++ });
+        const [splitC, splitDk, splitDv] = uniform ? [16, 7, 5] : [8, 6, 9];
+        const [clampDk, clampDv] = uniform ? [7, 5] : [5, 3];
+        cases.push({
+          ...base,
+          chunkSize: splitC,
+          B: 1,
+          T: 19,
+          dk: splitDk,
+          dv: splitDv,
+          split: true,
+          seed: seed++,
+        });
+        cases.push({
+          ...base,
+          chunkSize: 16,
+          B: 1,
+          T: 33,
+          dk: clampDk,
+          dv: clampDv,
+          clampEveryStep: true,
+          seed: seed++,
+        });
         if (level === "full") {
           cases.push({ ...base, chunkSize: 64, B: 1, H: 1, T: 1024, dk: 64, dv: 64, seed: seed++ });
         }
@@ -277,10 +302,15 @@ export function assertParity(c: FastWeightCase, results: ParityResult[]): void {
   }
 }
 
-/** The parity level asked for by the environment: `FALCON_PARITY_LEVEL=full` adds the SPEC section 4 shape. */
+/**
+ * The parity level asked for by the environment: `FALCON_TEST_LEVEL=full` (or the older
+ * `FALCON_PARITY_LEVEL=full`) adds the SPEC section 4 shape and the varied small sizes.
+ */
 export function parityLevelFromEnv(): "small" | "full" {
   try {
-    return Deno.env.get("FALCON_PARITY_LEVEL") === "full" ? "full" : "small";
+    return Deno.env.get("FALCON_TEST_LEVEL") === "full" || Deno.env.get("FALCON_PARITY_LEVEL") === "full"
+      ? "full"
+      : "small";
   } catch {
     return "small"; // no --allow-env: the small level
   }
@@ -297,6 +327,8 @@ export async function registerFastWeightParity(
     level?: "small" | "full";
     forms?: readonly Form[];
     close?: (backend: Backend) => void | Promise<void>;
+    /** Small cases share one kernel shape per rule (see {@linkcode fastWeightCases}). */
+    oneKernelShape?: boolean;
   } = {},
 ): Promise<void> {
   const backend = await makeBackend();
@@ -316,7 +348,7 @@ export async function registerFastWeightParity(
     sanitizeOps: false,
     async fn(t) {
       try {
-        for (const c of fastWeightCases(level, options.forms)) {
+        for (const c of fastWeightCases(level, options.forms, options.oneKernelShape)) {
           await t.step(caseLabel(c), async () => assertParity(c, await runFastWeightCase(backend, c, ref)));
         }
       } finally {

@@ -42,6 +42,8 @@ export interface ExperimentInfo {
   readonly wallSeconds: number;
   /** Runs whose stored result this call reused instead of training (from an earlier, interrupted call). */
   readonly reusedRuns?: number;
+  /** Runs of the plan with no result yet (a page written with `--stored-only` before the plan finished). */
+  readonly missingRuns?: readonly string[];
   /** Every training run. */
   readonly runs: readonly RunRecord[];
   /** File name of the plot, relative to the page. */
@@ -99,6 +101,13 @@ export function renderMarkdown(info: ExperimentInfo, summaries: readonly Variant
           `runs were reused from an earlier call; each run's own training time is in the table below)`
         : `total wall time: ${duration(info.wallSeconds)}`),
   );
+  if (info.missingRuns && info.missingRuns.length > 0) {
+    lines.push(
+      `- **Partial:** ${info.missingRuns.length} of the plan's ${
+        info.runs.length + info.missingRuns.length
+      } runs have no result yet (${info.missingRuns.join(", ")}); the summary covers the runs below only.`,
+    );
+  }
   lines.push(
     `- Model (every variant): ${m.layers} layers, width ${m.dModel}, ${m.heads} heads, chunk ${m.chunkSize}` +
       (m.ffnHidden ? `, MLP ${m.ffnHidden}` : "") + "; SPEC section 7 defaults otherwise.",

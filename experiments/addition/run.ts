@@ -4,7 +4,7 @@
  * ```
  * deno task experiment:addition [--backend auto|ref|wasm|webgpu] [--steps N] [--seeds N] [--samples N]
  *                               [--plan full|lab|smoke] [--smoke] [--runs DIR] [--out DIR]
- *                               [--jobs N] [--no-plot]
+ *                               [--jobs N] [--no-plot] [--stored-only]
  * deno task experiment:addition --replot docs/results/addition.json
  * ```
  *
@@ -21,7 +21,9 @@
  * resumes). `--jobs N` runs N runs at once in child processes (`run_one.ts`), each with
  * `cores / N` WASM threads: on many cores this beats one run on all of them, since small models
  * do not scale over threads. `--no-plot` skips the SVG (for machines without the npm plotting
- * packages); `--replot` renders it later from the JSON.
+ * packages); `--replot` renders it later from the JSON. `--stored-only` trains nothing: it writes
+ * the page from the results already stored (runs trained elsewhere, e.g. by `run_many.sh` on the GPU
+ * machine) and names the runs still missing on the page.
  *
  * @module
  */
@@ -49,6 +51,8 @@ export interface DriverOptions {
   readonly jobs: number;
   /** Render the SVG plot (needs the npm plotting packages; `--no-plot` skips it, `--replot` adds it later). */
   readonly plot: boolean;
+  /** Train nothing: summarise only the runs with a stored result and name the missing ones. */
+  readonly storedOnly: boolean;
 }
 
 function intOption(name: string, value: string | undefined): number | undefined {
@@ -74,6 +78,7 @@ export function parseDriverArgs(args: string[]): DriverOptions {
       out: { type: "string", default: "docs/results" },
       jobs: { type: "string", default: "1" },
       "no-plot": { type: "boolean", default: false },
+      "stored-only": { type: "boolean", default: false },
     },
     strict: true,
     allowPositionals: false,
@@ -93,6 +98,7 @@ export function parseDriverArgs(args: string[]): DriverOptions {
     outDir: values.out,
     jobs: intOption("jobs", values.jobs) ?? 1,
     plot: !values["no-plot"],
+    storedOnly: values["stored-only"],
   };
 }
 
@@ -214,7 +220,21 @@ export async function runExperiment(
   const { plan } = options;
   const started = performance.now();
   const date = new Date();
-  const work = plan.variants.flatMap((variant) => plan.seeds.map((seed) => ({ variant, seed })));
+  const planned = plan.variants.flatMap((variant) => plan.seeds.map((seed) => ({ variant, seed })));
+  const missingRuns: string[] = [];
+  const work = options.storedOnly ? [] as typeof planned : planned;
+  if (options.storedOnly) {
+    for (const run of planned) {
+      if (await storedResult(options.runsDir, plan, run.variant, run.seed)) work.push(run);
+      else missingRuns.push(runName(run.variant, run.seed));
+    }
+    if (work.length === 0) {
+      throw new RangeError(`--stored-only: no stored result of plan ${plan.name} in ${options.runsDir}`);
+    }
+    if (missingRuns.length > 0) {
+      log(`--stored-only: ${missingRuns.length} runs have no result yet: ${missingRuns.join(", ")}`);
+    }
+  }
   const cores = navigator.hardwareConcurrency ?? 1;
   const threads = options.jobs > 1 ? Math.max(1, Math.floor(cores / options.jobs)) : undefined;
   let done = 0;
@@ -259,6 +279,7 @@ export async function runExperiment(
     plan,
     wallSeconds: (performance.now() - started) / 1000,
     reusedRuns: reused,
+    missingRuns,
     runs: results.map((r) => r.record),
     plotFile: `${base}.svg`,
     jsonFile: `${base}.json`,

@@ -7,11 +7,11 @@
  * through the q/k normalisation backward.
  * Kernels by form:
  * - `chunk` and `parallel` of every rule: the chunk-parallel kernels (SPEC section 4) of
- *   `shaders/fast_weight_chunk.ts` for the additive rules (falcon1a, falcon3a, linear, retnet,
+ *   `shaders/fast_weight_chunk_additive.ts` for the additive rules (falcon1a, falcon3a, linear, retnet,
  *   mamba2), `shaders/fast_weight_chunk_delta.ts` for the delta rules (falcon1, deltanet,
- *   gated_deltanet: the `(I + A)^-1` solve), `shaders/fast_weight_chunk_column.ts` for the
+ *   gated_deltanet: the `(I + A)^-1` solve), `shaders/fast_weight_chunk_per_column.ts` for the
  *   per-column rules (falcon2, falcon2a: one sub-problem per value column) and
- *   `shaders/fast_weight_chunk_window_reg.ts` for falcon3 (the solve over `W` instance rows per
+ *   `shaders/fast_weight_chunk_window_delta.ts` for falcon3 (the solve over `W` instance rows per
  *   step), in chunks of `chunkSize` positions (default 64; `parallel` runs the same kernels);
  * - `recurrent`: the recurrent kernels of `shaders/fast_weight_recurrent.ts`, one workgroup per
  *   `(b, h)`; `chunkSize` is then the checkpoint interval of the backward pass.
@@ -36,7 +36,7 @@ import { type GpuRuntime, grid } from "./runtime.ts";
 import { gpuBuffer, type GpuTensor } from "./tensor.ts";
 import { chunkWorkspaceBytes, createChunkKernels } from "./fast_weight_chunk.ts";
 import { batchSlicedOps, type SliceRows } from "./fast_weight_slices.ts";
-import { isChunkRule } from "./shaders/fast_weight_chunk.ts";
+import { isChunkRule } from "./shaders/chunk_wgsl.ts";
 import type { HeadConstants } from "./shaders/fast_weight_coef.ts";
 import {
   gatherRowsShader,

@@ -26,26 +26,21 @@ import type {
 } from "../rules/backend.ts";
 import {
   type Form,
-  FORMS,
   isPerColumnRule,
   retnetDecay,
   type RuleConfig,
   wasmRuleId,
 } from "../rules/config.ts";
-import { fastWeightDims } from "../rules/reference/fast_weight.ts";
+import { chunkSizeOf as validChunkSize, fastWeightDims, formOf } from "../rules/validate.ts";
 import { FW_PARAM } from "./_generated_wasm.ts";
 import type { WasmContext } from "./context.ts";
 
 const QK_NORM_ID = { rms: 0, l2: 1, none: 2 } as const;
 
+/** The chunk size of a call, after checking its form and chunk size (src/rules/validate.ts). */
 function chunkSizeOf(options: FormOptions): number {
-  const c = options.chunkSize ?? 64;
-  if (!Number.isInteger(c) || c < 1) throw new RangeError(`chunkSize must be an integer >= 1, got ${c}`);
-  const form = options.form ?? "recurrent";
-  if (!(FORMS as readonly string[]).includes(form)) {
-    throw new RangeError(`unknown form "${form}"; expected ${FORMS.join(", ")}`);
-  }
-  return c;
+  formOf(options);
+  return validChunkSize(options);
 }
 
 /** Whether a call runs the chunk-parallel kernel: a chunked form (`chunk` or `parallel`), any rule. */

@@ -85,7 +85,7 @@ export type WriteKind = "additive" | "delta";
 export type StreamKind = "step-gate" | "unit-gate" | "dt" | "ridge" | "none";
 
 /** The q/k normalisations (SPEC section 1), repeated from `config.ts` to keep this file a leaf. */
-type QkNormName = "rms" | "l2" | "none";
+export type QkNormName = "rms" | "l2" | "none";
 
 /** One rule, stated once. */
 export interface RuleEntry {
@@ -256,6 +256,8 @@ export class UnknownRuleError extends RangeError {
   /** Always `UnknownRuleError`. */
   override name = "UnknownRuleError";
   /**
+   * An error naming `value` and where it was received, listing the catalog's rules.
+   *
    * @param value the name that is not in the catalog
    * @param where the field or call that received it (e.g. `rule`, `--rules`, `vector.rule`)
    */

@@ -5,32 +5,7 @@
  * @module
  */
 
-export {
-  type BaselineRuleName,
-  CATALOG,
-  catalogTable,
-  type FalconRuleName,
-  FAMILY_FILES,
-  type FamilyFiles,
-  isDeltaRule,
-  isFalconRule,
-  isPerColumnRule,
-  isRuleName,
-  isWindowRule,
-  RULE_FAMILIES,
-  type RuleEntry,
-  ruleEntry,
-  type RuleFamily,
-  ruleFamily,
-  type RuleName,
-  ruleName,
-  RULES,
-  rulesOfFamily,
-  UnknownRuleError,
-  wasmRuleId,
-  type WriteStatistic,
-  writeStatistic,
-} from "./catalog.ts";
+export * from "./catalog.ts";
 import { ruleEntry, type RuleName } from "./catalog.ts";
 
 /** Which pair is written at step t (SPEC section 2). */

@@ -24,13 +24,7 @@ import type {
   FormOptions,
   Tensor,
 } from "../rules/backend.ts";
-import {
-  type Form,
-  isPerColumnRule,
-  retnetDecay,
-  type RuleConfig,
-  wasmRuleId,
-} from "../rules/config.ts";
+import { type Form, isPerColumnRule, retnetDecay, type RuleConfig, wasmRuleId } from "../rules/config.ts";
 import { chunkSizeOf as validChunkSize, fastWeightDims, formOf } from "../rules/validate.ts";
 import { FW_PARAM } from "./_generated_wasm.ts";
 import type { WasmContext } from "./context.ts";

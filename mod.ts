@@ -47,7 +47,7 @@ export {
   type GpuMatmulChoice,
   selectBackend,
   type SelectBackendOptions,
-} from "./src/backend_select.ts";
+} from "./backend_select.ts";
 export { InputError } from "./src/errors.ts";
 
 // the model

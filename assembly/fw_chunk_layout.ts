@@ -1,7 +1,7 @@
 /**
  * Work area of the chunk-parallel form (fw_chunk.ts) inside a thread's scratch: byte offsets relative
  * to its start, for chunks of at most `C` positions (shapes in the comments; `C` rows, `Dk`/`Dv` wide).
- * The per-column rules (falcon2/falcon2a, fw_chunk_column.ts) run their `C x C` work one value column
+ * The per-column rules (falcon2/falcon2a, fw_chunk_per_column.ts) run their `C x C` work one value column
  * at a time: W_W, W_DW, W_DR then hold one column (`[C, 1]`), and the arrays after W_V the rest.
  */
 
@@ -64,7 +64,7 @@ export let W_DOC: usize = 0; // [C, Dv] diag(c) dO of every column
 export let W_DRF: usize = 0; // [C, Dv] -diag(a cp) dR of every column
 export let W_DKQX: usize = 0; // [C, C] dKqx summed over the columns
 export let W_DKXX: usize = 0; // [C, C] dKxx summed over the columns
-// window rule falcon3a (fw_chunk_window.ts): the segment's pairs, P = C + B - 1 of them at most
+// window rule falcon3a (fw_chunk_window_additive.ts): the segment's pairs, P = C + B - 1 of them at most
 export let W_WS: usize = 0; // f64 [8, C] per position: gamma, g, stat, lam, den, eta, clamped, noop
 export let W_WI: usize = 0; // i32 [2, C] per position: first pair of the window, window size
 export let W_PX: usize = 0; // [P, Dk] pair features
@@ -80,7 +80,7 @@ export let W_PDX: usize = 0; // [P, Dk] pair feature gradients
 export let W_PDY: usize = 0; // [P, Dv] pair target gradients
 export let W_PP: usize = 0; // [P, Dv] X dS_e, then M[e, :] ⊙ Y
 export let W_PR: usize = 0; // f32 [P] running dM row of the reverse recursion
-// regression window rule falcon3 (fw_chunk_window_reg.ts): R = C * B instance rows (only when asked for)
+// regression window rule falcon3 (fw_chunk_window_delta.ts): R = C * B instance rows (only when asked for)
 export let W_RS: usize = 0; // i32 [R] step of each instance row
 export let W_RP: usize = 0; // i32 [R] pair of each instance row
 export let W_RB: usize = 0; // i32 [C + 1] first instance row of each step

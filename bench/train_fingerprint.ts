@@ -15,7 +15,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { type BackendChoice, releaseBackend, selectBackend } from "../src/backend_select.ts";
+import { type BackendChoice, releaseBackend, selectBackend } from "../backend_select.ts";
 import { modelConfig } from "../src/model/config.ts";
 import type { MixerName } from "../src/model/types.ts";
 import { ADDITION_VOCAB_SIZE, additionConfig } from "../src/tasks/mod.ts";

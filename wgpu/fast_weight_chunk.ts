@@ -1,7 +1,7 @@
 /**
- * Driver of the chunk-parallel fast-weight kernels (`shaders/fast_weight_chunk.ts` for the additive
- * rules, `shaders/fast_weight_chunk_delta.ts` for the delta rules, `shaders/fast_weight_chunk_column.ts`
- * for the per-column rules, `shaders/fast_weight_chunk_window_reg.ts` for falcon3, whose delta-rule
+ * Driver of the chunk-parallel fast-weight kernels (`shaders/fast_weight_chunk_additive.ts` for the additive
+ * rules, `shaders/fast_weight_chunk_delta.ts` for the delta rules, `shaders/fast_weight_chunk_per_column.ts`
+ * for the per-column rules, `shaders/fast_weight_chunk_window_delta.ts` for falcon3, whose delta-rule
  * sections hold `W` instance rows per step): picks the tile sizes, lays out the chunk workspace and
  * records the passes. The q/k
  * normalisation into the head-major workspace, the carry gather and the gradient scatter stay in
@@ -28,19 +28,19 @@ import {
   chunkBindings,
   chunkKey,
   type ChunkPass,
-  chunkShader,
   type ChunkShape,
   chunkSharedFloats,
   type ChunkUniformField,
   chunkWork,
   COLUMN_UNIFORM_FIELDS,
-  isColumnChunkRule,
   isDeltaChunkRule,
+  isPerColumnChunkRule,
   isSolveChunkRule,
-  isWindowRegChunkRule,
-} from "./shaders/fast_weight_chunk.ts";
-import { WINDOW_TILE_ROWS } from "./shaders/chunk_wgsl.ts";
-import { COLUMN_BACKWARD, COLUMN_FORWARD } from "./shaders/fast_weight_chunk_column.ts";
+  isWindowDeltaChunkRule,
+  WINDOW_TILE_ROWS,
+} from "./shaders/chunk_wgsl.ts";
+import { chunkShader } from "./shaders/fast_weight_chunk_shader.ts";
+import { PER_COLUMN_BACKWARD, PER_COLUMN_FORWARD } from "./shaders/fast_weight_chunk_per_column.ts";
 import { statKind } from "./shaders/fast_weight_coef.ts";
 import { windowSlots } from "./shaders/fast_weight_recurrent.ts";
 
@@ -89,7 +89,7 @@ export function chunkShape(config: RuleConfig, d: ChunkDims, C: number, sharedBy
     for (let r = 16; r >= 1; r >>= 1) if (r <= max && floats(r)[key] <= limit) return r;
     throw tooBig();
   };
-  const wreg = isWindowRegChunkRule(config);
+  const wreg = isWindowDeltaChunkRule(config);
   const cols = wreg ? C : C + pad; // falcon3 tiles steps, the others pair columns
   // falcon3's wcols and wpairs take about WINDOW_TILE_ROWS instance rows (W per step): more rows would
   // only grow their workgroup arrays (fewer workgroups in flight), not the reuse of a value read
@@ -152,10 +152,10 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
   const S = d.dk * d.dv;
   const delta = isSolveChunkRule(config) ? 1 : 0;
   // instance rows per step: W for falcon3 (one per window pair), 1 for the delta rules
-  const wreg = isWindowRegChunkRule(config) ? 1 : 0;
+  const wreg = isWindowDeltaChunkRule(config) ? 1 : 0;
   const ni = pad + 1;
   const rows = wreg ? ni : 1;
-  const column = isColumnChunkRule(config);
+  const column = isPerColumnChunkRule(config);
   const col = column ? 1 : 0;
   const TV = BH * d.T * d.dv;
   const CC = BH * nck * C * C;
@@ -253,8 +253,8 @@ export interface GradOffsets {
 
 /** The forward passes of a rule, in dispatch order. */
 function forwardPasses(config: RuleConfig): readonly ChunkPass[] {
-  if (isColumnChunkRule(config)) return COLUMN_FORWARD;
-  if (isWindowRegChunkRule(config)) return ["coef", "wgram", "wsolve", "wtrans", "dscan", "wwfix", "wout"];
+  if (isPerColumnChunkRule(config)) return PER_COLUMN_FORWARD;
+  if (isWindowDeltaChunkRule(config)) return ["coef", "wgram", "wsolve", "wtrans", "dscan", "wwfix", "wout"];
   return isDeltaChunkRule(config)
     ? ["coef", "amat", "solve", "trans", "dscan", "wfix", "out"]
     : ["coef", "local", "scan", "out"];
@@ -262,8 +262,8 @@ function forwardPasses(config: RuleConfig): readonly ChunkPass[] {
 
 /** The backward passes of a rule (recomputing the forward states first), in dispatch order. */
 function backwardPasses(config: RuleConfig): readonly ChunkPass[] {
-  if (isColumnChunkRule(config)) return COLUMN_BACKWARD;
-  if (isWindowRegChunkRule(config)) {
+  if (isPerColumnChunkRule(config)) return PER_COLUMN_BACKWARD;
+  if (isWindowDeltaChunkRule(config)) {
     return [
       ...forwardPasses(config).slice(0, -1),
       "uv",

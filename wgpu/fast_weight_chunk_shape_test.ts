@@ -5,7 +5,7 @@
 
 import { ruleConfig } from "../src/rules/config.ts";
 import { chunkShape } from "./fast_weight_chunk.ts";
-import { CHUNK_PASSES, chunkSharedFloats, chunkWork } from "./shaders/fast_weight_chunk.ts";
+import { CHUNK_PASSES, chunkSharedFloats, chunkWork } from "./shaders/chunk_wgsl.ts";
 import { SCAN_COLUMNS, WINDOW_TILE_ROWS } from "./shaders/chunk_wgsl.ts";
 
 const WEBGPU_DEFAULT_SHARED = 16384;

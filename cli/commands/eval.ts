@@ -8,7 +8,7 @@
  */
 
 import { Command, Option } from "@commander-js/extra-typings";
-import { BACKEND_CHOICES, selectBackend } from "../../src/backend_select.ts";
+import { BACKEND_CHOICES, selectBackend } from "../../backend_select.ts";
 import type { EvalProgress } from "../../src/eval/evaluate.ts";
 import { parseLengths } from "../../src/eval/lengths.ts";
 import { type EvalCheckpoint, loadEvalCheckpoint } from "../../src/eval/load.ts";

@@ -9,7 +9,7 @@
  */
 
 import { Command, Option } from "@commander-js/extra-typings";
-import { BACKEND_CHOICES, selectBackend } from "../../src/backend_select.ts";
+import { BACKEND_CHOICES, selectBackend } from "../../backend_select.ts";
 import { TASKS } from "../../src/tasks/types.ts";
 import { loadForPrediction, predict } from "../../src/train/predict.ts";
 import { parseThreads, threadsOption } from "../threads_option.ts";

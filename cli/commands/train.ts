@@ -7,7 +7,7 @@
  */
 
 import { Command, Option } from "@commander-js/extra-typings";
-import { BACKEND_CHOICES, selectBackend } from "../../src/backend_select.ts";
+import { BACKEND_CHOICES, selectBackend } from "../../backend_select.ts";
 import { MIXERS } from "../../src/model/config.ts";
 import type { MixerName } from "../../src/model/types.ts";
 import { ALIGNMENTS, QK_NORMS } from "../../src/rules/config.ts";

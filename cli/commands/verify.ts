@@ -7,7 +7,7 @@
 import { Command, Option } from "@commander-js/extra-typings";
 import { FORMS } from "../../src/rules/config.ts";
 import { allPassed, type FileResult, verifyDirectory } from "../../src/verify/verify_dir.ts";
-import { BACKEND_CHOICES, releaseBackend, selectBackend } from "../../src/backend_select.ts";
+import { BACKEND_CHOICES, releaseBackend, selectBackend } from "../../backend_select.ts";
 import { parseThreads, threadsOption } from "../threads_option.ts";
 
 function formatResult(r: FileResult): string {

@@ -7,7 +7,7 @@
  * @module
  */
 
-import { type BackendChoice, releaseBackend, selectBackend } from "../../src/backend_select.ts";
+import { type BackendChoice, releaseBackend, selectBackend } from "../../backend_select.ts";
 import { loadEvalCheckpoint } from "../../src/eval/load.ts";
 import { type EvalReport, jsonWithNulls } from "../../src/eval/report.ts";
 import { atomicWriteFile } from "../../src/checkpoint/atomic_write.ts";

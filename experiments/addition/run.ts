@@ -29,7 +29,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { BACKEND_CHOICES, type BackendChoice } from "../../src/backend_select.ts";
+import { BACKEND_CHOICES, type BackendChoice } from "../../backend_select.ts";
 import { jsonWithNulls, mergeReports } from "../../src/eval/report.ts";
 import { formatTable } from "../../src/eval/table.ts";
 import { meanReport, summariseVariants, type VariantSummary } from "./aggregate.ts";

@@ -12,7 +12,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { BACKEND_CHOICES, type BackendChoice } from "../../src/backend_select.ts";
+import { BACKEND_CHOICES, type BackendChoice } from "../../backend_select.ts";
 import { trainAndEvaluate } from "./one_run.ts";
 import { makePlan, type PlanName, variantName } from "./plan.ts";
 

@@ -1,26 +1,12 @@
 /**
- * Rule names, alignments and the per-call configuration of a fast-weight rule (SPEC sections 1-3, 6).
+ * Rule names (from the catalog, `catalog.ts`), alignments and the per-call configuration of a
+ * fast-weight rule (SPEC sections 1-3, 6).
  *
  * @module
  */
 
-/** Every fast-weight rule the project implements: the six Falcon rules and the SPEC section 6 baselines. */
-export const RULES = [
-  "falcon1",
-  "falcon2",
-  "falcon3",
-  "falcon1a",
-  "falcon2a",
-  "falcon3a",
-  "linear",
-  "retnet",
-  "mamba2",
-  "deltanet",
-  "gated_deltanet",
-] as const;
-
-/** A fast-weight rule name (SPEC sections 3 and 6). */
-export type RuleName = typeof RULES[number];
+export * from "./catalog.ts";
+import { ruleEntry, type RuleName } from "./catalog.ts";
 
 /** Which pair is written at step t (SPEC section 2). */
 export const ALIGNMENTS = ["prefix", "same-step"] as const;
@@ -42,21 +28,6 @@ export const FORMS = ["recurrent", "chunk", "parallel"] as const;
 
 /** `recurrent` (the oracle), `chunk` (chunk-parallel) or `parallel` (masked parallel, one chunk). */
 export type Form = typeof FORMS[number];
-
-/** Rules with a per-value-column `beta` of shape `[B, T, H, Dv]` (Falcon-2 and Falcon-2A). */
-export function isPerColumnRule(rule: RuleName): boolean {
-  return rule === "falcon2" || rule === "falcon2a";
-}
-
-/** Rules with a sliding window of `B` pairs (Falcon-3 and Falcon-3A). */
-export function isWindowRule(rule: RuleName): boolean {
-  return rule === "falcon3" || rule === "falcon3a";
-}
-
-/** Rules of the Falcon family (normalised step size, clamp, coupled ridge). */
-export function isFalconRule(rule: RuleName): boolean {
-  return rule.startsWith("falcon");
-}
 
 /** Configuration of one fast-weight rule call. Every field has the SPEC default (see {@linkcode ruleConfig}). */
 export interface RuleConfig {
@@ -87,10 +58,7 @@ export function ruleConfig(
   rule: RuleName,
   overrides: Partial<Omit<RuleConfig, "rule">> = {},
 ): RuleConfig {
-  if (!(RULES as readonly string[]).includes(rule)) {
-    throw new RangeError(`unknown rule "${rule}"; expected one of ${RULES.join(", ")}`);
-  }
-  const defaultNorm: QkNorm = rule === "deltanet" || rule === "gated_deltanet" ? "l2" : "rms";
+  const defaultNorm: QkNorm = ruleEntry(rule).defaultQkNorm;
   const config: RuleConfig = {
     rule,
     alignment: "prefix",

@@ -1,6 +1,6 @@
 /**
- * Shared pieces of the chunk-parallel fast-weight kernels (`fast_weight_chunk.ts` for the additive
- * rules, `fast_weight_chunk_delta.ts` for the delta rules, `fast_weight_chunk_window_reg.ts` for
+ * Shared pieces of the chunk-parallel fast-weight kernels (`fast_weight_chunk_additive.ts` for the additive
+ * rules, `fast_weight_chunk_delta.ts` for the delta rules, `fast_weight_chunk_window_delta.ts` for
  * falcon3): compile-time shape, passes, bindings,
  * uniform block, workspace addressing, the chunk's step arrays in workgroup memory and the
  * per-step coefficients (the recurrent kernels' `coef()`).
@@ -8,7 +8,7 @@
  * @module
  */
 
-import type { RuleConfig } from "../../src/rules/config.ts";
+import { isDeltaRule, type RuleConfig, type RuleFamily, ruleFamily } from "../../src/rules/config.ts";
 import { coefficientWgsl, f32Literal, type HeadConstants, statKind } from "./fast_weight_coef.ts";
 import { topEigenWgsl, windowSlots } from "./fast_weight_recurrent.ts";
 
@@ -30,8 +30,8 @@ export interface ChunkShape {
   readonly RP: number;
 }
 
-/** Passes only the per-column rules (falcon2, falcon2a) run (`fast_weight_chunk_column.ts`). */
-export const COLUMN_PASSES = [
+/** Passes only the per-column rules (falcon2, falcon2a) run (`fast_weight_chunk_per_column.ts`). */
+export const PER_COLUMN_PASSES = [
   "ccoef",
   "cgram",
   "cscan",
@@ -46,8 +46,8 @@ export const COLUMN_PASSES = [
   "cdqx",
 ] as const;
 
-/** Passes only falcon3 runs (`fast_weight_chunk_window_reg.ts`). */
-export const WINDOW_REG_PASSES = [
+/** Passes only falcon3 runs (`fast_weight_chunk_window_delta.ts`). */
+export const WINDOW_DELTA_PASSES = [
   "wgram",
   "wsolve",
   "wtrans",
@@ -90,8 +90,8 @@ export const CHUNK_PASSES = [
   "coefd2",
   "s0part",
   "s0sum",
-  ...COLUMN_PASSES,
-  ...WINDOW_REG_PASSES,
+  ...PER_COLUMN_PASSES,
+  ...WINDOW_DELTA_PASSES,
 ] as const;
 
 /** One chunk kernel pass. */
@@ -269,38 +269,57 @@ export function chunkBindings(pass: ChunkPass, config: RuleConfig): readonly Chu
   return list;
 }
 
+/**
+ * The chunk kernels a rule runs: its catalog family (`src/rules/catalog.ts`), except that falcon3a
+ * (window family, additive write) runs the additive passes with `B_t` pairs per step; the window
+ * kernels are falcon3's solve over instance rows. An unknown rule is an `UnknownRuleError`.
+ */
+export function chunkKernelFamily(config: RuleConfig): RuleFamily {
+  const family = ruleFamily(config.rule);
+  switch (family) {
+    case "additive":
+    case "delta":
+    case "per-column":
+      return family;
+    case "window":
+      return isDeltaRule(config.rule) ? "window" : "additive";
+    default:
+      throw new TypeError(`unknown rule family "${family satisfies never}"`);
+  }
+}
+
 /** Additive rules with scalar coefficients: chunk kernels without a solve. */
 export function isAdditiveChunkRule(config: RuleConfig): boolean {
-  return ["falcon1a", "falcon3a", "linear", "retnet", "mamba2"].includes(config.rule);
+  return chunkKernelFamily(config) === "additive";
 }
 
 /** Delta rules with scalar coefficients and no window: chunk kernels with the `(I + A)^-1` solve. */
 export function isDeltaChunkRule(config: RuleConfig): boolean {
-  return ["falcon1", "deltanet", "gated_deltanet"].includes(config.rule);
+  return chunkKernelFamily(config) === "delta";
 }
 
-/** Per-column rules (falcon2, falcon2a): chunk kernels of `fast_weight_chunk_column.ts`, one sub-problem per value column. */
-export function isColumnChunkRule(config: RuleConfig): boolean {
-  return ["falcon2", "falcon2a"].includes(config.rule);
+/** Per-column rules (falcon2, falcon2a): chunk kernels of `fast_weight_chunk_per_column.ts`, one sub-problem per value column. */
+export function isPerColumnChunkRule(config: RuleConfig): boolean {
+  return chunkKernelFamily(config) === "per-column";
 }
 
 /**
  * The regression window rule (falcon3): a delta rule over the chunk's instance rows `(s, o)`, `W` per
- * step, with the `(I + A)^-1` solve (`fast_weight_chunk_window_reg.ts`).
+ * step, with the `(I + A)^-1` solve (`fast_weight_chunk_window_delta.ts`).
  */
-export function isWindowRegChunkRule(config: RuleConfig): boolean {
-  return config.rule === "falcon3";
+export function isWindowDeltaChunkRule(config: RuleConfig): boolean {
+  return chunkKernelFamily(config) === "window";
 }
 
 /** Rules whose chunk kernels solve for pseudo-values (delta rules and falcon3): they keep `a_t` and `Pp_t`. */
 export function isSolveChunkRule(config: RuleConfig): boolean {
-  return isDeltaChunkRule(config) || isWindowRegChunkRule(config);
+  return isDeltaChunkRule(config) || isWindowDeltaChunkRule(config);
 }
 
-/** Rules the chunk kernels run. */
+/** Rules the chunk kernels run: every rule of the catalog (an unknown one is an `UnknownRuleError`). */
 export function isChunkRule(config: RuleConfig): boolean {
-  return isAdditiveChunkRule(config) || isDeltaChunkRule(config) || isColumnChunkRule(config) ||
-    isWindowRegChunkRule(config);
+  chunkKernelFamily(config);
+  return true;
 }
 
 /** Workgroup floats of the kernels with tiles (for picking `R`, `RC`, `RP` and checking `C`). */
@@ -309,14 +328,14 @@ export function chunkSharedFloats(
   s: Pick<ChunkShape, "dk" | "dv" | "C" | "R" | "RC" | "RP">,
 ) {
   const pad = windowSlots(config) - 1;
-  if (isColumnChunkRule(config)) {
+  if (isPerColumnChunkRule(config)) {
     // the column scans (state column, step arrays) and ccolg (step arrays, RP rows of Z)
     const rows = 4 * s.C + s.R * s.C;
     const cols = 4 * s.C + s.RC * s.C;
     return { local: 2 * s.dk + 12 * s.C, rows, cols, pairs: 12 * s.C + s.RP * s.C };
   }
   const steps = (isSolveChunkRule(config) ? 6 : 4) * s.C;
-  if (isWindowRegChunkRule(config)) {
+  if (isWindowDeltaChunkRule(config)) {
     // falcon3: tiles over instance rows (W per step); wout/wdq: R steps' decays and pair scores; wcols: RC steps of W rows
     // (their RC + PAD pairs' q.x, the rows' dO.w and G w, the pairs' G^T x, the decays); wpairs: RP
     // steps of W rows against a panel of PS steps (two score panels, their pair sums, the dx rows);

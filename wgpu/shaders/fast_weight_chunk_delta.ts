@@ -4,7 +4,7 @@
  *
  * Recurrence: `S_t = gamma_t S_{t-1} + x_t w_t^T`, `w_t = b_t y_t - a_t S_{t-1}^T x_t` (coefficients
  * from the recurrent kernels' `coef()`). For a chunk `a..e` entering with `S_in`, with `P_t` and
- * `seg(t)` as in `fast_weight_chunk.ts`, `Pp_t = P_t - log gamma_t` (0 at a start),
+ * `seg(t)` as in `fast_weight_chunk_additive.ts`, `Pp_t = P_t - log gamma_t` (0 at a start),
  * `base_t = seg(t) > 0 ? S0 : S_in`, `Gam[t,s] = [s <= t, same segment] exp(P_t - P_s)` and
  * `Gp[t,s] = [s < t, same segment] exp(Pp_t - P_s)` (masked before `exp`):
  * - `(I + A) W = R` with `A[t,s] = a_t Gp[t,s] x_t.x_s`, `R_t = b_t y_t - a_t exp(Pp_t) base_t^T x_t`;

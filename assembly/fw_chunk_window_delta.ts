@@ -11,7 +11,7 @@
  *   S_e = c_e S_a + X^T diag(Gam[e, s]) W.
  *
  * The solve runs step by step (the rows of one step do not see each other: one product per step);
- * Gram products run over the segment's pairs (fw_chunk_window.ts's pair arrays) and are indexed per
+ * Gram products run over the segment's pairs (fw_chunk_window_additive.ts's pair arrays) and are indexed per
  * instance row. The decay matrix comes from the row recursion `Gam[i, :] = gamma_i Gam[i-1, :]`. The
  * backward recomputes the segment, differentiates these formulas by hand, gets dgamma from dGam and dc
  * (decayGrads), then runs the coefficient chain of the recurrent kernel, the statistic's gradient
@@ -23,7 +23,6 @@ import {
   CC,
   CV,
   DC,
-  decayGrads,
   DGAM,
   DQ,
   DSIN,
@@ -38,7 +37,8 @@ import {
   QH,
   ST,
   T2,
-} from "./fw_chunk";
+} from "./fw_chunk_context";
+import { decayGrads } from "./fw_chunk_additive_delta";
 import {
   F64S,
   JLO,
@@ -64,7 +64,7 @@ import {
   WNOOP,
   WNS,
   WSTAT,
-} from "./fw_chunk_window";
+} from "./fw_chunk_window_additive";
 import * as L from "./fw_chunk_layout";
 import { COUPLING, DK, DO0, DV, lamOff, PREFIX, vOff, WIN } from "./fw_common";
 import { G_BW_H, G_DBETA, G_DLAM, G_DV, OUT_O } from "./fw_recurrent";

@@ -1,7 +1,7 @@
 /**
  * WGSL of the chunk-parallel kernels of the PER-COLUMN rules falcon2 (regression) and falcon2a
  * (additive), forward and backward, float32 (SPEC section 4; the CPU worked derivation is
- * `assembly/fw_chunk_column.ts`).
+ * `assembly/fw_chunk_per_column.ts`).
  *
  * Value column `j` of the state is its own scalar-decay rule: `s_t = gamma_t s_{t-1} + x_t w_t` with
  * `w_t = b_t y_t - a_t x_t.s_{t-1}` (`gamma, a, b` per step and column from the recurrent kernels'
@@ -57,28 +57,28 @@ import {
   CHUNK_WG,
   type ChunkPass,
   type ChunkShape,
-  COLUMN_PASSES,
   flatEntry,
+  PER_COLUMN_PASSES,
   prelude,
   stepCoefWgsl,
 } from "./chunk_wgsl.ts";
 
 /** One per-column pass. */
-export type ColumnPass = typeof COLUMN_PASSES[number];
+export type PerColumnPass = typeof PER_COLUMN_PASSES[number];
 
 /** Whether a pass is a per-column one. */
-export function isColumnPass(pass: ChunkPass): pass is ColumnPass {
-  return (COLUMN_PASSES as readonly string[]).includes(pass);
+export function isPerColumnPass(pass: ChunkPass): pass is PerColumnPass {
+  return (PER_COLUMN_PASSES as readonly string[]).includes(pass);
 }
 
 /** The forward passes of a per-column rule, in dispatch order. */
-export const COLUMN_FORWARD: readonly ChunkPass[] = ["ccoef", "cgram", "cscan", "cout"];
+export const PER_COLUMN_FORWARD: readonly ChunkPass[] = ["ccoef", "cgram", "cscan", "cout"];
 
 /**
  * The backward passes of a per-column rule (the forward recompute first), in dispatch order: every
- * per-column pass (`COLUMN_PASSES` lists them in that order) but the forward's readout `cout`.
+ * per-column pass (`PER_COLUMN_PASSES` lists them in that order) but the forward's readout `cout`.
  */
-export const COLUMN_BACKWARD: readonly ChunkPass[] = COLUMN_PASSES.filter((p) => p !== "cout");
+export const PER_COLUMN_BACKWARD: readonly ChunkPass[] = PER_COLUMN_PASSES.filter((p) => p !== "cout");
 
 // addressing of the column sections: [BH, T, Dv], [BH, NCK, C, C], [BH, NCK, Dk, Dv], [BH, Dk, Dv]
 const ADDR = `
@@ -146,8 +146,8 @@ fn base_of(bh: u32, n: u32, i: u32, col: u32, fromS0: bool) -> f32 {
 `;
 
 /** WGSL of a per-column pass (entry point `main`). */
-export function columnShader(
-  pass: ColumnPass,
+export function perColumnShader(
+  pass: PerColumnPass,
   config: RuleConfig,
   s: ChunkShape,
   heads: HeadConstants,

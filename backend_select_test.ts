@@ -5,8 +5,8 @@
  */
 
 import { releaseBackend, selectBackend } from "./backend_select.ts";
-import { InputError } from "./errors.ts";
-import { probeGpuAdapter } from "./info/gpu_adapter.ts";
+import { InputError } from "./src/errors.ts";
+import { probeGpuAdapter } from "./src/info/gpu_adapter.ts";
 
 async function inputError(f: () => Promise<unknown>): Promise<string> {
   try {

@@ -1,6 +1,6 @@
 /**
  * WGSL of the chunk-parallel kernels of the REGRESSION WINDOW rule falcon3, forward and backward,
- * float32 (SPEC section 4; the CPU derivation is `assembly/fw_chunk_window_reg.ts`).
+ * float32 (SPEC section 4; the CPU derivation is `assembly/fw_chunk_window_delta.ts`).
  *
  * Recurrence: `S_t = gamma_t S_{t-1} + sum_{j in I_t} x_j w_(t,j)^T`, `w_(t,j) = g_t (y_j - S_{t-1}^T x_j)`,
  * `g_t = eta_t / |I_t|` (the `a = b` of `coef()`, whose statistic is the top eigenvalue of the window's
@@ -62,16 +62,16 @@ import {
   tile4,
   tile4Each,
   transTiles,
-  WINDOW_REG_PASSES,
+  WINDOW_DELTA_PASSES,
   windowPanelSteps,
 } from "./chunk_wgsl.ts";
 
 /** One falcon3-only pass. */
-export type WindowRegPass = typeof WINDOW_REG_PASSES[number];
+export type WindowDeltaPass = typeof WINDOW_DELTA_PASSES[number];
 
 /** Whether a pass is falcon3-only. */
-export function isWindowRegPass(pass: ChunkPass): pass is WindowRegPass {
-  return (WINDOW_REG_PASSES as readonly string[]).includes(pass);
+export function isWindowDeltaPass(pass: ChunkPass): pass is WindowDeltaPass {
+  return (WINDOW_DELTA_PASSES as readonly string[]).includes(pass);
 }
 
 // instance-row addressing (global rows of a (b, h): (bh T + t) W + o)
@@ -109,8 +109,8 @@ fn gam(t: u32, t2: u32) -> f32 {
 `;
 
 /** WGSL of a falcon3-only pass (entry point `main`). */
-export function windowRegShader(
-  pass: WindowRegPass,
+export function windowDeltaShader(
+  pass: WindowDeltaPass,
   config: RuleConfig,
   s: ChunkShape,
   heads: HeadConstants,

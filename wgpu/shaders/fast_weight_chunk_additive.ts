@@ -39,9 +39,9 @@
  * `d log gamma`); `g` the gradient workspace of the recurrent backward.
  * The `out`, `dq`, `cols` and `uv` kernels also serve the delta rules (`fast_weight_chunk_delta.ts`),
  * with the solved pseudo-values `w` as values and `M = Gam`; `uv` also falcon3
- * (`fast_weight_chunk_window_reg.ts`), whose `coef` also writes the window's top eigenvector (`EIG`);
- * `chunkShader` dispatches every pass.
- * The per-column rules (falcon2, falcon2a) run their own passes (`fast_weight_chunk_column.ts`).
+ * (`fast_weight_chunk_window_delta.ts`), whose `coef` also writes the window's top eigenvector (`EIG`);
+ * `chunkShader` (`fast_weight_chunk_shader.ts`) dispatches every pass.
+ * The per-column rules (falcon2, falcon2a) run their own passes (`fast_weight_chunk_per_column.ts`).
  * Preconditions: additive rule with scalar `gamma`, `g` per step (not falcon2a); workgroup memory
  * for the chunk's step arrays (`4C` floats, `6C` for the delta rules) and the row/column tiles.
  *
@@ -67,41 +67,23 @@ import {
   tile4,
   tile4Each,
 } from "./chunk_wgsl.ts";
-import { deltaShader, isDeltaPass } from "./fast_weight_chunk_delta.ts";
-import { columnShader, isColumnPass } from "./fast_weight_chunk_column.ts";
-import { isWindowRegPass, windowRegShader } from "./fast_weight_chunk_window_reg.ts";
+import type { DeltaPass } from "./fast_weight_chunk_delta.ts";
+import type { PerColumnPass } from "./fast_weight_chunk_per_column.ts";
+import type { WindowDeltaPass } from "./fast_weight_chunk_window_delta.ts";
 
-export {
-  CHUNK_PASSES,
-  CHUNK_UNIFORM_FIELDS,
-  CHUNK_WG,
-  type ChunkBindingName,
-  chunkBindings,
-  chunkKey,
-  type ChunkPass,
-  type ChunkShape,
-  chunkSharedFloats,
-  type ChunkUniformField,
-  chunkWork,
-  COLUMN_UNIFORM_FIELDS,
-  isAdditiveChunkRule,
-  isChunkRule,
-  isColumnChunkRule,
-  isDeltaChunkRule,
-  isSolveChunkRule,
-  isWindowRegChunkRule,
-} from "./chunk_wgsl.ts";
+/** The passes of this file: every chunk pass but the delta, per-column and window-delta families' own. */
+export type AdditivePass = Exclude<ChunkPass, DeltaPass | PerColumnPass | WindowDeltaPass>;
 
-/** WGSL of the chunk kernel `pass` (entry point `main`; bindings of {@linkcode chunkBindings}, then the uniform). */
-export function chunkShader(
-  pass: ChunkPass,
+/**
+ * WGSL of the additive family's chunk kernel `pass`, or of a pass it shares with the delta and
+ * window families (`out`, `dq`, `cols`, `uv`, ...); `fast_weight_chunk_shader.ts` dispatches every pass.
+ */
+export function additiveShader(
+  pass: AdditivePass,
   config: RuleConfig,
   s: ChunkShape,
   heads: HeadConstants,
 ): string {
-  if (isDeltaPass(pass)) return deltaShader(pass, config, s, heads);
-  if (isColumnPass(pass)) return columnShader(pass, config, s, heads);
-  if (isWindowRegPass(pass)) return windowRegShader(pass, config, s, heads);
   const head = prelude(pass, config, s, heads);
   const kind = statKind(config.rule);
   const delta = isDeltaChunkRule(config);

@@ -18,7 +18,7 @@
  */
 
 import { FULL, mm, scaleF, scaleRows, transpose } from "./chunk_mm";
-import { CC, CV, DC, DQ, DSIN, DSR, DST, KH, kRowOff, LDO, QH, ST, T2 } from "./fw_chunk";
+import { CC, CV, DC, DQ, DSIN, DSR, DST, KH, kRowOff, LDO, QH, ST, T2 } from "./fw_chunk_context";
 import * as L from "./fw_chunk_layout";
 import { COUPLING, DK, DO0, DV, lamOff, PREFIX, vOff, WIN } from "./fw_common";
 import { G_BW_H, G_DBETA, G_DLAM, G_DV, OUT_O } from "./fw_recurrent";
@@ -39,7 +39,7 @@ import {
 } from "./fw_window";
 import { axpyF, dotF, fillF, ldd, ldf, std, stf } from "./simd";
 
-// per-position scalars (f64 [C] each) and window bounds (i32 [C] each); fw_chunk_window_reg.ts shares them
+// per-position scalars (f64 [C] each) and window bounds (i32 [C] each); fw_chunk_window_delta.ts shares them
 export let WGAM: usize = 0;
 export let WG: usize = 0;
 export let WSTAT: usize = 0;

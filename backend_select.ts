@@ -4,10 +4,10 @@
  * @module
  */
 
-import type { Backend } from "./rules/backend.ts";
-import { createRefBackend } from "./rules/reference/backend.ts";
-import { InputError } from "./errors.ts";
-import { probeGpuAdapter } from "./info/gpu_adapter.ts";
+import type { Backend } from "./src/rules/backend.ts";
+import { createRefBackend } from "./src/rules/reference/backend.ts";
+import { InputError } from "./src/errors.ts";
+import { probeGpuAdapter } from "./src/info/gpu_adapter.ts";
 
 /** Backend names the CLI accepts. `auto` picks the fastest available one. */
 export const BACKEND_CHOICES = ["auto", "ref", "wasm", "webgpu"] as const;
@@ -35,12 +35,12 @@ export interface SelectBackendOptions {
 }
 
 async function wasmBackend(options: SelectBackendOptions): Promise<Backend> {
-  const { createWasmBackend } = await import("./wasm/mod.ts");
+  const { createWasmBackend } = await import("./src/wasm/mod.ts");
   return await createWasmBackend({ threads: options.threads ?? navigator.hardwareConcurrency ?? 1 });
 }
 
 async function webgpuBackend(options: SelectBackendOptions): Promise<Backend> {
-  const { createWebGpuBackend } = await import("../wgpu/mod.ts");
+  const { createWebGpuBackend } = await import("./wgpu/mod.ts");
   try {
     return await createWebGpuBackend({ matmulPrecision: options.gpuMatmul ?? "f32" });
   } catch (err) {

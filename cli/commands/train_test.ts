@@ -303,6 +303,11 @@ Deno.test("falcon train --eval-every logs eval lines at those steps without chan
     const evaluated = await run([...base, "--out", `${dir}/eval`, "--eval-every", "2"]);
     assert.equal(evaluated.code, 0, evaluated.err);
     assert.match(evaluated.err, /eval every 2 steps/);
+    // the progress output shows the evaluation: validation loss and the task metric
+    assert.match(
+      evaluated.err,
+      /^eval at step 2: loss \d+\.\d{4}, digitAccuracy [\d.]+%, exactMatch [\d.]+%/m,
+    );
     const read = async (name: string) =>
       parseJsonl(await Deno.readTextFile(`${dir}/${name}/metrics.jsonl`), "metrics.jsonl");
     const lines = await read("eval");
@@ -312,6 +317,7 @@ Deno.test("falcon train --eval-every logs eval lines at those steps without chan
       record.digitAccuracy >= 0 && record.digitAccuracy <= 1 && "place0" in record,
       JSON.stringify(record),
     );
+    assert.ok(record.loss > 0 && Number.isFinite(record.loss), `validation loss ${record.loss}`);
     const steps = lines.filter((l) => !("eval" in l));
     assert.deepEqual(steps.map((l) => l.loss), (await read("plain")).map((l) => l.loss));
   });

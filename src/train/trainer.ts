@@ -45,10 +45,10 @@ export const METRICS_FILE = "metrics.jsonl";
 /** Builds a model (the default is `createModel` of `src/model/falcon_lm.ts`). */
 export type ModelFactory = (backend: Backend, config: ModelConfig, seed: number) => LanguageModel;
 
-/** Progress of a run, reported after every step and every checkpoint. */
+/** Progress of a run, reported after every step, every checkpoint and every periodic evaluation. */
 export interface TrainProgress {
-  /** `step` after an optimizer step, `checkpoint` after a save. */
-  readonly event: "step" | "checkpoint";
+  /** `step` after an optimizer step, `checkpoint` after a save, `eval` after a periodic evaluation. */
+  readonly event: "step" | "checkpoint" | "eval";
   /** Steps done so far (1-based step just finished). */
   readonly step: number;
   /** Total steps of the run. */
@@ -67,6 +67,8 @@ export interface TrainProgress {
   readonly etaSeconds: number;
   /** Checkpoint path (`checkpoint` events). */
   readonly checkpointPath?: string;
+  /** What the evaluation measured (`eval` events; the record logged to metrics.jsonl). */
+  readonly evaluation?: Readonly<Record<string, number>>;
 }
 
 /** Everything a run needs. */
@@ -343,7 +345,7 @@ export async function train(setup: TrainSetup): Promise<TrainResult> {
     taskInstance: task,
   });
   let last = { loss: NaN, lr: 0, gradNorm: NaN };
-  const progress = (event: TrainProgress["event"]) => {
+  const progress = (event: TrainProgress["event"], evaluation?: Record<string, number>) => {
     const secs = elapsed();
     const done = step - firstStep + 1;
     setup.onProgress?.({
@@ -355,6 +357,7 @@ export async function train(setup: TrainSetup): Promise<TrainResult> {
       elapsedSeconds: secs,
       etaSeconds: done > 0 ? (secs / done) * (tc.steps - step) : NaN,
       checkpointPath: event === "checkpoint" ? checkpointPath : undefined,
+      ...(evaluation === undefined ? {} : { evaluation }),
     });
   };
 
@@ -410,6 +413,7 @@ export async function train(setup: TrainSetup): Promise<TrainResult> {
       await settleAll(); // the model evaluated is the one after step `next`, not a later one
       const record = { step: next, eval: await setup.evaluate.run(model, next) };
       await written(metricsPath, () => log.append(record), next);
+      progress("eval", record.eval);
     }
     if (tc.checkpointEvery > 0 && next % tc.checkpointEvery === 0 && next < tc.steps) {
       await settleAll();

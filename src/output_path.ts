@@ -108,7 +108,9 @@ export interface OutputFileOptions {
 /**
  * Check that the file `path` can be written: its directory exists and takes a file, `path` is not
  * a directory, an existing file is writable and, with `overwriteFlag` and without `overwrite`,
- * refused. Returns whether a file is there.
+ * refused. Returns whether a file is there. Only `path` itself is touched (a new file is created
+ * and removed at once, an existing one opened without truncating), so write access to that one
+ * path is all it needs.
  */
 export async function checkOutputFile(
   what: string,
@@ -116,11 +118,36 @@ export async function checkOutputFile(
   options: OutputFileOptions = {},
 ): Promise<{ exists: boolean }> {
   if (path === "" || path.endsWith("/")) throw new OutputPathError(what, path, "is not a file name");
-  await checkWritableDirectory(what, parentOf(path), path);
-  const info = await statOrNull(path);
-  if (!info) return { exists: false };
-  if (info.isDirectory) throw new OutputPathError(what, path, "is a directory; a file goes here");
+  const refuse = (err: unknown): never => {
+    if (err instanceof Deno.errors.NotCapable) throw err;
+    const code = errorCode(err);
+    if (code === "EISDIR") throw new OutputPathError(what, path, "is a directory; a file goes here");
+    if (code === "ENOENT") {
+      throw new OutputPathError(what, path, `directory ${parentOf(path)} does not exist`, { cause: err });
+    }
+    if (code === "ENOTDIR") {
+      throw new OutputPathError(what, path, `${parentOf(path)} is not a directory`, { cause: err });
+    }
+    throw new OutputPathError(what, path, `cannot write in ${parentOf(path)}: ${describeFsError(err)}`, {
+      cause: err,
+    });
+  };
+  try {
+    (await Deno.open(path, { write: true, createNew: true })).close();
+    await Deno.remove(path);
+    return { exists: false };
+  } catch (err) {
+    if (!(err instanceof Deno.errors.AlreadyExists)) refuse(err);
+  }
   if (options.overwriteFlag && !options.overwrite) {
+    // a directory is refused as such, whatever the flag
+    try {
+      (await Deno.open(path, { read: true })).close();
+      const info = await Deno.stat(path).catch(() => null);
+      if (info?.isDirectory) refuse(Object.assign(new Error("is a directory"), { code: "EISDIR" }));
+    } catch (err) {
+      if (err instanceof OutputPathError || err instanceof Deno.errors.NotCapable) throw err;
+    }
     throw new OutputPathError(
       what,
       path,
@@ -130,7 +157,7 @@ export async function checkOutputFile(
   try {
     (await Deno.open(path, { write: true })).close(); // opened, not truncated
   } catch (err) {
-    if (err instanceof Deno.errors.NotCapable) throw err;
+    if (err instanceof Deno.errors.NotCapable || errorCode(err) === "EISDIR") refuse(err);
     throw new OutputPathError(what, path, `cannot be replaced: ${describeFsError(err)}`, { cause: err });
   }
   return { exists: true };

@@ -28,7 +28,7 @@ export const DENO_VERSION = Deno.version.deno;
  * backtrace, then what to do about a missing runtime (`DENORT_BIN`).
  */
 export function explainFailure(stderr: string, denortBin: string | undefined): string[] {
-  const text = stderr.replace(/\x1b\[[0-9;]*m/g, "");
+  const text = stderr.replace(new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, "g"), ""); // colours
   const body = text.split(/\n\s*Stack backtrace:/)[0];
   const lines = body.split("\n").map((l) => l.trimEnd()).filter((l) => l.trim() !== "");
   const start = lines.findIndex((l) => l.startsWith("error:"));

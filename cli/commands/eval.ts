@@ -16,6 +16,7 @@ import { EVAL_TASKS, type EvalReport, type EvalTask, reportJson } from "../../sr
 import { reportCsv } from "../../src/eval/csv.ts";
 import { evaluateCheckpoints, heldOutRange } from "../../src/eval/run.ts";
 import { formatTable } from "../../src/eval/table.ts";
+import { EVAL_DEFAULTS } from "../../src/eval/in_distribution.ts";
 import type { MqarConfig, TextConfig } from "../../src/tasks/mod.ts";
 import { UsageError } from "../errors.ts";
 import { checkOutputFile, refuseSharedPaths } from "../../src/output_path.ts";
@@ -111,9 +112,13 @@ export function evalCommand() {
       "--lengths <list>",
       `operand lengths or pair counts: N, A-B, comma lists (addition default ${DEFAULT_ADDITION_LENGTHS})`,
     )
-    .option("--samples <n>", "test sequences per length (text: at most this many windows)", "100")
-    .option("--seed <n>", "seed of the test sets", "0")
-    .option("--batch-size <n>", "rows per batch", "32")
+    .option(
+      "--samples <n>",
+      "test sequences per length (text: at most this many windows)",
+      String(EVAL_DEFAULTS.samples),
+    )
+    .option("--seed <n>", "seed of the test sets", String(EVAL_DEFAULTS.seed))
+    .option("--batch-size <n>", "rows per batch", String(EVAL_DEFAULTS.batchSize))
     .option("--text <file>", "held-out text file (text task)")
     .option(
       "--label <name>",

@@ -12,16 +12,10 @@ import { BACKEND_CHOICES, selectBackend } from "../../src/backend_select.ts";
 import { MIXERS } from "../../src/model/config.ts";
 import type { MixerName } from "../../src/model/types.ts";
 import { ALIGNMENTS, QK_NORMS } from "../../src/rules/config.ts";
-import {
-  ADDITION_EOS_ID,
-  ADDITION_PAD_ID,
-  type AdditionConfig,
-  type AdditionCurriculum,
-  additionTestSet,
-} from "../../src/tasks/addition.ts";
+import type { AdditionCurriculum } from "../../src/tasks/addition.ts";
 import { TASKS } from "../../src/tasks/types.ts";
 import { TRAINING_EVAL_SAMPLES, trainingEvaluation } from "../../src/eval/periodic.ts";
-import { teacherForcedAccuracy } from "../../src/train/accuracy.ts";
+import { additionInDistribution } from "../../src/eval/in_distribution.ts";
 import { planRun } from "../../src/train/plan.ts";
 import {
   OVERRIDE_NAMES,
@@ -146,20 +140,6 @@ function curriculum(value: string): AdditionCurriculum {
     );
   }
   return { startDigits, fraction };
-}
-
-/** In-distribution teacher-forced digit accuracy of an addition run (lengths 1..L, ~200 examples). */
-async function additionAccuracy(result: TrainResult, config: AdditionConfig, seed: number) {
-  const maxDigits = config.maxDigits;
-  const perLength = Math.max(4, Math.ceil(200 / maxDigits));
-  const examples = Array.from(
-    { length: maxDigits },
-    (_, i) => additionTestSet(i + 1, perLength, seed, config),
-  ).flat();
-  return await teacherForcedAccuracy(result.model, examples, {
-    eosId: ADDITION_EOS_ID,
-    padId: ADDITION_PAD_ID,
-  });
 }
 
 function mean(xs: number[]): number {
@@ -413,10 +393,13 @@ export function trainCommand() {
           `${Math.round(result.tokensPerSecond)} tokens/s, ${result.elapsedSeconds.toFixed(1)} s${total}`,
         );
         if (result.status === "completed" && setup.task.task === "addition") {
-          const acc = await additionAccuracy(result, setup.task, seed);
+          // the avg 1-L row of `falcon eval` on its default test sets: the two commands agree
+          const acc = await additionInDistribution(result.model, setup.task);
           console.log(
-            `in-distribution (1-${setup.task.maxDigits} digits, ${acc.examples} examples): digit accuracy ` +
-              `${(100 * acc.tokenAccuracy).toFixed(1)}%, exact match ${(100 * acc.exactMatch).toFixed(1)}%`,
+            `in-distribution (1-${setup.task.maxDigits} digits, ${acc.sums} examples): digit accuracy ` +
+              `${(100 * acc.average.digitAccuracy).toFixed(1)}%, exact match ${
+                (100 * acc.average.exactMatch).toFixed(1)
+              }% (the avg 1-${setup.task.maxDigits} row of falcon eval: ${acc.samples} sums per length, seed ${acc.seed})`,
           );
         }
         console.log(`checkpoint ${result.checkpointPath}`);

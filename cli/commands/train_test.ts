@@ -322,3 +322,19 @@ Deno.test("falcon train --eval-every logs eval lines at those steps without chan
     assert.deepEqual(steps.map((l) => l.loss), (await read("plain")).map((l) => l.loss));
   });
 });
+
+Deno.test("train's in-distribution summary is falcon eval's avg 1-L row on its default test sets", async () => {
+  await withDir(async (dir) => {
+    const out = `${dir}/run`;
+    const r = await run(["train", "--out", out, "--steps", "30", "--backend", "wasm", "--layers", "1"]);
+    assert.equal(r.code, 0, r.err);
+    const m = /in-distribution \(1-2 digits, 200 examples\): digit accuracy ([\d.]+)%, exact match ([\d.]+)%/
+      .exec(r.out);
+    assert.ok(m, r.out);
+    const e = await run(["eval", `${out}/checkpoint.safetensors`, "--lengths", "1-4", "--backend", "wasm"]);
+    assert.equal(e.code, 0, e.err);
+    const row = e.out.split("\n").find((l) => l.startsWith("avg 1-2 "));
+    assert.ok(row, e.out);
+    assert.equal(row!.split(/\s{2,}/)[1], `${m![1]} / ${m![2]}`);
+  });
+});

@@ -99,10 +99,11 @@ async function runOverrides(
 export function formatEffectiveConfig(setup: TrainSetup): string {
   const m = setup.model;
   const t = setup.train;
-  const run = setup.runConfig ?? {};
-  const overrides = Object.entries((run.overrides ?? {}) as Record<string, number>)
+  const run = setup.runConfig;
+  const overrides = Object.entries((run?.overrides ?? {}) as Record<string, number>)
     .map(([k, v]) => `--${k} ${v}`);
-  return `config: preset ${run.preset ?? "?"}${overrides.length ? ` with ${overrides.join(" ")}` : ""}; ` +
+  const preset = run ? `preset ${run.preset}` : "preset unknown (a checkpoint from before run_config)";
+  return `config: ${preset}${overrides.length ? ` with ${overrides.join(" ")}` : ""}; ` +
     `model dModel ${m.dModel}, layers ${m.layers}, heads ${m.heads}, ffnHidden ${m.ffnHidden}, chunkSize ${m.chunkSize}; ` +
     `training steps ${t.steps}, batchSize ${t.batchSize}, seqLen ${t.seqLen}, lr ${t.lr}, warmup ${t.warmupSteps}, ` +
     `weightDecay ${t.weightDecay}, clip ${t.clipNorm}, checkpointEvery ${t.checkpointEvery}, seed ${t.seed}`;

@@ -154,6 +154,53 @@ Deno.test("--resume refuses fewer steps than the checkpoint's, another preset an
   });
 });
 
+Deno.test("--resume --preset on a checkpoint from before run_config compares the sizes the preset fixes", async () => {
+  await withDir(async (dir) => {
+    const out = `${dir}/run`;
+    const first = await runCli([
+      "train",
+      "--out",
+      out,
+      "--preset",
+      "lab",
+      "--steps",
+      "1",
+      "--backend",
+      "wasm",
+    ]);
+    assert.equal(first.code, 0, first.err);
+    // rewrite it as an older falcon wrote it: no run_config, no digest
+    const path = `${out}/checkpoint.safetensors`;
+    const { readSafetensors, writeSafetensors } = await import("../../src/checkpoint/safetensors.ts");
+    const { tensors, metadata: { run_config: _r, content_digest: _d, ...metadata } } = readSafetensors(
+      await Deno.readFile(path),
+      path,
+    );
+    await Deno.writeFile(path, writeSafetensors(tensors, metadata));
+    const tiny = await runCli(["train", "--out", out, "--resume", "--preset", "tiny", "--backend", "wasm"]);
+    assert.equal(tiny.code, 2);
+    assert.match(
+      tiny.err,
+      /--preset tiny does not match the checkpoint .*: the preset has dModel 32, the checkpoint 64/,
+    );
+    const lab = await runCli([
+      "train",
+      "--out",
+      out,
+      "--resume",
+      "--preset",
+      "lab",
+      "--steps",
+      "2",
+      "--backend",
+      "wasm",
+    ]);
+    assert.equal(lab.code, 0, lab.err);
+    assert.match(lab.err, /^config: preset lab; model dModel 64/m);
+    assert.deepEqual((await loadCheckpoint(path)).runConfig, { preset: "lab", overrides: {} });
+  });
+});
+
 Deno.test("after a resume, elapsed in metrics.jsonl and the loss summary cover the whole run", async () => {
   await withDir(async (dir) => {
     const out = `${dir}/run`;

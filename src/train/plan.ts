@@ -242,7 +242,10 @@ export async function planRun(request: RunRequest): Promise<TrainSetup> {
   let train: TrainConfig;
   let resumeFrom: CheckpointState | undefined;
   const overrides = request.overrides ?? {};
-  let runConfig: Record<string, unknown> = { preset: request.preset, overrides: overrideValues(overrides) };
+  let runConfig: Record<string, unknown> | undefined = {
+    preset: request.preset,
+    overrides: overrideValues(overrides),
+  };
   if (request.resume) {
     if (!(await exists(checkpointPath))) {
       throw new InputError(
@@ -251,9 +254,10 @@ export async function planRun(request: RunRequest): Promise<TrainSetup> {
     }
     resumeFrom = await loadCheckpoint(checkpointPath);
     ({ model, task, train } = resumeConfigs(request, resumeFrom, checkpointPath));
+    // a checkpoint from before run_config: its preset is known only when --preset was given (and checked)
     runConfig = resumeFrom.runConfig ??
-      { preset: "unknown (checkpoint from before run_config)", overrides: {} };
-    if (overrides["checkpoint-every"]) {
+      (request.explicit.has("preset") ? { preset: request.preset, overrides: {} } : undefined);
+    if (runConfig && overrides["checkpoint-every"]) {
       const saved = (runConfig.overrides ?? {}) as Record<string, unknown>;
       runConfig = {
         ...runConfig,

@@ -83,6 +83,7 @@ export {
   CHECKPOINT_FILE,
   METRICS_FILE,
   type ModelFactory,
+  RunWriteError,
   train,
   TrainingDivergedError,
   type TrainProgress,
@@ -98,6 +99,25 @@ export {
 } from "./src/train/config.ts";
 export { type Preset, preset, type PresetName, PRESETS, presetTaskConfig } from "./src/train/presets.ts";
 export { type AdditionRunOptions, defaultCorpus, planRun, type RunRequest } from "./src/train/plan.ts";
+export {
+  applyOverrides,
+  type ConfigFile,
+  OVERRIDE_NAMES,
+  type OverrideName,
+  OVERRIDES,
+  type OverrideValue,
+  parseConfigFile,
+  parseOverride,
+  type RunOverrides,
+} from "./src/train/overrides.ts";
+export {
+  LOCK_FILE,
+  type LockOwner,
+  openRunDirectory,
+  type OpenRunOptions,
+  type RunDirectory,
+  RunDirectoryError,
+} from "./src/train/run_dir.ts";
 export {
   type LoadedCheckpoint as PredictionCheckpoint,
   loadForPrediction,

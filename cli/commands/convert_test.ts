@@ -152,3 +152,41 @@ Deno.test("falcon convert prints the largest relative change; falcon inspect sho
     assert.match(r.out, new RegExp(`total size: .*\\(${(await Deno.stat(native)).size} bytes\\)`));
   });
 });
+
+Deno.test("inspect shows a checkpoint's digest; an edited file is refused by inspect, convert, predict and eval", async () => {
+  await withDir(async (dir) => {
+    const native = `${dir}/n.safetensors`;
+    const bytes = await tinyCheckpointBytes(tinyConfig({ mixer: "falcon3a" }));
+    await Deno.writeFile(native, bytes);
+    let r = await run(["inspect", native]);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /^digest: sha256:[0-9a-f]{64} \(verified\)$/m);
+    // a JSON-valid edit of the rule: the container and config still parse
+    const text = new TextDecoder("latin1").decode(bytes).replace("falcon3a", "falcon1a");
+    const edited = Uint8Array.from(text, (c) => c.charCodeAt(0));
+    await Deno.writeFile(`${dir}/edited.safetensors`, edited);
+    for (
+      const args of [
+        ["inspect", `${dir}/edited.safetensors`],
+        ["convert", `${dir}/edited.safetensors`, `${dir}/out.safetensors`, "--to", "native"],
+        ["predict", `${dir}/edited.safetensors`, "--prompt", "1+2=", "--backend", "ref"],
+        ["eval", `${dir}/edited.safetensors`, "--lengths", "1", "--samples", "2", "--backend", "ref"],
+      ]
+    ) {
+      r = await run(args);
+      assert.equal(r.code, 2, `${args[0]}: exit ${r.code}\n${r.out}\n${r.err}`);
+      assert.match(r.err, /edited\.safetensors: content digest mismatch/, args[0]);
+    }
+    // a file from before digests loads; inspect says it has none
+    const { readSafetensors, writeSafetensors } = await import("../../src/checkpoint/safetensors.ts");
+    const { tensors, metadata: { content_digest: _, ...metadata } } = readSafetensors(bytes, "n");
+    await Deno.writeFile(`${dir}/old.safetensors`, writeSafetensors(tensors, metadata));
+    r = await run(["inspect", `${dir}/old.safetensors`]);
+    assert.equal(r.code, 0, r.err);
+    assert.match(
+      r.out,
+      /^digest: no digest \(written before falcon stored digests; integrity not checked\)$/m,
+    );
+    assert.deepEqual(await listDir(dir), ["edited.safetensors", "n.safetensors", "old.safetensors"]);
+  });
+});

@@ -57,7 +57,11 @@ Deno.test("falcon eval compares two checkpoints and writes the table, JSON, CSV 
     const header = out.split("\n")[1].split(/\s{2,}/);
     // both checkpoints were trained on 2 digits: one no-extrapolation reference column, L = 2
     assert(header.join("|") === "length|falcon1a prefix s0|transformer s1|ref L=2", `header: ${header}`);
-    assert(/avg 1-2 /.test(out) && /avg 3-3 /.test(out), `range rows missing:\n${out}`);
+    // a range of one length reads "only 3", not "avg 3-3" (issue 18)
+    assert(
+      /avg 1-2 /.test(out) && /only 3 /.test(out) && !/avg 3-3/.test(out),
+      `range rows missing:\n${out}`,
+    );
     assert(
       /per place value/.test(out) && /places 0-1 /.test(out) && /places >= 2 /.test(out),
       `place rows:\n${out}`,
@@ -135,6 +139,11 @@ Deno.test("falcon eval scores mqar by number of pairs and text in bits per byte"
     assert(m.code === 0, `mqar exit ${m.code}\n${m.err}`);
     assert(m.out.split("\n")[1].startsWith("pairs "), `mqar header:\n${m.out}`);
     assert(/avg 1-2 /.test(m.out) && /avg 3-4 /.test(m.out), `mqar default pairs 1-4 split at 2:\n${m.out}`);
+    // titled by its metric, recall (issue 18)
+    assert(
+      /^mqar: teacher-forced recall % \(per query\)/.test(m.out) && !/digit accuracy/.test(m.out),
+      m.out,
+    );
     const tooMany = await run(["eval", `${dir}/m.safetensors`, "--lengths", "5", "--backend", "ref"]);
     assert(tooMany.code === 2 && /5 pairs need 5 distinct keys/.test(tooMany.err), tooMany.err);
 

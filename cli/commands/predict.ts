@@ -20,7 +20,7 @@ import { UsageError } from "../errors.ts";
 export function predictCommand() {
   return new Command("predict")
     .description("greedy prediction from a checkpoint (addition: the decoded sum and whether it is right)")
-    .argument("<checkpoint>", "a falcon checkpoint (.safetensors)")
+    .argument("<checkpoint>", "a falcon checkpoint (.safetensors file or hf export directory)")
     .requiredOption("--prompt <text>", 'prompt, e.g. "12345+678=" (mqar: "k1 v2 k1"; text: any text)')
     .option(
       "--max-tokens <n>",
@@ -46,6 +46,8 @@ export function predictCommand() {
       const backend = await selectBackend(o.backend, {
         threads: parseThreads(o.threads),
         gpuMatmul: o.gpuMatmul,
+        // says which backend auto chose, and that --gpu-matmul f16 was not applied when it is not webgpu
+        onNote: (note) => console.error(note),
       }).catch((err) => {
         throw new UsageError(`--backend ${o.backend}: ${err.message}`);
       });

@@ -79,3 +79,30 @@ Deno.test("falcon predict writes the prompt in the checkpoint's format (lsd oper
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("predict and eval say when --gpu-matmul f16 is not applied under --backend auto", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const trained = await run(["train", "--steps", "1", "--layers", "1", "--backend", "wasm", "--out", dir]);
+    assert.equal(trained.code, 0, trained.err);
+    const ckpt = `${dir}/checkpoint.safetensors`;
+    for (
+      const args of [
+        ["predict", ckpt, "--prompt", "1+2="],
+        ["eval", ckpt, "--lengths", "1", "--samples", "2"],
+      ]
+    ) {
+      const r = await run([...args, "--backend", "auto", "--gpu-matmul", "f16"]);
+      assert.equal(r.code, 0, r.err);
+      // without a hardware adapter auto does not choose webgpu, and says f16 is not applied
+      const chose = /backend auto: webgpu on /.test(r.err);
+      assert.match(
+        r.err,
+        chose ? /backend auto: webgpu on / : /--gpu-matmul f16 ignored: backend auto did not choose webgpu/,
+        args[0],
+      );
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -303,6 +303,11 @@ Deno.test("falcon train --eval-every logs eval lines at those steps without chan
     const evaluated = await run([...base, "--out", `${dir}/eval`, "--eval-every", "2"]);
     assert.equal(evaluated.code, 0, evaluated.err);
     assert.match(evaluated.err, /eval every 2 steps/);
+    // the progress output shows the evaluation: validation loss and the task metric
+    assert.match(
+      evaluated.err,
+      /^eval at step 2: loss \d+\.\d{4}, digitAccuracy [\d.]+%, exactMatch [\d.]+%/m,
+    );
     const read = async (name: string) =>
       parseJsonl(await Deno.readTextFile(`${dir}/${name}/metrics.jsonl`), "metrics.jsonl");
     const lines = await read("eval");
@@ -312,7 +317,24 @@ Deno.test("falcon train --eval-every logs eval lines at those steps without chan
       record.digitAccuracy >= 0 && record.digitAccuracy <= 1 && "place0" in record,
       JSON.stringify(record),
     );
+    assert.ok(record.loss > 0 && Number.isFinite(record.loss), `validation loss ${record.loss}`);
     const steps = lines.filter((l) => !("eval" in l));
     assert.deepEqual(steps.map((l) => l.loss), (await read("plain")).map((l) => l.loss));
+  });
+});
+
+Deno.test("train's in-distribution summary is falcon eval's avg 1-L row on its default test sets", async () => {
+  await withDir(async (dir) => {
+    const out = `${dir}/run`;
+    const r = await run(["train", "--out", out, "--steps", "30", "--backend", "wasm", "--layers", "1"]);
+    assert.equal(r.code, 0, r.err);
+    const m = /in-distribution \(1-2 digits, 200 examples\): digit accuracy ([\d.]+)%, exact match ([\d.]+)%/
+      .exec(r.out);
+    assert.ok(m, r.out);
+    const e = await run(["eval", `${out}/checkpoint.safetensors`, "--lengths", "1-4", "--backend", "wasm"]);
+    assert.equal(e.code, 0, e.err);
+    const row = e.out.split("\n").find((l) => l.startsWith("avg 1-2 "));
+    assert.ok(row, e.out);
+    assert.equal(row!.split(/\s{2,}/)[1], `${m![1]} / ${m![2]}`);
   });
 });

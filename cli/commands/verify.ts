@@ -47,11 +47,16 @@ export function verifyCommand() {
     .option("--json", "print one JSON report instead of text")
     .action(async (options) => {
       const backend = await selectBackend(options.backend, { threads: parseThreads(options.threads) });
+      // progress per vector on stderr (also with --json): one vector can take minutes on a software GPU
       const results = await verifyDirectory(
         backend,
         options.vectors,
         { form: options.form, chunkSize: options.chunkSize },
-        options.json ? undefined : (r) => console.log(formatResult(r)),
+        (r, seconds) => {
+          if (!options.json) console.log(formatResult(r));
+          console.error(`  ${r.file}: ${seconds.toFixed(1)} s`);
+        },
+        (p) => console.error(`[${p.index}/${p.total}] ${p.file} ...`),
       );
       releaseBackend(backend);
       const passed = allPassed(results);

@@ -7,7 +7,11 @@
  * - in `__metadata__` (all strings): `format` = `falcon-checkpoint`, `format_version` =
  *   {@linkcode CHECKPOINT_FORMAT_VERSION}, `step`, `rng_state` (the data stream's 32-bit state),
  *   and the JSON of the model, task and training configurations (`model_config`, `task_config`,
- *   `train_config`).
+ *   `train_config`); optionally `elapsed_seconds` (training time up to `step`, summed over
+ *   resumes) and `run_config` (JSON: the preset and the overrides the run was started with); and
+ *   `content_digest`, the SHA-256 of the header and data (`digest.ts`), checked on every read: a
+ *   file edited or corrupted after it was written is refused. A file without a digest (written
+ *   before digests existed) still loads.
  *
  * Version 2 (current): every mixer honours `shortConv` and `qkNorm`. Version-1 files still load:
  * a version-1 Transformer ran plain whatever its config said, so its `model_config` is read with
@@ -23,6 +27,7 @@
 import type { ModelConfig } from "../model/types.ts";
 import { normalizeTaskConfig, type TaskConfig } from "../tasks/mod.ts";
 import { atomicWriteFile } from "./atomic_write.ts";
+import { verifyContentDigest, withContentDigest } from "./digest.ts";
 import { modelConfigAsTrained } from "./format_upgrade.ts";
 import { readSafetensors, type SafeTensor, SafetensorsError, writeSafetensors } from "./safetensors.ts";
 
@@ -61,6 +66,10 @@ export interface CheckpointState {
   readonly adamM: Record<string, FloatTensor>;
   /** AdamW second moments by parameter name. */
   readonly adamV: Record<string, FloatTensor>;
+  /** Seconds of training up to `step`, summed over resumes (absent in older files). */
+  readonly elapsedSeconds?: number;
+  /** How the run was configured: the preset and the overrides given (JSON object; absent in older files). */
+  readonly runConfig?: Record<string, unknown>;
 }
 
 const M_PREFIX = "optimizer.m.";
@@ -83,7 +92,7 @@ export function encodeCheckpoint(state: CheckpointState): Uint8Array {
   }
   for (const [name, t] of Object.entries(state.adamM)) tensors[M_PREFIX + name] = toSafe(t);
   for (const [name, t] of Object.entries(state.adamV)) tensors[V_PREFIX + name] = toSafe(t);
-  return writeSafetensors(tensors, {
+  const metadata: Record<string, string> = {
     format: CHECKPOINT_FORMAT,
     format_version: String(CHECKPOINT_FORMAT_VERSION),
     step: String(state.step),
@@ -91,7 +100,10 @@ export function encodeCheckpoint(state: CheckpointState): Uint8Array {
     model_config: JSON.stringify(state.model),
     task_config: JSON.stringify(state.task),
     train_config: JSON.stringify(state.train),
-  });
+  };
+  if (state.elapsedSeconds !== undefined) metadata.elapsed_seconds = String(state.elapsedSeconds);
+  if (state.runConfig !== undefined) metadata.run_config = JSON.stringify(state.runConfig);
+  return withContentDigest(writeSafetensors(tensors, metadata));
 }
 
 /**
@@ -121,6 +133,7 @@ export function decodeCheckpoint(bytes: Uint8Array, fileName: string): Checkpoin
       } is not supported (expected ${OLDEST_READABLE_FORMAT_VERSION} to ${CHECKPOINT_FORMAT_VERSION})`,
     );
   }
+  verifyContentDigest(bytes, fileName); // after the version check: a newer file is refused as such
   const integer = (key: string): number => {
     const v = Number(metadata[key]);
     if (!/^\d+$/.test(metadata[key] ?? "") || !Number.isSafeInteger(v)) {
@@ -164,6 +177,14 @@ export function decodeCheckpoint(bytes: Uint8Array, fileName: string): Checkpoin
     if (!(err instanceof RangeError)) throw err;
     fail(`__metadata__.task_config: ${err.message}`);
   }
+  let elapsedSeconds: number | undefined;
+  if (metadata.elapsed_seconds !== undefined) {
+    elapsedSeconds = Number(metadata.elapsed_seconds);
+    if (!(Number.isFinite(elapsedSeconds) && elapsedSeconds >= 0)) {
+      fail(`__metadata__.elapsed_seconds ${JSON.stringify(metadata.elapsed_seconds)} is not a number >= 0`);
+    }
+  }
+  const runConfig = metadata.run_config === undefined ? undefined : json("run_config");
   return {
     step,
     rngState,
@@ -174,6 +195,8 @@ export function decodeCheckpoint(bytes: Uint8Array, fileName: string): Checkpoin
     params: Object.fromEntries(params),
     adamM: Object.fromEntries(adamM),
     adamV: Object.fromEntries(adamV),
+    ...(elapsedSeconds === undefined ? {} : { elapsedSeconds }),
+    ...(runConfig === undefined ? {} : { runConfig }),
   };
 }
 

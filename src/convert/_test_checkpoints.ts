@@ -80,7 +80,11 @@ export async function versionOneTransformer(
     { dtype: "f32", optimizer: true },
   );
   const asWritten = { ...plain, model: { ...plain.model, shortConv: true, qkNorm: "rms" as const } };
-  const { tensors, metadata } = readSafetensors(encodeCheckpoint(asWritten), "v2");
+  // version 1 stored no content digest
+  const { tensors, metadata: { content_digest: _, ...metadata } } = readSafetensors(
+    encodeCheckpoint(asWritten),
+    "v2",
+  );
   return { bytes: writeSafetensors(tensors, { ...metadata, format_version: "1" }), plain };
 }
 

@@ -6,6 +6,7 @@
  * @module
  */
 
+import type { DigestStatus } from "../checkpoint/digest.ts";
 import type { ModelConfig } from "../model/types.ts";
 import { CheckpointError } from "./errors.ts";
 import { decodeHf, HF_FILES, hfName } from "./hf_export.ts";
@@ -38,6 +39,8 @@ export interface LoadedCheckpoint {
   readonly metadata: Record<string, string>;
   /** Notes from loading (format upgrades). */
   readonly notes: string[];
+  /** The native file's content digest (verified on load), or absent (older files, hf exports). */
+  readonly digest: DigestStatus;
   /** The files read, with their sizes in bytes. */
   readonly files: { path: string; bytes: number }[];
   /** The file that holds the tensors (named in weight errors). */
@@ -94,6 +97,7 @@ async function loadNative(path: string): Promise<LoadedCheckpoint> {
     optimizer: native.optimizer,
     metadata,
     notes: native.notes,
+    digest: native.digest,
     files: [{ path, bytes: bytes.length }],
     weightsPath: path,
     describe: (n) => n,
@@ -136,6 +140,7 @@ async function loadHf(dir: string): Promise<LoadedCheckpoint> {
     optimizer: new Map(),
     metadata,
     notes: hf.notes,
+    digest: { state: "absent" },
     files: [{ path: paths.config, bytes: configBytes.length }, {
       path: paths.weights,
       bytes: weightBytes.length,

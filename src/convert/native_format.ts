@@ -18,11 +18,17 @@
  */
 
 import { CHECKPOINT_FORMAT, CHECKPOINT_FORMAT_VERSION } from "../checkpoint/checkpoint.ts";
+import {
+  DIGEST_KEY,
+  type DigestStatus,
+  verifyContentDigest,
+  withContentDigest,
+} from "../checkpoint/digest.ts";
 import { modelConfigTextAsTrained } from "../checkpoint/format_upgrade.ts";
 import { validateModelConfig } from "../model/config.ts";
 import { parameterSpecs } from "../model/params.ts";
 import type { ModelConfig } from "../model/types.ts";
-import { CheckpointError } from "./errors.ts";
+import { asCheckpointError, CheckpointError } from "./errors.ts";
 import { decodeSafetensors, encodeSafetensors } from "./safetensors_io.ts";
 import type { RawTensor } from "./tensor_set.ts";
 
@@ -43,6 +49,8 @@ export interface NativeContents {
   readonly version: number;
   /** One line per upgrade applied on load. */
   readonly notes: string[];
+  /** The content digest: verified, or absent (a file written before digests). */
+  readonly digest: DigestStatus;
 }
 
 /** An upgrade from version `v` to `v + 1` of the raw metadata and tensors; returns its note. */
@@ -137,6 +145,9 @@ export function decodeNative(bytes: Uint8Array, path: string): NativeContents {
     );
   }
   const { version, notes } = upgradeNative(path, metadata, tensors);
+  // after the version check: a file from a newer falcon is refused as such
+  const digest = asCheckpointError(path, () => verifyContentDigest(bytes, path));
+  delete metadata[DIGEST_KEY]; // it describes these bytes only; a writer computes its own
   const config = parseModelConfigField(path, metadata.model_config, "__metadata__.model_config");
   const weights = new Map<string, RawTensor>();
   const optimizer = new Map<string, RawTensor>();
@@ -144,7 +155,7 @@ export function decodeNative(bytes: Uint8Array, path: string): NativeContents {
     if (OPTIMIZER_PREFIXES.some((p) => name.startsWith(p))) optimizer.set(name, t);
     else weights.set(name, t);
   }
-  return { config, weights, optimizer, metadata, version, notes };
+  return { config, weights, optimizer, metadata, version, notes, digest };
 }
 
 /** Metadata keys the native writer puts first, in its order. */
@@ -161,7 +172,8 @@ const METADATA_ORDER = [
 /**
  * Encode a native checkpoint in the layout of `src/checkpoint/checkpoint.ts`: parameters in
  * `parameterSpecs` order, then `optimizer.m.*` and `optimizer.v.*` in the same order; metadata in
- * the writer's key order (any other keys after), `format` and `format_version` set to current.
+ * the writer's key order (any other keys after), `format` and `format_version` set to current,
+ * and a fresh content digest (any digest in `metadata` is dropped).
  */
 export function encodeNative(
   config: ModelConfig,
@@ -186,15 +198,16 @@ export function encodeNative(
   for (const name of optimizer.keys()) {
     if (!known.has(name)) throw new RangeError(`optimizer tensor ${name} belongs to no parameter`);
   }
+  const { [DIGEST_KEY]: _stale, ...carried } = metadata;
   const meta: Record<string, string> = {
-    ...metadata,
+    ...carried,
     format: CHECKPOINT_FORMAT,
     format_version: String(CHECKPOINT_FORMAT_VERSION),
   };
   const ordered: Record<string, string> = {};
   for (const key of METADATA_ORDER) if (key in meta) ordered[key] = meta[key];
   for (const [key, value] of Object.entries(meta)) if (!(key in ordered)) ordered[key] = value;
-  return encodeSafetensors(entries, ordered);
+  return withContentDigest(encodeSafetensors(entries, ordered));
 }
 
 /** Check the optimizer tensors: each belongs to a parameter and has its shape. */

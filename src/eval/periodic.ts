@@ -5,7 +5,8 @@
  * own: the training stream is never drawn from, and the model is only read (logits), so the losses
  * are the same with and without it.
  *
- * What each task logs (`eval` of the line):
+ * What each task logs (`eval` of the line), always first `loss`: the validation loss, the mean
+ * cross-entropy in nats per supervised token (as the training loss, on the held-out set), then:
  * - addition: `samples` sums of two `maxDigits`-digit operands: `digitAccuracy` (EOS not counted),
  *   `exactMatch` (EOS included), `placesInRange` (digit accuracy over places `< maxDigits`) and
  *   `place<p>` for every place value seen (`place0` = units; the carry digit's place `maxDigits`
@@ -17,8 +18,31 @@
  */
 
 import { ADDITION_EOS_ID, deriveSeed, type TaskConfig } from "../tasks/mod.ts";
-import { BITS, evaluateModels, type ScoringModel, TEACHER_FORCED, teacherForcedByPlace } from "./evaluate.ts";
-import { accuracyRates, bitsPerByte, summarisePlaces } from "./metrics.ts";
+import {
+  BITS,
+  evaluateModels,
+  type Metric,
+  type ScoringModel,
+  TEACHER_FORCED,
+  teacherForcedByPlace,
+} from "./evaluate.ts";
+import { accuracyRates, bitsPerByte, type BitsTally, summarisePlaces } from "./metrics.ts";
+
+/** `metric` and the cross-entropy of the same logits (one model call per batch). */
+function withLoss<T>(metric: Metric<T>): Metric<{ score: T; bits: BitsTally }> {
+  return {
+    empty: () => ({ score: metric.empty(), bits: BITS.empty() }),
+    add(tally, logits, batch, vocabSize) {
+      metric.add(tally.score, logits, batch, vocabSize);
+      BITS.add(tally.bits, logits, batch, vocabSize);
+    },
+  };
+}
+
+/** Mean nats per scored token of a bits tally. */
+function natsPerToken(bits: BitsTally): number {
+  return bits.tokens > 0 ? (bits.bits * Math.LN2) / bits.tokens : NaN;
+}
 import { heldOutRange } from "./run.ts";
 import { additionGroups, mqarGroups, textGroup } from "./test_sets.ts";
 
@@ -52,11 +76,16 @@ export function trainingEvaluation(
     case "addition": {
       const groups = additionGroups(task, [task.maxDigits], samples, seed, batchSize);
       return async (model) => {
-        const [tallies] = await evaluateModels([model], groups, teacherForcedByPlace(ADDITION_EOS_ID));
-        const tally = tallies.get(task.maxDigits)!;
+        const [tallies] = await evaluateModels(
+          [model],
+          groups,
+          withLoss(teacherForcedByPlace(ADDITION_EOS_ID)),
+        );
+        const { score: tally, bits } = tallies.get(task.maxDigits)!;
         const places = summarisePlaces(tally.places, task.maxDigits);
         const rates = accuracyRates(tally);
         const out: Record<string, number> = {
+          loss: natsPerToken(bits),
           digitAccuracy: rates.digitAccuracy,
           exactMatch: rates.exactMatch,
           placesInRange: places.inRange?.digitAccuracy ?? NaN,
@@ -68,9 +97,10 @@ export function trainingEvaluation(
     case "mqar": {
       const groups = mqarGroups(task, [task.pairs], samples, seed, batchSize);
       return async (model) => {
-        const [tallies] = await evaluateModels([model], groups, TEACHER_FORCED);
-        const rates = accuracyRates(tallies.get(task.pairs)!);
-        return { accuracy: rates.digitAccuracy, exactMatch: rates.exactMatch };
+        const [tallies] = await evaluateModels([model], groups, withLoss(TEACHER_FORCED));
+        const { score, bits } = tallies.get(task.pairs)!;
+        const rates = accuracyRates(score);
+        return { loss: natsPerToken(bits), accuracy: rates.digitAccuracy, exactMatch: rates.exactMatch };
       };
     }
     case "text": {
@@ -79,7 +109,8 @@ export function trainingEvaluation(
       const groups = [textGroup(options.corpus, from, to, task.seqLen, samples, batchSize)];
       return async (model) => {
         const [tallies] = await evaluateModels([model], groups, BITS);
-        return { bitsPerByte: bitsPerByte(tallies.get(0)!).bitsPerByte };
+        const bits = tallies.get(0)!;
+        return { loss: natsPerToken(bits), bitsPerByte: bitsPerByte(bits).bitsPerByte };
       };
     }
   }

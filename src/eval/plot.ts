@@ -40,7 +40,11 @@ function colorEncoding(report: EvalReport) {
   };
 }
 
-/** One panel: lines and points of `values` (`checkpoint`, `key`, `value`) and a dashed rule per training length. */
+/**
+ * One panel: lines and points of `values` (`checkpoint`, `key`, `value`) and, per checkpoint, a
+ * dashed rule at its training length in its own line colour, labelled in that colour (labels of
+ * several checkpoints stack upwards from the bottom).
+ */
 function linePanel(
   report: EvalReport,
   values: { checkpoint: string; key: number; value: number | null }[],
@@ -48,8 +52,14 @@ function linePanel(
   title: string,
   ruleText: (trainLength: number) => string,
 ) {
-  const trainLengths = [...new Set(report.checkpoints.map((c) => c.trainLength).filter((l) => l !== null))];
-  const rules = trainLengths.map((l) => ({ key: l, text: ruleText(l) }));
+  const rules = report.checkpoints
+    .filter((c) => c.trainLength !== null)
+    .map((c, i) => ({
+      checkpoint: c.label,
+      key: c.trainLength,
+      text: ruleText(c.trainLength!),
+      labelY: 0.03 + 0.06 * i,
+    }));
   const color = colorEncoding(report);
   const x = {
     field: "key",
@@ -85,13 +95,18 @@ function linePanel(
       },
       {
         data: { values: rules },
-        mark: { type: "rule", strokeDash: [4, 4], color: "#555" },
-        encoding: { x: { field: "key", type: "quantitative" } },
+        mark: { type: "rule", strokeDash: [4, 4], strokeWidth: 1.5 },
+        encoding: { x: { field: "key", type: "quantitative" }, color },
       },
       {
         data: { values: rules },
-        mark: { type: "text", align: "left", dx: 4, dy: 6, baseline: "top", color: "#555" },
-        encoding: { x: { field: "key", type: "quantitative" }, y: { value: 0 }, text: { field: "text" } },
+        mark: { type: "text", align: "left", dx: 4, baseline: "middle" },
+        encoding: {
+          x: { field: "key", type: "quantitative" },
+          y: { field: "labelY", type: "quantitative" },
+          text: { field: "text" },
+          color,
+        },
       },
     ],
   };

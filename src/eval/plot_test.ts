@@ -58,3 +58,20 @@ Deno.test("svgToPng() renders the plot to a PNG of twice the SVG size", async ()
   const svgWidth = Number(/<svg[^>]*width="(\d+(?:\.\d+)?)"/.exec(svg)![1]);
   assertEquals(view.getUint32(16), Math.ceil(svgWidth * 2));
 });
+
+/** The stroke colours of the elements of one Vega mark class (`mark-line`, `mark-rule`). */
+function strokes(svg: string, mark: string): string[] {
+  const groups = [...svg.matchAll(new RegExp(`<g class="${mark} role-mark[^"]*"[^>]*>(.*?)</g>`, "gs"))]
+    .map((m) => m[1]);
+  return groups.flatMap((g) => [...g.matchAll(/stroke="(#[0-9a-fA-F]{6})"/g)].map((m) => m[1].toLowerCase()));
+}
+
+Deno.test("plotSvg() draws each checkpoint's training-length rule in that checkpoint's line colour", async () => {
+  const report = placedFixtureReport(); // two checkpoints trained on 2 and 3 digits
+  const svg = await plotSvg(report);
+  const lines = [...new Set(strokes(svg, "mark-line"))].sort();
+  const rules = [...new Set(strokes(svg, "mark-rule"))].sort();
+  assertEquals(lines.length, report.checkpoints.length);
+  assertEquals(rules, lines);
+  assertEquals(svg.includes("#555"), false);
+});

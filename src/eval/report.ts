@@ -38,6 +38,8 @@ export interface CheckpointMeta {
   readonly seed: number | null;
   /** Training length `Ltrain` (addition: max operand digits; mqar: max pairs), when the task has one. */
   readonly trainLength: number | null;
+  /** A name the user gave it (`falcon eval --label`), used as its column label. */
+  readonly label?: string;
 }
 
 /** One checkpoint's results. */
@@ -85,9 +87,10 @@ export interface EvalReport {
 
 /**
  * `falcon1a prefix s0`: rule, alignment and seed (`s?` when unknown). The Transformer has no fast
- * state, so no alignment: `transformer s0`.
+ * state, so no alignment: `transformer s0`. A label the user gave (`meta.label`) is used as it is.
  */
 export function checkpointLabel(meta: CheckpointMeta): string {
+  if (meta.label !== undefined) return meta.label;
   const seed = `s${meta.seed ?? "?"}`;
   return meta.mixer === "transformer" ? `${meta.mixer} ${seed}` : `${meta.mixer} ${meta.alignment} ${seed}`;
 }

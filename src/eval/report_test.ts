@@ -118,10 +118,12 @@ Deno.test("formatTable() gives each checkpoint summary rows at its own training 
   assertEquals(byLabel.get("avg 1-2")?.slice(0, 2), ["91.7 / 75.0", "-"]);
   assertEquals(byLabel.get("avg 1-3")?.slice(0, 2), ["-", "94.4 / 83.3"]);
   assertEquals(byLabel.get("avg 3-4")?.slice(0, 2), ["37.5 / 0.0", "-"]);
-  assertEquals(byLabel.get("avg 4-4")?.slice(0, 2), ["-", "50.0 / 0.0"]);
+  // one length beyond L = 3: labelled as the single length it is, not "avg 4-4" (issue 18)
+  assertEquals(byLabel.get("only 4")?.slice(0, 2), ["-", "50.0 / 0.0"]);
+  assertEquals(byLabel.has("avg 4-4"), false);
   // the reference columns fill the rows of their own training length only
   assertEquals(byLabel.get("avg 1-2")?.slice(2, 4).map((c) => c === "-"), [false, true]);
-  assertEquals(byLabel.get("avg 4-4")?.slice(2, 4).map((c) => c === "-"), [true, false]);
+  assertEquals(byLabel.get("only 4")?.slice(2, 4).map((c) => c === "-"), [true, false]);
   assertEquals(byLabel.get("1")?.slice(2), ["100.0 / 100.0", "100.0 / 100.0"]);
 });
 

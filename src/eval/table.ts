@@ -2,7 +2,7 @@
  * The terminal table of an evaluation report: one row per test group, one column per checkpoint.
  *
  * Summary rows use each checkpoint's own training length `L`: `avg 1-L` (in distribution) and
- * `avg (L+1)-max` (beyond); checkpoints trained on different lengths get different rows, each
+ * `avg (L+1)-max` (beyond); a range of one length is labelled `only N` (not `avg N-N`); checkpoints trained on different lengths get different rows, each
  * filled only in the columns of the checkpoints it belongs to. Addition adds a column per distinct
  * `L` with the no-extrapolation reference (`reference.ts`) and a second table of accuracy per place
  * value, with the places `>= L` marked `*` and pooled into the extrapolation row.
@@ -75,8 +75,9 @@ function rangeRows<C>(
   ]);
 }
 
+/** `avg 1-2` for a range, `only 3` for a single length (its mean is that length's row). */
 function rangeLabel(avg: RangeAverage): string {
-  return `avg ${avg.from}-${avg.to}`;
+  return avg.from === avg.to ? `only ${avg.from}` : `avg ${avg.from}-${avg.to}`;
 }
 
 function lengthTable(report: EvalReport): string[] {
@@ -160,8 +161,12 @@ export function formatTable(report: EvalReport): string {
     const lines = aligned([report.keyName, ...cks.map((c) => c.label)], rows);
     return [`${report.task}: bits per byte on the held-out file`, ...lines].join("\n") + "\n";
   }
+  // mqar scores recall of the queried values, not digits
+  const metric = report.task === "mqar"
+    ? "teacher-forced recall % (per query) / exact match % (every query of a sequence right)"
+    : "teacher-forced digit accuracy % / exact match %";
   const legend =
-    `${report.task}: teacher-forced digit accuracy % / exact match %, ${report.samples} samples per ${report.keyName}, seed ${report.seed}`;
+    `${report.task}: ${metric}, ${report.samples} samples per ${report.keyName}, seed ${report.seed}`;
   const references = distinctReferences(cks);
   const referenceNote = references.length === 0 ? [] : [
     "ref L=N: no-extrapolation reference, the expected score of a model right on every place < N and " +

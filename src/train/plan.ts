@@ -23,6 +23,14 @@ import {
 } from "../tasks/mod.ts";
 import type { TaskName } from "../tasks/types.ts";
 import { type TrainConfig, trainConfig, validateTrainConfig } from "./config.ts";
+import {
+  applyOverrides,
+  overriddenField,
+  OVERRIDE_NAMES,
+  overrideText,
+  overrideValues,
+  type RunOverrides,
+} from "./overrides.ts";
 import { preset, presetTaskConfig } from "./presets.ts";
 import { CHECKPOINT_FILE, type TrainSetup, validateSetup } from "./trainer.ts";
 
@@ -66,7 +74,15 @@ export interface RunRequest {
   readonly addition?: AdditionRunOptions;
   /** Backend to train on. */
   readonly backend: Backend;
+  /**
+   * Preset overrides (`overrides.ts`). A fresh run applies them to the preset; with `resume` each
+   * must equal the checkpoint's value (`checkpoint-every` excepted: it may change).
+   */
+  readonly overrides?: RunOverrides;
 }
+
+/** Overrides that a resumed run may change (they do not change what is computed). */
+const CHANGEABLE_ON_RESUME = new Set(["checkpoint-every"]);
 
 function asInput<T>(what: string, f: () => T): T {
   try {
@@ -116,11 +132,54 @@ function resumeConfigs(request: RunRequest, state: CheckpointState, path: string
       );
     }
   }
+  if (request.explicit.has("preset")) {
+    const saved = state.runConfig?.preset;
+    if (typeof saved === "string") {
+      if (saved !== request.preset) {
+        throw new InputError(
+          `--preset ${request.preset} does not match the checkpoint ${path}, which was trained with preset ${saved}`,
+        );
+      }
+    } else {
+      // a checkpoint from before run_config: compare the model sizes the preset fixes
+      const p = asInput("--preset", () => preset(request.preset));
+      for (const [field, value] of Object.entries(p.model)) {
+        const savedValue = (state.model as unknown as Record<string, unknown>)[field];
+        if (savedValue !== value) {
+          throw new InputError(
+            `--preset ${request.preset} does not match the checkpoint ${path}: the preset has ${field} ${value}, ` +
+              `the checkpoint ${savedValue}`,
+          );
+        }
+      }
+    }
+  }
+  const overrides = request.overrides ?? {};
+  for (const name of OVERRIDE_NAMES) {
+    const o = overrides[name];
+    if (!o || CHANGEABLE_ON_RESUME.has(name)) continue;
+    const saved = overriddenField(name, {
+      model: state.model as unknown as Record<string, unknown>,
+      train: state.train,
+    });
+    if (saved !== o.value) {
+      throw new InputError(
+        `${overrideText(name, o)} does not match the checkpoint ${path}, which has ${saved}`,
+      );
+    }
+  }
+  if (request.steps !== undefined && request.steps < state.step) {
+    throw new InputError(
+      `--steps ${request.steps} is below the step of the checkpoint ${path} (${state.step}); ` +
+        `a resumed run continues to a total of --steps, so pass --steps ${state.step} or more`,
+    );
+  }
   const model = state.model;
   asInput(`${path}: model_config`, () => validateModelConfig(model));
   const train = {
     ...(state.train as unknown as TrainConfig),
     ...(request.steps ? { steps: request.steps } : {}),
+    ...(overrides["checkpoint-every"] ? { checkpointEvery: overrides["checkpoint-every"].value } : {}),
   };
   asInput(`${path}: train_config`, () => validateTrainConfig(train));
   return { model, task: state.task, train };
@@ -182,6 +241,11 @@ export async function planRun(request: RunRequest): Promise<TrainSetup> {
   let task: TaskConfig;
   let train: TrainConfig;
   let resumeFrom: CheckpointState | undefined;
+  const overrides = request.overrides ?? {};
+  let runConfig: Record<string, unknown> | undefined = {
+    preset: request.preset,
+    overrides: overrideValues(overrides),
+  };
   if (request.resume) {
     if (!(await exists(checkpointPath))) {
       throw new InputError(
@@ -190,6 +254,16 @@ export async function planRun(request: RunRequest): Promise<TrainSetup> {
     }
     resumeFrom = await loadCheckpoint(checkpointPath);
     ({ model, task, train } = resumeConfigs(request, resumeFrom, checkpointPath));
+    // a checkpoint from before run_config: its preset is known only when --preset was given (and checked)
+    runConfig = resumeFrom.runConfig ??
+      (request.explicit.has("preset") ? { preset: request.preset, overrides: {} } : undefined);
+    if (runConfig && overrides["checkpoint-every"]) {
+      const saved = (runConfig.overrides ?? {}) as Record<string, unknown>;
+      runConfig = {
+        ...runConfig,
+        overrides: { ...saved, "checkpoint-every": overrides["checkpoint-every"].value },
+      };
+    }
     if (request.corpus && task.task !== "text") {
       throw new InputError(`--corpus applies to the text task only; the checkpoint is of task ${task.task}`);
     }
@@ -203,7 +277,8 @@ export async function planRun(request: RunRequest): Promise<TrainSetup> {
   } else {
     if (await exists(checkpointPath)) {
       throw new InputError(
-        `${request.outDir} already holds a checkpoint; pass --resume or choose another --out`,
+        `${request.outDir} already holds a checkpoint; pass --resume to continue it, --force to start clean, ` +
+          "or choose another --out",
       );
     }
     if (request.corpus && request.task !== "text") {
@@ -215,7 +290,12 @@ export async function planRun(request: RunRequest): Promise<TrainSetup> {
         `${optionText(...given[0])} applies to the addition task only, not ${request.task}`,
       );
     }
-    const p = asInput("--preset", () => preset(request.preset));
+    const base = asInput("--preset", () => preset(request.preset));
+    const p = { ...base, ...applyOverrides(base, overrides) };
+    // an error about a field names the overrides the user gave
+    const overridden = OVERRIDE_NAMES.filter((n) => overrides[n]).map((n) => overrideText(n, overrides[n]!));
+    const withGiven = (what: string) =>
+      overridden.length > 0 ? `${what} (preset ${request.preset} with ${overridden.join(", ")})` : what;
     task = asInput(
       request.task === "text" ? `--corpus ${corpus!.name}` : "task",
       () => presetTaskConfig(p, request.task, corpus),
@@ -224,7 +304,7 @@ export async function planRun(request: RunRequest): Promise<TrainSetup> {
     const taskInstance = createTask(task, corpus?.bytes);
     const vocabSize = taskInstance.vocabSize;
     model = asInput(
-      "model",
+      withGiven("model"),
       () =>
         modelConfig({
           ...p.model,
@@ -237,11 +317,11 @@ export async function planRun(request: RunRequest): Promise<TrainSetup> {
     );
     // addition: rows at least one example long (BOS and index hints lengthen the examples beyond
     // what the preset's rows were sized for; with the default format every preset's rows fit)
-    const seqLen = task.task === "addition"
+    const seqLen = task.task === "addition" && !overrides["seq-len"]
       ? Math.max(p.train.seqLen ?? 0, taskInstance.maxExampleLength)
       : p.train.seqLen;
     train = asInput(
-      "training",
+      withGiven("training"),
       () =>
         trainConfig({
           ...p.train,
@@ -259,7 +339,11 @@ export async function planRun(request: RunRequest): Promise<TrainSetup> {
     runDir: request.outDir,
     corpus: corpus?.bytes,
     resumeFrom,
+    runConfig,
   };
-  asInput("setup", () => validateSetup(setup, createTask(task, corpus?.bytes)));
+  const seqLenGiven = overrides["seq-len"] && !request.resume
+    ? `${overrideText("seq-len", overrides["seq-len"])}: `
+    : "";
+  asInput(`${seqLenGiven}setup`, () => validateSetup(setup, createTask(task, corpus?.bytes)));
   return setup;
 }

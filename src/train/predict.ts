@@ -5,7 +5,8 @@
  * @module
  */
 
-import { type CheckpointState, loadCheckpoint } from "../checkpoint/checkpoint.ts";
+import type { CheckpointState } from "../checkpoint/checkpoint.ts";
+import { loadCheckpointState } from "../convert/checkpoint_state.ts";
 import { InputError } from "../errors.ts";
 import { modelFromState } from "../eval/load.ts";
 import type { LanguageModel } from "../model/types.ts";
@@ -36,10 +37,9 @@ export interface LoadedCheckpoint {
 export async function loadForPrediction(path: string, backend: Backend): Promise<LoadedCheckpoint> {
   let state: CheckpointState;
   try {
-    state = await loadCheckpoint(path);
+    state = await loadCheckpointState(path); // a native file or an hf export directory
   } catch (err) {
     if (err instanceof Deno.errors.NotFound) throw new InputError(`checkpoint ${path} does not exist`);
-    if (err instanceof Deno.errors.IsADirectory) throw new InputError(`checkpoint ${path} is a directory`);
     throw err;
   }
   let task: Task;

@@ -12,12 +12,19 @@
  * `metrics.jsonl` (one line per step, appended across resumes; a resume first drops the lines of
  * steps after its checkpoint, which it redoes). With `evaluate`, every N-th step also gets a line
  * `{ "step": s, "eval": {...} }` right after its step line (dropped on resume like the others).
+ * A step line's `elapsed` counts the run's training time from its first step, over every resume
+ * (the checkpoint stores it as `elapsedSeconds`).
+ *
+ * A checkpoint or metrics line that cannot be written (a full disk, a file system gone read-only)
+ * stops the run with a {@linkcode RunWriteError} naming the file, the step and the last good
+ * checkpoint, which is kept (checkpoints are replaced atomically).
  *
  * @module
  */
 
 import { type CheckpointState, saveCheckpoint } from "../checkpoint/checkpoint.ts";
 import { createModel as createFalconModel } from "../model/falcon_lm.ts";
+import { describeFsError } from "../output_path.ts";
 import { batchWeight, type LanguageModel, type ModelConfig } from "../model/types.ts";
 import type { Backend, Tensor } from "../rules/backend.ts";
 import { createTask, normalizeTaskConfig, type TaskConfig } from "../tasks/mod.ts";
@@ -38,10 +45,10 @@ export const METRICS_FILE = "metrics.jsonl";
 /** Builds a model (the default is `createModel` of `src/model/falcon_lm.ts`). */
 export type ModelFactory = (backend: Backend, config: ModelConfig, seed: number) => LanguageModel;
 
-/** Progress of a run, reported after every step and every checkpoint. */
+/** Progress of a run, reported after every step, every checkpoint and every periodic evaluation. */
 export interface TrainProgress {
-  /** `step` after an optimizer step, `checkpoint` after a save. */
-  readonly event: "step" | "checkpoint";
+  /** `step` after an optimizer step, `checkpoint` after a save, `eval` after a periodic evaluation. */
+  readonly event: "step" | "checkpoint" | "eval";
   /** Steps done so far (1-based step just finished). */
   readonly step: number;
   /** Total steps of the run. */
@@ -60,6 +67,8 @@ export interface TrainProgress {
   readonly etaSeconds: number;
   /** Checkpoint path (`checkpoint` events). */
   readonly checkpointPath?: string;
+  /** What the evaluation measured (`eval` events; the record logged to metrics.jsonl). */
+  readonly evaluation?: Readonly<Record<string, number>>;
 }
 
 /** Everything a run needs. */
@@ -82,6 +91,8 @@ export interface TrainSetup {
   readonly signal?: AbortSignal;
   /** Called after every step and checkpoint. */
   readonly onProgress?: (progress: TrainProgress) => void;
+  /** How the run was configured (preset and overrides), stored in the checkpoint as `run_config`. */
+  readonly runConfig?: Record<string, unknown>;
   /** Model constructor (tests inject small models). */
   readonly createModel?: ModelFactory;
   /**
@@ -119,6 +130,15 @@ export interface TrainResult {
   readonly tokensPerSecond: number;
   /** Seconds spent in this call. */
   readonly elapsedSeconds: number;
+  /** Seconds of training of the whole run (before a resume too). */
+  readonly totalElapsedSeconds: number;
+  /**
+   * Mean loss of every step of the run from step 1 that is known (before a resume: from the
+   * metrics log), in order; `runLosses[i]` is step `runFirstStep + i`.
+   */
+  readonly runLosses: number[];
+  /** 1-based step number of `runLosses[0]`. */
+  readonly runFirstStep: number;
   /** Path of the checkpoint written last. */
   readonly checkpointPath: string;
   /** The trained model (for evaluation). */
@@ -137,6 +157,38 @@ export class TrainingDivergedError extends Error {
   constructor(step: number, what: string) {
     super(`training diverged at step ${step}: ${what}; the last good checkpoint is kept`);
     this.step = step;
+  }
+}
+
+/**
+ * A checkpoint or metrics line could not be written: the message names the file, the step, why
+ * (e.g. `no space left on device (ENOSPC)`) and the last good checkpoint, which is kept.
+ */
+export class RunWriteError extends Error {
+  /** Always `RunWriteError`. */
+  override name = "RunWriteError";
+  /** The file that could not be written. */
+  readonly path: string;
+  /** Step of the last checkpoint written (or resumed from), or null when there is none. */
+  readonly lastGoodStep: number | null;
+
+  /** `path` could not be written at `step`; `lastGoodStep` is the step of the checkpoint kept. */
+  constructor(
+    path: string,
+    step: number,
+    lastGoodStep: number | null,
+    checkpointPath: string,
+    cause: unknown,
+  ) {
+    super(
+      `cannot write ${path} at step ${step}: ${describeFsError(cause)}; ` +
+        (lastGoodStep === null
+          ? "no checkpoint was written yet"
+          : `the last good checkpoint (step ${lastGoodStep}) is kept: ${checkpointPath}`),
+      { cause },
+    );
+    this.path = path;
+    this.lastGoodStep = lastGoodStep;
   }
 }
 
@@ -202,7 +254,8 @@ export async function train(setup: TrainSetup): Promise<TrainResult> {
   validateSetup(setup, task);
   await Deno.mkdir(setup.runDir, { recursive: true });
   const checkpointPath = `${setup.runDir}/${CHECKPOINT_FILE}`;
-  const log = new MetricsLog(`${setup.runDir}/${METRICS_FILE}`);
+  const metricsPath = `${setup.runDir}/${METRICS_FILE}`;
+  const log = new MetricsLog(metricsPath);
 
   const model = (setup.createModel ?? createFalconModel)(backend, setup.model, deriveSeed(tc.seed, "init"));
   const params = model.parameters();
@@ -218,7 +271,31 @@ export async function train(setup: TrainSetup): Promise<TrainResult> {
     writeTensors(backend, optimizer.v, r.adamV, "checkpoint optimizer.v");
     step = r.step;
     rng = new DataRng(r.rngState);
-    await log.truncateAfter(step); // steps logged after the checkpoint are about to be redone
+  }
+  let savedStep: number | null = r ? r.step : null;
+  const written = async (path: string, write: () => Promise<void>, at: number) => {
+    try {
+      await write();
+    } catch (err) {
+      if (err instanceof Deno.errors.NotCapable) throw err;
+      if (err instanceof Error && typeof (err as { code?: unknown }).code === "string") {
+        throw new RunWriteError(path, at, savedStep, checkpointPath, err);
+      }
+      throw err;
+    }
+  };
+  // what the run did before this call: its losses and its training time
+  let priorLosses: number[] = [];
+  let priorElapsed = 0;
+  if (r) {
+    // steps logged after the checkpoint are about to be redone
+    await written(metricsPath, () => log.truncateAfter(r.step), r.step);
+    const lines = (await log.stepLines()).filter((l) => l.step <= r.step);
+    // the losses of steps 1..r.step when the log holds each once, in order (else none)
+    if (lines.length === r.step && lines.every((l, i) => l.step === i + 1)) {
+      priorLosses = lines.map((l) => l.loss);
+    }
+    priorElapsed = r.elapsedSeconds ?? lines.at(-1)?.elapsed ?? 0;
   }
 
   const save = async () => {
@@ -237,8 +314,11 @@ export async function train(setup: TrainSetup): Promise<TrainResult> {
       params: paramData,
       adamM,
       adamV,
+      elapsedSeconds: priorElapsed + elapsed(),
+      ...(setup.runConfig === undefined ? {} : { runConfig: setup.runConfig }),
     };
-    await saveCheckpoint(checkpointPath, state);
+    await written(checkpointPath, () => saveCheckpoint(checkpointPath, state), step);
+    savedStep = step;
   };
 
   const parameterCount = params.reduce((n, p) => n + p.value.size, 0);
@@ -257,12 +337,15 @@ export async function train(setup: TrainSetup): Promise<TrainResult> {
     peakRssBytes,
     tokensPerSecond: tokensSeen / Math.max(elapsed(), 1e-9),
     elapsedSeconds: elapsed(),
+    totalElapsedSeconds: priorElapsed + elapsed(),
+    runLosses: priorLosses.length === firstStep - 1 ? [...priorLosses, ...losses] : [...losses],
+    runFirstStep: priorLosses.length === firstStep - 1 ? 1 : firstStep,
     checkpointPath,
     model,
     taskInstance: task,
   });
   let last = { loss: NaN, lr: 0, gradNorm: NaN };
-  const progress = (event: TrainProgress["event"]) => {
+  const progress = (event: TrainProgress["event"], evaluation?: Record<string, number>) => {
     const secs = elapsed();
     const done = step - firstStep + 1;
     setup.onProgress?.({
@@ -274,6 +357,7 @@ export async function train(setup: TrainSetup): Promise<TrainResult> {
       elapsedSeconds: secs,
       etaSeconds: done > 0 ? (secs / done) * (tc.steps - step) : NaN,
       checkpointPath: event === "checkpoint" ? checkpointPath : undefined,
+      ...(evaluation === undefined ? {} : { evaluation }),
     });
   };
 
@@ -295,7 +379,8 @@ export async function train(setup: TrainSetup): Promise<TrainResult> {
     losses.push(meanLoss);
     last = { loss: meanLoss, lr, gradNorm };
     peakRssBytes = Math.max(peakRssBytes, Deno.memoryUsage().rss);
-    await log.append({ step, loss: meanLoss, lr, gradNorm, tokens: weight, elapsed: elapsed() });
+    const line = { step, loss: meanLoss, lr, gradNorm, tokens: weight, elapsed: priorElapsed + elapsed() };
+    await written(metricsPath, () => log.append(line), step);
     progress("step");
   };
   // every recorded step settled: the parameters on the backend are those after `step`
@@ -326,7 +411,9 @@ export async function train(setup: TrainSetup): Promise<TrainResult> {
     while (inFlight.length > stepper.lag) await settleOldest();
     if (setup.evaluate && next % setup.evaluate.every === 0) {
       await settleAll(); // the model evaluated is the one after step `next`, not a later one
-      await log.append({ step: next, eval: await setup.evaluate.run(model, next) });
+      const record = { step: next, eval: await setup.evaluate.run(model, next) };
+      await written(metricsPath, () => log.append(record), next);
+      progress("eval", record.eval);
     }
     if (tc.checkpointEvery > 0 && next % tc.checkpointEvery === 0 && next < tc.steps) {
       await settleAll();

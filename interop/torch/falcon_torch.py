@@ -235,7 +235,8 @@ def fast_weight_recurrent(
             else:
                 stat = (x * x).sum(1)
             noop = sentinel | (stat == 0)
-            lam = lb[:, t] * stat if coupling else lb[:, t]
+            # coupled ridge: the statistic is a stop-gradient multiplier (SPEC section 3)
+            lam = lb[:, t] * stat.detach() if coupling else lb[:, t]
             den = stat + lam + eps
             eta = bt[:, t] / den[:, None]  # [N, Dv] or [N, 1]
             alpha_raw = eta * lam[:, None]

@@ -416,6 +416,66 @@ def read_safetensors(path):
     return tensors, metadata
 
 
+_DTYPE_NAMES = {torch_dtype: name for name, (torch_dtype, _) in _DTYPES.items()}
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """Write `tensors` (dict name -> torch.Tensor, written in sorted name order, contiguous,
+    little-endian) and string `metadata` as a safetensors file at `path`."""
+    if sys.byteorder != "little":
+        raise CheckpointError("%s: safetensors data is little-endian; big-endian hosts are not supported" % path)
+    header = {}
+    chunks = []
+    offset = 0
+    for name in sorted(tensors):
+        t = tensors[name].detach().to("cpu").contiguous()
+        if t.dtype not in _DTYPE_NAMES:
+            raise CheckpointError("%s: tensor %r has dtype %s, which safetensors here cannot hold" % (path, name, t.dtype))
+        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        header[name] = {"dtype": _DTYPE_NAMES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        chunks.append(raw)
+        offset += len(raw)
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for raw in chunks:
+            f.write(raw)
+
+
+def save_hf(model, directory, config):
+    """Write `model`'s weights and `config` (a dict; `torch_dtype` is set from the weights) as an
+    hf export at `directory`: written into `directory.tmp`, renamed when complete (an existing
+    directory is replaced)."""
+    state = {name: t for name, t in model.state_dict().items()}
+    dtypes = {t.dtype for t in state.values()}
+    if len(dtypes) != 1:
+        raise CheckpointError("%s: the weights have several dtypes %s" % (directory, sorted(map(str, dtypes))))
+    torch_dtype = str(dtypes.pop()).replace("torch.", "")
+    tmp = directory.rstrip("/") + ".tmp"
+    if os.path.isdir(tmp):
+        for name in os.listdir(tmp):
+            os.remove(os.path.join(tmp, name))
+    else:
+        os.makedirs(tmp)
+    write_safetensors(os.path.join(tmp, "model.safetensors"), state, {"format": "pt"})
+    with open(os.path.join(tmp, "config.json"), "w") as f:
+        json.dump(dict(config, torch_dtype=torch_dtype), f, indent=2)
+        f.write("\n")
+    if os.path.isdir(directory):
+        old = directory.rstrip("/") + ".old"
+        os.rename(directory, old)
+        os.rename(tmp, directory)
+        for name in os.listdir(old):
+            os.remove(os.path.join(old, name))
+        os.rmdir(old)
+    else:
+        os.rename(tmp, directory)
+
+
 # ---------------------------------------------------------------------------------------------
 # Model (SPEC section 7)
 # ---------------------------------------------------------------------------------------------

@@ -36,13 +36,13 @@ import { DataRng, deriveSeed } from "../../src/tasks/rng.ts";
 import type { TaskName } from "../../src/tasks/types.ts";
 import type { TrainConfig } from "../../src/train/config.ts";
 import { defaultCorpus, planRun } from "../../src/train/plan.ts";
+import { InputError } from "../../src/errors.ts";
 
 /** Bytes per token of a batch: ids, targets (int32), weights (float32), starts (uint8). */
 export const BATCH_BYTES_PER_TOKEN = 13;
 
 function fail(message: string): never {
-  console.error(`prepare_run: ${message}`);
-  Deno.exit(2);
+  throw new InputError(message);
 }
 
 function integer(flag: string, value: string | undefined, min: number): number | undefined {
@@ -52,6 +52,16 @@ function integer(flag: string, value: string | undefined, min: number): number |
     fail(`${flag} must be an integer >= ${min}, got "${value}"`);
   }
   return n;
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.stat(path);
+    return true;
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return false;
+    throw err;
+  }
 }
 
 /** The batches of steps `first..last` of a run whose stream is at `rng` before step `first`. */
@@ -103,11 +113,15 @@ function writeBatches(
   return Deno.writeFile(path, file);
 }
 
-async function main(): Promise<void> {
+/**
+ * Prepare a run from command-line style `args` (module doc); returns a one-line summary of what
+ * was written. Bad input throws an {@linkcode InputError} naming the flag and the value.
+ */
+export async function prepareRun(args: string[]): Promise<string> {
   let values;
   try {
     ({ values } = parseArgs({
-      args: Deno.args,
+      args,
       options: {
         out: { type: "string" },
         from: { type: "string" },
@@ -133,7 +147,9 @@ async function main(): Promise<void> {
     fail((err as Error).message);
   }
   const out = values.out ?? fail("--out DIR is required");
-  if (values.dtype !== "f32" && values.dtype !== "f64") fail(`--dtype must be f32 or f64, got "${values.dtype}"`);
+  if (values.dtype !== "f32" && values.dtype !== "f64") {
+    fail(`--dtype must be f32 or f64, got "${values.dtype}"`);
+  }
   const steps = integer("--steps", values.steps, 1);
   await Deno.mkdir(out, { recursive: true });
   const corpusOf = async () => {
@@ -148,11 +164,16 @@ async function main(): Promise<void> {
       fail(`--steps ${train.steps}: ${values.from} is already at step ${state.step}; ask for more steps`);
     }
     const corpus = state.task.task === "text" ? (await corpusOf()).bytes : undefined;
-    await writeBatches(`${out}/batches.bin`, state.task, corpus, train, state.model, state.rngState, state.step + 1);
-    console.error(
-      `prepare_run: ${out}/batches.bin holds steps ${state.step + 1}..${train.steps} of ${values.from}`,
+    await writeBatches(
+      `${out}/batches.bin`,
+      state.task,
+      corpus,
+      train,
+      state.model,
+      state.rngState,
+      state.step + 1,
     );
-    return;
+    return `${out}/batches.bin holds steps ${state.step + 1}..${train.steps} of ${values.from}`;
   }
 
   const curriculum = values.curriculum === undefined ? undefined : (() => {
@@ -161,36 +182,31 @@ async function main(): Promise<void> {
     return { startDigits: Number(m[1]), fraction: Number(m[2]) };
   })();
   const explicit = new Set<string>();
-  let setup;
-  try {
-    setup = await planRun({
-      task: values.task as TaskName,
-      mixer: values.rule as MixerName,
-      alignment: values.alignment as Alignment,
-      shortConv: values["no-short-conv"] ? false : undefined,
-      qkNorm: values["qk-norm"] as QkNorm | undefined,
-      preset: values.preset,
-      steps,
-      seed: integer("--seed", values.seed, 0)!,
-      outDir: `${out}/.plan`,
-      resume: false,
-      corpus: values.task === "text" ? await corpusOf() : undefined,
-      explicit,
-      addition: values.task === "addition"
-        ? {
-          operandOrder: values["operand-order"] as "msd" | "lsd" | undefined,
-          format: values["answer-order"] as "lsd" | "msd" | undefined,
-          bos: values.bos,
-          indexHints: integer("--index-hints", values["index-hints"], 0),
-          equalLength: values["equal-length"],
-          curriculum,
-        }
-        : undefined,
-      backend: createRefBackend(),
-    });
-  } catch (err) {
-    fail((err as Error).message);
-  }
+  const setup = await planRun({
+    task: values.task as TaskName,
+    mixer: values.rule as MixerName,
+    alignment: values.alignment as Alignment,
+    shortConv: values["no-short-conv"] ? false : undefined,
+    qkNorm: values["qk-norm"] as QkNorm | undefined,
+    preset: values.preset,
+    steps,
+    seed: integer("--seed", values.seed, 0)!,
+    outDir: `${out}/.plan`,
+    resume: false,
+    corpus: values.task === "text" ? await corpusOf() : undefined,
+    explicit,
+    addition: values.task === "addition"
+      ? {
+        operandOrder: values["operand-order"] as "msd" | "lsd" | undefined,
+        format: values["answer-order"] as "lsd" | "msd" | undefined,
+        bos: values.bos,
+        indexHints: integer("--index-hints", values["index-hints"], 0),
+        equalLength: values["equal-length"],
+        curriculum,
+      }
+      : undefined,
+    backend: createRefBackend(),
+  });
   const backend = createRefBackend();
   const model = createModel(backend, setup.model, deriveSeed(setup.train.seed, "init"));
   const params: Record<string, { shape: number[]; data: Float64Array }> = {};
@@ -211,16 +227,21 @@ async function main(): Promise<void> {
       adamV: {},
     }),
   );
-  try {
-    await convertCheckpoint(`${out}/init.safetensors`, `${out}/init`, { to: "hf", dtype: values.dtype });
-  } catch (err) {
-    fail((err as Error).message);
-  }
+  if (await exists(`${out}/init`)) fail(`--out ${out}: ${out}/init exists; choose another --out`);
+  // the initial weights are float64 (the reference backend): f64 keeps them, f32 rounds them
+  const dtype = values.dtype === "f32" ? "f32" : undefined;
+  await convertCheckpoint(`${out}/init.safetensors`, `${out}/init`, { to: "hf", dtype });
   await writeBatches(`${out}/batches.bin`, setup.task, setup.corpus, setup.train, setup.model, rngState, 1);
-  console.error(
-    `prepare_run: ${out}/init (hf, ${values.dtype}) and ${out}/batches.bin (${setup.train.steps} steps of ` +
-      `${setup.train.batchSize} x ${setup.train.seqLen}) for ${setup.task.task} with ${setup.model.mixer}`,
-  );
+  return `${out}/init (hf, ${values.dtype}) and ${out}/batches.bin (${setup.train.steps} steps of ` +
+    `${setup.train.batchSize} x ${setup.train.seqLen}) for ${setup.task.task} with ${setup.model.mixer}`;
 }
 
-if (import.meta.main) await main();
+if (import.meta.main) {
+  try {
+    console.error(`prepare_run: ${await prepareRun(Deno.args)}`);
+  } catch (err) {
+    if (!(err instanceof InputError)) throw err;
+    console.error(`prepare_run: ${err.message}`);
+    Deno.exit(2);
+  }
+}

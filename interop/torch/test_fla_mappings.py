@@ -1,18 +1,18 @@
 #!/usr/bin/env python3
 """GPU check of the fla mappings (falcon_fla.py) with fla's real kernels, and of the chunked form
 in float32 on the GPU: every mapped rule under both alignments, with sequence starts, against the
-recurrent form in float64 (forward o and the gradients of q, k, v, beta, lambdabar). Prints one
+recurrent form in float64 on the CPU (forward o and the gradients of q, k, v, beta, lambdabar). Prints one
 JSON line per case with the relative L2 errors, then a summary; exits 1 if a case is over its bound.
 
 Needs CUDA and fla (`pip install fla_core flash_linear_attention`); not part of CI (the CPU
 checks of the same mappings through fla's semantics are test_forms.py). fla inputs are float32
 where fla allows it and bfloat16 for `chunk_delta_rule` (fla refuses float32 there); bounds are per
-precision. On Hopper with Triton >= 3.4 and < 3.7.1 fla refuses the gated backward (`chunk_o`, fla
+precision (fla's float32 kernels use TF32 dot products: their bound is TF32's). On Hopper with Triton >= 3.4 and < 3.7.1 fla refuses the gated backward (`chunk_o`, fla
 issue 640): such a case is reported as refused; `--force-gated` sets
 `fla.ops.common.chunk_o.TRITON_ABOVE_3_7_1 = True` so it runs, and its line says `timing_only`
 (its gradients are the ones fla warns about; the errors printed show how far off they are).
 
-    python3 interop/torch/test_fla_mappings.py [--force-gated] [--T 300] [--d 64]
+    python3 interop/torch/test_fla_mappings.py [--force-gated] [--T 150] [--d 64]
 """
 
 import argparse
@@ -27,8 +27,10 @@ sys.path.insert(0, HERE)
 import falcon_fla as ff  # noqa: E402
 import falcon_torch as ft  # noqa: E402
 
-# relative L2 bounds: (forward, gradients)
-BOUNDS = {"float32": (1e-4, 1e-3), "bfloat16": (3e-2, 6e-2)}
+# relative L2 bounds: (forward, gradients). fla's Triton kernels take float32 inputs through TF32 dot
+# products (measured on the H200: ~1.5e-3 for every op, the plain linear rule too), so its float32 bound
+# is TF32's; the chunked form runs with TF32 off.
+BOUNDS = {"fla float32": (5e-3, 1e-2), "fla bfloat16": (3e-2, 6e-2), "chunked float32": (1e-4, 1e-3)}
 
 
 def rel_l2(got, want):
@@ -56,12 +58,18 @@ def case_inputs(rule, B, H, T, d, seed, device):
 
 
 def run_case(rule, alignment, form, ops, B, H, T, d, seed, device):
-    (q, k, v, beta, lam), starts, weight = case_inputs(rule, B, H, T, d, seed, device)
-    retnet_g = torch.tensor([[ft.retnet_decay(h) for h in range(H)]], dtype=torch.float64, device=device)
+    # the float64 recurrent reference runs on the CPU (a Python loop per step: faster there than launching
+    # a few kernels per step on the GPU)
+    (q, k, v, beta, lam), starts, weight = case_inputs(rule, B, H, T, d, seed, "cpu")
+    retnet_g = torch.tensor([[ft.retnet_decay(h) for h in range(H)]], dtype=torch.float64)
     kw = dict(alignment=alignment, retnet_g=retnet_g, mamba_A=1.0, starts=starts)
     leaves = [t.clone().requires_grad_() for t in (q, k, v, beta, lam)]
     o_ref, _ = ft.fast_weight_recurrent(rule, *leaves, **kw)
-    ref_grads = torch.autograd.grad((o_ref * weight).sum(), leaves, allow_unused=True)
+    ref_grads = [None if g is None else g.to(device) for g in
+                 torch.autograd.grad((o_ref * weight).sum(), leaves, allow_unused=True)]
+    o_ref = o_ref.to(device)
+    q, k, v, beta, lam, weight = (t.to(device) for t in (q, k, v, beta, lam, weight))
+    kw = dict(kw, retnet_g=retnet_g.to(device), starts=starts.to(device))
     op = ff.FLA_OPS.get(rule)
     dtype = torch.bfloat16 if form == "fla" and op in ff.HALF_ONLY_OPS else torch.float32
     low = [t.to(torch.float32).clone().requires_grad_() for t in (q, k, v, beta, lam)]
@@ -77,7 +85,7 @@ def run_case(rule, alignment, form, ops, B, H, T, d, seed, device):
         if want is not None and torch.linalg.norm(want).item() > 0:
             errors["d" + name] = rel_l2(got if got is not None else torch.zeros_like(want), want)
     precision = "bfloat16" if dtype == torch.bfloat16 else "float32"
-    fwd_bound, grad_bound = BOUNDS[precision]
+    fwd_bound, grad_bound = BOUNDS["%s %s" % (form, precision)]
     worst_grad = max([e for n, e in errors.items() if n != "o"], default=0.0)
     return {
         "rule": rule, "alignment": alignment, "form": form, "op": op if form == "fla" else "chunked",
@@ -91,7 +99,7 @@ def main(argv):
     p.add_argument("--force-gated", action="store_true", help="set fla's TRITON_ABOVE_3_7_1 (timing only)")
     p.add_argument("--B", type=int, default=2)
     p.add_argument("--H", type=int, default=2)
-    p.add_argument("--T", type=int, default=300)
+    p.add_argument("--T", type=int, default=150)
     p.add_argument("--d", type=int, default=64)
     args = p.parse_args(argv)
     if not torch.cuda.is_available():

@@ -209,7 +209,8 @@ def train(args):
     timed = time.perf_counter() - timed_from[0]
     last_step = header["firstStep"] + steps - 1
     summary = {"steps": steps, "lastStep": last_step, "processes": world, "device": str(device), "form": args.form,
-               "dtype": args.dtype, "autocast": args.autocast, "finalLoss": metrics[-1]["loss"],
+               "dtype": args.dtype, "autocast": args.autocast, "timing_only": args.force_gated,
+               "finalLoss": metrics[-1]["loss"],
                "tokensPerSecond": (tokens - timed_from[1]) / max(timed, 1e-9), "elapsedSeconds": elapsed}
     if rank == 0:
         config = dict(init_cfg)
@@ -244,7 +245,13 @@ def main(argv):
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--threads", type=int, default=0, help="CPU threads per process (0: torch's default)")
     p.add_argument("--warmup-steps", type=int, default=0, help="steps left out of the tokens/s figure")
+    p.add_argument("--force-gated", action="store_true",
+                   help="run fla's gated ops on Hopper with Triton < 3.7.1 (fla issue 640; the run is timing only)")
     args = p.parse_args(argv)
+    if args.force_gated:
+        import fla.ops.common.chunk_o as chunk_o
+
+        chunk_o.TRITON_ABOVE_3_7_1 = True
     if args.threads:
         torch.set_num_threads(args.threads)
     try:

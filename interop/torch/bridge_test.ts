@@ -11,7 +11,8 @@
  * (2 layers x 32) for 3 steps, one thread per process.
  */
 
-import { deepStrictEqual, ok } from "node:assert/strict";
+import { deepStrictEqual, ok, rejects } from "node:assert/strict";
+import { InputError } from "../../src/errors.ts";
 import { runCli } from "../../cli/_run_in_process.ts";
 import { loadCheckpoint } from "../../src/checkpoint/checkpoint.ts";
 import { RULES } from "../../src/rules/mod.ts";
@@ -218,6 +219,47 @@ torchTest("round trip: native -> hf -> one PyTorch step -> hf -> native -> falco
     ok(
       evaluated.groups.every((g) => g.digitAccuracy >= 0 && g.digitAccuracy <= 1),
       `digit accuracies ${evaluated.groups.map((g) => g.digitAccuracy)}`,
+    );
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
+});
+
+Deno.test("prepare_run.ts refuses bad flags with an InputError naming the flag and the value", async () => {
+  const root = await Deno.makeTempDir({ prefix: "falcon_prepare_" });
+  try {
+    const cases: [string[], RegExp][] = [
+      [["--preset", "tiny"], /--out DIR is required/],
+      [["--out", `${root}/a`, "--rule", "bogus"], /unknown mixer "bogus"/],
+      [["--out", `${root}/b`, "--dtype", "f16"], /--dtype must be f32 or f64, got "f16"/],
+      [["--out", `${root}/c`, "--steps", "0"], /--steps must be an integer >= 1, got "0"/],
+      [["--out", `${root}/d`, "--curriculum", "8"], /--curriculum must be start:fraction .* got "8"/],
+      [["--out", `${root}/e`, "--task", "mqar", "--bos"], /--bos applies to the addition task only/],
+    ];
+    for (const [args, message] of cases) {
+      await rejects(
+        () => prepareRun(args),
+        (err: Error) => err instanceof InputError && message.test(err.message),
+      );
+    }
+    await prepareRun(["--out", `${root}/run`, "--preset", "tiny", "--steps", "2"]);
+    await rejects(
+      () => prepareRun(["--out", `${root}/run`, "--preset", "tiny", "--steps", "2"]),
+      /run\/init exists; choose another --out/,
+    );
+    await rejects(
+      () => prepareRun(["--out", `${root}/more`, "--from", `${root}/run/init.safetensors`, "--steps", "0"]),
+      /--steps must be an integer >= 1/,
+    );
+    // the header of the fresh run: steps 1..2, the stream state after each
+    const header = JSON.parse(
+      new TextDecoder().decode((await Deno.readFile(`${root}/run/batches.bin`)).subarray(0, 2000)).split(
+        "\n",
+      )[0],
+    );
+    ok(
+      header.firstStep === 1 && header.batches === 2 && header.rngStates.length === 2,
+      JSON.stringify(header),
     );
   } finally {
     await Deno.remove(root, { recursive: true });

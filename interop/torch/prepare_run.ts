@@ -195,16 +195,15 @@ export async function prepareRun(args: string[]): Promise<string> {
     resume: false,
     corpus: values.task === "text" ? await corpusOf() : undefined,
     explicit,
-    addition: values.task === "addition"
-      ? {
-        operandOrder: values["operand-order"] as "msd" | "lsd" | undefined,
-        format: values["answer-order"] as "lsd" | "msd" | undefined,
-        bos: values.bos,
-        indexHints: integer("--index-hints", values["index-hints"], 0),
-        equalLength: values["equal-length"],
-        curriculum,
-      }
-      : undefined,
+    // given for every task: planRun refuses addition options for another task, naming the flag
+    addition: {
+      operandOrder: values["operand-order"] as "msd" | "lsd" | undefined,
+      format: values["answer-order"] as "lsd" | "msd" | undefined,
+      bos: values.bos,
+      indexHints: integer("--index-hints", values["index-hints"], 0),
+      equalLength: values["equal-length"],
+      curriculum,
+    },
     backend: createRefBackend(),
   });
   const backend = createRefBackend();

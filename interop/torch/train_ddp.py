@@ -119,6 +119,14 @@ def check_same_run(init_cfg, header, init_dir, batches):
         raise RunError("%s is at step %d, but %s starts at step %d" % (init_dir, step, batches, header["firstStep"]))
 
 
+def rows_of(batch_size, world, rank, path):
+    """The rows of the global batch that process `rank` of `world` trains on (a slice)."""
+    if batch_size % world != 0:
+        raise RunError("batchSize %d of %s does not split over %d processes" % (batch_size, path, world))
+    per = batch_size // world
+    return slice(rank * per, (rank + 1) * per)
+
+
 def setup_distributed(device_kind):
     """`(rank, world, device)`; initialises the process group under torchrun (WORLD_SIZE set)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -146,8 +154,7 @@ def train(args):
         init_cfg = json.load(f)
     check_same_run(init_cfg, header, init_dir, batches_path)
     Bn = header["B"]
-    if Bn % world != 0:
-        raise RunError("batchSize %d of %s does not split over %d processes" % (Bn, batches_path, world))
+    rows = rows_of(Bn, world, rank, batches_path)
     steps = header["batches"] if args.steps is None else args.steps
     if not 1 <= steps <= header["batches"]:
         raise RunError("--steps %d: %s holds %d batches" % (steps, batches_path, header["batches"]))
@@ -158,8 +165,6 @@ def train(args):
     net = model
     if world > 1:
         net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    per = Bn // world
-    rows = slice(rank * per, (rank + 1) * per)
     V = model.cfg["vocab_size"]
     metrics = []
     tokens = 0

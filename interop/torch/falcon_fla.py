@@ -62,6 +62,17 @@ def fla_ops():
     }
 
 
+def gated_backward_refused():
+    """Whether fla refuses the backward of its gated ops here (Hopper with Triton >= 3.4 and < 3.7.1, fla
+    issue 640: `fla.ops.common.chunk_o` raises). Setting `chunk_o.TRITON_ABOVE_3_7_1 = True` lifts it."""
+    try:
+        import fla.ops.common.chunk_o as chunk_o
+    except ImportError:
+        return False
+    return bool(getattr(chunk_o, "IS_NVIDIA_HOPPER", False) and getattr(chunk_o, "TRITON_ABOVE_3_4_0", False)
+                and not getattr(chunk_o, "TRITON_ABOVE_3_7_1", True))
+
+
 # ---------------------------------------------------------------------------------------------
 # fla's semantics in plain PyTorch (its naive recurrences), varlen and initial states included
 # ---------------------------------------------------------------------------------------------

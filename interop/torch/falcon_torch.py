@@ -293,7 +293,8 @@ def fast_weight(rule, q, k, v, beta=None, lambdabar=None, form="auto", chunk=64,
     `recurrent`: `fast_weight_recurrent`; `chunked`: the chunk-parallel form of falcon_chunked.py
     (`chunk` positions per chunk); `fla`: the rule's fla op (falcon_fla.py; needs fla, CUDA, CUDA
     inputs and a rule with an fla op, else ValueError); `auto`: `fla` where it applies (and, for
-    fla's bf16-only delta rule, inputs in bf16 or fp16), else `chunked`.
+    fla's bf16-only delta rule, inputs in bf16 or fp16; for its gated ops, where fla does not refuse their
+    backward: `falcon_fla.gated_backward_refused`), else `chunked`.
     Options as `fast_weight_recurrent` (S0 and starts included; no carry).
     """
     if form not in FORMS:
@@ -308,7 +309,12 @@ def fast_weight(rule, q, k, v, beta=None, lambdabar=None, form="auto", chunk=64,
         op = falcon_fla.FLA_OPS.get(rule)
         half = q.dtype in (torch.bfloat16, torch.float16)
         usable = ops is not None and op is not None and options.get("S0") is None
-        if usable and (form == "fla" or half or op not in falcon_fla.HALF_ONLY_OPS):
+        if usable and form == "auto":
+            if op in falcon_fla.HALF_ONLY_OPS:
+                usable = half
+            elif torch.is_grad_enabled():
+                usable = not falcon_fla.gated_backward_refused()
+        if usable:
             return falcon_fla.fast_weight_fla(rule, q, k, v, beta, lambdabar, ops=ops, **options)
         if form == "fla":
             why = (

@@ -270,11 +270,19 @@ Deno.test({
   },
 });
 
-const PY_TESTS = ["test_rules.py", "test_safetensors.py", "test_load.py"];
+const PY_TESTS = [
+  "test_rules.py",
+  "test_safetensors.py",
+  "test_load.py",
+  "test_forms.py",
+  "test_train_inputs.py",
+];
 
 Deno.test({
   name: missing === null
-    ? `interop/torch/${PY_TESTS.join(", ")} pass (rules vs fixtures/vectors, hostile files, loader)`
+    ? `interop/torch/${
+      PY_TESTS.join(", ")
+    } pass (rules vs fixtures/vectors, hostile files, loader, fast forms vs recurrent, train_ddp inputs)`
     : required
     ? `interop/torch Python tests (fail: FALCON_REQUIRE_TORCH=1 but ${missing})`
     : `interop/torch Python tests (ignored: ${missing}; FALCON_REQUIRE_TORCH=1 makes this a failure)`,

@@ -1,5 +1,5 @@
 /**
- * The results page of the addition experiment (`docs/results/addition.md`).
+ * The results page of the addition experiment (`docs/results/addition-PLAN.md`).
  *
  * @module
  */

@@ -5,16 +5,15 @@
  * deno task experiment:addition [--backend auto|ref|wasm|webgpu] [--steps N] [--seeds N] [--samples N]
  *                               [--plan full|lab|smoke] [--smoke] [--runs DIR] [--out DIR]
  *                               [--jobs N] [--no-plot] [--stored-only]
- * deno task experiment:addition --replot docs/results/addition.json
+ * deno task experiment:addition --replot docs/results/addition-gpu.json
  * ```
  *
  * Trains every variant of the plan (see `plan.ts`) for every seed with the same size, budget and
  * data, evaluates all checkpoints on the same seeded test sets, and writes to `--out`
- * (default `docs/results`): `addition.md` (summary over seeds next to the paper's figures, the
- * command, date, steps and wall time), `addition.json` (the full evaluation report plus the
- * summaries and run records) and `addition.svg` (seed means by operand length). The smoke plan
- * writes `addition-smoke.*` instead, so it never overwrites a real result; `lab` and `paper` write
- * `addition-lab.*` and `addition-paper.*`.
+ * (default `docs/results`) as `addition-PLAN.*` (`addition-gpu.md`, `addition-full.md`, ...): the page
+ * (summary over seeds next to the paper's figures, the command, date, steps and wall time), the JSON
+ * (the full evaluation report plus the summaries and run records) and the SVG (seed means by operand
+ * length). `docs/results/addition.md` is the hand-written reading of these pages; no plan writes it.
  *
  * Every run trains, then evaluates its own checkpoint, and stores `result.json` in its run
  * directory; a later call with the same plan reuses stored results (an interrupted experiment
@@ -267,7 +266,7 @@ export async function runExperiment(
     if (name) { for (const c of r.report.checkpoints) names.set(c.path, name); }
   });
   const summaries = summariseVariants(report, names);
-  const base = plan.name === "full" ? "addition" : `addition-${plan.name}`;
+  const base = `addition-${plan.name}`;
   await Deno.mkdir(options.outDir, { recursive: true });
   const backends = [...new Set(results.map((r) => r.backend))].join(", ");
   const info: ExperimentInfo = {
@@ -298,7 +297,7 @@ export async function runExperiment(
 
 if (import.meta.main && Deno.args[0] === "--replot") {
   if (Deno.args.length !== 2) {
-    console.error("experiment:addition: --replot takes one results JSON (docs/results/addition.json)");
+    console.error("experiment:addition: --replot takes one results JSON (docs/results/addition-gpu.json)");
     Deno.exit(2);
   }
   console.log(`wrote ${await replot(Deno.args[1])}`);

@@ -7,10 +7,23 @@
 # The device tool brings back only a limited number of files: keep RUNS_DIR outside $OUT and name a PACK
 # file under $OUT; every run's result.json, metrics.jsonl and log go into that one archive at the end
 # (unpack it into RUNS_DIR to resume or aggregate).
-#   experiments/addition/run_many.sh PLAN RUNS_DIR JOBS BUDGET_SECONDS [BACKEND] [PACK.tar.gz]
+# RUNS_DIR does not survive between device calls (a fresh machine): set FROM to a directory of earlier
+# results carried in the working tree (e.g. docs/results/addition-gpu-runs, tracked) and every
+# FROM/<run>/result.json is copied into RUNS_DIR first, so those runs are skipped.
+# Every run still going when the budget is reached is left to finish: pick BUDGET so that the last
+# start plus the slowest run (falcon3, ~8.3 min with 14 at once on the H200) fits in the call.
+#   [FROM=DIR] experiments/addition/run_many.sh PLAN RUNS_DIR JOBS BUDGET_SECONDS [BACKEND] [PACK.tar.gz]
 set -uo pipefail
 plan=$1; runs=$2; jobs=$3; budget=$4; backend=${5:-webgpu}; pack=${6:-}
 mkdir -p "$runs"
+if [ -n "${FROM:-}" ]; then
+  for result in "$FROM"/*/result.json; do
+    [ -f "$result" ] || continue
+    name=$(basename "$(dirname "$result")")
+    mkdir -p "$runs/$name" && cp "$result" "$runs/$name/result.json"
+  done
+  echo "copied $(find "$runs" -name result.json | wc -l) stored results from $FROM"
+fi
 names=$(deno eval "import { makePlan, runName } from './experiments/addition/plan.ts';
 const p = makePlan('$plan');
 for (const s of p.seeds) for (const v of p.variants) console.log(runName(v, s));")

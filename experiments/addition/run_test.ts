@@ -1,4 +1,4 @@
-import { assertEquals, assertThrows } from "../../src/eval/_assert.ts";
+import { assertEquals, assertRejects, assertThrows } from "../../src/eval/_assert.ts";
 import { childArgs, costliestFirst, mapWithJobs, parseDriverArgs, runExperiment } from "./run.ts";
 
 Deno.test("parseDriverArgs() reads the options and names a bad one", () => {
@@ -80,6 +80,50 @@ Deno.test("runExperiment() trains, evaluates and writes the page, JSON and plot 
     assertEquals(
       JSON.parse(await Deno.readTextFile(paths.jsonPath)).report.checkpoints,
       json.report.checkpoints,
+    );
+    // --stored-only with a second seed in the plan: trains nothing, summarises the stored seed-0 runs and
+    // names the two seed-1 runs as missing on the page
+    const storedOnly = parseDriverArgs([
+      "--smoke",
+      "--steps",
+      "2",
+      "--samples",
+      "2",
+      "--seeds",
+      "2",
+      "--backend",
+      "ref",
+      "--runs",
+      `${dir}/runs`,
+      "--out",
+      `${dir}/out`,
+      "--stored-only",
+    ]);
+    const partial: string[] = [];
+    await runExperiment(
+      storedOnly,
+      "deno task experiment:addition --smoke --stored-only",
+      (l) => partial.push(l),
+    );
+    assertEquals(partial.some((l) => l.startsWith("training")), false);
+    const partialMd = await Deno.readTextFile(paths.markdownPath);
+    assertEquals(
+      partialMd.includes(
+        "- **Partial:** 2 of the plan's 4 runs have no result yet (falcon1a-prefix-s1, transformer-s1)",
+      ),
+      true,
+    );
+    assertEquals(JSON.parse(await Deno.readTextFile(paths.jsonPath)).report.checkpoints.length, 2);
+    // and with nothing stored it says so instead of writing an empty page
+    await assertRejects(
+      () =>
+        runExperiment(
+          { ...storedOnly, runsDir: `${dir}/empty` },
+          "deno task experiment:addition --smoke --stored-only",
+          () => {},
+        ),
+      RangeError,
+      "--stored-only: no stored result of plan smoke",
     );
   } finally {
     await Deno.remove(dir, { recursive: true });

@@ -119,6 +119,11 @@ export function evalCommand() {
     )
     .option("--seed <n>", "seed of the test sets", String(EVAL_DEFAULTS.seed))
     .option("--batch-size <n>", "rows per batch", String(EVAL_DEFAULTS.batchSize))
+    .option(
+      "--hint-offset <n>",
+      "addition with index hints: the hint id of answer place 0 (the operands stay the same; only the hints move)",
+      "0",
+    )
     .option("--text <file>", "held-out text file (text task)")
     .option(
       "--label <name>",
@@ -144,6 +149,7 @@ export function evalCommand() {
       const samples = positiveInt("--samples", o.samples);
       const seed = nonNegativeInt("--seed", o.seed);
       const batchSize = positiveInt("--batch-size", o.batchSize);
+      const hintOffset = nonNegativeInt("--hint-offset", o.hintOffset);
       if (o.plot && !/\.(svg|png)$/i.test(o.plot)) {
         throw new UsageError(`--plot ${o.plot}: the file name must end in .svg or .png`);
       }
@@ -214,7 +220,7 @@ export function evalCommand() {
       try {
         report = await evaluateCheckpoints(
           checkpoints,
-          { task, keys, samples, seed, batchSize, text },
+          { task, keys, samples, seed, batchSize, hintOffset, text },
           bar?.update,
         );
       } finally {

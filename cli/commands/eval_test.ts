@@ -106,6 +106,9 @@ Deno.test("falcon eval exits 2 with a clear message on bad input", async () => {
   const { dir, a } = await fixture();
   try {
     await Deno.writeTextFile(`${dir}/junk.safetensors`, "not a checkpoint");
+    const hinted = `${dir}/hinted.safetensors`;
+    const hintedTask = additionConfig({ maxDigits: 2, operandOrder: "lsd", indexHints: 6 });
+    await writeTinyCheckpoint(hinted, hintedTask, ADDITION_VOCAB_SIZE + 6, { mixer: "falcon1a" }, 0);
     const cases: [string[], RegExp][] = [
       [["eval", `${dir}/junk.safetensors`], /junk\.safetensors is not a falcon checkpoint/],
       [["eval", `${dir}/none.safetensors`], /none\.safetensors does not exist/],
@@ -116,6 +119,15 @@ Deno.test("falcon eval exits 2 with a clear message on bad input", async () => {
       [["eval", a, "--samples", "0"], /--samples must be an integer >= 1, got "0"/],
       [["eval", a, "--plot", `${dir}/x.pdf`], /must end in \.svg or \.png/],
       [["eval", a, "--task", "addition", "--text", `${dir}/t.txt`], /--text applies to the text task only/],
+      [["eval", a, "--hint-offset", "-1"], /--hint-offset/],
+      [
+        ["eval", a, "--hint-offset", "1"],
+        /a\.safetensors: addition: hint offset 1 given but the task has no index hints/,
+      ],
+      [
+        ["eval", hinted, "--lengths", "3", "--hint-offset", "3"],
+        /from hint id 3; the task has indexHints = 6/,
+      ],
     ];
     for (const [args, pattern] of cases) {
       const { code, err } = await run([...args, "--backend", "ref"]);
@@ -125,6 +137,10 @@ Deno.test("falcon eval exits 2 with a clear message on bad input", async () => {
         `${args.join(" ")}: message ${JSON.stringify(err)} does not match ${pattern}`,
       );
     }
+    // in range, the offset is applied and named in the table's legend
+    const shifted = await run(["eval", hinted, "--lengths", "1-2", "--hint-offset", "3", "--backend", "ref"]);
+    assert(shifted.code === 0, `--hint-offset 3: exit ${shifted.code}\n${shifted.err}`);
+    assert(/seed 0, hints from id 3/.test(shifted.out), `legend without the offset: ${shifted.out}`);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -79,6 +79,8 @@ export interface EvalReport {
   readonly samples: number;
   /** Base seed of the test sets. */
   readonly seed: number;
+  /** Addition with index hints evaluated at a non-zero hint offset (absent: offset 0). */
+  readonly hintOffset?: number;
   /** ISO date of the run. */
   readonly date: string;
   /** Per checkpoint, in the order given. */

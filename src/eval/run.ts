@@ -46,6 +46,11 @@ export interface EvalOptions {
   readonly seed: number;
   /** Rows per batch. */
   readonly batchSize: number;
+  /**
+   * Addition with index hints: the hint id of answer place 0 (default 0, as in training's plans); the
+   * operands stay the same, only the hint tokens move. Non-zero without hints is an InputError.
+   */
+  readonly hintOffset?: number;
   /** Text task: the held-out file's bytes and name. */
   readonly text?: { readonly bytes: Uint8Array; readonly name: string };
   /** Date to record (default now). */
@@ -106,11 +111,14 @@ function sameTaskConfigs(checkpoints: readonly EvalCheckpoint[], task: EvalTask)
 
 /** The test groups for `options`, built from the first checkpoint's task config. */
 export function buildGroups(first: EvalCheckpoint, options: EvalOptions): TestGroup[] {
-  const { keys, samples, seed, batchSize } = options;
+  const { keys, samples, seed, batchSize, hintOffset = 0 } = options;
+  if (hintOffset !== 0 && options.task !== "addition") {
+    throw new InputError(`the hint offset applies to the addition task only, not ${options.task}`);
+  }
   switch (options.task) {
     case "addition":
       try {
-        return additionGroups(first.task as AdditionConfig, keys, samples, seed, batchSize);
+        return additionGroups(first.task as AdditionConfig, keys, samples, seed, batchSize, hintOffset);
       } catch (err) {
         // a length beyond the checkpoint's hint ids
         if (err instanceof RangeError) throw new InputError(`${first.meta.path}: ${err.message}`);
@@ -154,6 +162,7 @@ export async function evaluateCheckpoints(
     task: options.task,
     samples: options.samples,
     seed: options.seed,
+    ...(options.hintOffset ? { hintOffset: options.hintOffset } : {}),
     date: (options.date ?? new Date()).toISOString(),
   };
   if (options.task === "text") {

@@ -1,6 +1,7 @@
-import { assertEquals, assertRejects } from "./_assert.ts";
+import { assertEquals, assertRejects, assertThrows } from "./_assert.ts";
 import { additionOracle, placeOracle, uniformModel } from "./_oracle.ts";
 import { buildGroups, evaluateCheckpoints, heldOutRange } from "./run.ts";
+import { formatTable } from "./table.ts";
 import { type EvalCheckpoint, loadEvalCheckpoint } from "./load.ts";
 import { InputError } from "../errors.ts";
 import {
@@ -183,6 +184,35 @@ Deno.test("every addition option round-trips: train 2 steps -> checkpoint -> eva
     // the full evaluation runs on those groups (an untrained model: any accuracy, but every sum scored)
     const report = await evaluateCheckpoints([checkpoint], options);
     assertEquals(report.checkpoints[0].groups.map((g) => g.sequences), [3, 3]);
+    // at a hint offset the same sums carry hint ids from the offset on; the report and its table say so
+    const shifted = buildGroups(checkpoint, { ...options, keys: [1], hintOffset: 2 });
+    const unshifted = buildGroups(checkpoint, { ...options, keys: [1] });
+    const texts = (g: typeof shifted) =>
+      [...(g[0].batches() as Iterable<Batch>)].flatMap((batch) =>
+        Array.from(
+          { length: batch.B },
+          (_, r) => decode(batch.ids.subarray(r * batch.T, (r + 1) * batch.T)).replace(/_+$/, ""),
+        )
+      );
+    assertEquals(
+      texts(shifted),
+      texts(unshifted).map((t) => t.replace(/\[(\d)\]/g, (_, h) => `[${Number(h) + 2}]`)),
+    );
+    const shiftedReport = await evaluateCheckpoints([checkpoint], { ...options, keys: [1], hintOffset: 2 });
+    assertEquals(shiftedReport.hintOffset, 2);
+    assertEquals(formatTable(shiftedReport).split("\n")[0].endsWith(", hints from id 2"), true);
+    assertEquals("hintOffset" in report, false);
+    // 3-digit sums need ids up to offset + 3: from id 2 that is 5, beyond the checkpoint's 5 ids (0..4)
+    await assertRejects(
+      () => evaluateCheckpoints([checkpoint], { ...options, hintOffset: 2 }),
+      InputError,
+      "need 4 hint ids (places 0..3) from hint id 2; the task has indexHints = 5",
+    );
+    assertThrows(
+      () => buildGroups(checkpoint, { ...options, task: "mqar", hintOffset: 1 }),
+      InputError,
+      "the hint offset applies to the addition task only, not mqar",
+    );
     // a checkpoint of another format needs other test sets
     const lsdOperands = {
       ...checkpoint,

@@ -166,7 +166,8 @@ export function formatTable(report: EvalReport): string {
     ? "teacher-forced recall % (per query) / exact match % (every query of a sequence right)"
     : "teacher-forced digit accuracy % / exact match %";
   const legend =
-    `${report.task}: ${metric}, ${report.samples} samples per ${report.keyName}, seed ${report.seed}`;
+    `${report.task}: ${metric}, ${report.samples} samples per ${report.keyName}, seed ${report.seed}` +
+    (report.hintOffset ? `, hints from id ${report.hintOffset}` : "");
   const references = distinctReferences(cks);
   const referenceNote = references.length === 0 ? [] : [
     "ref L=N: no-extrapolation reference, the expected score of a model right on every place < N and " +

@@ -90,8 +90,9 @@ function streamGroup(
 
 /**
  * Test groups for addition: per length, `samples` sums of two operands of exactly that many digits,
- * written in `config`'s format (operand and answer order, BOS, hints at offset 0): the streams of
- * {@linkcode additionTestStream}. A length needing more hint ids than `config` has is a RangeError.
+ * written in `config`'s format (operand and answer order, BOS, hints from `hintOffset`, default 0):
+ * the streams of {@linkcode additionTestStream}. A length needing more hint ids than `config` has is
+ * a RangeError. The operands do not depend on the offset: only the hint tokens move.
  */
 export function additionGroups(
   config: AdditionConfig,
@@ -99,13 +100,14 @@ export function additionGroups(
   samples: number,
   seed: number,
   batchSize: number,
+  hintOffset = 0,
 ): TestGroup[] {
   const format = additionConfig(config);
   return lengths.map((digits) => {
     if (!Number.isInteger(digits) || digits < 1) {
       throw new RangeError(`addition length must be >= 1, got ${digits}`);
     }
-    additionTestStream(digits, seed, format); // checks the hint range before any batch is drawn
+    additionTestStream(digits, seed, format, hintOffset); // checks the hint range before any batch is drawn
     const T = additionExampleLength(format, digits);
     return streamGroup(
       digits,
@@ -113,7 +115,7 @@ export function additionGroups(
       batchSize,
       T,
       ADDITION_PAD_ID,
-      () => additionTestStream(digits, seed, format),
+      () => additionTestStream(digits, seed, format, hintOffset),
     );
   });
 }

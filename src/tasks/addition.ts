@@ -85,14 +85,16 @@ export function additionTestStream(
   digits: number,
   seed: number,
   config: AdditionConfig | AdditionFormat = "lsd",
+  hintOffset = 0,
 ): () => Example {
   if (!Number.isInteger(digits) || digits < 1) {
     throw new RangeError(`additionTestSet: digits must be an integer >= 1, got ${digits}`);
   }
   const c = asConfig(config);
-  checkHintRange(c, digits);
+  checkHintRange(c, digits, hintOffset);
   const rng = new DataRng(deriveSeed(seed, `eval:addition:len=${digits}`));
-  return () => additionExample(additionText(randomOperand(rng, digits), randomOperand(rng, digits), c, 0), c);
+  return () =>
+    additionExample(additionText(randomOperand(rng, digits), randomOperand(rng, digits), c, hintOffset), c);
 }
 
 /**

@@ -227,13 +227,21 @@ export function additionExampleLength(config: AdditionConfig, digits: number = c
 
 /**
  * Throw a RangeError when sums of `digits`-digit operands need more hint ids than `config` has (at
- * offset 0 the answer's places `0..digits` need `digits + 1`). Without hints every length fits.
+ * offset 0 the answer's places `0..digits` need `digits + 1`; at `hintOffset` h, the ids up to
+ * `h + digits`). Without hints every length fits, and a non-zero offset is an error.
  */
-export function checkHintRange(config: AdditionConfig, digits: number): void {
-  if (config.indexHints > 0 && digits + 1 > config.indexHints) {
+export function checkHintRange(config: AdditionConfig, digits: number, hintOffset = 0): void {
+  if (hintOffset !== 0 && config.indexHints === 0) {
+    throw new RangeError(`addition: hint offset ${hintOffset} given but the task has no index hints`);
+  }
+  if (!Number.isInteger(hintOffset) || hintOffset < 0) {
+    throw new RangeError(`addition: the hint offset must be an integer >= 0, got ${hintOffset}`);
+  }
+  if (config.indexHints > 0 && hintOffset + digits + 1 > config.indexHints) {
     throw new RangeError(
-      `addition: operands of ${digits} digits need ${digits + 1} hint ids (places 0..${digits}); ` +
-        `the task has indexHints = ${config.indexHints}`,
+      `addition: operands of ${digits} digits need ${digits + 1} hint ids (places 0..${digits})` +
+        (hintOffset > 0 ? ` from hint id ${hintOffset}` : "") +
+        `; the task has indexHints = ${config.indexHints}`,
     );
   }
 }

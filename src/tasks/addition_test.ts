@@ -4,6 +4,7 @@ import {
   additionConfig,
   additionExample,
   additionTestSet,
+  additionTestStream,
   additionText,
   createAdditionTask,
   decodeAdditionAnswer,
@@ -156,4 +157,28 @@ Deno.test("additionTestSet writes the configuration's format with hints at offse
   );
   // a length beyond the hint ids is refused
   assert.throws(() => additionTestSet(9, 1, 0, config), /operands of 9 digits need 10 hint ids/);
+});
+
+Deno.test("additionTestStream at a hint offset writes the same sums with every hint id moved by the offset", () => {
+  const config = additionConfig({ maxDigits: 4, operandOrder: "lsd", bos: true, indexHints: 9 });
+  const task = createAdditionTask(config);
+  const atZero = additionTestStream(4, 3, config);
+  const atThree = additionTestStream(4, 3, config, 3);
+  for (let i = 0; i < 5; i++) {
+    const zero = task.decode(atZero().tokens);
+    const three = task.decode(atThree().tokens);
+    assert.equal(three, zero.replace(/\[(\d)\]/g, (_, h) => `[${Number(h) + 3}]`));
+    assert.match(three, /^\^\[3\]\d\[4\]\d\[5\]\d\[6\]\d\+\[3\]/);
+  }
+  // 4-digit operands need places 0..4: from id 4 that is id 8, the last of 9; from id 5 it does not fit
+  additionTestStream(4, 3, config, 4);
+  assert.throws(
+    () => additionTestStream(4, 3, config, 5),
+    /need 5 hint ids \(places 0\.\.4\) from hint id 5; the task has indexHints = 9/,
+  );
+  assert.throws(() => additionTestStream(4, 3, config, -1), /hint offset must be an integer >= 0, got -1/);
+  assert.throws(
+    () => additionTestStream(4, 3, additionConfig(), 1),
+    /hint offset 1 given but the task has no index hints/,
+  );
 });

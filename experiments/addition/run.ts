@@ -4,7 +4,7 @@
  * ```
  * deno task experiment:addition [--backend auto|ref|wasm|webgpu] [--steps N] [--seeds N] [--samples N]
  *                               [--plan full|lab|smoke] [--smoke] [--runs DIR] [--out DIR]
- *                               [--jobs N] [--no-plot] [--stored-only]
+ *                               [--jobs N|auto] [--no-plot] [--stored-only]
  * deno task experiment:addition --replot docs/results/addition-gpu.json
  * ```
  *
@@ -19,7 +19,8 @@
  * directory; a later call with the same plan reuses stored results (an interrupted experiment
  * resumes). `--jobs N` runs N runs at once in child processes (`run_one.ts`), each with
  * `cores / N` WASM threads: on many cores this beats one run on all of them, since small models
- * do not scale over threads. `--no-plot` skips the SVG (for machines without the npm plotting
+ * do not scale over threads. `--jobs auto` picks N from the measurements in `jobs.ts` (8 on a
+ * hardware GPU, one run per core on the CPU). `--no-plot` skips the SVG (for machines without the npm plotting
  * packages); `--replot` renders it later from the JSON. `--stored-only` trains nothing: it writes
  * the page from the results already stored (runs trained elsewhere, e.g. by `run_many.sh` on the GPU
  * machine) and names the runs still missing on the page.
@@ -31,7 +32,9 @@ import { parseArgs } from "node:util";
 import { BACKEND_CHOICES, type BackendChoice } from "../../backend_select.ts";
 import { jsonWithNulls, mergeReports } from "../../src/eval/report.ts";
 import { formatTable } from "../../src/eval/table.ts";
+import { probeGpuAdapter } from "../../src/info/gpu_adapter.ts";
 import { meanReport, summariseVariants, type VariantSummary } from "./aggregate.ts";
+import { autoJobs, type JobsDevice } from "./jobs.ts";
 import { type ExperimentInfo, renderMarkdown } from "./markdown.ts";
 import { resultPath, type RunResult, storedResult, trainAndEvaluate } from "./one_run.ts";
 import { makePlan, type Plan, type PlanName, runName, type Variant, variantName } from "./plan.ts";
@@ -46,8 +49,11 @@ export interface DriverOptions {
   readonly runsDir: string;
   /** Where the results page, JSON and plot go. */
   readonly outDir: string;
-  /** Runs trained at once, each in its own process (1: in this process, one after another). */
-  readonly jobs: number;
+  /**
+   * Runs trained at once, each in its own process (1: in this process, one after another); `auto`
+   * picks the number when the runs start (`jobs.ts`: 8 on a hardware GPU, one per core on the CPU).
+   */
+  readonly jobs: number | "auto";
   /** Render the SVG plot (needs the npm plotting packages; `--no-plot` skips it, `--replot` adds it later). */
   readonly plot: boolean;
   /** Train nothing: summarise only the runs with a stored result and name the missing ones. */
@@ -58,6 +64,13 @@ function intOption(name: string, value: string | undefined): number | undefined 
   if (value === undefined) return undefined;
   if (!/^\d+$/.test(value) || Number(value) < 1) {
     throw new RangeError(`--${name} must be an integer >= 1, got "${value}"`);
+  }
+  return Number(value);
+}
+
+function jobsOption(value: string): number {
+  if (!/^\d+$/.test(value) || Number(value) < 1) {
+    throw new RangeError(`--jobs must be an integer >= 1 or auto, got "${value}"`);
   }
   return Number(value);
 }
@@ -95,7 +108,7 @@ export function parseDriverArgs(args: string[]): DriverOptions {
     plan,
     runsDir: values.runs ?? `runs/addition-${plan.name}`,
     outDir: values.out,
-    jobs: intOption("jobs", values.jobs) ?? 1,
+    jobs: values.jobs === "auto" ? "auto" : jobsOption(values.jobs),
     plot: !values["no-plot"],
     storedOnly: values["stored-only"],
   };
@@ -210,6 +223,34 @@ export async function replot(jsonPath: string): Promise<string> {
   return plotPath;
 }
 
+/**
+ * `--jobs auto`: the number of runs to train at once for the runs of `work` without a stored result
+ * (`jobs.ts`), on a GPU when the backend is `webgpu` or `auto` finds a hardware adapter.
+ */
+async function pickJobs(
+  options: DriverOptions,
+  work: readonly { variant: Variant; seed: number }[],
+  cores: number,
+  log: (line: string) => void,
+): Promise<number> {
+  let toTrain = 0;
+  for (const { variant, seed } of work) {
+    if (!(await storedResult(options.runsDir, options.plan, variant, seed))) toTrain++;
+  }
+  let device: JobsDevice = options.backend === "webgpu" ? "gpu" : "cpu";
+  if (options.backend === "auto") {
+    const probe = await probeGpuAdapter();
+    if (probe.ok && !probe.adapter.isFallbackAdapter) device = "gpu";
+  }
+  const jobs = autoJobs(device, cores, toTrain);
+  log(
+    `--jobs auto: ${jobs} at once (${toTrain} runs to train on the ${
+      device === "gpu" ? "GPU" : `CPU, ${cores} cores`
+    })`,
+  );
+  return jobs;
+}
+
 /** Train, evaluate and write the results; `log` receives progress lines. */
 export async function runExperiment(
   options: DriverOptions,
@@ -235,10 +276,11 @@ export async function runExperiment(
     }
   }
   const cores = navigator.hardwareConcurrency ?? 1;
-  const threads = options.jobs > 1 ? Math.max(1, Math.floor(cores / options.jobs)) : undefined;
+  const jobs = options.jobs === "auto" ? await pickJobs(options, work, cores, log) : options.jobs;
+  const threads = jobs > 1 ? Math.max(1, Math.floor(cores / jobs)) : undefined;
   let done = 0;
   let reused = 0;
-  const results = await mapWithJobs(work, options.jobs, async ({ variant, seed }) => {
+  const results = await mapWithJobs(work, jobs, async ({ variant, seed }) => {
     const name = runName(variant, seed);
     const stored = await storedResult(options.runsDir, plan, variant, seed);
     if (stored) {
@@ -247,7 +289,7 @@ export async function runExperiment(
       return stored;
     }
     log(`training ${name}: ${plan.train.steps} steps, then evaluating`);
-    const result = options.jobs > 1
+    const result = jobs > 1
       ? await runInChild(options, variant, seed, threads ?? 1, log)
       : await trainAndEvaluate(plan, variant, seed, {
         backend: options.backend,
@@ -272,9 +314,7 @@ export async function runExperiment(
   const info: ExperimentInfo = {
     command,
     date: date.toISOString(),
-    backend: options.jobs > 1
-      ? `${backends} (${options.jobs} processes, ${threads} thread(s) each)`
-      : backends,
+    backend: jobs > 1 ? `${backends} (${jobs} processes, ${threads} thread(s) each)` : backends,
     plan,
     wallSeconds: (performance.now() - started) / 1000,
     reusedRuns: reused,

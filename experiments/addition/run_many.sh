@@ -13,9 +13,16 @@
 # Every run still going when the budget is reached is left to finish: pick BUDGET so that the last
 # start plus the slowest run (falcon3, ~8.3 min with 14 at once on the H200) fits in the call.
 #   [FROM=DIR] experiments/addition/run_many.sh PLAN RUNS_DIR JOBS BUDGET_SECONDS [BACKEND] [PACK.tar.gz]
+# JOBS may be `auto`: 8 on the GPU (experiments/addition/jobs.ts says why), one per core otherwise.
 set -uo pipefail
 plan=$1; runs=$2; jobs=$3; budget=$4; backend=${5:-webgpu}; pack=${6:-}
 mkdir -p "$runs"
+if [ "$jobs" = auto ]; then
+  device=cpu; [ "$backend" = webgpu ] && device=gpu
+  jobs=$(deno eval "import { autoJobs } from './experiments/addition/jobs.ts';
+console.log(autoJobs('$device', navigator.hardwareConcurrency, Infinity));")
+  echo "JOBS auto: $jobs at once ($device)"
+fi
 if [ -n "${FROM:-}" ]; then
   for result in "$FROM"/*/result.json; do
     [ -f "$result" ] || continue

@@ -17,6 +17,14 @@ Deno.test("parseDriverArgs() reads the options and names a bad one", () => {
     RangeError,
     `--steps must be an integer >= 1, got "0"`,
   );
+  assertEquals(parseDriverArgs(["--jobs", "auto"]).jobs, "auto");
+  assertEquals(parseDriverArgs(["--jobs", "3"]).jobs, 3);
+  assertEquals(parseDriverArgs([]).jobs, 1);
+  assertThrows(
+    () => parseDriverArgs(["--jobs", "many"]),
+    RangeError,
+    `--jobs must be an integer >= 1 or auto, got "many"`,
+  );
 });
 
 Deno.test("runExperiment() trains, evaluates and writes the page, JSON and plot (smoke plan, 2 steps)", async () => {
@@ -71,9 +79,18 @@ Deno.test("runExperiment() trains, evaluates and writes the page, JSON and plot 
       "falcon1a prefix s0",
       "transformer s0",
     ]);
-    // a second call with the same plan reuses both stored results instead of training again
+    // a second call with the same plan reuses both stored results instead of training again (and
+    // --jobs auto, with nothing left to train, runs in this process)
     const again: string[] = [];
-    await runExperiment(options, "deno task experiment:addition --smoke", (l) => again.push(l));
+    await runExperiment(
+      { ...options, jobs: "auto" },
+      "deno task experiment:addition --smoke",
+      (l) => again.push(l),
+    );
+    assertEquals(
+      again.some((l) => /^--jobs auto: 1 at once \(0 runs to train on the CPU, \d+ cores\)$/.test(l)),
+      true,
+    );
     assertEquals(again.filter((l) => l.includes(": reusing ")).length, 2);
     assertEquals(again.some((l) => l.startsWith("training")), false);
     assertEquals((await Deno.readTextFile(paths.markdownPath)).includes("2 of 2 runs were reused"), true);

@@ -7,7 +7,7 @@
  * - 2 processes (torchrun, gloo, DDP) on half the rows each equal 1 process on the whole batch;
  * - the round trip native -> hf -> one PyTorch step -> hf -> native -> `falcon eval`.
  *
- * Needs python3 with torch (skip rule: `_torch_python.ts`). The runs are the `tiny` preset's model
+ * Needs python3 with torch (skip rule: `src/testing/torch_python.ts`). The runs are the `tiny` preset's model
  * (2 layers x 32) for 3 steps, one thread per process.
  */
 
@@ -17,7 +17,7 @@ import { runCli } from "../../cli/_run_in_process.ts";
 import { loadCheckpoint } from "../../src/checkpoint/checkpoint.ts";
 import { RULES } from "../../src/rules/mod.ts";
 import { maxAbsDiff } from "../../src/testing/compare.ts";
-import { runPython, torchTest } from "./_torch_python.ts";
+import { runPython, torchTest } from "../../src/testing/torch_python.ts";
 import { prepareRun } from "./prepare_run.ts";
 
 const HERE = new URL(".", import.meta.url).pathname;

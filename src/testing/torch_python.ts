@@ -1,7 +1,7 @@
 /**
  * Finding a Python with PyTorch for the tests that spawn one, with the skip rule of
- * `src/convert/torch_parity_test.ts`: without run permission, python3 or torch a test is ignored
- * with a name that says why, unless FALCON_REQUIRE_TORCH=1 (CI sets it): then it fails.
+ * every test that spawns python (`src/convert/torch_parity_test.ts`, `interop/torch/bridge_test.ts`):
+ * without run permission, python3 or torch a test is ignored with a name that says why, unless FALCON_REQUIRE_TORCH=1 (CI sets it): then it fails.
  *
  * @module
  */

@@ -10,18 +10,10 @@ import { listDir, tinyCheckpointBytes } from "../../src/convert/_test_checkpoint
 import { writeTinyCheckpoint } from "../../src/eval/_tiny_checkpoint.ts";
 import { ADDITION_VOCAB_SIZE, additionConfig } from "../../src/tasks/mod.ts";
 import { runCli as run } from "../_run_in_process.ts";
-
-async function withDir(fn: (dir: string) => Promise<void>): Promise<void> {
-  const dir = await Deno.makeTempDir({ prefix: "falcon_outputs_" });
-  try {
-    await fn(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+import { withTempDir } from "../../src/testing/temp_dir.ts";
 
 Deno.test("convert refuses an existing output file (even an unrelated one) unless --force", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const native = `${dir}/n.safetensors`;
     await Deno.writeFile(native, await tinyCheckpointBytes());
     await Deno.writeTextFile(`${dir}/notes.txt`, "my notes");
@@ -36,7 +28,7 @@ Deno.test("convert refuses an existing output file (even an unrelated one) unles
 });
 
 Deno.test("convert refuses a missing output directory and a directory as a native output, before reading the input", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const native = `${dir}/n.safetensors`;
     await Deno.writeFile(native, await tinyCheckpointBytes());
     let r = await run(["convert", native, "/nonexistent/dir/x.safetensors", "--to", "native"]);
@@ -61,7 +53,7 @@ Deno.test("convert refuses a missing output directory and a directory as a nativ
 });
 
 Deno.test("convert --to hf replaces an earlier export only with --force, and never a directory with other files", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const native = `${dir}/n.safetensors`;
     await Deno.writeFile(native, await tinyCheckpointBytes());
     assert.equal((await run(["convert", native, `${dir}/hf`, "--to", "hf"])).code, 0);
@@ -86,7 +78,7 @@ async function tinyAddition(path: string, mixer: "falcon1a" | "transformer" = "f
 }
 
 Deno.test("eval refuses --json X --csv X, an output that is an input, and a bad output path before evaluating", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const a = `${dir}/a.safetensors`;
     await tinyAddition(a);
     const base = ["eval", a, "--lengths", "1-2", "--samples", "2", "--backend", "ref"];
@@ -108,7 +100,7 @@ Deno.test("eval refuses --json X --csv X, an output that is an input, and a bad 
 });
 
 Deno.test("eval --label names each checkpoint's column; a count that does not match is refused", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const a = `${dir}/a.safetensors`;
     const b = `${dir}/b.safetensors`;
     await tinyAddition(a);
@@ -132,7 +124,7 @@ Deno.test("eval --label names each checkpoint's column; a count that does not ma
 });
 
 Deno.test("predict and eval accept an hf export directory and answer as the native checkpoint does", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const trained = await run([
       "train",
       "--out",

@@ -6,15 +6,7 @@
 import assert from "node:assert/strict";
 import { runCli } from "../_run_in_process.ts";
 import { loadCheckpoint } from "../../src/checkpoint/checkpoint.ts";
-
-async function withDir(f: (dir: string) => Promise<void>): Promise<void> {
-  const dir = await Deno.makeTempDir({ prefix: "falcon_overrides_" });
-  try {
-    await f(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+import { withTempDir } from "../../src/testing/temp_dir.ts";
 
 /** Every override with a value unlike the tiny preset's, and the field it lands in. */
 const EVERY: [string, string, "model" | "train", string, number][] = [
@@ -32,7 +24,7 @@ const EVERY: [string, string, "model" | "train", string, number][] = [
 ];
 
 Deno.test("every override flag round-trips into the checkpoint and is printed at start", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const out = `${dir}/run`;
     const flags = EVERY.flatMap(([flag, text]) => [flag, text]);
     const r = await runCli(["train", "--out", out, "--steps", "2", "--backend", "wasm", ...flags]);
@@ -58,7 +50,7 @@ Deno.test("every override flag round-trips into the checkpoint and is printed at
 });
 
 Deno.test("--config FILE sets every override (and steps); a flag wins over the file", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const file = `${dir}/run.json`;
     const json = Object.fromEntries(EVERY.map(([flag, , , , value]) => [flag.slice(2), value]));
     await Deno.writeTextFile(file, JSON.stringify({ ...json, steps: 2 }));
@@ -75,7 +67,7 @@ Deno.test("--config FILE sets every override (and steps); a flag wins over the f
 });
 
 Deno.test("bad override values and config files are refused with exit 2, naming the flag or key and the value", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const write = async (name: string, text: string) => {
       await Deno.writeTextFile(`${dir}/${name}`, text);
       return `${dir}/${name}`;
@@ -118,7 +110,7 @@ Deno.test("bad override values and config files are refused with exit 2, naming 
 });
 
 Deno.test("--resume may change --checkpoint-every; run_config keeps the preset and records the change", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const out = `${dir}/run`;
     const first = await runCli(["train", "--out", out, "--steps", "2", "--layers", "1", "--backend", "wasm"]);
     assert.equal(first.code, 0, first.err);

@@ -12,18 +12,10 @@ import { runCli } from "../_run_in_process.ts";
 import { loadCheckpoint } from "../../src/checkpoint/checkpoint.ts";
 import { parseJsonl } from "../../src/train/metrics_log.ts";
 import { LOCK_FILE } from "../../src/train/run_dir.ts";
+import { withTempDir } from "../../src/testing/temp_dir.ts";
 
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
 const ROOT = new URL("../../", import.meta.url).pathname;
-
-async function withDir(f: (dir: string) => Promise<void>): Promise<void> {
-  const dir = await Deno.makeTempDir({ prefix: "falcon_train_dir_" });
-  try {
-    await f(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
 
 async function names(dir: string): Promise<string[]> {
   const out: string[] = [];
@@ -90,7 +82,7 @@ async function inMountNamespace(script: string) {
 const SMALL = ["--backend", "wasm", "--threads", "1", "--d-model", "16", "--layers", "1", "--heads", "2"];
 
 Deno.test("train --out FILE exits 2 naming the path before printing the header or creating anything", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     await Deno.writeTextFile(`${dir}/some_file`, "mine");
     const r = await runCli(["train", "--out", `${dir}/some_file`, "--steps", "1", ...SMALL]);
     assert.equal(r.code, 2, r.err);
@@ -105,7 +97,7 @@ Deno.test("train --out FILE exits 2 naming the path before printing the header o
 });
 
 Deno.test("a fresh run into a non-empty directory is refused; --force starts clean, so metrics restart at step 1", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const out = `${dir}/run`;
     // what a run killed before its first checkpoint leaves
     await Deno.mkdir(out);
@@ -131,7 +123,7 @@ Deno.test("a fresh run into a non-empty directory is refused; --force starts cle
 });
 
 Deno.test("--resume refuses fewer steps than the checkpoint's, another preset and a different override", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const out = `${dir}/run`;
     const first = await runCli(["train", "--out", out, "--steps", "4", "--lr", "0.02", ...SMALL]);
     assert.equal(first.code, 0, first.err);
@@ -155,7 +147,7 @@ Deno.test("--resume refuses fewer steps than the checkpoint's, another preset an
 });
 
 Deno.test("--resume --preset on a checkpoint from before run_config compares the sizes the preset fixes", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const out = `${dir}/run`;
     const first = await runCli([
       "train",
@@ -202,7 +194,7 @@ Deno.test("--resume --preset on a checkpoint from before run_config compares the
 });
 
 Deno.test("after a resume, elapsed in metrics.jsonl and the loss summary cover the whole run", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const out = `${dir}/run`;
     const first = await runCli(["train", "--out", out, "--steps", "8", ...SMALL]);
     assert.equal(first.code, 0, first.err);
@@ -233,7 +225,7 @@ Deno.test("after a resume, elapsed in metrics.jsonl and the loss summary cover t
 });
 
 Deno.test("SIGTERM saves a checkpoint like Ctrl-C and exits 143; a second run meanwhile is refused by the lock", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const out = `${dir}/run`;
     const run = spawnTrain(["--out", out, "--steps", "5000", "--checkpoint-every", "0"]);
     await until(async () => (await metricsLineCount(out)) >= 3);
@@ -256,7 +248,7 @@ Deno.test("SIGTERM saves a checkpoint like Ctrl-C and exits 143; a second run me
 });
 
 Deno.test("after kill -9 the stale lock and temporary file are cleaned and --resume continues", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const out = `${dir}/run`;
     const run = spawnTrain(["--out", out, "--steps", "5000", "--checkpoint-every", "2", ...SMALL]);
     await until(async () => (await metricsLineCount(out)) >= 5);
@@ -281,7 +273,7 @@ Deno.test("after kill -9 the stale lock and temporary file are cleaned and --res
 });
 
 Deno.test("a full disk at a checkpoint keeps the last good one and says so in one line (exit 2)", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     // the size of one checkpoint of this model, measured
     const probe = await runCli(["train", "--out", `${dir}/probe`, "--steps", "1", ...SMALL]);
     assert.equal(probe.code, 0, probe.err);
@@ -310,7 +302,7 @@ Deno.test("a full disk at a checkpoint keeps the last good one and says so in on
 });
 
 Deno.test("read-only output directories fail train, convert and eval --json at once with exit 2 naming the path", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const ckpt = `${dir}/c/checkpoint.safetensors`;
     const made = await runCli(["train", "--out", `${dir}/c`, "--steps", "1", ...SMALL]);
     assert.equal(made.code, 0, made.err);

@@ -2,17 +2,9 @@ import assert from "node:assert/strict";
 import { runCli } from "../_run_in_process.ts";
 import { loadCheckpoint } from "../../src/checkpoint/checkpoint.ts";
 import { parseJsonl } from "../../src/train/metrics_log.ts";
+import { withTempDir } from "../../src/testing/temp_dir.ts";
 
 const run = runCli;
-
-async function withDir(f: (dir: string) => Promise<void>): Promise<void> {
-  const dir = await Deno.makeTempDir();
-  try {
-    await f(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
 
 Deno.test("falcon train --help lists every option with its choices and default", async () => {
   const r = await run(["train", "--help"]);
@@ -51,7 +43,7 @@ Deno.test("falcon train --help lists every option with its choices and default",
 });
 
 Deno.test("falcon train rejects bad input with exit 2 before any work", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const empty = `${dir}/empty.txt`;
     await Deno.writeTextFile(empty, "");
     const cases: [string[], RegExp][] = [
@@ -98,7 +90,7 @@ Deno.test("falcon train rejects bad input with exit 2 before any work", async ()
 });
 
 Deno.test("falcon train writes a checkpoint and metrics, resumes to more steps, and refuses another task", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const out = `${dir}/run`;
     const base = ["train", "--rule", "transformer", "--out", out, "--seed", "3"];
     const r = await run([...base, "--steps", "3"]);
@@ -129,7 +121,7 @@ Deno.test("falcon train writes a checkpoint and metrics, resumes to more steps, 
 });
 
 Deno.test("falcon train records the addition format options in the checkpoint and checks them on resume", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const out = `${dir}/run`;
     const options = ["--operand-order", "lsd", "--bos", "--index-hints", "8", "--equal-length"];
     const r = await run([
@@ -188,7 +180,7 @@ Deno.test("falcon train records the addition format options in the checkpoint an
 });
 
 Deno.test("falcon train runs mqar and text (default corpus and a user file)", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const mqar = await run([
       "train",
       "--task",
@@ -247,7 +239,7 @@ Deno.test("falcon train runs mqar and text (default corpus and a user file)", as
 });
 
 Deno.test("falcon train --rule transformer --no-short-conv --qk-norm none trains the plain Transformer and says so", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const out = `${dir}/plain`;
     const args = ["train", "--rule", "transformer", "--no-short-conv", "--qk-norm", "none", "--out", out];
     const r = await run([...args, "--steps", "2", "--backend", "ref"]);
@@ -292,7 +284,7 @@ Deno.test("falcon train --rule transformer --no-short-conv --qk-norm none trains
 });
 
 Deno.test("falcon train --eval-every logs eval lines at those steps without changing the losses", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const base = ["train", "--rule", "transformer", "--seed", "2", "--steps", "3"];
     const bad = await run([...base, "--out", `${dir}/bad`, "--eval-every", "0"]);
     assert.equal(bad.code, 2);
@@ -324,7 +316,7 @@ Deno.test("falcon train --eval-every logs eval lines at those steps without chan
 });
 
 Deno.test("train's in-distribution summary is falcon eval's avg 1-L row on its default test sets", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const out = `${dir}/run`;
     const r = await run(["train", "--out", out, "--steps", "30", "--backend", "wasm", "--layers", "1"]);
     assert.equal(r.code, 0, r.err);

@@ -6,16 +6,21 @@
  * @module
  */
 
+import { resolve } from "node:path";
 import { CheckpointError } from "./errors.ts";
 
-/** The absolute, symlink-resolved form of `path`; for a path that does not exist yet, its resolved parent plus its name. */
+/**
+ * The absolute, symlink-resolved form of `path`; for a path that does not exist yet, its resolved
+ * parent plus its name, with `.` and `..` folded first (`Deno.realPath` of such a path folds them or
+ * not depending on the permission flags: with `-A` it does not).
+ */
 export async function resolvePath(path: string): Promise<string> {
   try {
     return await Deno.realPath(path);
   } catch (err) {
     if (!(err instanceof Deno.errors.NotFound)) throw err;
   }
-  const abs = absolute(path).replace(/\/+$/, "");
+  const abs = resolve(path);
   const slash = abs.lastIndexOf("/");
   const parent = slash <= 0 ? "/" : abs.slice(0, slash);
   const name = abs.slice(slash + 1);
@@ -26,10 +31,6 @@ export async function resolvePath(path: string): Promise<string> {
     if (!(err instanceof Deno.errors.NotFound)) throw err;
   }
   return realParent === "/" ? `/${name}` : `${realParent}/${name}`;
-}
-
-function absolute(path: string): string {
-  return path.startsWith("/") ? path : `${Deno.cwd()}/${path}`;
 }
 
 /**

@@ -13,18 +13,10 @@ import { f16BitsToF32 } from "./dtype.ts";
 import { CheckpointError } from "./errors.ts";
 import { HF_FILES } from "./hf_export.ts";
 import { inspectCheckpoint } from "./inspect.ts";
-
-async function withDir(fn: (dir: string) => Promise<void>): Promise<void> {
-  const dir = await Deno.makeTempDir({ prefix: "falcon_convert_" });
-  try {
-    await fn(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+import { withTempDir } from "../testing/temp_dir.ts";
 
 Deno.test("native -> hf -> native is bit-identical in f32 (and in f64) for every mixer family", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const cases = [
       { mixer: "falcon2" as const, dtype: "f32" as const },
       { mixer: "falcon3a" as const, dtype: "f64" as const },
@@ -53,7 +45,7 @@ Deno.test("native -> hf -> native is bit-identical in f32 (and in f64) for every
 });
 
 Deno.test("hf export transposes [in, out] matrices to [out, in] and reshapes convolutions to [C, 1, 4]", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const state = await tinyCheckpointState(tinyConfig({ mixer: "falcon1" }), { dtype: "f32" });
     await Deno.writeFile(`${dir}/n.safetensors`, encodeCheckpoint(state));
     await convertCheckpoint(`${dir}/n.safetensors`, `${dir}/hf`, { to: "hf" });
@@ -78,7 +70,7 @@ Deno.test("hf export transposes [in, out] matrices to [out, in] and reshapes con
 });
 
 Deno.test("a checkpoint with optimizer state: hf drops it, and the round trip equals --drop-optimizer", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     await Deno.writeFile(
       `${dir}/n.safetensors`,
       await tinyCheckpointBytes(tinyConfig(), { dtype: "f32", optimizer: true }),
@@ -110,7 +102,7 @@ Deno.test("a checkpoint with optimizer state: hf drops it, and the round trip eq
 });
 
 Deno.test("--dtype f16 and bf16 round to nearest even and report the largest relative change", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const state = await tinyCheckpointState(tinyConfig(), { dtype: "f32" });
     await Deno.writeFile(`${dir}/n.safetensors`, encodeCheckpoint(state));
     const f16 = await convertCheckpoint(`${dir}/n.safetensors`, `${dir}/f16`, { to: "hf", dtype: "f16" });
@@ -139,7 +131,7 @@ Deno.test("--dtype f16 and bf16 round to nearest even and report the largest rel
 });
 
 Deno.test("--to native with --dtype f16 is refused before anything is written", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     await Deno.writeFile(`${dir}/n.safetensors`, await tinyCheckpointBytes());
     await assert.rejects(
       () => convertCheckpoint(`${dir}/n.safetensors`, `${dir}/o.safetensors`, { to: "native", dtype: "f16" }),
@@ -151,7 +143,7 @@ Deno.test("--to native with --dtype f16 is refused before anything is written", 
 });
 
 Deno.test("a version-0 native file (no format_version) is upgraded on load with a note per version", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const current = await tinyCheckpointBytes(tinyConfig(), { dtype: "f32" });
     const { tensors, metadata } = readSafetensors(current, "v2");
     // version 0 had no content digest either
@@ -176,7 +168,7 @@ Deno.test("a version-0 native file (no format_version) is upgraded on load with 
 });
 
 Deno.test("a version-1 Transformer converts to the version-2 file of the plain model it ran, native and hf", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const { bytes, plain } = await versionOneTransformer();
     await Deno.writeFile(`${dir}/v1.safetensors`, bytes);
     const report = await inspectCheckpoint(`${dir}/v1.safetensors`);
@@ -198,7 +190,7 @@ Deno.test("a version-1 Transformer converts to the version-2 file of the plain m
 });
 
 Deno.test("a version-1 hf Transformer export loads plain; a version-2 one with use_short_conv needs its conv tensors", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const plain = await tinyCheckpointState(
       tinyConfig({ mixer: "transformer", shortConv: false, qkNorm: "none" }),
       {
@@ -229,7 +221,7 @@ Deno.test("a version-1 hf Transformer export loads plain; a version-2 one with u
 });
 
 Deno.test("a native file from a newer falcon or with a non-integer version is refused, naming the field", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const { tensors, metadata } = readSafetensors(await tinyCheckpointBytes(), "x");
     for (
       const [version, pattern] of [["3", /format_version 3 is newer/], [
@@ -247,7 +239,7 @@ Deno.test("a native file from a newer falcon or with a non-integer version is re
 });
 
 Deno.test("an hf export whose config.json no longer matches its tensors is refused, listing the names", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     await Deno.writeFile(`${dir}/n.safetensors`, await tinyCheckpointBytes(tinyConfig({ mixer: "falcon1" })));
     await convertCheckpoint(`${dir}/n.safetensors`, `${dir}/hf`, { to: "hf" });
     const path = `${dir}/hf/${HF_FILES.config}`;
@@ -275,7 +267,7 @@ Deno.test("an hf export whose config.json no longer matches its tensors is refus
 });
 
 Deno.test("the converted native checkpoint loads with the checkpoint reader and keeps every config", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const state = await tinyCheckpointState(tinyConfig({ mixer: "retnet" }), {
       dtype: "f64",
       optimizer: true,
@@ -296,7 +288,7 @@ Deno.test("the converted native checkpoint loads with the checkpoint reader and 
 });
 
 Deno.test("a hostile config.json is refused naming config.json and the field", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     await Deno.writeFile(`${dir}/n.safetensors`, await tinyCheckpointBytes());
     await convertCheckpoint(`${dir}/n.safetensors`, `${dir}/hf`, { to: "hf" });
     const path = `${dir}/hf/${HF_FILES.config}`;

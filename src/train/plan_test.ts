@@ -2,15 +2,7 @@ import assert from "node:assert/strict";
 import { createRefBackend } from "../rules/reference/backend.ts";
 import { additionConfig } from "../tasks/addition.ts";
 import { planRun, type RunRequest } from "./plan.ts";
-
-async function withDir<T>(f: (dir: string) => Promise<T>): Promise<T> {
-  const dir = await Deno.makeTempDir();
-  try {
-    return await f(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+import { withTempDir } from "../testing/temp_dir.ts";
 
 function request(outDir: string, overrides: Partial<RunRequest> = {}): RunRequest {
   return {
@@ -28,7 +20,7 @@ function request(outDir: string, overrides: Partial<RunRequest> = {}): RunReques
 }
 
 Deno.test("planRun() applies the addition options to the preset's task and sizes the vocabulary", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const plain = await planRun(request(dir));
     assert.deepEqual(plain.task, additionConfig({ maxDigits: 2 }));
     assert.equal(plain.model.vocabSize, 14);
@@ -55,7 +47,7 @@ Deno.test("planRun() applies the addition options to the preset's task and sizes
 });
 
 Deno.test("planRun() lengthens a preset's rows to one example of the chosen format, and only then", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     // the addition preset: 32 digits in rows of 128; BOS and hints make the longest example 1 + 100 + 97
     assert.equal((await planRun(request(dir, { preset: "addition" }))).train.seqLen, 128);
     const hinted = await planRun(
@@ -69,7 +61,7 @@ Deno.test("planRun() lengthens a preset's rows to one example of the chosen form
 });
 
 Deno.test("planRun() names the option and its value when an addition option is bad or misplaced", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     await assert.rejects(
       () => planRun(request(dir, { addition: { indexHints: 2 } })),
       /--index-hints 2: addition: indexHints must be 0 \(off\) or an integer >= maxDigits \+ 1 = 3/,

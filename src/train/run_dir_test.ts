@@ -1,15 +1,7 @@
 import assert from "node:assert/strict";
 import { LOCK_FILE, openRunDirectory, RunDirectoryError } from "./run_dir.ts";
 import { CHECKPOINT_FILE, METRICS_FILE } from "./trainer.ts";
-
-async function withDir(f: (dir: string) => Promise<void>): Promise<void> {
-  const dir = await Deno.makeTempDir({ prefix: "falcon_run_dir_" });
-  try {
-    await f(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+import { withTempDir } from "../testing/temp_dir.ts";
 
 async function names(dir: string): Promise<string[]> {
   const out: string[] = [];
@@ -18,7 +10,7 @@ async function names(dir: string): Promise<string[]> {
 }
 
 Deno.test("openRunDirectory() locks the directory: a second opener is refused naming the pid and host", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const run = `${dir}/run`;
     const first = await openRunDirectory(run, { resume: false });
     assert.equal(first.created, true);
@@ -41,7 +33,7 @@ Deno.test("openRunDirectory() locks the directory: a second opener is refused na
 });
 
 Deno.test("a lock file nobody holds (its process died) is recognised as stale and replaced", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const stale = { pid: 999999, host: "gone-host", started: "2026-01-01T00:00:00.000Z" };
     await Deno.writeTextFile(`${dir}/${LOCK_FILE}`, JSON.stringify(stale));
     const opened = await openRunDirectory(dir, { resume: false });
@@ -53,7 +45,7 @@ Deno.test("a lock file nobody holds (its process died) is recognised as stale an
 });
 
 Deno.test("a lock held by a killed process is stale: the kernel dropped its flock", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const holder = new Deno.Command(Deno.execPath(), {
       args: [
         "eval",
@@ -79,7 +71,7 @@ Deno.test("a lock held by a killed process is stale: the kernel dropped its floc
 });
 
 Deno.test("a fresh run refuses a non-empty directory unless --force, which removes only the run's files", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     await Deno.writeTextFile(`${dir}/${METRICS_FILE}`, '{"step":1}\n');
     await assert.rejects(() => openRunDirectory(dir, { resume: false }), {
       name: "RunDirectoryError",
@@ -103,7 +95,7 @@ Deno.test("a fresh run refuses a non-empty directory unless --force, which remov
 });
 
 Deno.test("stale temporary checkpoint files are removed at start; other dot files stay", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const stale = `.${CHECKPOINT_FILE}.4242.0a1b2c3d.tmp`;
     await Deno.writeFile(`${dir}/${stale}`, new Uint8Array(16));
     await Deno.writeFile(`${dir}/.${METRICS_FILE}.4242.0a1b2c3d.tmp`, new Uint8Array(4));
@@ -117,7 +109,7 @@ Deno.test("stale temporary checkpoint files are removed at start; other dot file
 });
 
 Deno.test("--out naming a file is refused before anything is created", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     await Deno.writeTextFile(`${dir}/some_file`, "x");
     await assert.rejects(() => openRunDirectory(`${dir}/some_file`, { resume: false }), {
       name: "RunDirectoryError",

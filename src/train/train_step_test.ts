@@ -8,6 +8,7 @@ import { additionConfig } from "../tasks/addition.ts";
 import { trainConfig } from "./config.ts";
 import { DEVICE_STEP_LAG } from "./train_step.ts";
 import { CHECKPOINT_FILE, train, TrainingDivergedError, type TrainSetup } from "./trainer.ts";
+import { withTempDir } from "../testing/temp_dir.ts";
 
 const MODEL = modelConfig({ vocabSize: 14, dModel: 16, heads: 2, layers: 1, ffnHidden: 16, chunkSize: 4 });
 
@@ -31,17 +32,8 @@ function setup(runDir: string, extra: Partial<TrainSetup> = {}): TrainSetup {
   };
 }
 
-async function withDir<T>(f: (dir: string) => Promise<T>): Promise<T> {
-  const dir = await Deno.makeTempDir();
-  try {
-    return await f(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
-
 Deno.test("the device step (clipping on the backend, settled late) trains as the host step does, and resumes bit for bit", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const host = await train(setup(`${dir}/host`, { stepStrategy: "host" }));
     const device = await train(setup(`${dir}/device`, { stepStrategy: "device" }));
     assert.equal(device.losses.length, 8);
@@ -71,7 +63,7 @@ Deno.test("the device step (clipping on the backend, settled late) trains as the
 });
 
 Deno.test("the device step stops at the first non-finite loss; the steps queued behind it change nothing", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     let model: LanguageModel | null = null;
     let calls = 0;
     const s = setup(dir, {

@@ -18,6 +18,7 @@ import {
 } from "./trainer.ts";
 import { createTask } from "../tasks/mod.ts";
 import { trainingEvaluation } from "../eval/periodic.ts";
+import { withTempDir } from "../testing/temp_dir.ts";
 
 function setup(runDir: string, overrides: Partial<TrainSetup> = {}, toy: ToyOptions = {}): TrainSetup {
   return {
@@ -39,17 +40,8 @@ function setup(runDir: string, overrides: Partial<TrainSetup> = {}, toy: ToyOpti
   };
 }
 
-async function withDir<T>(f: (dir: string) => Promise<T>): Promise<T> {
-  const dir = await Deno.makeTempDir();
-  try {
-    return await f(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
-
 Deno.test("train is deterministic for a seed, learns, and logs one JSONL line per step", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const a = await train(
       setup(`${dir}/a`, {
         train: trainConfig({ steps: 40, batchSize: 4, seqLen: 16, lr: 0.05, seed: 1, warmupSteps: 3 }),
@@ -81,7 +73,7 @@ Deno.test("train is deterministic for a seed, learns, and logs one JSONL line pe
 });
 
 Deno.test("an interrupted run resumed from its checkpoint reproduces the uninterrupted losses bit for bit", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const full = await train(setup(`${dir}/full`));
     const controller = new AbortController();
     const first = await train(setup(`${dir}/part`, {
@@ -105,7 +97,7 @@ Deno.test("an interrupted run resumed from its checkpoint reproduces the uninter
 });
 
 Deno.test("a NaN gradient stops training with an error naming the step and keeps the last checkpoint", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const s = setup(
       dir,
       { train: trainConfig({ steps: 12, batchSize: 2, seqLen: 16, checkpointEvery: 2 }) },
@@ -124,7 +116,7 @@ Deno.test("a NaN gradient stops training with an error naming the step and keeps
 });
 
 Deno.test("an infinite loss stops training at that step before the first checkpoint is overwritten", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const s = setup(
       dir,
       { train: trainConfig({ steps: 12, batchSize: 2, seqLen: 16, checkpointEvery: 3 }) },
@@ -136,7 +128,7 @@ Deno.test("an infinite loss stops training at that step before the first checkpo
 });
 
 Deno.test("train checks the setup before any work", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     await assert.rejects(
       () => train(setup(`${dir}/x`, { train: trainConfig({ seqLen: 8 }) })),
       /seqLen 8 is shorter than the longest addition example \(13 tokens\)/,
@@ -159,7 +151,7 @@ Deno.test("train checks the setup before any work", async () => {
 });
 
 Deno.test("validateSetup compares a resumed task config after normalising both (old checkpoints resume)", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const done = await train(
       setup(`${dir}/ok`, { train: trainConfig({ steps: 1, batchSize: 1, seqLen: 16 }) }),
     );
@@ -181,7 +173,7 @@ Deno.test("validateSetup compares a resumed task config after normalising both (
 });
 
 Deno.test("the trainer passes the step to the sampler: a curriculum run trains on short sums first", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const curriculum = additionConfig({ maxDigits: 3, curriculum: { startDigits: 1, fraction: 0.5 } });
     const seen: number[] = [];
     const recordingModel: ModelFactory = (b, c, s) => {
@@ -220,7 +212,7 @@ Deno.test("the trainer passes the step to the sampler: a curriculum run trains o
 });
 
 Deno.test("resume is bit-identical with the real FalconLM (falcon1, chunked form) too", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const real = (runDir: string, extra: Partial<TrainSetup> = {}): TrainSetup => ({
       ...setup(runDir),
       model: modelConfig({ vocabSize: 14, dModel: 16, heads: 2, layers: 1, ffnHidden: 16, chunkSize: 4 }),
@@ -242,7 +234,7 @@ Deno.test("resume is bit-identical with the real FalconLM (falcon1, chunked form
 });
 
 Deno.test("a resume drops metrics lines logged after its checkpoint, so every step appears once", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const s = setup(dir, { train: trainConfig({ steps: 8, batchSize: 2, seqLen: 16, checkpointEvery: 3 }) }, {
       nanGradAtCall: 5,
     });
@@ -263,7 +255,7 @@ function lineKinds(lines: Record<string, unknown>[]): string[] {
 }
 
 Deno.test("evaluate logs an eval line right after every N-th step and leaves the losses bit-identical", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const plain = await train(setup(`${dir}/plain`));
     const seen: number[] = [];
     const run = trainingEvaluation(additionConfig({ maxDigits: 3 }), { seed: 9, samples: 8 });
@@ -305,7 +297,7 @@ Deno.test("evaluate logs an eval line right after every N-th step and leaves the
 });
 
 Deno.test("evaluate leaves the real FalconLM's losses bit-identical too", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const real = (runDir: string, extra: Partial<TrainSetup> = {}): TrainSetup => ({
       ...setup(runDir),
       model: modelConfig({ vocabSize: 14, dModel: 16, heads: 2, layers: 1, ffnHidden: 16, chunkSize: 4 }),
@@ -323,7 +315,7 @@ Deno.test("evaluate leaves the real FalconLM's losses bit-identical too", async 
 });
 
 Deno.test("a resume drops the eval lines logged after its checkpoint and redoes them once", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const evaluate = {
       every: 2,
       run: (_model: unknown, step: number) => Promise.resolve({ step2: 2 * step }),
@@ -361,7 +353,7 @@ Deno.test("a resume drops the eval lines logged after its checkpoint and redoes 
 });
 
 Deno.test("train rejects an evaluation interval that is not an integer >= 1", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const run = () => Promise.resolve({});
     await assert.rejects(
       () => train(setup(`${dir}/x`, { evaluate: { every: 0, run } })),

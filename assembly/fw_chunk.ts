@@ -33,53 +33,92 @@
  *
  * Shapes: q, k `[B, T, H, Dk]`, v, o `[B, T, H, Dv]`, state `[B, H, Dk, Dv]`.
  */
-import {
-  CC,
-  COL,
-  DQ,
-  DSR,
-  DX,
-  KH,
-  kRowOff,
-  REG,
-  REGWIN,
-  RUN,
-  setupChunkContext,
-  WINDOWED,
-} from "./fw_chunk_context";
 import { loadRows, scatterRows, subBackward, subForward } from "./fw_chunk_additive_delta";
+// AssemblyScript has no type-only imports
+// deno-lint-ignore verbatim-module-syntax
+import { ChunkContext, contextAt } from "./fw_chunk_context";
+import { placeWorkArea, W_CONTEXT } from "./fw_chunk_layout";
 import {
   C_LASTKEY,
   C_STATE,
+  CHUNK,
+  chunkSize,
   DK,
   DV,
+  H,
   HAS_CARRY,
   isStart,
   K0,
   kOff,
+  kRow,
+  kRowOff,
   L_CKPT,
   L_CW,
   L_DKHAT,
   L_DQHAT,
   L_F64,
+  L_KHAT,
+  L_QHAT,
+  L_WSTORE,
+  L_ZERO,
+  L_ZS,
+  layout,
+  normalize,
   normalizeBackward,
   Q0,
+  qRow,
+  RULE,
   T,
   vOff,
+  WIN,
 } from "./fw_common";
 import { columnBackward, columnForward, columnSetup } from "./fw_chunk_per_column";
 import { windowSegmentBackward, windowSegmentForward, windowSetup } from "./fw_chunk_window_additive";
 import { regSegmentBackward, regSegmentForward, regSetup } from "./fw_chunk_window_delta";
+import { isPerColumn, isRegression, isWindow } from "./fw_rules";
 import { G_DCARRY, G_DK, G_DQ, G_DS0, G_DV, OUT_LASTKEY, OUT_STATE, s0Ptr } from "./fw_recurrent";
 import { axpyF, fillF } from "./simd";
 
-/** Per head: the shared context (fw_chunk_context.ts), then the work pointers of the rule's family. */
-function setup(scratch: usize, backward: bool): void {
-  setupChunkContext(scratch, backward);
-  const b = scratch + L_CW;
-  if (COL) columnSetup(b);
-  if (WINDOWED || REGWIN) windowSetup(b, scratch + L_F64);
-  if (REGWIN) regSetup(b);
+/**
+ * Per head: the chunk size, the scratch layout, the context block at the start of the chunk work area
+ * (its shared pointers, then the family's own) and phi(q), phi(k) of every position.
+ */
+function setup(scratch: usize, backward: bool): ChunkContext {
+  const chunk = chunkSize(T, CHUNK);
+  const deltaWindow = isWindow(RULE) && isRegression(RULE);
+  layout(T, DK, DV, WIN, chunk, backward, true, deltaWindow);
+  const base = scratch + L_CW;
+  const ctx = contextAt(base + W_CONTEXT);
+  placeWorkArea(ctx, base, DV);
+  ctx.chunk = chunk;
+  ctx.perColumn = isPerColumn(RULE);
+  ctx.additiveWindow = isWindow(RULE) && !isRegression(RULE);
+  ctx.deltaWindow = deltaWindow;
+  ctx.deltaWrite = isRegression(RULE);
+  ctx.subWidth = ctx.perColumn ? 1 : DV;
+  ctx.columnByte = 0;
+  ctx.subValues = ctx.perColumn ? ctx.columnValues : ctx.values;
+  ctx.valueStride = H * DV;
+  ctx.keyHat = scratch + L_KHAT;
+  ctx.queryHat = scratch + L_QHAT;
+  ctx.zeroKey = scratch + L_ZERO;
+  ctx.pseudoValueStore = backward && ctx.deltaWrite ? scratch + L_WSTORE : 0;
+  ctx.pairStride = 1;
+  ctx.firstPair = 0;
+  ctx.pairCount = 0;
+  ctx.f64Work = 0;
+  ctx.instanceStride = 1;
+  ctx.instanceCount = 0;
+  if (ctx.perColumn) columnSetup(ctx, base);
+  if (ctx.additiveWindow || ctx.deltaWindow) windowSetup(ctx, base, scratch + L_F64);
+  if (ctx.deltaWindow) regSetup(ctx, base);
+  fillF(ctx.zeroKey, 0, DK);
+  fillF(scratch + L_ZS, 0, DK * DV);
+  for (let t = 0; t < T; t++) {
+    normalize(ctx.queryHat + kRowOff(t), qRow(t), DK);
+    normalize(ctx.keyHat + kRowOff(t), kRow(t), DK);
+  }
+  return ctx;
 }
 
 /** End of the segment that begins at `a` inside the chunk ending at `chunkEnd` (cut at starts). */
@@ -90,29 +129,29 @@ function segmentEnd(a: i32, chunkEnd: i32): i32 {
 }
 
 /** One segment forward on the state `S` (updated in place); with `readout` writes o of its positions. */
-function segmentForward(a: i32, n: i32, S: usize, readout: bool): void {
-  if (WINDOWED) {
-    windowSegmentForward(a, n, S, readout);
+function segmentForward(ctx: ChunkContext, a: i32, n: i32, S: usize, readout: bool): void {
+  if (ctx.additiveWindow) {
+    windowSegmentForward(ctx, a, n, S, readout);
     return;
   }
-  if (REGWIN) {
-    regSegmentForward(a, n, S, readout);
+  if (ctx.deltaWindow) {
+    regSegmentForward(ctx, a, n, S, readout);
     return;
   }
-  loadRows(a, n);
-  if (COL) columnForward(a, n, S, readout);
-  else subForward(a, n, S, readout);
+  loadRows(ctx, a, n);
+  if (ctx.perColumn) columnForward(ctx, a, n, S, readout);
+  else subForward(ctx, a, n, S, readout);
 }
 
 /** Run the chunks `[c0, c1)` of C positions forward on the running state `S`. */
-function runChunks(c0: i32, c1: i32, S: usize, s0: usize, readout: bool): void {
+function runChunks(ctx: ChunkContext, c0: i32, c1: i32, S: usize, s0: usize, readout: bool): void {
   for (let c = c0; c < c1; c++) {
-    const end = min(T, (c + 1) * CC);
-    let a = c * CC;
+    const end = min(T, (c + 1) * ctx.chunk);
+    let a = c * ctx.chunk;
     while (a < end) {
       const e = segmentEnd(a, end);
       if (isStart(a)) memory.copy(S, s0, (<usize> DK * <usize> DV) << 2);
-      segmentForward(a, e - a, S, readout);
+      segmentForward(ctx, a, e - a, S, readout);
       a = e;
     }
   }
@@ -120,38 +159,38 @@ function runChunks(c0: i32, c1: i32, S: usize, s0: usize, readout: bool): void {
 
 /** Forward of one head of a coefficient-stream rule in the chunk-parallel form. */
 export function chunkForward(scratch: usize): void {
-  setup(scratch, false);
+  const ctx = setup(scratch, false);
   const sdb = (<usize> DK * <usize> DV) << 2;
   if (HAS_CARRY) memory.copy(OUT_STATE, C_STATE, sdb);
   else fillF(OUT_STATE, 0, DK * DV);
-  runChunks(0, (T + CC - 1) / CC, OUT_STATE, s0Ptr(scratch), true);
-  if (T > 0) memory.copy(OUT_LASTKEY, KH + kRowOff(T - 1), <usize> DK << 2);
+  runChunks(ctx, 0, (T + ctx.chunk - 1) / ctx.chunk, OUT_STATE, s0Ptr(scratch), true);
+  if (T > 0) memory.copy(OUT_LASTKEY, ctx.keyHat + kRowOff(T - 1), <usize> DK << 2);
   else if (HAS_CARRY) memory.copy(OUT_LASTKEY, C_LASTKEY, <usize> DK << 2);
   else fillF(OUT_LASTKEY, 0, DK);
 }
 
-/** Backward of one segment entering with `S`; DSR holds dS_e on entry and dS_a on return. */
-function segmentBackward(a: i32, n: i32, S: usize, dqh: usize, dkh: usize): void {
+/** Backward of one segment entering with `S`; ctx.dState holds dS_e on entry and dS_a on return. */
+function segmentBackward(ctx: ChunkContext, a: i32, n: i32, S: usize, dqh: usize, dkh: usize): void {
   const dk = DK;
-  if (WINDOWED) {
-    windowSegmentBackward(a, n, S, dqh, dkh);
+  if (ctx.additiveWindow) {
+    windowSegmentBackward(ctx, a, n, S, dqh, dkh);
     return;
   }
-  if (REGWIN) {
-    regSegmentBackward(a, n, S, dqh, dkh);
+  if (ctx.deltaWindow) {
+    regSegmentBackward(ctx, a, n, S, dqh, dkh);
     return;
   }
-  loadRows(a, n);
-  fillF(DX, 0, n * dk);
-  fillF(DQ, 0, n * dk);
-  if (COL) columnBackward(a, n, S);
-  else subBackward(a, n, S);
-  scatterRows(a, n, dqh, dkh);
+  loadRows(ctx, a, n);
+  fillF(ctx.dFeatures, 0, n * dk);
+  fillF(ctx.dQueries, 0, n * dk);
+  if (ctx.perColumn) columnBackward(ctx, a, n, S);
+  else subBackward(ctx, a, n, S);
+  scatterRows(ctx, a, n, dqh, dkh);
 }
 
 /** Backward of one head of a coefficient-stream rule in the chunk-parallel form. */
 export function chunkBackward(scratch: usize): void {
-  setup(scratch, true);
+  const ctx = setup(scratch, true);
   const dk = DK;
   const sd = dk * DV;
   const sdb = <usize> sd << 2;
@@ -162,32 +201,32 @@ export function chunkBackward(scratch: usize): void {
   fillF(dkh, 0, T * dk);
   fillF(G_DS0, 0, sd);
   // the window rules' pairs accumulate into dv
-  if (WINDOWED || REGWIN) { for (let t = 0; t < T; t++) fillF(G_DV + vOff(t), 0, DV); }
+  if (ctx.additiveWindow || ctx.deltaWindow) { for (let t = 0; t < T; t++) fillF(G_DV + vOff(t), 0, DV); }
   // checkpoints: the state entering each chunk (before a possible reset at its first position)
-  if (HAS_CARRY) memory.copy(RUN, C_STATE, sdb);
-  else fillF(RUN, 0, sd);
-  const nc = (T + CC - 1) / CC;
+  if (HAS_CARRY) memory.copy(ctx.checkpointState, C_STATE, sdb);
+  else fillF(ctx.checkpointState, 0, sd);
+  const nc = (T + ctx.chunk - 1) / ctx.chunk;
   for (let c = 0; c < nc; c++) {
-    memory.copy(ckpt + <usize> c * sdb, RUN, sdb);
-    if (c < nc - 1 || REG) runChunks(c, c + 1, RUN, s0, false); // the last chunk only to keep its W
+    memory.copy(ckpt + <usize> c * sdb, ctx.checkpointState, sdb);
+    if (c < nc - 1 || ctx.deltaWrite) runChunks(ctx, c, c + 1, ctx.checkpointState, s0, false); // the last chunk only to keep its W
   }
-  fillF(DSR, 0, sd);
+  fillF(ctx.dState, 0, sd);
   for (let c = nc - 1; c >= 0; c--) {
-    const c0 = c * CC;
-    let e = min(T, c0 + CC);
+    const c0 = c * ctx.chunk;
+    let e = min(T, c0 + ctx.chunk);
     while (e > c0) {
       let a = e - 1;
       while (a > c0 && !isStart(a)) a--;
       const start = isStart(a);
-      segmentBackward(a, e - a, start ? s0 : ckpt + <usize> c * sdb, dqh, dkh);
+      segmentBackward(ctx, a, e - a, start ? s0 : ckpt + <usize> c * sdb, dqh, dkh);
       if (start) {
-        axpyF(G_DS0, DSR, 1, sd);
-        fillF(DSR, 0, sd);
+        axpyF(G_DS0, ctx.dState, 1, sd);
+        fillF(ctx.dState, 0, sd);
       }
       e = a;
     }
   }
-  memory.copy(G_DCARRY, DSR, sdb);
+  memory.copy(G_DCARRY, ctx.dState, sdb);
   for (let t = 0; t < T; t++) {
     normalizeBackward(G_DQ + kOff(t), Q0 + kOff(t), dqh + kRowOff(t), dk);
     normalizeBackward(G_DK + kOff(t), K0 + kOff(t), dkh + kRowOff(t), dk);

@@ -1,199 +1,265 @@
 /**
- * The context of the chunk-parallel kernels (fw_chunk.ts and its family files): the absolute
- * pointers of the chunk work area and the per-head constants, set once per head by
- * setupChunkContext, and the row-pointer helpers. Every family file reads them from here; none of
- * them imports the dispatcher fw_chunk.ts, so the chunk files import no circle. Module globals: every
- * thread has its own instance, hence its own context.
+ * The per-call context of the chunk-parallel kernels (fw_chunk.ts and its family files): the absolute
+ * pointers of the chunk work area and the per-head constants, in one block of linear memory at the
+ * start of the work area (fw_chunk_layout.ts). fw_chunk.ts fills it once per head and passes it as the
+ * first argument `ctx` of every chunk function, so no work pointer is a module global: a thread's
+ * context lives in its own scratch and costs no allocation (`changetype` of a scratch address).
  *
  * Shapes: q, k `[B, T, H, Dk]`, v, o `[B, T, H, Dv]`, state `[B, H, Dk, Dv]`; work arrays `[C, *]`.
+ * Field comments give each array's element type (f32 unless said) and shape.
  */
 
-import {
-  CHUNK,
-  chunkSize,
-  DK,
-  DV,
-  H,
-  kRow,
-  L_CW,
-  L_KHAT,
-  L_QHAT,
-  L_WSTORE,
-  L_ZERO,
-  L_ZS,
-  layout,
-  normalize,
-  qRow,
-  RULE,
-  T,
-  WIN,
-} from "./fw_common";
-import { isPerColumn, isRegression, isWindow } from "./fw_rules";
-import { fillF, stf } from "./simd";
-import * as L from "./fw_chunk_layout";
-
-// absolute pointers of the work area (set by setupChunkContext; every family file shares them)
-export let LC: usize = 0;
-export let DLC: usize = 0;
-export let EV: usize = 0;
-export let GAM: usize = 0;
-export let AV: usize = 0;
-export let BV: usize = 0;
-export let CV: usize = 0;
-export let ACP: usize = 0;
-export let GE: usize = 0;
-export let DA: usize = 0;
-export let DB: usize = 0;
-export let DC: usize = 0;
-export let GAMM: usize = 0;
-export let KXX: usize = 0;
-export let KQX: usize = 0;
-export let MQ: usize = 0;
-export let AM: usize = 0; // -A
-export let DMQ: usize = 0;
-export let DAM: usize = 0;
-export let DGAM: usize = 0;
-export let X: usize = 0;
-export let XT: usize = 0;
-export let WT: usize = 0;
-export let T1: usize = 0;
-export let T2: usize = 0;
-export let DX: usize = 0;
-export let DQ: usize = 0;
-export let Y: usize = 0;
-export let XS: usize = 0;
-export let WW: usize = 0;
-export let PP: usize = 0;
-export let DW: usize = 0;
-export let DR: usize = 0;
-export let TMP: usize = 0;
-export let ST: usize = 0;
-export let DST: usize = 0;
-export let DSIN: usize = 0;
-export let DSR: usize = 0;
-export let RUN: usize = 0;
-export let VC: usize = 0; // coefs() output: gam, a, b (one float each, Dv apart)
-export let VG: usize = 0; // coefGrads() input: dgam, da, db (one float each, Dv apart)
-export let CF: usize = 0; // per-column rules: gamma, a, b [3, C, Dv]
-export let CG: usize = 0; // per-column rules: their gradients [3, C, Dv]
-export let YC: usize = 0; // per-column rules: the current column's values [C]
-// per-head constants
-export let CC: i32 = 64; // chunk size C (at most T), also the row stride of the [C, C] matrices
-export let COL: bool = false; // per-column rule: sub-problems of one value column each
-export let WINDOWED: bool = false; // falcon3a: segments of fw_chunk_window_additive.ts
-export let REGWIN: bool = false; // falcon3: segments of fw_chunk_window_delta.ts
-export let NV: i32 = 0; // value width of a sub-problem: Dv, or 1 for a per-column rule
-export let COLB: usize = 0; // byte offset of the current value column in v, o, dO, dv rows (0: scalar rules)
-export let YS: usize = 0; // values of the sub-problem [C, NV]: Y, or YC for a per-column rule
-export let LDO: i32 = 0; // row stride of v, o, dO (H * Dv)
-export let KH: usize = 0;
-export let QH: usize = 0;
-export let ZERO: usize = 0;
-export let REG: bool = false;
-export let WSTORE: usize = 0; // backward of a regression rule: W of every position [T, Dv], else 0
-
-/**
- * Per head: the chunk size, the scratch layout and the work pointers shared by every family, and
- * phi(q), phi(k) of every position (the family files then set their own pointers).
- */
-export function setupChunkContext(scratch: usize, backward: bool): void {
-  CC = chunkSize(T, CHUNK);
-  COL = isPerColumn(RULE);
-  WINDOWED = isWindow(RULE) && !isRegression(RULE);
-  REGWIN = isWindow(RULE) && isRegression(RULE);
-  layout(T, DK, DV, WIN, CC, backward, true, REGWIN);
-  const b = scratch + L_CW;
-  LC = b + L.W_LC;
-  DLC = b + L.W_DLC;
-  EV = b + L.W_E;
-  GAM = b + L.W_GAM;
-  AV = b + L.W_A;
-  BV = b + L.W_B;
-  CV = b + L.W_C;
-  ACP = b + L.W_ACP;
-  GE = b + L.W_GE;
-  DA = b + L.W_DA;
-  DB = b + L.W_DB;
-  DC = b + L.W_DC;
-  GAMM = b + L.W_GAMM;
-  KXX = b + L.W_KXX;
-  KQX = b + L.W_KQX;
-  MQ = b + L.W_MQ;
-  AM = b + L.W_AM;
-  DMQ = b + L.W_DMQ;
-  DAM = b + L.W_DAM;
-  DGAM = b + L.W_DGAM;
-  X = b + L.W_X;
-  XT = b + L.W_XT;
-  WT = b + L.W_WT;
-  T1 = b + L.W_T1;
-  T2 = b + L.W_T2;
-  DX = b + L.W_DX;
-  DQ = b + L.W_DQ;
-  Y = b + L.W_Y;
-  XS = b + L.W_XS;
-  WW = b + L.W_W;
-  PP = b + L.W_P;
-  DW = b + L.W_DW;
-  DR = b + L.W_DR;
-  TMP = b + L.W_TMP;
-  ST = b + L.W_ST;
-  DST = b + L.W_DST;
-  DSIN = b + L.W_DSIN;
-  DSR = b + L.W_DS;
-  RUN = b + L.W_RUN;
-  VC = b + L.W_V;
-  VG = VC + ((3 * <usize> DV) << 2);
-  CF = b + L.W_CF;
-  CG = b + L.W_CG;
-  YC = b + L.W_YC;
-  NV = COL ? 1 : DV;
-  COLB = 0;
-  YS = COL ? YC : Y;
-  LDO = H * DV;
-  KH = scratch + L_KHAT;
-  QH = scratch + L_QHAT;
-  ZERO = scratch + L_ZERO;
-  REG = isRegression(RULE);
-  WSTORE = backward && REG ? scratch + L_WSTORE : 0;
-  fillF(ZERO, 0, DK);
-  fillF(scratch + L_ZS, 0, DK * DV);
-  for (let t = 0; t < T; t++) {
-    normalize(QH + kRowOff(t), qRow(t), DK);
-    normalize(KH + kRowOff(t), kRow(t), DK);
-  }
+/** The chunk kernels' context: fields are set by fw_chunk.ts `setup` (nothing runs a constructor). */
+@unmanaged
+export class ChunkContext {
+  // per-head and per-segment constants
+  /** Chunk size C (at most T), also the row stride of the [C, C] matrices. */
+  chunk: i32;
+  /** Per-column rule: sub-problems of one value column each. */
+  perColumn: bool;
+  /** falcon3a: segments of fw_chunk_window_additive.ts. */
+  additiveWindow: bool;
+  /** falcon3: segments of fw_chunk_window_delta.ts. */
+  deltaWindow: bool;
+  /** The delta write (a != 0): the solve. */
+  deltaWrite: bool;
+  /** Value width of a sub-problem: Dv, or 1 for a per-column rule. */
+  subWidth: i32;
+  /** Byte offset of the current value column in v, o, dO, dv rows (0: scalar rules). */
+  columnByte: usize;
+  /** Values of the sub-problem [C, subWidth]: values, or columnValues for a per-column rule. */
+  subValues: usize;
+  /** Row stride of v, o, dO (H * Dv). */
+  valueStride: i32;
+  /** phi(k) of every position [T, Dk]. */
+  keyHat: usize;
+  /** phi(q) of every position [T, Dk]. */
+  queryHat: usize;
+  /** [Dk] zeros (the sentinel's write feature). */
+  zeroKey: usize;
+  /** Backward of a delta rule: W of every position [T, Dv], else 0. */
+  pseudoValueStore: usize;
+  /** Row stride of the [C, P] matrices (P = C + B - 1). */
+  pairStride: i32;
+  /** First pair of the segment. */
+  firstPair: i32;
+  /** Pairs of the segment. */
+  pairCount: i32;
+  /** Float64 work of windowCoefs (falcon3's eigen solver). */
+  f64Work: usize;
+  /** Row stride of the [*, R] matrices (R = C * B). */
+  instanceStride: i32;
+  /** Instance rows of the segment. */
+  instanceCount: i32;
+  // per-position scalars of the chunk
+  /** f64 [C] cumulative log decay Lc. */
+  logDecay: usize;
+  /** f64 [C] gradient of Lc. */
+  dLogDecay: usize;
+  /** f64 [C] ||x_t||^2. */
+  featureNormSq: usize;
+  /** f32 [C] gamma. */
+  gamma: usize;
+  /** f32 [C] a. */
+  aCoef: usize;
+  /** f32 [C] b. */
+  bCoef: usize;
+  /** f32 [C] c = exp(Lc). */
+  cumDecay: usize;
+  /** f32 [C] a * cp (cp_t = c_{t-1}, cp_a = 1). */
+  aPrevDecay: usize;
+  /** f32 [C] Gam[e, t]. */
+  decayToEnd: usize;
+  /** f32 [C] da. */
+  dACoef: usize;
+  /** f32 [C] db. */
+  dBCoef: usize;
+  /** f32 [C] dc, then dgamma (decayGrads). */
+  dDecay: usize;
+  // [C, C] matrices (row stride C)
+  /** [C, C] Gam (lower, zero above). */
+  decayMatrix: usize;
+  /** [C, C] X X^T (strictly lower). */
+  keyGram: usize;
+  /** [C, C] Q X^T (lower). */
+  queryKeyGram: usize;
+  /** [C, C] Kqx ⊙ Gam. */
+  maskedReadout: usize;
+  /** [C, C] -A = -diag(a) (Kxx ⊙ Gp) (strictly lower). */
+  negSolveMatrix: usize;
+  /** [C, C] dMq, then dKqx. */
+  dMaskedReadout: usize;
+  /** [C, C] dA, then dKxx. */
+  dSolveMatrix: usize;
+  /** [C, C] dGam. */
+  dDecayMatrix: usize;
+  // rows of the chunk
+  /** [C, Dk] write features X. */
+  features: usize;
+  /** [Dk, C] X^T. */
+  featuresT: usize;
+  /** [Dv, C] W^T. */
+  pseudoValuesT: usize;
+  /** [C, Dk] dR S^T. */
+  dRhsStateT: usize;
+  /** [C, Dk] dO S^T. */
+  dOutStateT: usize;
+  /** [C, Dk] dX. */
+  dFeatures: usize;
+  /** [C, Dk] dQ. */
+  dQueries: usize;
+  /** [C, Dv] values Y. */
+  values: usize;
+  /** [C, Dv] X S_a. */
+  featuresState: usize;
+  /** [C, Dv] pseudo-values W. */
+  pseudoValues: usize;
+  /** [C, Dv] X dS_e. */
+  featuresDState: usize;
+  /** [C, Dv] dW. */
+  dPseudoValues: usize;
+  /** [C, Dv] dR (R: the right-hand side of the solve). */
+  dRhs: usize;
+  /** [C, Dv] scratch rows. */
+  rowScratch: usize;
+  // states [Dk, Dv] (transposes [Dv, Dk]) and the coefficient vectors
+  /** [Dv, Dk] S_a^T. */
+  stateT: usize;
+  /** [Dv, Dk] dS_e^T. */
+  dStateEndT: usize;
+  /** [Dk, Dv] dS_a. */
+  dStateStart: usize;
+  /** [Dk, Dv] running dS: dS_e on entry to a segment's backward, dS_a on return. */
+  dState: usize;
+  /** [Dk, Dv] running state of the checkpoint pass. */
+  checkpointState: usize;
+  /** 3 x [Dv] coefs() output: gamma, a, b (one float each, Dv apart). */
+  coefOut: usize;
+  /** 3 x [Dv] coefGrads() input: dgamma, da, db (one float each, Dv apart). */
+  coefGradIn: usize;
+  // per-column rules (fw_chunk_per_column.ts)
+  /** f32 [3, C, Dv] gamma, a, b of every column. */
+  columnCoefs: usize;
+  /** f32 [3, C, Dv] their gradients. */
+  columnCoefGrads: usize;
+  /** f32 [C] values of the current column. */
+  columnValues: usize;
+  /** f32 [Dv] c_e of every column. */
+  columnEndDecay: usize;
+  /** [C, Dv] X S_a. */
+  columnsFeaturesState: usize;
+  /** [C, Dv] Q S_a. */
+  columnsQueriesState: usize;
+  /** [C, Dv] Gam[e, :] ⊙ W of every column. */
+  columnsEndWeighted: usize;
+  /** [C, Dv] X dS_e. */
+  columnsFeaturesDState: usize;
+  /** [C, Dv] diag(c) dO of every column. */
+  columnsDecayedDOut: usize;
+  /** [C, Dv] -diag(a cp) dR of every column. */
+  columnsScaledDRhs: usize;
+  /** [C, C] dKqx summed over the columns. */
+  columnsDQueryKeyGram: usize;
+  /** [C, C] dKxx summed over the columns. */
+  columnsDKeyGram: usize;
+  // window rules (fw_chunk_window_additive.ts): per position of the segment, and its pairs (P = C + B - 1 at most)
+  /** f64 [C] gamma. */
+  windowGamma: usize;
+  /** f64 [C] g = eta / |I_t| (0 at a no-op). */
+  windowGain: usize;
+  /** f64 [C] the write statistic. */
+  windowStat: usize;
+  /** f64 [C] lambda. */
+  windowLambda: usize;
+  /** f64 [C] the step's denominator. */
+  windowDen: usize;
+  /** f64 [C] eta. */
+  windowEta: usize;
+  /** f64 [C] 1 where the decay was clamped. */
+  windowClamped: usize;
+  /** f64 [C] 1 at a no-op position. */
+  windowNoop: usize;
+  /** i32 [C] first pair of the position's window. */
+  windowFirst: usize;
+  /** i32 [C] window size (0 at a no-op). */
+  windowSize: usize;
+  /** [P, Dk] pair features. */
+  pairFeatures: usize;
+  /** [Dk, P] their transpose. */
+  pairFeaturesT: usize;
+  /** [P, Dv] pair targets. */
+  pairTargets: usize;
+  /** [Dv, P] their transpose. */
+  pairTargetsT: usize;
+  /** [C, P] write mask M. */
+  writeMask: usize;
+  /** [C, P] Q X^T. */
+  pairQueryGram: usize;
+  /** [C, P] Kqx ⊙ M. */
+  pairMaskedReadout: usize;
+  /** [C, P] dM. */
+  dWriteMask: usize;
+  /** [C, P] dMq, then dKqx. */
+  dPairMaskedReadout: usize;
+  /** [P, Dk] pair feature gradients. */
+  dPairFeatures: usize;
+  /** [P, Dv] pair target gradients. */
+  dPairTargets: usize;
+  /** [P, Dv] X dS_e, then M[e, :] ⊙ Y. */
+  pairProducts: usize;
+  /** f32 [P] running dM row of the reverse recursion. */
+  reverseRow: usize;
+  // delta window rule falcon3 (fw_chunk_window_delta.ts): R = C * B instance rows
+  /** i32 [R] step of each instance row. */
+  instanceStep: usize;
+  /** i32 [R] pair of each instance row. */
+  instancePair: usize;
+  /** i32 [C + 1] first instance row of each step. */
+  stepFirstInstance: usize;
+  /** [R, Dv] pseudo-values W. */
+  instanceW: usize;
+  /** [Dv, R] W^T. */
+  instanceWT: usize;
+  /** [R, Dv] dW, then dR. */
+  dInstanceW: usize;
+  /** [R, R] -A. */
+  instanceNegSolve: usize;
+  /** [R, R] dR W^T. */
+  dInstanceSolve: usize;
+  /** [C, R] masked readout matrix. */
+  instanceReadout: usize;
+  /** [C, R] its gradient. */
+  dInstanceReadout: usize;
+  /** [P, P] pair Gram X X^T. */
+  pairGram: usize;
+  /** [P, P] its gradient. */
+  dPairGram: usize;
+  /** [P, Dv] X S_a. */
+  pairFeaturesState: usize;
+  /** [P, Dv] pair sums of Gam[e, s] W. */
+  pairEndSums: usize;
+  /** [P, Dv] pair sums of -g cp dR. */
+  pairScaledDRhs: usize;
+  /** f64 [C] dg per step. */
+  dStepGain: usize;
 }
 
-/** Byte offset of row `t` of a `[T, Dk]` scratch array. */
-export function kRowOff(t: i32): usize {
-  return (<usize> t * <usize> DK) << 2;
+/** The context block at address `p` (a thread's chunk work area). */
+export function contextAt(p: usize): ChunkContext {
+  return changetype<ChunkContext>(p);
 }
 
-/** Byte offset of row `t` of a `[T, Dv]` scratch array. */
-export function vRowOff(t: i32): usize {
-  return (<usize> t * <usize> DV) << 2;
-}
-
-/** Pointer to row `i` of a `[C, d]` work array. */
+/** Pointer to row `i` of a `[*, d]` work array. */
 export function row(p: usize, i: i32, d: i32): usize {
   return p + ((<usize> i * <usize> d) << 2);
 }
 
-/** Pointer to element `(i, j)` of a `[C, C]` work matrix. */
-export function el(p: usize, i: i32, j: i32): usize {
-  return p + ((<usize> i * <usize> CC + <usize> j) << 2);
+/** Pointer to element `(i, j)` of a `[C, C]` work matrix (row stride `ctx.chunk`). */
+export function el(ctx: ChunkContext, p: usize, i: i32, j: i32): usize {
+  return p + ((<usize> i * <usize> ctx.chunk + <usize> j) << 2);
 }
 
-/** Per-column rule: make value column `j` the current sub-problem (its gamma, a, b and values). */
-export function selectColumn(j: i32, n: i32): void {
-  const dv = DV;
-  const cfb = (<usize> CC * <usize> dv) << 2;
-  COLB = <usize> j << 2;
-  for (let i = 0; i < n; i++) {
-    const r = row(CF, i, dv) + COLB;
-    stf(GAM, i, load<f32>(r));
-    stf(AV, i, load<f32>(r + cfb));
-    stf(BV, i, load<f32>(r + 2 * cfb));
-    stf(YC, i, load<f32>(row(Y, i, dv) + COLB));
-  }
+/** Pointer to element `(i, j)` of a `[*, stride]` work matrix (`el` with the stride read once). */
+export function elementAt(stride: i32, p: usize, i: i32, j: i32): usize {
+  return p + ((<usize> i * <usize> stride + <usize> j) << 2);
 }

@@ -16,42 +16,9 @@
  */
 
 import { FULL, LOWER, mm, transpose, UPPER } from "./chunk_mm";
-import {
-  ACP,
-  AV,
-  BV,
-  CC,
-  COLB,
-  CV,
-  DA,
-  DB,
-  DC,
-  DGAM,
-  DQ,
-  DR,
-  DSIN,
-  DSR,
-  DST,
-  DW,
-  DX,
-  el,
-  GAMM,
-  GE,
-  KQX,
-  kRowOff,
-  KXX,
-  LDO,
-  MQ,
-  QH,
-  REG,
-  row,
-  selectColumn,
-  ST,
-  WSTORE,
-  WW,
-  X,
-  YC,
-} from "./fw_chunk_context";
+// AssemblyScript has no type-only imports
+// deno-lint-ignore verbatim-module-syntax
+import { ChunkContext, el, elementAt, row } from "./fw_chunk_context";
 import {
   backSubstitute,
   buildA,
@@ -65,38 +32,44 @@ import {
   storeW,
 } from "./fw_chunk_additive_delta";
 import * as L from "./fw_chunk_layout";
-import { DK, DO0, DV, vOff } from "./fw_common";
+import { DK, DO0, DV, kRowOff, vOff } from "./fw_common";
 import { G_DV, OUT_O } from "./fw_recurrent";
 import { axpyF, dotF, fillF, ldf, stf } from "./simd";
 
-// absolute pointers of the per-column work arrays (set by columnSetup)
-let CE: usize = 0;
-let XSF: usize = 0;
-let QSF: usize = 0;
-let GWF: usize = 0;
-let PF: usize = 0;
-let DOC: usize = 0;
-let DRF: usize = 0;
-let DKQX: usize = 0;
-let DKXX: usize = 0;
-
 /** Set the per-column work pointers from the chunk work area at `base`. */
-export function columnSetup(base: usize): void {
-  CE = base + L.W_CE;
-  XSF = base + L.W_XSF;
-  QSF = base + L.W_QSF;
-  GWF = base + L.W_GWF;
-  PF = base + L.W_PF;
-  DOC = base + L.W_DOC;
-  DRF = base + L.W_DRF;
-  DKQX = base + L.W_DKQX;
-  DKXX = base + L.W_DKXX;
+export function columnSetup(ctx: ChunkContext, base: usize): void {
+  ctx.columnEndDecay = base + L.W_COLUMN_END_DECAY;
+  ctx.columnsFeaturesState = base + L.W_COLUMNS_FEATURES_STATE;
+  ctx.columnsQueriesState = base + L.W_COLUMNS_QUERIES_STATE;
+  ctx.columnsEndWeighted = base + L.W_COLUMNS_END_WEIGHTED;
+  ctx.columnsFeaturesDState = base + L.W_COLUMNS_FEATURES_DSTATE;
+  ctx.columnsDecayedDOut = base + L.W_COLUMNS_DECAYED_DOUT;
+  ctx.columnsScaledDRhs = base + L.W_COLUMNS_SCALED_DRHS;
+  ctx.columnsDQueryKeyGram = base + L.W_COLUMNS_DQUERY_KEY_GRAM;
+  ctx.columnsDKeyGram = base + L.W_COLUMNS_DKEY_GRAM;
+}
+
+/** Make value column `j` the current sub-problem (its gamma, a, b and values). */
+function selectColumn(ctx: ChunkContext, j: i32, n: i32): void {
+  const dv = DV;
+  const cfb = (<usize> ctx.chunk * <usize> dv) << 2;
+  ctx.columnByte = <usize> j << 2;
+  for (let i = 0; i < n; i++) {
+    const r = row(ctx.columnCoefs, i, dv) + ctx.columnByte;
+    stf(ctx.gamma, i, load<f32>(r));
+    stf(ctx.aCoef, i, load<f32>(r + cfb));
+    stf(ctx.bCoef, i, load<f32>(r + 2 * cfb));
+    stf(ctx.columnValues, i, load<f32>(row(ctx.values, i, dv) + ctx.columnByte));
+  }
 }
 
 /** Zero Gam and Mq once per segment: every column then writes the same lower triangles. */
-function zeroTriangles(n: i32): void {
-  fillF(GAMM, 0, n * CC);
-  fillF(MQ, 0, n * CC);
+function zeroTriangles(ctx: ChunkContext, n: i32): void {
+  const decayMatrix = ctx.decayMatrix;
+  const chunk = ctx.chunk;
+  const maskedReadout = ctx.maskedReadout;
+  fillF(decayMatrix, 0, n * chunk);
+  fillF(maskedReadout, 0, n * chunk);
 }
 
 /** Element `(i, j)` of a `[C, Dv]` work array. */
@@ -104,8 +77,9 @@ function at(p: usize, i: i32, j: i32): usize {
   return p + ((<usize> i * <usize> DV + <usize> j) << 2);
 }
 
-/** `m[r, :] ⊙= CE` (or `dst[r, :] += src[r, :] ⊙ CE` with `src`) for the `Dk` rows of a state. */
-function scaleColumns(dst: usize, src: usize): void {
+/** `m[r, :] ⊙= columnEndDecay` (or `dst[r, :] += src[r, :] ⊙ columnEndDecay` with `src`) for the `Dk` rows of a state. */
+function scaleColumns(ctx: ChunkContext, dst: usize, src: usize): void {
+  const columnEndDecay = ctx.columnEndDecay;
   const dv = DV;
   const from = src != 0 ? src : dst;
   for (let r = 0; r < DK; r++) {
@@ -114,149 +88,195 @@ function scaleColumns(dst: usize, src: usize): void {
     let j = 0;
     for (; j + 4 <= dv; j += 4) {
       const p = <usize> j << 2;
-      const v = f32x4.mul(v128.load(s + p), v128.load(CE + p));
+      const v = f32x4.mul(v128.load(s + p), v128.load(columnEndDecay + p));
       v128.store(d + p, src != 0 ? f32x4.add(v128.load(d + p), v) : v);
     }
     for (; j < dv; j++) {
-      const v = ldf(s, j) * ldf(CE, j);
+      const v = ldf(s, j) * ldf(columnEndDecay, j);
       stf(d, j, src != 0 ? ldf(d, j) + v : v);
     }
   }
 }
 
-/** Pseudo-values of the current column: `WW = b ⊙ y - (a cp) ⊙ XSF[:, j]`, then the solve. */
-function columnW(n: i32, j: i32): void {
+/** Pseudo-values of the current column: `pseudoValues = b ⊙ y - (a cp) ⊙ columnsFeaturesState[:, j]`, then the solve. */
+function columnW(ctx: ChunkContext, n: i32, j: i32): void {
+  const bCoef = ctx.bCoef;
+  const columnValues = ctx.columnValues;
+  const deltaWrite = ctx.deltaWrite;
+  const aPrevDecay = ctx.aPrevDecay;
+  const columnsFeaturesState = ctx.columnsFeaturesState;
+  const pseudoValues = ctx.pseudoValues;
   for (let i = 0; i < n; i++) {
-    let w = ldf(BV, i) * ldf(YC, i);
-    if (REG) w -= ldf(ACP, i) * load<f32>(at(XSF, i, j));
-    stf(WW, i, w);
+    let w = ldf(bCoef, i) * ldf(columnValues, i);
+    if (deltaWrite) w -= ldf(aPrevDecay, i) * load<f32>(at(columnsFeaturesState, i, j));
+    stf(pseudoValues, i, w);
   }
-  if (REG) {
-    buildA(n);
-    forwardSubstitute(n);
+  if (deltaWrite) {
+    buildA(ctx, n);
+    forwardSubstitute(ctx, n);
   }
 }
 
 /** Forward of the segment `a..a+n-1` of a per-column rule on the state `S` (updated in place). */
-export function columnForward(a: i32, n: i32, S: usize, readout: bool): void {
+export function columnForward(ctx: ChunkContext, a: i32, n: i32, S: usize, readout: bool): void {
   const dk = DK;
   const dv = DV;
-  const ldo = LDO;
-  if (REG) {
-    gramX(n);
-    mm(XSF, dv, X, dk, 1, S, dv, n, dk, dv, false, FULL);
+  const ldo = ctx.valueStride;
+  if (ctx.deltaWrite) {
+    gramX(ctx, n);
+    mm(ctx.columnsFeaturesState, dv, ctx.features, dk, 1, S, dv, n, dk, dv, false, FULL);
   }
   if (readout) {
-    gramQ(a, n);
-    mm(QSF, dv, QH + kRowOff(a), dk, 1, S, dv, n, dk, dv, false, FULL);
+    gramQ(ctx, a, n);
+    mm(ctx.columnsQueriesState, dv, ctx.queryHat + kRowOff(a), dk, 1, S, dv, n, dk, dv, false, FULL);
   }
-  zeroTriangles(n);
+  zeroTriangles(ctx, n);
   for (let j = 0; j < dv; j++) {
-    selectColumn(j, n);
-    loadDecays(n);
-    columnW(n, j);
-    if (WSTORE != 0) storeW(a, n, true);
+    selectColumn(ctx, j, n);
+    loadDecays(ctx, n);
+    columnW(ctx, n, j);
+    if (ctx.pseudoValueStore != 0) storeW(ctx, a, n, true);
     if (readout) {
-      readoutMask(a, n);
-      const o = OUT_O + vOff(a) + COLB;
+      readoutMask(ctx, a, n);
+      const o = OUT_O + vOff(a) + ctx.columnByte;
       for (let i = 0; i < n; i++) {
-        const v = ldf(CV, i) * load<f32>(at(QSF, i, j)) + dotF(el(MQ, i, 0), WW, i + 1);
+        const v = ldf(ctx.cumDecay, i) * load<f32>(at(ctx.columnsQueriesState, i, j)) +
+          dotF(el(ctx, ctx.maskedReadout, i, 0), ctx.pseudoValues, i + 1);
         store<f32>(o + ((<usize> i * <usize> ldo) << 2), v);
       }
     }
-    for (let i = 0; i < n; i++) store<f32>(at(GWF, i, j), ldf(GE, i) * ldf(WW, i));
-    stf(CE, j, ldf(CV, n - 1));
+    for (let i = 0; i < n; i++) {
+      store<f32>(at(ctx.columnsEndWeighted, i, j), ldf(ctx.decayToEnd, i) * ldf(ctx.pseudoValues, i));
+    }
+    stf(ctx.columnEndDecay, j, ldf(ctx.cumDecay, n - 1));
   }
-  selectColumn(0, 0); // back to column offset 0
-  scaleColumns(S, 0);
-  mm(S, dv, X, 1, dk, GWF, dv, dk, n, dv, true, FULL);
+  selectColumn(ctx, 0, 0); // back to column offset 0
+  scaleColumns(ctx, S, 0);
+  mm(S, dv, ctx.features, 1, dk, ctx.columnsEndWeighted, dv, dk, n, dv, true, FULL);
 }
 
 /**
  * Gradients of the current column `j` through its readout, state update and solve, given dO and
- * `dS_e` (DSR, full width) and `P = X dS_e` (PF): its dgamma (in DC), da, db, its dv; adds its share
- * of dGam and dKqx, dKxx (DKQX, DKXX) and keeps `diag(c) dO` (DOC), `Gam[e, :] ⊙ W` (GWF),
- * `-diag(a cp) dR` (DRF) and `c_e` (CE) of the column for the full-width products of columnBackward.
+ * `dS_e` (ctx.dState, full width) and `P = X dS_e` (ctx.columnsFeaturesDState): its dgamma (in ctx.dDecay), da, db, its dv; adds its share
+ * of dGam and dKqx, dKxx (columnsDQueryKeyGram, columnsDKeyGram) and keeps `diag(c) dO` (columnsDecayedDOut),
+ * `Gam[e, :] ⊙ W` (columnsEndWeighted),
+ * `-diag(a cp) dR` (columnsScaledDRhs) and `c_e` (columnEndDecay) of the column for the full-width products of columnBackward.
  */
-function columnBackStep(a: i32, n: i32, j: i32, S: usize): void {
+function columnBackStep(ctx: ChunkContext, a: i32, n: i32, j: i32, S: usize): void {
+  const valueStride = ctx.valueStride;
+  const columnByte = ctx.columnByte;
+  const dPseudoValues = ctx.dPseudoValues;
+  const chunk = ctx.chunk;
+  const maskedReadout = ctx.maskedReadout;
+  const dDecay = ctx.dDecay;
+  const dDecayMatrix = ctx.dDecayMatrix;
+  const columnsFeaturesDState = ctx.columnsFeaturesDState;
+  const decayToEnd = ctx.decayToEnd;
+  const pseudoValues = ctx.pseudoValues;
+  const columnsEndWeighted = ctx.columnsEndWeighted;
+  const queryKeyGram = ctx.queryKeyGram;
+  const columnsDQueryKeyGram = ctx.columnsDQueryKeyGram;
+  const decayMatrix = ctx.decayMatrix;
+  const columnsQueriesState = ctx.columnsQueriesState;
+  const columnsDecayedDOut = ctx.columnsDecayedDOut;
+  const cumDecay = ctx.cumDecay;
+  const dState = ctx.dState;
+  const columnEndDecay = ctx.columnEndDecay;
+  const dRhs = ctx.dRhs;
+  const deltaWrite = ctx.deltaWrite;
+  const dBCoef = ctx.dBCoef;
+  const columnValues = ctx.columnValues;
+  const bCoef = ctx.bCoef;
+  const dACoef = ctx.dACoef;
+  const columnsFeaturesState = ctx.columnsFeaturesState;
+  const aCoef = ctx.aCoef;
+  const columnsScaledDRhs = ctx.columnsScaledDRhs;
+  const aPrevDecay = ctx.aPrevDecay;
+  const keyGram = ctx.keyGram;
+  const columnsDKeyGram = ctx.columnsDKeyGram;
   const dk = DK;
-  const ldo = LDO;
-  const dO = DO0 + vOff(a) + COLB;
+  const ldo = valueStride;
+  const dO = DO0 + vOff(a) + columnByte;
   // dW = Mq^T dO_j + ge ⊙ P_j; dge_k = P_k W_k
-  fillF(DW, 0, n);
+  fillF(dPseudoValues, 0, n);
   for (let i = 0; i < n; i++) {
-    axpyF(DW, el(MQ, i, 0), load<f32>(dO + ((<usize> i * <usize> ldo) << 2)), i + 1);
+    axpyF(
+      dPseudoValues,
+      elementAt(chunk, maskedReadout, i, 0),
+      load<f32>(dO + ((<usize> i * <usize> ldo) << 2)),
+      i + 1,
+    );
   }
-  fillF(DGAM, 0, n * CC);
+  fillF(dDecayMatrix, 0, n * chunk);
   for (let k = 0; k < n; k++) {
-    const p = load<f32>(at(PF, k, j));
-    stf(DW, k, ldf(DW, k) + ldf(GE, k) * p);
-    store<f32>(el(DGAM, n - 1, k), p * ldf(WW, k));
-    store<f32>(at(GWF, k, j), ldf(GE, k) * ldf(WW, k));
+    const p = load<f32>(at(columnsFeaturesDState, k, j));
+    stf(dPseudoValues, k, ldf(dPseudoValues, k) + ldf(decayToEnd, k) * p);
+    store<f32>(elementAt(chunk, dDecayMatrix, n - 1, k), p * ldf(pseudoValues, k));
+    store<f32>(at(columnsEndWeighted, k, j), ldf(decayToEnd, k) * ldf(pseudoValues, k));
   }
   // dMq = dO_j W^T (lower): dGam += dMq ⊙ Kqx, dKqx += dMq ⊙ Gam; dc_i = dO_ij (Q S_a)_ij
   for (let i = 0; i < n; i++) {
     const d = load<f32>(dO + ((<usize> i * <usize> ldo) << 2));
-    const g = el(DGAM, i, 0);
-    const kq = el(KQX, i, 0);
-    const dq = el(DKQX, i, 0);
-    const gm = el(GAMM, i, 0);
+    const g = elementAt(chunk, dDecayMatrix, i, 0);
+    const kq = elementAt(chunk, queryKeyGram, i, 0);
+    const dq = elementAt(chunk, columnsDQueryKeyGram, i, 0);
+    const gm = elementAt(chunk, decayMatrix, i, 0);
     const dv4 = f32x4.splat(d);
     let k = 0;
     for (; k + 4 <= i + 1; k += 4) {
       const o = <usize> k << 2;
-      const dm = f32x4.mul(dv4, v128.load(WW + o));
+      const dm = f32x4.mul(dv4, v128.load(pseudoValues + o));
       v128.store(g + o, f32x4.add(v128.load(g + o), f32x4.mul(dm, v128.load(kq + o))));
       v128.store(dq + o, f32x4.add(v128.load(dq + o), f32x4.mul(dm, v128.load(gm + o))));
     }
     for (; k <= i; k++) {
-      const dm = d * ldf(WW, k);
+      const dm = d * ldf(pseudoValues, k);
       stf(g, k, ldf(g, k) + dm * ldf(kq, k));
       stf(dq, k, ldf(dq, k) + dm * ldf(gm, k));
     }
-    stf(DC, i, d * load<f32>(at(QSF, i, j)));
-    store<f32>(at(DOC, i, j), ldf(CV, i) * d);
+    stf(dDecay, i, d * load<f32>(at(columnsQueriesState, i, j)));
+    store<f32>(at(columnsDecayedDOut, i, j), ldf(cumDecay, i) * d);
   }
   // dc_e += <dS_e[:, j], S_a[:, j]>
   let se: f32 = 0;
-  for (let r = 0; r < dk; r++) se += load<f32>(at(DSR, r, j)) * load<f32>(at(S, r, j));
-  stf(DC, n - 1, ldf(DC, n - 1) + se);
-  stf(CE, j, ldf(CV, n - 1));
+  for (let r = 0; r < dk; r++) se += load<f32>(at(dState, r, j)) * load<f32>(at(S, r, j));
+  stf(dDecay, n - 1, ldf(dDecay, n - 1) + se);
+  stf(columnEndDecay, j, ldf(cumDecay, n - 1));
   // the solve: dR = (I + A)^-T dW; db, dv
-  memory.copy(DR, DW, <usize> n << 2);
-  if (REG) backSubstitute(n);
+  memory.copy(dRhs, dPseudoValues, <usize> n << 2);
+  if (deltaWrite) backSubstitute(ctx, n);
   for (let i = 0; i < n; i++) {
-    const r = ldf(DR, i);
-    stf(DB, i, r * ldf(YC, i));
-    store<f32>(G_DV + vOff(a + i) + COLB, ldf(BV, i) * r);
-    stf(DA, i, 0);
+    const r = ldf(dRhs, i);
+    stf(dBCoef, i, r * ldf(columnValues, i));
+    store<f32>(G_DV + vOff(a + i) + columnByte, ldf(bCoef, i) * r);
+    stf(dACoef, i, 0);
   }
-  if (!REG) return;
+  if (!deltaWrite) return;
   // u_i = -dR_i (X S_a)_ij is the gradient of (a cp)_i
   let cpi: f64 = 1;
   for (let i = 0; i < n; i++) {
-    const r = ldf(DR, i);
-    const u = -<f64> r * <f64> load<f32>(at(XSF, i, j));
-    stf(DA, i, <f32> (u * cpi));
-    if (i > 0) stf(DC, i - 1, <f32> (<f64> ldf(DC, i - 1) + u * <f64> ldf(AV, i)));
-    store<f32>(at(DRF, i, j), -ldf(ACP, i) * r);
-    cpi = <f64> ldf(CV, i);
+    const r = ldf(dRhs, i);
+    const u = -<f64> r * <f64> load<f32>(at(columnsFeaturesState, i, j));
+    stf(dACoef, i, <f32> (u * cpi));
+    if (i > 0) stf(dDecay, i - 1, <f32> (<f64> ldf(dDecay, i - 1) + u * <f64> ldf(aCoef, i)));
+    store<f32>(at(columnsScaledDRhs, i, j), -ldf(aPrevDecay, i) * r);
+    cpi = <f64> ldf(cumDecay, i);
   }
   // dA[i, k] = -dR_i W_k (k < i): da, dKxx, dGp -> dGam[i-1, k]
   for (let i = 1; i < n; i++) {
-    const ai = ldf(AV, i);
-    const ri = -ldf(DR, i);
-    const kx = el(KXX, i, 0);
-    const gp = el(GAMM, i - 1, 0);
-    const x = el(DKXX, i, 0);
-    const g = el(DGAM, i - 1, 0);
+    const ai = ldf(aCoef, i);
+    const ri = -ldf(dRhs, i);
+    const kx = elementAt(chunk, keyGram, i, 0);
+    const gp = elementAt(chunk, decayMatrix, i - 1, 0);
+    const x = elementAt(chunk, columnsDKeyGram, i, 0);
+    const g = elementAt(chunk, dDecayMatrix, i - 1, 0);
     const r4 = f32x4.splat(ri);
     const a4 = f32x4.splat(ai);
     let acc = f32x4.splat(0);
     let k = 0;
     for (; k + 4 <= i; k += 4) {
       const o = <usize> k << 2;
-      const dA = f32x4.mul(r4, v128.load(WW + o));
+      const dA = f32x4.mul(r4, v128.load(pseudoValues + o));
       const kv = v128.load(kx + o);
       const gv = v128.load(gp + o);
       acc = f32x4.add(acc, f32x4.mul(f32x4.mul(dA, kv), gv));
@@ -267,69 +287,69 @@ function columnBackStep(a: i32, n: i32, j: i32, S: usize): void {
     let dai: f32 = f32x4.extract_lane(acc, 0) + f32x4.extract_lane(acc, 1) + f32x4.extract_lane(acc, 2) +
       f32x4.extract_lane(acc, 3);
     for (; k < i; k++) {
-      const dA = ri * ldf(WW, k);
+      const dA = ri * ldf(pseudoValues, k);
       const kv = ldf(kx, k);
       const gv = ldf(gp, k);
       dai += dA * kv * gv;
       stf(x, k, ldf(x, k) + dA * ai * gv);
       stf(g, k, ldf(g, k) + dA * ai * kv);
     }
-    stf(DA, i, ldf(DA, i) + dai);
+    stf(dACoef, i, ldf(dACoef, i) + dai);
   }
 }
 
 /**
- * Backward of the segment `a..a+n-1` of a per-column rule entering with `S`: DSR holds dS_e on entry
+ * Backward of the segment `a..a+n-1` of a per-column rule entering with `S`: ctx.dState holds dS_e on entry
  * and dS_a on return; dX, dQ (zeroed by the caller) accumulate; the coefficient gradients of every
- * column go to CG (keepColumnGrads).
+ * column go to ctx.columnCoefGrads (keepColumnGrads).
  */
-export function columnBackward(a: i32, n: i32, S: usize): void {
+export function columnBackward(ctx: ChunkContext, a: i32, n: i32, S: usize): void {
   const dk = DK;
   const dv = DV;
-  const q = QH + kRowOff(a);
-  if (REG) {
-    gramX(n);
-    mm(XSF, dv, X, dk, 1, S, dv, n, dk, dv, false, FULL);
-    fillF(DKXX, 0, n * CC);
+  const q = ctx.queryHat + kRowOff(a);
+  if (ctx.deltaWrite) {
+    gramX(ctx, n);
+    mm(ctx.columnsFeaturesState, dv, ctx.features, dk, 1, S, dv, n, dk, dv, false, FULL);
+    fillF(ctx.columnsDKeyGram, 0, n * ctx.chunk);
   }
-  gramQ(a, n);
-  mm(QSF, dv, q, dk, 1, S, dv, n, dk, dv, false, FULL);
-  mm(PF, dv, X, dk, 1, DSR, dv, n, dk, dv, false, FULL);
-  fillF(DKQX, 0, n * CC);
-  zeroTriangles(n);
+  gramQ(ctx, a, n);
+  mm(ctx.columnsQueriesState, dv, q, dk, 1, S, dv, n, dk, dv, false, FULL);
+  mm(ctx.columnsFeaturesDState, dv, ctx.features, dk, 1, ctx.dState, dv, n, dk, dv, false, FULL);
+  fillF(ctx.columnsDQueryKeyGram, 0, n * ctx.chunk);
+  zeroTriangles(ctx, n);
   for (let j = 0; j < dv; j++) {
-    selectColumn(j, n);
-    loadDecays(n);
-    if (REG) {
+    selectColumn(ctx, j, n);
+    loadDecays(ctx, n);
+    if (ctx.deltaWrite) {
       // W was kept by the checkpoint pass; the solve's matrix is rebuilt
-      storeW(a, n, false);
-      buildA(n);
+      storeW(ctx, a, n, false);
+      buildA(ctx, n);
     } else {
-      columnW(n, j);
+      columnW(ctx, n, j);
     }
-    readoutMask(a, n);
-    columnBackStep(a, n, j, S);
-    decayGrads(n);
-    keepColumnGrads(n);
+    readoutMask(ctx, a, n);
+    columnBackStep(ctx, a, n, j, S);
+    decayGrads(ctx, n);
+    keepColumnGrads(ctx, n);
   }
-  selectColumn(0, 0); // back to column offset 0
-  transpose(ST, S, dk, dv, dk);
-  transpose(DST, DSR, dk, dv, dk);
+  selectColumn(ctx, 0, 0); // back to column offset 0
+  transpose(ctx.stateT, S, dk, dv, dk);
+  transpose(ctx.dStateEndT, ctx.dState, dk, dv, dk);
   // dQ += diag(c) dO S^T + dKqx X, dX += dKqx^T Q + (Gam[e, :] ⊙ W) dS_e^T
-  mm(DQ, dk, DOC, dv, 1, ST, dk, n, dv, dk, true, FULL);
-  mm(DQ, dk, DKQX, CC, 1, X, dk, n, n, dk, true, LOWER);
-  mm(DX, dk, DKQX, 1, CC, q, dk, n, n, dk, true, UPPER);
-  mm(DX, dk, GWF, dv, 1, DST, dk, n, dv, dk, true, FULL);
+  mm(ctx.dQueries, dk, ctx.columnsDecayedDOut, dv, 1, ctx.stateT, dk, n, dv, dk, true, FULL);
+  mm(ctx.dQueries, dk, ctx.columnsDQueryKeyGram, ctx.chunk, 1, ctx.features, dk, n, n, dk, true, LOWER);
+  mm(ctx.dFeatures, dk, ctx.columnsDQueryKeyGram, 1, ctx.chunk, q, dk, n, n, dk, true, UPPER);
+  mm(ctx.dFeatures, dk, ctx.columnsEndWeighted, dv, 1, ctx.dStateEndT, dk, n, dv, dk, true, FULL);
   // dS_a = Q^T diag(c) dO + dS_e ⊙ c_e
-  fillF(DSIN, 0, dk * dv);
-  mm(DSIN, dv, q, 1, dk, DOC, dv, dk, n, dv, true, FULL);
-  scaleColumns(DSIN, DSR);
-  if (REG) {
+  fillF(ctx.dStateStart, 0, dk * dv);
+  mm(ctx.dStateStart, dv, q, 1, dk, ctx.columnsDecayedDOut, dv, dk, n, dv, true, FULL);
+  scaleColumns(ctx, ctx.dStateStart, ctx.dState);
+  if (ctx.deltaWrite) {
     // dX -= diag(a cp) dR S^T, dS_a -= X^T diag(a cp) dR, dX += dKxx X + dKxx^T X
-    mm(DX, dk, DRF, dv, 1, ST, dk, n, dv, dk, true, FULL);
-    mm(DSIN, dv, X, 1, dk, DRF, dv, dk, n, dv, true, FULL);
-    mm(DX, dk, DKXX, CC, 1, X, dk, n, n, dk, true, LOWER);
-    mm(DX, dk, DKXX, 1, CC, X, dk, n, n, dk, true, UPPER);
+    mm(ctx.dFeatures, dk, ctx.columnsScaledDRhs, dv, 1, ctx.stateT, dk, n, dv, dk, true, FULL);
+    mm(ctx.dStateStart, dv, ctx.features, 1, dk, ctx.columnsScaledDRhs, dv, dk, n, dv, true, FULL);
+    mm(ctx.dFeatures, dk, ctx.columnsDKeyGram, ctx.chunk, 1, ctx.features, dk, n, n, dk, true, LOWER);
+    mm(ctx.dFeatures, dk, ctx.columnsDKeyGram, 1, ctx.chunk, ctx.features, dk, n, n, dk, true, UPPER);
   }
-  memory.copy(DSR, DSIN, (<usize> dk * <usize> dv) << 2);
+  memory.copy(ctx.dState, ctx.dStateStart, (<usize> dk * <usize> dv) << 2);
 }

@@ -143,6 +143,16 @@ export function kOff(t: i32): usize {
   return (<usize> t * <usize> H * <usize> DK) << 2;
 }
 
+/** Byte offset of row `t` of a `[T, Dk]` scratch array (phi(q), phi(k) and their gradients). */
+export function kRowOff(t: i32): usize {
+  return (<usize> t * <usize> DK) << 2;
+}
+
+/** Byte offset of row `t` of a `[T, Dv]` scratch array (the chunked backward's pseudo-value store). */
+export function vRowOff(t: i32): usize {
+  return (<usize> t * <usize> DV) << 2;
+}
+
 /** Offset of position t in the beta tensor. */
 
 export function betaOff(t: i32): usize {

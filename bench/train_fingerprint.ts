@@ -1,8 +1,9 @@
 /**
  * Fingerprint of a short training run: the first 16 hex digits of the SHA-256 of its per-step losses
- * (float64 bytes) and of its final checkpoint file, for each preset and thread count asked for. Run it
- * in two trees (before and after a change) to check that training is bit-identical, and across thread
- * counts to check that the thread count changes nothing. Prints one JSON line per run.
+ * (float64 bytes), of its final checkpoint file and of that file's tensor bytes alone (`weights`: the
+ * file's header holds the run's elapsed time, so only `weights` repeats from run to run), for each preset
+ * and thread count asked for. Run it in two trees (before and after a change) to check that training is
+ * bit-identical, and across thread counts to check that the thread count changes nothing. Prints one JSON line per run.
  *
  * ```
  * deno run --allow-read --allow-write bench/train_fingerprint.ts --presets tiny,lab,addition \
@@ -43,6 +44,12 @@ function counts(flag: string, text: string): number[] {
   return out;
 }
 
+/** The tensor bytes of a safetensors file: what follows its 8-byte length and JSON header. */
+function tensorBytes(file: Uint8Array): Uint8Array {
+  const headerBytes = Number(new DataView(file.buffer, file.byteOffset, 8).getBigUint64(0, true));
+  return file.subarray(8 + headerBytes);
+}
+
 /** First 16 hex digits of the SHA-256 of `bytes`. */
 async function digest(bytes: BufferSource): Promise<string> {
   const hash = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
@@ -68,13 +75,15 @@ for (const threads of counts("threads", values.threads)) {
           train: trainConfig({ ...p.train, steps: steps[steps.length === 1 ? 0 : i], checkpointEvery: 0 }),
           runDir,
         });
+        const checkpoint = await Deno.readFile(result.checkpointPath);
         console.log(JSON.stringify({
           backend: backend.name,
           preset: presetName,
           threads,
           steps: result.step,
           losses: await digest(new Float64Array(result.losses)),
-          checkpoint: await digest(await Deno.readFile(result.checkpointPath)),
+          checkpoint: await digest(checkpoint),
+          weights: await digest(tensorBytes(checkpoint)),
           lastLoss: result.losses.at(-1),
         }));
       } finally {

@@ -91,7 +91,7 @@ export function chunkShape(config: RuleConfig, d: ChunkDims, C: number, sharedBy
   };
   const wreg = isWindowDeltaChunkRule(config);
   const cols = wreg ? C : C + pad; // falcon3 tiles steps, the others pair columns
-  // falcon3's wcols and wpairs take about WINDOW_TILE_ROWS instance rows (W per step): more rows would
+  // falcon3's window_row_grads and window_solve_input_grads take about WINDOW_TILE_ROWS instance rows (W per step): more rows would
   // only grow their workgroup arrays (fewer workgroups in flight), not the reuse of a value read
   const steps = wreg ? Math.max(1, Math.floor(WINDOW_TILE_ROWS / (pad + 1))) : Infinity;
   return {
@@ -225,7 +225,7 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
     const used = !column || COLUMN_SECTIONS.has(name);
     if (used && (backward || FORWARD_SECTIONS.has(name))) total += size;
   }
-  // falcon3's QD (read last by wlnk) shares DR's floats (written first by wsolvet, after it)
+  // falcon3's QD (read last by window_scan_link) shares DR's floats (written first by window_solve_transposed, after it)
   if (wreg) offsets.QD = offsets.DR;
   return { offsets, total, nck };
 }
@@ -254,9 +254,19 @@ export interface GradOffsets {
 /** The forward passes of a rule, in dispatch order. */
 function forwardPasses(config: RuleConfig): readonly ChunkPass[] {
   if (isPerColumnChunkRule(config)) return PER_COLUMN_FORWARD;
-  if (isWindowDeltaChunkRule(config)) return ["coef", "wgram", "wsolve", "wtrans", "dscan", "wwfix", "wout"];
+  if (isWindowDeltaChunkRule(config)) {
+    return [
+      "coef",
+      "window_pair_gram",
+      "window_solve",
+      "window_transition",
+      "delta_state_scan",
+      "window_pseudo_values",
+      "window_readout",
+    ];
+  }
   return isDeltaChunkRule(config)
-    ? ["coef", "amat", "solve", "trans", "dscan", "wfix", "out"]
+    ? ["coef", "solve_matrix", "solve", "trans", "delta_state_scan", "pseudo_values", "out"]
     : ["coef", "local", "scan", "out"];
 }
 
@@ -267,38 +277,49 @@ function backwardPasses(config: RuleConfig): readonly ChunkPass[] {
     return [
       ...forwardPasses(config).slice(0, -1),
       "uv",
-      "wcolsq",
-      "wlnk",
-      "rscan2",
-      "wcols",
-      "wsolvet",
-      "wdq",
-      "wpairs",
-      "coefd",
-      "coefd2",
-      "ws0part",
-      "s0sum",
-      "wgather",
+      "window_readout_dw",
+      "window_scan_link",
+      "delta_reverse_scan",
+      "window_row_grads",
+      "window_solve_transposed",
+      "window_query_grads",
+      "window_solve_input_grads",
+      "delta_decay_grads",
+      "delta_coef_grads",
+      "window_s0_grad_parts",
+      "s0_grad_sum",
+      "window_pair_gather",
     ];
   }
   if (!isDeltaChunkRule(config)) {
-    return ["coef", "local", "scan", "uv", "rscan", "dq", "cols", "coefb1", "coefb2", "rowfix"];
+    return [
+      "coef",
+      "local",
+      "scan",
+      "uv",
+      "reverse_scan",
+      "dq",
+      "cols",
+      "decay_grads",
+      "coef_grads",
+      "pair_row_grads",
+    ];
   }
-  const stat: ChunkPass[] = statKind(config.rule) === "none" ? [] : ["rowfix"];
+  const stat: ChunkPass[] = statKind(config.rule) === "none" ? [] : ["pair_row_grads"];
   return [
     ...forwardPasses(config).slice(0, -1),
     "uv",
-    "colsq",
-    "lnk",
-    "rscan2",
+    "readout_dw",
+    "scan_link",
+    "delta_reverse_scan",
     "cols",
-    "solvet",
+    "solve_transposed",
     "dq",
     "pairs",
-    "coefd",
-    "coefd2",
-    "s0part",
-    "s0sum",
+    "delta_decay_grads",
+    "delta_coef_grads",
+    "s0_grad_parts",
+    "s0_grad_sum",
     ...stat,
   ];
 }

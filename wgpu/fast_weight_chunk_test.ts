@@ -189,10 +189,10 @@ gpuTest(
 gpuTest(
   "webgpu chunk kernels of falcon3 walk several column panels, partial 4 x 4 blocks and solve workgroups",
   async (gpu) => {
-    // window 4, C = 20: wpairs' panels of 16 steps (a full one, then 4 steps; the last chunk 5 steps);
-    // window 3, C = 2: 6-row tiles, 6-row panels and 4 pairs per wcols tile (none a multiple of 4);
-    // Dk + Dv = 73: wsolve's columns over two workgroups per chunk (the first mixing U0 and V columns,
-    // the second partial), Dv = 33: wsolvet's over three; window 5: more rows per step than wsolvet's
+    // window 4, C = 20: window_solve_input_grads' panels of 16 steps (a full one, then 4 steps; the last chunk 5 steps);
+    // window 3, C = 2: 6-row tiles, 6-row panels and 4 pairs per window_row_grads tile (none a multiple of 4);
+    // Dk + Dv = 73: window_solve's columns over two workgroups per chunk (the first mixing U0 and V columns,
+    // the second partial), Dv = 33: window_solve_transposed's over three; window 5: more rows per step than window_solve_transposed's
     // invocations per column
     for (
       const [window, C, T, dk, dv] of [

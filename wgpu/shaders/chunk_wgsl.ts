@@ -32,35 +32,35 @@ export interface ChunkShape {
 
 /** Passes only the per-column rules (falcon2, falcon2a) run (`fast_weight_chunk_per_column.ts`). */
 export const PER_COLUMN_PASSES = [
-  "ccoef",
-  "cgram",
-  "cscan",
-  "cout",
-  "cqd",
-  "cuv",
-  "crscan",
-  "cdot",
-  "ccolg",
-  "ckq",
-  "ccoefb",
-  "cdqx",
+  "column_coefs",
+  "column_gram",
+  "column_state_scan",
+  "column_readout",
+  "column_readout_dw",
+  "column_query_dout",
+  "column_reverse_scan",
+  "column_dots",
+  "column_step_grads",
+  "column_gram_grads",
+  "column_coef_grads",
+  "column_query_key_grads",
 ] as const;
 
 /** Passes only falcon3 runs (`fast_weight_chunk_window_delta.ts`). */
 export const WINDOW_DELTA_PASSES = [
-  "wgram",
-  "wsolve",
-  "wtrans",
-  "wwfix",
-  "wout",
-  "wcolsq",
-  "wlnk",
-  "wcols",
-  "wsolvet",
-  "wdq",
-  "wpairs",
-  "ws0part",
-  "wgather",
+  "window_pair_gram",
+  "window_solve",
+  "window_transition",
+  "window_pseudo_values",
+  "window_readout",
+  "window_readout_dw",
+  "window_scan_link",
+  "window_row_grads",
+  "window_solve_transposed",
+  "window_query_grads",
+  "window_solve_input_grads",
+  "window_s0_grad_parts",
+  "window_pair_gather",
 ] as const;
 
 /** The passes of the chunk kernels (additive rules, then the delta rules' own). */
@@ -70,26 +70,26 @@ export const CHUNK_PASSES = [
   "scan",
   "out",
   "uv",
-  "rscan",
+  "reverse_scan",
   "dq",
   "cols",
-  "coefb1",
-  "coefb2",
-  "rowfix",
-  "amat",
+  "decay_grads",
+  "coef_grads",
+  "pair_row_grads",
+  "solve_matrix",
   "solve",
   "trans",
-  "dscan",
-  "wfix",
-  "colsq",
-  "lnk",
-  "rscan2",
-  "solvet",
+  "delta_state_scan",
+  "pseudo_values",
+  "readout_dw",
+  "scan_link",
+  "delta_reverse_scan",
+  "solve_transposed",
   "pairs",
-  "coefd",
-  "coefd2",
-  "s0part",
-  "s0sum",
+  "delta_decay_grads",
+  "delta_coef_grads",
+  "s0_grad_parts",
+  "s0_grad_sum",
   ...PER_COLUMN_PASSES,
   ...WINDOW_DELTA_PASSES,
 ] as const;
@@ -201,71 +201,73 @@ const BINDINGS: Record<ChunkPass, readonly ChunkBindingName[]> = {
   scan: ["s0", "init", "cw"],
   out: ["ws", "stepinfo", "s0", "cw", "out"],
   uv: ["ws", "stepinfo", "dout", "cw"],
-  rscan: ["cw", "out"],
+  reverse_scan: ["cw", "out"],
   dq: ["ws", "stepinfo", "s0", "dout", "cw", "out"],
   cols: ["ws", "stepinfo", "dout", "cw", "out"],
-  coefb1: ["ws", "stepinfo", "s0", "cw"],
-  coefb2: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
-  rowfix: ["ws", "stepinfo", "cw", "out"],
-  amat: ["ws", "stepinfo", "cw"],
+  decay_grads: ["ws", "stepinfo", "s0", "cw"],
+  coef_grads: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
+  pair_row_grads: ["ws", "stepinfo", "cw", "out"],
+  solve_matrix: ["ws", "stepinfo", "cw"],
   solve: ["ws", "stepinfo", "s0", "cw"],
   trans: ["ws", "stepinfo", "s0", "cw"],
-  dscan: ["init", "cw"],
-  wfix: ["cw"],
-  colsq: ["ws", "stepinfo", "dout", "cw"],
-  lnk: ["stepinfo", "cw"],
-  rscan2: ["cw", "out"],
-  solvet: ["stepinfo", "cw"],
+  delta_state_scan: ["init", "cw"],
+  pseudo_values: ["cw"],
+  readout_dw: ["ws", "stepinfo", "dout", "cw"],
+  scan_link: ["stepinfo", "cw"],
+  delta_reverse_scan: ["cw", "out"],
+  solve_transposed: ["stepinfo", "cw"],
   pairs: ["ws", "stepinfo", "s0", "cw", "out"],
-  coefd: ["ws", "stepinfo", "s0", "cw"],
-  coefd2: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
-  s0part: ["ws", "stepinfo", "cw"],
-  s0sum: ["cw", "out"],
-  ccoef: ["ws", "beta", "lb", "stepinfo", "cw"],
-  cgram: ["ws", "cw"],
-  cscan: ["ws", "s0", "init", "cw"],
-  cout: ["ws", "stepinfo", "s0", "cw", "out"],
-  cqd: ["stepinfo", "dout", "cw"],
-  cuv: ["ws", "stepinfo", "dout", "cw"],
-  crscan: ["ws", "cw", "out"],
-  cdot: ["ws", "s0", "dout", "cw"],
-  ccolg: ["ws", "dout", "cw", "out"],
-  ckq: ["dout", "cw"],
-  ccoefb: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
-  cdqx: ["ws", "s0", "cw", "out"],
-  wgram: ["ws", "stepinfo", "cw"],
-  wsolve: ["ws", "stepinfo", "s0", "cw"],
-  wtrans: ["ws", "stepinfo", "s0", "cw"],
-  wwfix: ["cw"],
-  wout: ["ws", "stepinfo", "s0", "cw", "out"],
-  wcolsq: ["ws", "stepinfo", "dout", "cw"],
-  wlnk: ["stepinfo", "cw"],
-  wcols: ["ws", "stepinfo", "dout", "cw"],
-  wsolvet: ["stepinfo", "cw"],
-  wdq: ["ws", "stepinfo", "s0", "dout", "cw", "out"],
-  wpairs: ["ws", "stepinfo", "s0", "cw"],
-  ws0part: ["ws", "stepinfo", "cw"],
-  wgather: ["ws", "stepinfo", "cw", "out"],
+  delta_decay_grads: ["ws", "stepinfo", "s0", "cw"],
+  delta_coef_grads: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
+  s0_grad_parts: ["ws", "stepinfo", "cw"],
+  s0_grad_sum: ["cw", "out"],
+  column_coefs: ["ws", "beta", "lb", "stepinfo", "cw"],
+  column_gram: ["ws", "cw"],
+  column_state_scan: ["ws", "s0", "init", "cw"],
+  column_readout: ["ws", "stepinfo", "s0", "cw", "out"],
+  column_readout_dw: ["stepinfo", "dout", "cw"],
+  column_query_dout: ["ws", "stepinfo", "dout", "cw"],
+  column_reverse_scan: ["ws", "cw", "out"],
+  column_dots: ["ws", "s0", "dout", "cw"],
+  column_step_grads: ["ws", "dout", "cw", "out"],
+  column_gram_grads: ["dout", "cw"],
+  column_coef_grads: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
+  column_query_key_grads: ["ws", "s0", "cw", "out"],
+  window_pair_gram: ["ws", "stepinfo", "cw"],
+  window_solve: ["ws", "stepinfo", "s0", "cw"],
+  window_transition: ["ws", "stepinfo", "s0", "cw"],
+  window_pseudo_values: ["cw"],
+  window_readout: ["ws", "stepinfo", "s0", "cw", "out"],
+  window_readout_dw: ["ws", "stepinfo", "dout", "cw"],
+  window_scan_link: ["stepinfo", "cw"],
+  window_row_grads: ["ws", "stepinfo", "dout", "cw"],
+  window_solve_transposed: ["stepinfo", "cw"],
+  window_query_grads: ["ws", "stepinfo", "s0", "dout", "cw", "out"],
+  window_solve_input_grads: ["ws", "stepinfo", "s0", "cw"],
+  window_s0_grad_parts: ["ws", "stepinfo", "cw"],
+  window_pair_gather: ["ws", "stepinfo", "cw", "out"],
 };
 
 /** Passes whose shader holds the rule's `coef()` and `coef_back()`. */
 const COEF_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([
   "coef",
-  "coefb2",
-  "coefd2",
-  "ccoef",
-  "ccoefb",
+  "coef_grads",
+  "delta_coef_grads",
+  "column_coefs",
+  "column_coef_grads",
 ]);
 
 /**
  * The storage bindings of a pass, in binding order (the uniform block follows them). Rules without
- * a step statistic read no features in `coef`, `coefb2` and `rowfix`.
+ * a step statistic read no features in `coef`, `coef_grads` and `pair_row_grads`.
  */
 export function chunkBindings(pass: ChunkPass, config: RuleConfig): readonly ChunkBindingName[] {
   const list = BINDINGS[pass];
   if (statKind(config.rule) !== "none") return list;
-  if (pass === "rowfix") return ["cw", "out"];
-  if (pass === "coef" || pass === "coefb2" || pass === "coefd2") return list.filter((b) => b !== "ws");
+  if (pass === "pair_row_grads") return ["cw", "out"];
+  if (pass === "coef" || pass === "coef_grads" || pass === "delta_coef_grads") {
+    return list.filter((b) => b !== "ws");
+  }
   return list;
 }
 
@@ -329,17 +331,17 @@ export function chunkSharedFloats(
 ) {
   const pad = windowSlots(config) - 1;
   if (isPerColumnChunkRule(config)) {
-    // the column scans (state column, step arrays) and ccolg (step arrays, RP rows of Z)
+    // the column scans (state column, step arrays) and column_step_grads (step arrays, RP rows of Z)
     const rows = 4 * s.C + s.R * s.C;
     const cols = 4 * s.C + s.RC * s.C;
     return { local: 2 * s.dk + 12 * s.C, rows, cols, pairs: 12 * s.C + s.RP * s.C };
   }
   const steps = (isSolveChunkRule(config) ? 6 : 4) * s.C;
   if (isWindowDeltaChunkRule(config)) {
-    // falcon3: tiles over instance rows (W per step); wout/wdq: R steps' decays and pair scores; wcols: RC steps of W rows
-    // (their RC + PAD pairs' q.x, the rows' dO.w and G w, the pairs' G^T x, the decays); wpairs: RP
+    // falcon3: tiles over instance rows (W per step); window_readout/window_query_grads: R steps' decays and pair scores; window_row_grads: RC steps of W rows
+    // (their RC + PAD pairs' q.x, the rows' dO.w and G w, the pairs' G^T x, the decays); window_solve_input_grads: RP
     // steps of W rows against a panel of PS steps (two score panels, their pair sums, the dx rows);
-    // wsolve/wsolvet: W staged rows of A (and wsolvet's W partial sums of every invocation)
+    // window_solve/window_solve_transposed: W staged rows of A (and window_solve_transposed's W partial sums of every invocation)
     const nw = pad + 1;
     const cw = s.C * nw;
     const ps = windowPanelSteps(nw, s.C);
@@ -359,13 +361,13 @@ export function chunkSharedFloats(
 }
 
 /**
- * Instance rows per workgroup that falcon3's `wcols` and `wpairs` aim at (whole steps): 16 rows make
+ * Instance rows per workgroup that falcon3's `window_row_grads` and `window_solve_input_grads` aim at (whole steps): 16 rows make
  * 4 x 4 blocks of rows x 64 columns one per invocation, with small workgroup arrays.
  */
 export const WINDOW_TILE_ROWS = 16;
 
 /**
- * Steps of the column panels falcon3's `wpairs` walks the chunk in (about 64 instance rows, at most the
+ * Steps of the column panels falcon3's `window_solve_input_grads` walks the chunk in (about 64 instance rows, at most the
  * chunk): its workgroup arrays grow with the panel, not with the chunk.
  */
 export function windowPanelSteps(nw: number, C: number): number {
@@ -393,10 +395,10 @@ export function chunkKey(pass: ChunkPass, config: RuleConfig, s: ChunkShape, hea
   ].join(":");
 }
 
-/** Value columns per workgroup of the delta rules' sequential scans (`dscan`, `rscan2`). */
+/** Value columns per workgroup of the delta rules' sequential scans (`delta_state_scan`, `delta_reverse_scan`). */
 export const SCAN_COLUMNS = 4;
 
-/** Workgroups per chunk of the `amat` pass: 4 x 4 blocks of the `C x C` matrix, one per invocation. */
+/** Workgroups per chunk of the `solve_matrix` pass: 4 x 4 blocks of the `C x C` matrix, one per invocation. */
 export function amatTiles(C: number): number {
   return Math.ceil((Math.ceil(C / 4) ** 2) / CHUNK_WG);
 }
@@ -412,7 +414,7 @@ export function transTiles(dk: number, dv: number): number {
 }
 
 /**
- * Workgroups per chunk of falcon3's `wgram`: the 4 x 4 blocks on and below the diagonal of the
+ * Workgroups per chunk of falcon3's `window_pair_gram`: the 4 x 4 blocks on and below the diagonal of the
  * `CP x CP` pair Gram matrix (`CP = C + pad`), one per invocation (each also stores its mirror).
  */
 export function gramTiles(C: number, pad: number): number {
@@ -421,7 +423,7 @@ export function gramTiles(C: number, pad: number): number {
 }
 
 /**
- * Value columns per workgroup of falcon3's `wsolvet` (`CHUNK_WG / SOLVET_COLUMNS` invocations share a
+ * Value columns per workgroup of falcon3's `window_solve_transposed` (`CHUNK_WG / SOLVET_COLUMNS` invocations share a
  * column, each summing a stride of the later rows).
  */
 export const SOLVET_COLUMNS = 16;
@@ -433,83 +435,83 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
   const flat = (n: number) => Math.ceil(n / CHUNK_WG);
   switch (pass) {
     case "coef":
-    case "coefb2":
-    case "coefd2":
+    case "coef_grads":
+    case "delta_coef_grads":
       return flat(BH * T);
-    case "coefb1":
-    case "coefd":
-    case "ccoef":
+    case "decay_grads":
+    case "delta_decay_grads":
+    case "column_coefs":
     case "solve":
-    case "solvet":
+    case "solve_transposed":
       return BH * nck;
-    case "wsolvet":
+    case "window_solve_transposed":
       return BH * nck * Math.ceil(s.dv / SOLVET_COLUMNS);
-    case "wsolve":
+    case "window_solve":
       return BH * nck * Math.ceil((s.dk + s.dv) / CHUNK_WG);
-    case "wgram":
+    case "window_pair_gram":
       return BH * nck * gramTiles(s.C, pad);
-    case "wtrans":
+    case "window_transition":
     case "trans":
       return BH * nck * transTiles(s.dk, s.dv);
-    case "wwfix":
+    case "window_pseudo_values":
       return BH * nck * stateTiles(s.C * (pad + 1), s.dv);
-    case "wout":
-    case "wdq":
+    case "window_readout":
+    case "window_query_grads":
       return BH * nck * Math.ceil(s.C / s.R);
-    case "wcols":
-    case "wcolsq":
+    case "window_row_grads":
+    case "window_readout_dw":
       return BH * nck * Math.ceil(s.C / s.RC);
-    case "wpairs":
+    case "window_solve_input_grads":
       return BH * nck * Math.ceil(s.C / s.RP);
-    case "wlnk":
-    case "ws0part":
+    case "window_scan_link":
+    case "window_s0_grad_parts":
       return BH * nck * stateTiles(s.dk, s.dv);
-    case "wgather":
+    case "window_pair_gather":
       return flat(BH * (pad + T) * (s.dk + s.dv));
     case "scan":
-    case "rscan":
-    case "s0sum":
+    case "reverse_scan":
+    case "s0_grad_sum":
       return flat(BH * s.dk * s.dv);
-    case "dscan":
-    case "rscan2":
+    case "delta_state_scan":
+    case "delta_reverse_scan":
       return BH * Math.ceil(s.dv / SCAN_COLUMNS);
-    case "wfix":
+    case "pseudo_values":
       return flat(BH * T * s.dv);
-    case "rowfix":
+    case "pair_row_grads":
       return flat(BH * (pad + T + 1));
     case "local":
     case "uv":
-    case "lnk":
-    case "s0part":
+    case "scan_link":
+    case "s0_grad_parts":
       return BH * nck * stateTiles(s.dk, s.dv);
-    case "amat":
+    case "solve_matrix":
       return BH * nck * amatTiles(s.C);
     case "out":
     case "dq":
       return BH * nck * Math.ceil(s.C / s.R);
     case "cols":
-    case "colsq":
+    case "readout_dw":
       return BH * nck * Math.ceil((s.C + pad) / s.RC);
     case "pairs":
       return BH * nck * Math.ceil(s.C / s.RP);
-    case "cgram":
+    case "column_gram":
       return flat(BH * nck * s.C * Math.ceil(s.C / 4));
-    case "ckq":
+    case "column_gram_grads":
       return flat(BH * nck * Math.ceil(s.C / 4) ** 2);
-    case "cscan":
-    case "crscan":
+    case "column_state_scan":
+    case "column_reverse_scan":
       return BH * s.dv;
-    case "cout":
-    case "cqd":
-    case "cdot":
+    case "column_readout":
+    case "column_readout_dw":
+    case "column_dots":
       return flat(BH * T * s.dv);
-    case "cuv":
+    case "column_query_dout":
       return flat(BH * nck * s.dk * s.dv);
-    case "ccolg":
+    case "column_step_grads":
       return BH * nck * s.dv;
-    case "ccoefb":
+    case "column_coef_grads":
       return flat(BH * T);
-    case "cdqx":
+    case "column_query_key_grads":
       return flat(BH * T * s.dk);
   }
 }
@@ -716,7 +718,7 @@ fn dgamma_of(co: Co, dlg: f32) -> f32 {
 }
 
 /**
- * WGSL of the per-chunk log-decay gradient (`coefb1` additive, `coefd` delta): one workgroup per
+ * WGSL of the per-chunk log-decay gradient (`decay_grads` additive, `delta_decay_grads` delta): one workgroup per
  * `(b, h, chunk)`, one invocation per step `r`. `d log gamma_r` sums, over every decay factor whose
  * chain of steps holds `r`, the factor's share of the loss (its value times its gradient):
  * readout `Gam[t,s]` for `s < r <= t` (weights `DMM`: `(q_t.x_j)(v_j.dO_t)`, times `g_s` summed over
@@ -823,7 +825,7 @@ export function tile4Each(f: (r: number, c: number) => string): string {
 }
 
 /**
- * The per-step coefficient backward (`coefb2`, `coefd2`): `d gamma = d log gamma / gamma`, then the
+ * The per-step coefficient backward (`coef_grads`, `delta_coef_grads`): `d gamma = d log gamma / gamma`, then the
  * recurrent kernel's `coef_back(co, d gamma, da, db)` into `d beta`, `d lambdabar` and the statistic's
  * gradient `DST`. `da` / `db` are WGSL expressions (the delta rules' `d a_t`, `d b_t`; 0 and `d g_t` otherwise).
  */

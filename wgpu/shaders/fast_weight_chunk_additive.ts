@@ -20,14 +20,14 @@
  *   `exp(P_e)` and which base the exit state has (`Z`: 0 `S_in`, 1 `S0`, 2 zero);
  * - `scan`: per `(b, h, state element)`, sequential over chunks: the entering state of every chunk;
  * - `out`: per `(b, h, chunk, R rows)`: the outputs;
- * - backward: `uv` (per-chunk `sum exp(P_t) q_t dO_t^T`, split by the base: `S_in` or `S0`), `rscan`
+ * - backward: `uv` (per-chunk `sum exp(P_t) q_t dO_t^T`, split by the base: `S_in` or `S0`), `reverse_scan`
  *   (reverse scan: the gradient `G_n` of every chunk's exit state, `dS0`, `dCarryState`), `dq` (rows:
  *   `dq_t = S_t dO_t`, and its base part `DQB`), `cols` (per `(b, h, chunk, RC pair columns)`: `dx_j`,
- *   `dy_j`, the terms of `d g_s` (`CON`) and the readout and exit weights `DMM`, `EXJ`), `coefb1` (per
+ *   `dy_j`, the terms of `d g_s` (`CON`) and the readout and exit weights `DMM`, `EXJ`), `decay_grads` (per
  *   `(b, h, chunk)`: `d g_t` and `d log gamma_t` by `decayGradKernel` of `chunk_wgsl.ts`: the sum
- *   over the decay factors whose chain holds step `t`, so no cancellation), `coefb2` (per step:
+ *   over the decay factors whose chain holds step `t`, so no cancellation), `coef_grads` (per step:
  *   `d gamma = d log gamma / gamma` (0 where clamped or cut), then `coef_back(co, d gamma, 0, dg)` as
- *   in the recurrent backward) and `rowfix` (per pair row: adds the pair gradients that later chunks
+ *   in the recurrent backward) and `pair_row_grads` (per pair row: adds the pair gradients that later chunks
  *   computed for earlier rows, and the step statistic's gradient).
  *
  * Shapes (`BH = B*H`, `NCK = ceil(T / C)`, `PAD = W-1`): `ws` is the head-major workspace of
@@ -190,7 +190,7 @@ ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
       }
   }
 }`;
-    case "rscan":
+    case "reverse_scan":
       return head + `
 ${flatEntry("u.B * H * DK * DV")}
   let e = idx % (DK * DV);
@@ -217,13 +217,13 @@ ${flatEntry("u.B * H * DK * DV")}
 }`;
     case "cols":
       return head + chunkSteps(delta) + colsKernel(s, windowSlots(config) - 1, delta ? "delta" : "additive");
-    case "colsq":
+    case "readout_dw":
       return head + chunkSteps(true) + colsKernel(s, 0, "deltaNoExit");
-    case "coefb1":
+    case "decay_grads":
       return head + chunkSteps(false) + decayGradKernel(false);
-    case "coefb2":
+    case "coef_grads":
       return head + coefBackKernel(config, "0.0", "cw[u.DG + idx]");
-    case "rowfix":
+    case "pair_row_grads":
       return head + `
 ${flatEntry("u.B * H * (PAD + u.T + 1u)")}
   let r = idx % (PAD + u.T + 1u);

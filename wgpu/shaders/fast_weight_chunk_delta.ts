@@ -13,18 +13,18 @@
  * - `S_exit = K S_in + Bv`, `K = [no start] exp(P_e) I - X^T diag(Gam[e,:]) V`,
  *   `Bv = [start] exp(P_e) S0 + X^T diag(Gam[e,:]) U0`.
  *
- * Kernels (`fastweight_chunk_<pass>_f32`): `amat` (per `(b, h, chunk)`, 4 x 4 blocks: `A`), `solve`
+ * Kernels (`fastweight_chunk_<pass>_f32`): `solve_matrix` (per `(b, h, chunk)`, 4 x 4 blocks: `A`), `solve`
  * (per `(b, h, chunk)`, one invocation per column of `U0 | V`: forward substitution), `trans` (per
- * `(b, h, chunk)`, 4 x 4 blocks: `K`, `Bv`), `dscan` (per `(b, h)` and 4 value columns, sequential over
- * chunks: `S_in` of every chunk), `wfix` (per `(b, h, t, column)`: `W`). The readout runs the
+ * `(b, h, chunk)`, 4 x 4 blocks: `K`, `Bv`), `delta_state_scan` (per `(b, h)` and 4 value columns, sequential over
+ * chunks: `S_in` of every chunk), `pseudo_values` (per `(b, h, t, column)`: `W`). The readout runs the
  * shared `out` kernel with values `w`.
- * Backward: `uv`, `colsq` (the readout's `dW` without the exit term, `Qd`) and `lnk`
- * (`L_n = U_n - V^T Qd`) give the reverse scan `rscan2` (`G_{n-1} = K_n^T G_n + L_n`); then `cols`
- * (`dx` of the readout and exit, `dW`), `solvet` (`dR = (I + A)^-T dW`, back substitution per
+ * Backward: `uv`, `readout_dw` (the readout's `dW` without the exit term, `Qd`) and `scan_link`
+ * (`L_n = U_n - V^T Qd`) give the reverse scan `delta_reverse_scan` (`G_{n-1} = K_n^T G_n + L_n`); then `cols`
+ * (`dx` of the readout and exit, `dW`), `solve_transposed` (`dR = (I + A)^-T dW`, back substitution per
  * column), `dq`, `pairs` (per `(b, h, chunk, RP rows)`: everything `A` and `R` feed: `dx`, `dy = b dR`,
- * `da`, `db`, the log-decay terms), `coefd`/`coefd2` (`d log gamma`, then `coef_back`), `s0part`/
- * `s0sum` (`dS0`) and `rowfix` (the statistic's `dx`).
- * Log-decay gradient (`coefd`, `decayGradKernel` of `chunk_wgsl.ts`): per step `r`, the sum over the
+ * `da`, `db`, the log-decay terms), `delta_decay_grads`/`delta_coef_grads` (`d log gamma`, then `coef_back`), `s0_grad_parts`/
+ * `s0_grad_sum` (`dS0`) and `pair_row_grads` (the statistic's `dx`).
+ * Log-decay gradient (`delta_decay_grads`, `decayGradKernel` of `chunk_wgsl.ts`): per step `r`, the sum over the
  * decay factors whose chain holds `r`, readout and exit as for the additive rules (values `w`), plus
  * the solve's `Gp[t,s]` (`YM[t,s] = dA[t,s] A[t,s]`) and `exp(Pp_t)` (`RB_t`) factors.
  * Workspace sections `[BH, ...]` (offsets in the uniform block): `GA [T]`, `AM [NCK, C, C]`,
@@ -56,19 +56,19 @@ import {
 
 /** Passes only the delta rules run. */
 export const DELTA_ONLY_PASSES = [
-  "amat",
+  "solve_matrix",
   "solve",
   "trans",
-  "dscan",
-  "wfix",
-  "lnk",
-  "rscan2",
-  "solvet",
+  "delta_state_scan",
+  "pseudo_values",
+  "scan_link",
+  "delta_reverse_scan",
+  "solve_transposed",
   "pairs",
-  "coefd",
-  "coefd2",
-  "s0part",
-  "s0sum",
+  "delta_decay_grads",
+  "delta_coef_grads",
+  "s0_grad_parts",
+  "s0_grad_sum",
 ] as const satisfies readonly ChunkPass[];
 
 /** One delta-only pass. */
@@ -96,7 +96,7 @@ export function deltaShader(
 ): string {
   const head = prelude(pass, config, s, heads) + ADDR;
   switch (pass) {
-    case "amat":
+    case "solve_matrix":
       return head + chunkSteps(true) + `
 ${chunkEntry(`${amatTiles(s.C)}u`)}
   // one 4 x 4 block of (t, s) per invocation: every x value read serves 4 products
@@ -191,9 +191,9 @@ ${chunkEntry(`${transTiles(s.dk, s.dv)}u`)}
       }
   }
 }`;
-    case "dscan":
+    case "delta_state_scan":
       return head + scanKernel(s, false);
-    case "wfix":
+    case "pseudo_values":
       return head + `
 ${flatEntry("u.B * H * u.T * DV")}
   let c = idx % DV;
@@ -208,7 +208,7 @@ ${flatEntry("u.B * H * u.T * DV")}
   }
   cw[u.WW + idx] = w;
 }`;
-    case "lnk":
+    case "scan_link":
       return head + chunkSteps(true) + `
 ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
   ${
@@ -221,9 +221,9 @@ ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
         )
       }
 }`;
-    case "rscan2":
+    case "delta_reverse_scan":
       return head + scanKernel(s, true);
-    case "solvet":
+    case "solve_transposed":
       return head + chunkSteps(true) + `
 ${chunkEntry("1u")}
   for (var c = lid; c < DV; c += WG) {
@@ -237,11 +237,11 @@ ${chunkEntry("1u")}
 }`;
     case "pairs":
       return head + chunkSteps(true) + pairsKernel(s);
-    case "coefd":
+    case "delta_decay_grads":
       return head + chunkSteps(true) + decayGradKernel(true);
-    case "coefd2":
+    case "delta_coef_grads":
       return head + coefBackKernel(config, "cw[u.DAS + idx]", "cw[u.DBS + idx]");
-    case "s0part":
+    case "s0_grad_parts":
       return head + chunkSteps(true) + `
 ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
   let gexit = select(0.0, exp(cp[len - 1u]), base_kind(len - 1u) == 1u);
@@ -255,7 +255,7 @@ ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
         )
       }
 }`;
-    case "s0sum":
+    case "s0_grad_sum":
       return head + `
 ${flatEntry("u.B * H * DK * DV")}
   let e = idx % (DK * DV);
@@ -267,7 +267,7 @@ ${flatEntry("u.B * H * DK * DV")}
   }
 }
 
-/** WGSL of one `amat` block: `A[t, s] = a_t exp(Pp_t - P_s) x_t . x_s` for `s < t` in one segment, else 0. */
+/** WGSL of one `solve_matrix` block: `A[t, s] = a_t exp(Pp_t - P_s) x_t . x_s` for `s < t` in one segment, else 0. */
 function amatBlock(): string {
   return `${[0, 1, 2, 3].map((r) => `let ta${r} = i32(a + min(t0 + ${r}u, len - 1u));`).join("\n    ")}
     ${[0, 1, 2, 3].map((c) => `let sa${c} = i32(a + min(sb0 + ${c}u, len - 1u));`).join("\n    ")}
@@ -354,7 +354,7 @@ function stateBlock(a: string, b: string, w: string, assign: (e: string) => stri
  * `pairs`: for rows `j` of the chunk, with `F[t,s] = -(dR_t.w_s) a_t Gp[t,s]` (`s < t`):
  * `dx_j += sum_k (F[j,k] + F[k,j]) x_k - a_j exp(Pp_j) base_j dR_j`, `dy_j = b_j dR_j`,
  * `da_j = sum_s -(dR_j.w_s) Gp[j,s] x_j.x_s - exp(Pp_j) dR_j.(base_j^T x_j)`, `db_j = dR_j.y_j`,
- * and the decay factors' shares for `coefd`: `YM[t,s] = F[t,s] x_t.x_s` (factor `Gp[t,s]`) and
+ * and the decay factors' shares for `delta_decay_grads`: `YM[t,s] = F[t,s] x_t.x_s` (factor `Gp[t,s]`) and
  * `RB_t = -a_t exp(Pp_t) dR_t.(base_t^T x_t)` (factor `exp(Pp_t)`).
  */
 function pairsKernel(s: ChunkShape): string {
@@ -439,7 +439,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
 }
 
 /**
- * `dscan` (forward, `S_{n+1} = K_n S_n + Bv_n`, storing every `S_in`) or `rscan2` (reverse,
+ * `delta_state_scan` (forward, `S_{n+1} = K_n S_n + Bv_n`, storing every `S_in`) or `delta_reverse_scan` (reverse,
  * `G_{n-1} = K_n^T G_n + L_n`, storing every `G_n`): one workgroup per `(b, h)` and
  * {@linkcode SCAN_COLUMNS} value columns, the columns in workgroup memory, one invocation per key row (a
  * barrier per chunk, `Dk` products per column, each transition entry read once for all the columns).

@@ -17,32 +17,32 @@
  * - `s_exit = exp(P_e) base_e + sum_s Gam[e,s] x_s W_s`.
  *
  * Only the solve carries a state dependence across chunks, so one workgroup per `(b, h, column)`
- * walks the chunks in order (`cscan`: the `C x C` solve as a column sweep, one barrier per step, the
+ * walks the chunks in order (`column_state_scan`: the `C x C` solve as a column sweep, one barrier per step, the
  * rows spread over the invocations, each loading its next `K` entries one step ahead) and every
  * other pass runs per chunk, position or Gram entry:
- * - forward: `ccoef` (per `(b, h, chunk)`, an invocation per column: coefficients `a, b`, the
- *   log-decay sums `P` and the start counts `CS`), `cgram` (per chunk row and 4 Gram columns: `K`,
- *   `Kq` of every chunk), `cscan` (the entering state of every chunk, `W`, `x.base`, the final state),
- *   `cout` (per `(b, h, t, column)`: the outputs);
- * - backward, after the forward passes: `cqd` (per `(b, h, t, column)`: the readout's `dW`), `cuv`
- *   (per state element and chunk: `sum_t exp(P_t) q_t dO_t` split by base), `crscan` (per `(b, h,
+ * - forward: `column_coefs` (per `(b, h, chunk)`, an invocation per column: coefficients `a, b`, the
+ *   log-decay sums `P` and the start counts `CS`), `column_gram` (per chunk row and 4 Gram columns: `K`,
+ *   `Kq` of every chunk), `column_state_scan` (the entering state of every chunk, `W`, `x.base`, the final state),
+ *   `column_readout` (per `(b, h, t, column)`: the outputs);
+ * - backward, after the forward passes: `column_readout_dw` (per `(b, h, t, column)`: the readout's `dW`), `column_query_dout`
+ *   (per state element and chunk: `sum_t exp(P_t) q_t dO_t` split by base), `column_reverse_scan` (per `(b, h,
  *   column)`, chunks in reverse: the exit-state gradient `G` of every chunk, `dR = (I + A)^-T dW` by
- *   back substitution, `dS0`, `dCarryState`), `cdot` (per `(b, h, t, column)`: `q_t.base_t`,
- *   `x_t.G` and `<G, base_e>`, as the shares `ccolg` needs), `ccolg` (per `(b, h, chunk, column)`:
+ *   back substitution, `dS0`, `dCarryState`), `column_dots` (per `(b, h, t, column)`: `q_t.base_t`,
+ *   `x_t.G` and `<G, base_e>`, as the shares `column_step_grads` needs), `column_step_grads` (per `(b, h, chunk, column)`:
  *   `dy`, `db`, `da` and `d log gamma` as the sum, over the decay factors whose chain holds step
  *   `r`, of the factor's share of the loss: `sum_{t >= r} sum_{s < r} Z[t,s]` from row prefix sums
- *   of `Z` in blocks of `RP` rows, so every term carries `gamma_r` and nothing cancels), `ckq` (per
+ *   of `Z` in blocks of `RP` rows, so every term carries `gamma_r` and nothing cancels), `column_gram_grads` (per
  *   Gram entry, summed over columns: `dKq[t,s] = sum_j Gam_j dO_t W_s`,
- *   `dK[t,s] = -sum_j dR_t W_s a_t Gp_j`), `ccoefb` (per `(b, h, t)`: `coef_back` of every column,
+ *   `dK[t,s] = -sum_j dR_t W_s a_t Gp_j`), `column_coef_grads` (per `(b, h, t)`: `coef_back` of every column,
  *   `dbeta`, `dlambdabar`, the statistic's gradient)
- *   and `cdqx` (per `(b, h, t, key index)`: `dq` and `dx`, from the per-`(t, column)` weights that
- *   `ccolg` leaves, so no `exp` is repeated per key index).
+ *   and `column_query_key_grads` (per `(b, h, t, key index)`: `dq` and `dx`, from the per-`(t, column)` weights that
+ *   `column_step_grads` leaves, so no `exp` is repeated per key index).
  *
  * Workspace sections (`cw`, offsets in the uniform block, `BH = B*H`, `NCK = ceil(T / C)`):
  * `CL, CA, CB, CW, CX, CQ, CR, CDA, CDB, CDG, CE, CG, CF [BH, T, Dv]` (`P`, `a`, `b`, `W`,
- * `x_t.base_t`, readout `dW`, `dR`, `da`, `db`, `d log gamma`, and the weights of `cdqx`:
+ * `x_t.base_t`, readout `dW`, `dR`, `da`, `db`, `d log gamma`, and the weights of `column_query_key_grads`:
  * `exp(P_t) dO_t`, `[t in the exit segment] Gam[e,t] W_t`, `a_t exp(Pp_t) dR_t`), `CZ, CY [BH, T, Dv]`
- * (the base-factor share `Zb_t` of `ccolg` without its right-hand-side part, `x_t.G`), `CS [BH, T]`
+ * (the base-factor share `Zb_t` of `column_step_grads` without its right-hand-side part, `x_t.G`), `CS [BH, T]`
  * (sequence starts in the chunk up to `t`), `KX, KQ, DKQ, DKX [BH, NCK, C, C]`,
  * `CU [BH, NCK, 2, Dk, Dv]`, with `SIN, GB [BH, NCK, Dk, Dv]`, `SFIN [BH, Dk, Dv]`, `DST [BH, T]`
  * shared with the other rules. Preconditions: a per-column Falcon rule (window 1, so no pairs
@@ -72,13 +72,20 @@ export function isPerColumnPass(pass: ChunkPass): pass is PerColumnPass {
 }
 
 /** The forward passes of a per-column rule, in dispatch order. */
-export const PER_COLUMN_FORWARD: readonly ChunkPass[] = ["ccoef", "cgram", "cscan", "cout"];
+export const PER_COLUMN_FORWARD: readonly ChunkPass[] = [
+  "column_coefs",
+  "column_gram",
+  "column_state_scan",
+  "column_readout",
+];
 
 /**
  * The backward passes of a per-column rule (the forward recompute first), in dispatch order: every
- * per-column pass (`PER_COLUMN_PASSES` lists them in that order) but the forward's readout `cout`.
+ * per-column pass (`PER_COLUMN_PASSES` lists them in that order) but the forward's readout `column_readout`.
  */
-export const PER_COLUMN_BACKWARD: readonly ChunkPass[] = PER_COLUMN_PASSES.filter((p) => p !== "cout");
+export const PER_COLUMN_BACKWARD: readonly ChunkPass[] = PER_COLUMN_PASSES.filter((p) =>
+  p !== "column_readout"
+);
 
 // addressing of the column sections: [BH, T, Dv], [BH, NCK, C, C], [BH, NCK, Dk, Dv], [BH, Dk, Dv]
 const ADDR = `
@@ -89,7 +96,7 @@ fn s0i(bh: u32, i: u32, c: u32) -> u32 { return (bh * DK + i) * DV + c; }
 fn dor(b: u32, h: u32, t: u32, c: u32) -> u32 { return ((b * u.T + t) * H + h) * DV + c; }
 `;
 
-/** Blocks of 4 Gram columns per chunk row (`cgram`). */
+/** Blocks of 4 Gram columns per chunk row (`column_gram`). */
 const GRAM_BLOCKS = (C: number) => Math.ceil(C / 4);
 
 const STARTS = `
@@ -97,8 +104,8 @@ fn is_start(b: u32, t: u32) -> bool { return stepinfo[(b * u.T + t) * 2u + 1u] !
 `;
 
 /**
- * The chunk's per-step arrays of one column in workgroup memory (the scans and `ccolg`): `sg`
- * (sequence starts in `a..t`, left by `ccoef` in `CS`: 0 means base `s_in`), `pl` (`P`), `pp`
+ * The chunk's per-step arrays of one column in workgroup memory (the scans and `column_step_grads`): `sg`
+ * (sequence starts in `a..t`, left by `column_coefs` in `CS`: 0 means base `s_in`), `pl` (`P`), `pp`
  * (`Pp`), `ga` (`a`).
  */
 const COLUMN_STEPS = `
@@ -164,7 +171,7 @@ fn stat_at(bh: u32, n: u32, t: u32) -> f32 {
   return dot_xx(bh, i32(t));
 }`;
   switch (pass) {
-    case "ccoef":
+    case "column_coefs":
       return head + STARTS + stepCoefWgsl(config) + coefCol + `
 var<workgroup> est: array<f32, C>;
 var<workgroup> enp: array<u32, C>;
@@ -205,7 +212,7 @@ ${groupEntry("u.B * H * nck()")}
     }
   }
 }`;
-    case "cgram":
+    case "column_gram":
       return head + `
 ${flatEntry("u.B * H * nck() * C * SB")}
   // one invocation per row t and block of 4 columns s: each loaded x_t, q_t entry serves 4 products
@@ -245,7 +252,7 @@ ${flatEntry("u.B * H * nck() * C * SB")}
     }
   }
 }`;
-    case "cscan":
+    case "column_state_scan":
       return head + COLUMN_STEPS + `
 var<workgroup> sc: array<f32, DK>;
 var<workgroup> wv: array<f32, C>;
@@ -315,7 +322,7 @@ ${groupEntry("u.B * H * DV")}
   workgroupBarrier();
   for (var i = lid; i < DK; i += WG) { cw[u.SFIN + s0i(bh, i, col)] = sc[i]; }
 }`;
-    case "cout":
+    case "column_readout":
       return head + STARTS + BASE + `
 ${flatEntry("u.B * H * u.T * DV")}
   let col = idx % DV;
@@ -344,7 +351,7 @@ ${flatEntry("u.B * H * u.T * DV")}
   for (var i = 0u; i < DK; i++) { inter += qn(bh, t, i) * base_of(bh, n, i, col, fromS0); }
   out[dor(b, h, t, col)] = acc + exp(pt) * inter;
 }`;
-    case "cqd":
+    case "column_readout_dw":
       return head + STARTS + `
 ${flatEntry("u.B * H * u.T * DV")}
   let col = idx % DV;
@@ -368,7 +375,7 @@ ${flatEntry("u.B * H * u.T * DV")}
   }
   cw[u.CQ + ci(bh, sx, col)] = acc;
 }`;
-    case "cuv":
+    case "column_query_dout":
       return head + STARTS + `
 ${flatEntry("u.B * H * nck() * DK * DV")}
   let col = idx % DV;
@@ -394,7 +401,7 @@ ${flatEntry("u.B * H * nck() * DK * DV")}
   cw[o] = u0;
   cw[o + DK * DV] = u1;
 }`;
-    case "crscan":
+    case "column_reverse_scan":
       return head + COLUMN_STEPS + `
 var<workgroup> gs: array<f32, DK>;
 var<workgroup> g0: array<f32, DK>;
@@ -428,7 +435,7 @@ ${groupEntry("u.B * H * DV")}
     ${
         reg
           ? `// back substitution as a column sweep: once dR_t2 is final, every earlier row of its segment
-    // drops A[t2,k] dR_t2 (K entries loaded one step ahead, as in cscan)
+    // drops A[t2,k] dR_t2 (K entries loaded one step ahead, as in column_state_scan)
     var kc: array<f32, ${rpt}>;
     ${
             unrollRows(rpt, (m) =>
@@ -476,9 +483,9 @@ ${groupEntry("u.B * H * DV")}
     out[u.gDS0 + s0i(bh, i, col)] = g0[i];
   }
 }`;
-    case "ccolg":
+    case "column_step_grads":
       return head + COLUMN_STEPS + colGradKernel(s, reg);
-    case "cdot":
+    case "column_dots":
       return head + BASE + `
 ${flatEntry("u.B * H * u.T * DV")}
   let col = idx % DV;
@@ -505,9 +512,9 @@ ${flatEntry("u.B * H * u.T * DV")}
   cw[u.CZ + c] = exp(cw[u.CL + c]) * (dout[dor(b, h, t, col)] * qb + select(0.0, eb, t == e));
   cw[u.CY + c] = xg;
 }`;
-    case "ckq":
+    case "column_gram_grads":
       return head + gramGradKernel(reg);
-    case "ccoefb":
+    case "column_coef_grads":
       return head + stepCoefWgsl(config) + coefCol + `
 ${flatEntry("u.B * H * u.T")}
   let t = idx % u.T;
@@ -529,7 +536,7 @@ ${flatEntry("u.B * H * u.T")}
   out[u.gDLB + idx] = dlb;
   cw[u.DST + idx] = dst;
 }`;
-    case "cdqx":
+    case "column_query_key_grads":
       return head + BASE + `
 ${flatEntry("u.B * H * u.T * DK")}
   let i = idx % DK;
@@ -567,14 +574,14 @@ ${flatEntry("u.B * H * u.T * DK")}
 }
 
 /**
- * `ccolg`: one workgroup per `(b, h, chunk, column)`. Per step `t`: `dy_t = b_t dR_t`,
+ * `column_step_grads`: one workgroup per `(b, h, chunk, column)`. Per step `t`: `dy_t = b_t dR_t`,
  * `db_t = dR_t y_t`, `da_t = -dR_t (exp(Pp_t) x_t.base_t + sum_{s<t} Gp[t,s] K[t,s] W_s)` and
  * `d log gamma_r = sum_{t >= r} (Zb_t + sum_{s < r} Z[t,s])` (same segment), where `Z[t,s]` is the
  * share of `Gam[t,s]`: readout `Kq[t,s] dO_t W_s`, exit `[t = e] (x_s.G) W_s` and the solve's
  * `Gp[t+1,s] = Gam[t,s]` (`-dR_{t+1} a_{t+1} K[t+1,s] W_s`), each times `Gam[t,s]`; `Zb_t` the share
  * of `exp(P_t)`: readout `exp(P_t) dO_t q_t.base_t`, exit `exp(P_e) <G, base_e>` (these two from
- * `cdot`, in `CZ`) and the right-hand side's `exp(Pp_{t+1}) = exp(P_t)`
- * (`-a_{t+1} exp(Pp_{t+1}) (x_{t+1}.base) dR_{t+1}`). Also leaves `CE, CG, CF` for `cdqx`.
+ * `column_dots`, in `CZ`) and the right-hand side's `exp(Pp_{t+1}) = exp(P_t)`
+ * (`-a_{t+1} exp(Pp_{t+1}) (x_{t+1}.base) dR_{t+1}`). Also leaves `CE, CG, CF` for `column_query_key_grads`.
  */
 function colGradKernel(s: ChunkShape, reg: boolean): string {
   return `
@@ -607,7 +614,7 @@ ${groupEntry("u.B * H * nck() * DV")}
     zb[k] = cw[u.CZ + c];
     zr[k] = -ga[k] * exp(pp[k]) * cw[u.CX + c] * dr[k];
     cw[u.CDB + c] = dr[k] * yp(bh, i32(t), col);
-    // the per-(t, column) weights of cdqx: dq's base term, dx's exit and right-hand-side terms
+    // the per-(t, column) weights of column_query_key_grads: dq's base term, dx's exit and right-hand-side terms
     cw[u.CE + c] = exp(pl[k]) * dd[k];
     cw[u.CG + c] = select(0.0, exp(pl[e] - pl[k]), sg[k] == sg[e]) * ww[k];
     cw[u.CF + c] = ga[k] * exp(pp[k]) * dr[k];
@@ -677,7 +684,7 @@ ${groupEntry("u.B * H * nck() * DV")}
 }
 
 /**
- * `ckq`: the Gram-matrix gradients summed over the columns, `dKq[t,s] = sum_j Gam_j[t,s] dO_tj W_sj`
+ * `column_gram_grads`: the Gram-matrix gradients summed over the columns, `dKq[t,s] = sum_j Gam_j[t,s] dO_tj W_sj`
  * (`s <= t`) and `dK[t,s] = -sum_j dR_tj W_sj a_tj Gp_j[t,s]` (`s < t`, regression only), same
  * segment only. One invocation per 4 x 4 block of `(t, s)`: per column it loads 4 rows' `t` values
  * and 4 rows' `s` values for 16 entries. Exponents are clamped at 0 (they are never positive inside

@@ -17,23 +17,23 @@
  * So the delta rules' passes carry over with `C W` rows instead of `C`: the solve is `W^2` times wider.
  *
  * Kernels (`fastweight_chunk_<pass>_f32`): forward `coef` (shared: also the top eigenvector, `EIG`),
- * `wgram` (per `(b, h, chunk, 64 blocks)`: the Gram matrix `KP` of the chunk's pairs and the `W-1`
+ * `window_pair_gram` (per `(b, h, chunk, 64 blocks)`: the Gram matrix `KP` of the chunk's pairs and the `W-1`
  * before it, from which `A` is formed where it is read: `(C + W - 1)^2` dot products instead of
- * `(C W)^2`, and no `C W x C W` matrix in memory; 4 x 4 tiles of its lower triangle, mirrored), `wsolve`
+ * `(C W)^2`, and no `C W x C W` matrix in memory; 4 x 4 tiles of its lower triangle, mirrored), `window_solve`
  * (per `(b, h, chunk, 64 columns)` of `U0 | V`, one invocation per column, forward substitution step by
- * step), `wtrans` (`K`, `Bv`, 4 x 4 tiles), the shared `dscan` (`S_in` of every chunk), `wwfix` (`W`,
- * per `(b, h, chunk)`, 4 x 4 tiles of rows x value columns), `wout` (per `(b, h, chunk, R rows)`: the
+ * step), `window_transition` (`K`, `Bv`, 4 x 4 tiles), the shared `delta_state_scan` (`S_in` of every chunk), `window_pseudo_values` (`W`,
+ * per `(b, h, chunk)`, 4 x 4 tiles of rows x value columns), `window_readout` (per `(b, h, chunk, R rows)`: the
  * outputs).
- * Backward (after recomputing the forward): the shared `uv`; `wcolsq` (the readout's `dW`: `QD`);
- * `wlnk` (`L_n = U_n - V^T Qd`, 4 x 4 tiles of the state); the shared reverse scan `rscan2`; `wcols`
+ * Backward (after recomputing the forward): the shared `uv`; `window_readout_dw` (the readout's `dW`: `QD`);
+ * `window_scan_link` (`L_n = U_n - V^T Qd`, 4 x 4 tiles of the state); the shared reverse scan `delta_reverse_scan`; `window_row_grads`
  * (per `(b, h, chunk, RC steps)`: every instance row's `dW` and readout/exit `dx`, the decay weights
- * `DMM`, `EXJ`); `wsolvet` (`dR = (I + A)^-T dW`, per `(b, h, chunk, 16 value columns)`, 4 invocations
- * per column); `wdq`; `wpairs` (per `(b, h, chunk, RP steps)`: what `A` and `R` feed: `dx`, `da + db` (`DAS`, `DBS`), the decay shares `YM`, `RB`; the chunk's columns in panels of
- * `windowPanelSteps` steps); `wcols`, `wcolsq` and `wpairs` compute their products as 4 x 4 register
+ * `DMM`, `EXJ`); `window_solve_transposed` (`dR = (I + A)^-T dW`, per `(b, h, chunk, 16 value columns)`, 4 invocations
+ * per column); `window_query_grads`; `window_solve_input_grads` (per `(b, h, chunk, RP steps)`: what `A` and `R` feed: `dx`, `da + db` (`DAS`, `DBS`), the decay shares `YM`, `RB`; the chunk's columns in panels of
+ * `windowPanelSteps` steps); `window_row_grads`, `window_readout_dw` and `window_solve_input_grads` compute their products as 4 x 4 register
  * tiles (`tile4`), about `WINDOW_TILE_ROWS` instance rows per workgroup, and what depends on a row only
- * through its pair (`q.x`, `G^T x`, the `x` sums of `dx`) per pair; the shared `coefd`, `coefd2`
- * (`d log gamma`, then `coef_back`), `ws0part` (4 x 4 tiles of the state, over the rows of the chunk's
- * segments that take `S0` only) and the shared `s0sum` (`dS0`); `wgather` (per pair
+ * through its pair (`q.x`, `G^T x`, the `x` sums of `dx`) per pair; the shared `delta_decay_grads`, `delta_coef_grads`
+ * (`d log gamma`, then `coef_back`), `window_s0_grad_parts` (4 x 4 tiles of the state, over the rows of the chunk's
+ * segments that take `S0` only) and the shared `s0_grad_sum` (`dS0`); `window_pair_gather` (per pair
  * and element: `dx_j`, `dy_j` summed over the instance rows of pair `j`, and the statistic's gradient
  * `d mu_s / d x_j = 2 u_o (X_s u) / n_s` through the top eigenvector `u` of step `s = j + o`).
  * Workspace sections (offsets in the uniform block, `NI = W` rows per step, rows of a `(b, h)` at
@@ -95,7 +95,7 @@ fn xx(bh: u32, n: u32, r: u32, r2: u32) -> f32 {
   return cw[kpi(bh, n, r / NW + PAD - r % NW, r2 / NW + PAD - r2 % NW)];
 }
 // A[r, r2] = g_t Gp[t, t2] x_r.x_r2 for rows of earlier steps t2 < t of t's segment
-fn amat(bh: u32, n: u32, a: u32, len: u32, r: u32, r2: u32) -> f32 {
+fn solve_matrix(bh: u32, n: u32, a: u32, len: u32, r: u32, r2: u32) -> f32 {
   let t = r / NW;
   let t2 = r2 / NW;
   if (t2 >= t || cseg[t2] != cseg[t] || !rok(a, len, r) || !rok(a, len, r2)) { return 0.0; }
@@ -119,11 +119,11 @@ export function windowDeltaShader(
   const head = prelude(pass, config, s, heads) + `const CW = ${s.C * nw}u;\n` + ADDR;
   const steps = head + chunkSteps(true) + ROWS;
   switch (pass) {
-    case "wgram":
+    case "window_pair_gram":
       return steps + gramKernel(s, nw);
-    case "wsolve":
+    case "window_solve":
       return steps + solveKernel(nw, s);
-    case "wtrans":
+    case "window_transition":
       return steps + `
 var<workgroup> ge: array<f32, C>;
 ${chunkEntry(`${transTiles(s.dk, s.dv)}u`)}
@@ -179,7 +179,7 @@ ${chunkEntry(`${transTiles(s.dk, s.dv)}u`)}
       }
   }
 }`;
-    case "wwfix":
+    case "window_pseudo_values":
       return head + `
 // W = U0 - VV S_in over the chunk's instance rows: 4 rows x 4 value columns per invocation
 ${chunkEntry(`${stateTiles(s.C * nw, s.dv)}u`, false)}
@@ -202,13 +202,13 @@ ${chunkEntry(`${stateTiles(s.C * nw, s.dv)}u`, false)}
       }
   }
 }`;
-    case "wout":
-    case "wdq":
+    case "window_readout":
+    case "window_query_grads":
       return steps + rowsKernel(pass, s, nw);
-    case "wcolsq":
-    case "wcols":
-      return steps + colsKernel(pass === "wcols", s, nw);
-    case "wlnk":
+    case "window_readout_dw":
+    case "window_row_grads":
+      return steps + colsKernel(pass === "window_row_grads", s, nw);
+    case "window_scan_link":
       return steps + `
 ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
   let cb = bh * nck() + n;
@@ -222,11 +222,11 @@ ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
         )
       }
 }`;
-    case "wsolvet":
+    case "window_solve_transposed":
       return steps + solveTransposedKernel(nw);
-    case "wpairs":
+    case "window_solve_input_grads":
       return steps + pairsKernel(s, nw);
-    case "ws0part":
+    case "window_s0_grad_parts":
       return steps + `
 ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
   let cb = bh * nck() + n;
@@ -246,7 +246,7 @@ ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
         )
       }
 }`;
-    case "wgather":
+    case "window_pair_gather":
       return head + `
 ${flatEntry("u.B * H * (PAD + u.T) * (DK + DV)")}
   let e = idx % (DK + DV);
@@ -317,7 +317,7 @@ function stateTile(
 }
 
 /**
- * `wgram`: the pair Gram matrix `KP [CP, CP]` of the chunk (pair `p` is `j = a - PAD + p`; entries of
+ * `window_pair_gram`: the pair Gram matrix `KP [CP, CP]` of the chunk (pair `p` is `j = a - PAD + p`; entries of
  * pairs past the chunk's `len + PAD` are 0). It is symmetric: the 4 x 4 blocks on and below the diagonal,
  * one per invocation (block `k` of the triangle is row `bi` with `bi (bi + 1) / 2 <= k`, column
  * `bj = k - bi (bi + 1) / 2`), each stored at its place and mirrored.
@@ -357,7 +357,7 @@ ${chunkEntry(`${gramTiles(s.C, nw - 1)}u`)}
 }
 
 /**
- * `wsolve`: `(I + A) [U0 | V] = [R_y | R_x]` by forward substitution, one step (its `W` rows, which do
+ * `window_solve`: `(I + A) [U0 | V] = [R_y | R_x]` by forward substitution, one step (its `W` rows, which do
  * not see each other) at a time: the step's rows of `A` are staged in workgroup memory, and every
  * invocation owns a column of `U0 | V`, so each earlier row it reads serves the step's `W` rows. The
  * `Dv + Dk` columns spread over `ceil((Dv + Dk) / 64)` workgroups per chunk (each stages `A` itself):
@@ -374,7 +374,7 @@ ${chunkEntry(`${Math.ceil((s.dv + s.dk) / CHUNK_WG)}u`)}
     for (var k = lid; k < r0 * NW; k += WG) {
       let q = k / NW;
       let o = k % NW;
-      arow[o * CW + q] = amat(bh, n, a, len, r0 + o, q);
+      arow[o * CW + q] = solve_matrix(bh, n, a, len, r0 + o, q);
     }
     workgroupBarrier();
     let ex = exp(cpp[t]);
@@ -421,7 +421,7 @@ ${chunkEntry(`${Math.ceil((s.dv + s.dk) / CHUNK_WG)}u`)}
 }
 
 /**
- * `wsolvet`: `dR = (I + A)^-T dW` by back substitution, one step at a time from the last: the
+ * `window_solve_transposed`: `dR = (I + A)^-T dW` by back substitution, one step at a time from the last: the
  * columns of `A` under the step's rows are staged in workgroup memory. `SOLVET_COLUMNS` value columns
  * per workgroup (`ceil(Dv / SOLVET_COLUMNS)` per chunk), `SL` invocations per column: each sums every
  * `SL`-th later row into partial sums (`part`), and the step's rows are finished from them. The rows
@@ -449,7 +449,7 @@ ${chunkEntry("(DV + SCOL - 1u) / SCOL")}
     for (var k = lid; k < (nr - r1) * NW; k += WG) {
       let q = r1 + k / NW;
       let o = k % NW;
-      acol[o * CW + q] = amat(bh, n, a, len, q, r0 + o);
+      acol[o * CW + q] = solve_matrix(bh, n, a, len, q, r0 + o);
     }
     workgroupBarrier();
     ${unroll(nw, (o) => `var v${o} = 0.0;`, "\n    ")}
@@ -473,14 +473,14 @@ ${chunkEntry("(DV + SCOL - 1u) / SCOL")}
 }
 
 /**
- * `wout`: `o_t = exp(P_t) base_t^T q_t + sum_r (Gam[t, t_r] q_t.x_r) w_r`;
- * `wdq`: `dq_t = exp(P_t) base_t dO_t + sum_r (Gam[t, t_r] dO_t.w_r) x_r` (its base part into `DQB`).
+ * `window_readout`: `o_t = exp(P_t) base_t^T q_t + sum_r (Gam[t, t_r] q_t.x_r) w_r`;
+ * `window_query_grads`: `dq_t = exp(P_t) base_t dO_t + sum_r (Gam[t, t_r] dO_t.w_r) x_r` (its base part into `DQB`).
  * Per workgroup `R` steps; every product is a 4 x 4 register tile. The scores live per tile row and
- * PAIR (`sp`, `CP` of them): `wout`'s `q_t.x_j` depends on a row only through its pair, and `wdq`
+ * PAIR (`sp`, `CP` of them): `window_readout`'s `q_t.x_j` depends on a row only through its pair, and `window_query_grads`
  * sums its row scores `Gam dO_t.w_r` over the `W` rows of each pair before the product with `x_j`.
  */
-function rowsKernel(pass: "wout" | "wdq", s: ChunkShape, nw: number): string {
-  const fwd = pass === "wout";
+function rowsKernel(pass: "window_readout" | "window_query_grads", s: ChunkShape, nw: number): string {
+  const fwd = pass === "window_readout";
   const NC = fwd ? "DV" : "DK";
   const doutAt = "dout[((b * u.T + t${r}) * H + h) * DV";
   const steps4 = lets4("t", (i) => `a + min(r0 + tr0 + ${i}u, len - 1u)`);
@@ -610,9 +610,9 @@ function lets4(name: string, f: (i: number) => string): string {
 }
 
 /**
- * `wcols` / `wcolsq`: for the instance rows `r = (t', o)` of `RC` steps, with `G` the exit-state
- * gradient and `ge = Gam[e, t']`: `dW_r = sum_t Gam[t, t'] (q_t.x_r) dO_t + ge G^T x_r` (`wcolsq`: the
- * readout part only, into `QD`); `wcols` also `dx_r = sum_t Gam[t, t'] (w_r.dO_t) q_t + ge G w_r`
+ * `window_row_grads` / `window_readout_dw`: for the instance rows `r = (t', o)` of `RC` steps, with `G` the exit-state
+ * gradient and `ge = Gam[e, t']`: `dW_r = sum_t Gam[t, t'] (q_t.x_r) dO_t + ge G^T x_r` (`window_readout_dw`: the
+ * readout part only, into `QD`); `window_row_grads` also `dx_r = sum_t Gam[t, t'] (w_r.dO_t) q_t + ge G w_r`
  * (into `DXR`), the readout decay weights `DMM[t, t'] = sum_o (q_t.x_r)(w_r.dO_t)` and the exit
  * weights `EXJ[t'] = sum_o x_r^T G w_r`.
  * Every product is a 4 x 4 register tile (each value read serves 4 products). `q_t.x_r` and `G^T x_r`
@@ -815,7 +815,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.RC)}u`)}
 }
 
 /**
- * `wpairs`: for the instance rows `r = (t, o)` of `RP` steps, with `F[r, r'] = -(dR_r.w_r') g_t Gp[t, t']`
+ * `window_solve_input_grads`: for the instance rows `r = (t, o)` of `RP` steps, with `F[r, r'] = -(dR_r.w_r') g_t Gp[t, t']`
  * (`t' < t`): `dx_r += sum_r' (F[r, r'] + F[r', r]) x_r' - g_t exp(Pp_t) base_t dR_r` (into `DXR`);
  * per step `DAS_t = sum_o [sum_r' -(dR_r.w_r') Gp[t, t'] x_r.x_r' - exp(Pp_t) dR_r.(base_t^T x_r)]`,
  * `DBS_t = sum_o dR_r.y_r` (`da`, `db`); the decay shares `YM[t, t'] = sum_{o, o'} F[r, r'] x_r.x_r'`

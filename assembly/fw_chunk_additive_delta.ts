@@ -21,7 +21,7 @@ import {
 } from "./chunk_mm";
 // AssemblyScript has no type-only imports
 // deno-lint-ignore verbatim-module-syntax
-import { ChunkContext, el, elementAt, row } from "./fw_chunk_context";
+import { ChunkContext, elementAt, row } from "./fw_chunk_context";
 import {
   coefGrads,
   coefs,

@@ -16,6 +16,7 @@ import { InputError } from "../../src/errors.ts";
 import { runCli } from "../../cli/_run_in_process.ts";
 import { loadCheckpoint } from "../../src/checkpoint/checkpoint.ts";
 import { RULES } from "../../src/rules/mod.ts";
+import { catalogTable, type StreamKind } from "../../src/rules/catalog.ts";
 import { maxAbsDiff } from "../../src/testing/compare.ts";
 import { runPython, torchTest } from "../../src/testing/torch_python.ts";
 import { prepareRun } from "./prepare_run.ts";
@@ -72,6 +73,42 @@ torchTest(
       got.fla.every((r) => (RULES as readonly string[]).includes(r)),
       `fla rules ${got.fla} not all in RULES`,
     );
+  },
+);
+
+torchTest(
+  "interop/torch's per-rule predicates and coefficient streams agree with the rule catalog, rule by rule",
+  async (python) => {
+    const script =
+      `import sys, json; sys.path.insert(0, ${JSON.stringify(HERE)}); import falcon_torch as f; ` +
+      `print(json.dumps({r: {"falcon": f.is_falcon_rule(r), "window": f.is_window_rule(r), ` +
+      `"perColumn": f.is_per_column_rule(r), "streams": f.coefficient_plan(r, 2.5)} for r in f.RULES}))`;
+    const got = JSON.parse(await runPython(python, ["-c", script])) as Record<
+      string,
+      { falcon: boolean; window: boolean; perColumn: boolean; streams: [unknown, unknown] }
+    >;
+    // the catalog's stream kinds as the bridge writes them: (activation, scale, per column) or none
+    const stream = (kind: StreamKind, perColumn: boolean) =>
+      ({
+        "step-gate": ["sigmoid", 2.5, perColumn],
+        "unit-gate": ["sigmoid", 1, false],
+        dt: ["softplus", 1, false],
+        ridge: ["softplus", 1, false],
+        none: null,
+      })[kind];
+    for (const { rule, statistic, window, coefficients, betaStream, lambdaStream } of catalogTable()) {
+      const perColumn = coefficients === "per-column";
+      deepStrictEqual(
+        got[rule],
+        {
+          falcon: statistic !== "none",
+          window,
+          perColumn,
+          streams: [stream(betaStream, perColumn), stream(lambdaStream, false)],
+        },
+        `interop/torch disagrees with src/rules/catalog.ts on ${rule}`,
+      );
+    }
   },
 );
 

@@ -89,11 +89,11 @@ export function chunkShape(config: RuleConfig, d: ChunkDims, C: number, sharedBy
     for (let r = 16; r >= 1; r >>= 1) if (r <= max && floats(r)[key] <= limit) return r;
     throw tooBig();
   };
-  const wreg = isWindowDeltaChunkRule(config);
-  const cols = wreg ? C : C + pad; // falcon3 tiles steps, the others pair columns
+  const windowDelta = isWindowDeltaChunkRule(config);
+  const cols = windowDelta ? C : C + pad; // falcon3 tiles steps, the others pair columns
   // falcon3's window_row_grads and window_solve_input_grads take about WINDOW_TILE_ROWS instance rows (W per step): more rows would
   // only grow their workgroup arrays (fewer workgroups in flight), not the reuse of a value read
-  const steps = wreg ? Math.max(1, Math.floor(WINDOW_TILE_ROWS / (pad + 1))) : Infinity;
+  const steps = windowDelta ? Math.max(1, Math.floor(WINDOW_TILE_ROWS / (pad + 1))) : Infinity;
   return {
     H: d.H,
     dk: d.dk,
@@ -152,13 +152,13 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
   const S = d.dk * d.dv;
   const delta = isSolveChunkRule(config) ? 1 : 0;
   // instance rows per step: W for falcon3 (one per window pair), 1 for the delta rules
-  const wreg = isWindowDeltaChunkRule(config) ? 1 : 0;
-  const ni = pad + 1;
-  const rows = wreg ? ni : 1;
+  const windowDelta = isWindowDeltaChunkRule(config) ? 1 : 0;
+  const slots = pad + 1;
+  const rows = windowDelta ? slots : 1;
   const column = isPerColumnChunkRule(config);
-  const col = column ? 1 : 0;
-  const TV = BH * d.T * d.dv;
-  const CC = BH * nck * C * C;
+  const perColumn = column ? 1 : 0;
+  const tokenValueFloats = BH * d.T * d.dv;
+  const chunkSquareFloats = BH * nck * C * C;
   const sizes: [ChunkUniformField, number][] = [
     ["logDecay", BH * d.T],
     ["writeGain", BH * d.T],
@@ -176,12 +176,12 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
     ["dyPrecedingPairs", BH * nck * pad * d.dv],
     ["dWriteGainTerms", BH * nck * (C + pad) * (pad + 1)],
     ["eraseGain", delta * BH * d.T],
-    ["solveMatrix", delta * (1 - wreg) * BH * nck * C * C],
+    ["solveMatrix", delta * (1 - windowDelta) * BH * nck * C * C],
     ["pseudoValuesConstant", delta * BH * nck * C * rows * d.dv],
     ["pseudoValuesStateFactor", delta * BH * nck * C * rows * d.dk],
     ["transitionMatrix", delta * BH * nck * d.dk * d.dk],
     ["pseudoValues", delta * BH * d.T * rows * d.dv],
-    ["dPseudoValuesReadout", delta * (1 - wreg) * BH * d.T * rows * d.dv],
+    ["dPseudoValuesReadout", delta * (1 - windowDelta) * BH * d.T * rows * d.dv],
     ["dPseudoValues", delta * BH * d.T * rows * d.dv],
     ["dRightHandSide", delta * BH * d.T * rows * d.dv],
     ["reverseScanLink", delta * BH * nck * S],
@@ -193,30 +193,30 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
     ["dqBase", BH * d.T * d.dk],
     ["decayWeightsSolve", delta * BH * nck * C * C],
     ["decayWeightsSolveBase", delta * BH * d.T],
-    ["columnLogDecaySum", col * TV],
-    ["columnEraseGain", col * TV],
-    ["columnWriteGain", col * TV],
-    ["columnPseudoValues", col * TV],
-    ["columnKeyDotBase", col * TV],
-    ["columnDPseudoValuesReadout", col * TV],
-    ["columnDRightHandSide", col * TV],
-    ["columnDEraseGain", col * TV],
-    ["columnDWriteGain", col * TV],
-    ["columnDLogDecay", col * TV],
-    ["keyGram", col * CC],
-    ["queryKeyGram", col * CC],
-    ["dQueryKeyGram", col * CC],
-    ["dKeyGram", col * CC],
-    ["columnDBaseReadout", col * BH * nck * 2 * S],
-    ["columnDqBaseWeights", col * TV],
-    ["columnDxExitWeights", col * TV],
-    ["columnDxBaseWeights", col * TV],
-    ["startsInChunk", col * BH * d.T],
-    ["columnBaseDecayShare", col * TV],
-    ["columnKeyDotDExit", col * TV],
-    ["dxInstanceRows", wreg * BH * d.T * ni * d.dk],
-    ["topEigenvector", wreg * BH * d.T * ni],
-    ["pairGram", wreg * BH * nck * (C + pad) ** 2],
+    ["columnLogDecaySum", perColumn * tokenValueFloats],
+    ["columnEraseGain", perColumn * tokenValueFloats],
+    ["columnWriteGain", perColumn * tokenValueFloats],
+    ["columnPseudoValues", perColumn * tokenValueFloats],
+    ["columnKeyDotBase", perColumn * tokenValueFloats],
+    ["columnDPseudoValuesReadout", perColumn * tokenValueFloats],
+    ["columnDRightHandSide", perColumn * tokenValueFloats],
+    ["columnDEraseGain", perColumn * tokenValueFloats],
+    ["columnDWriteGain", perColumn * tokenValueFloats],
+    ["columnDLogDecay", perColumn * tokenValueFloats],
+    ["keyGram", perColumn * chunkSquareFloats],
+    ["queryKeyGram", perColumn * chunkSquareFloats],
+    ["dQueryKeyGram", perColumn * chunkSquareFloats],
+    ["dKeyGram", perColumn * chunkSquareFloats],
+    ["columnDBaseReadout", perColumn * BH * nck * 2 * S],
+    ["columnDqBaseWeights", perColumn * tokenValueFloats],
+    ["columnDxExitWeights", perColumn * tokenValueFloats],
+    ["columnDxBaseWeights", perColumn * tokenValueFloats],
+    ["startsInChunk", perColumn * BH * d.T],
+    ["columnBaseDecayShare", perColumn * tokenValueFloats],
+    ["columnKeyDotDExit", perColumn * tokenValueFloats],
+    ["dxInstanceRows", windowDelta * BH * d.T * slots * d.dk],
+    ["topEigenvector", windowDelta * BH * d.T * slots],
+    ["pairGram", windowDelta * BH * nck * (C + pad) ** 2],
   ];
   const offsets: Partial<Record<ChunkUniformField, number>> = {};
   let total = 0;
@@ -226,7 +226,7 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
     if (used && (backward || FORWARD_SECTIONS.has(name))) total += size;
   }
   // falcon3's dPseudoValuesReadout (read last by window_scan_link) shares dRightHandSide's floats (written first by window_solve_transposed, after it)
-  if (wreg) offsets.dPseudoValuesReadout = offsets.dRightHandSide;
+  if (windowDelta) offsets.dPseudoValuesReadout = offsets.dRightHandSide;
   return { offsets, total, nck };
 }
 

@@ -399,7 +399,7 @@ export function chunkKey(pass: ChunkPass, config: RuleConfig, s: ChunkShape, hea
 export const SCAN_COLUMNS = 4;
 
 /** Workgroups per chunk of the `solve_matrix` pass: 4 x 4 blocks of the `C x C` matrix, one per invocation. */
-export function amatTiles(C: number): number {
+export function solveMatrixTiles(C: number): number {
   return Math.ceil((Math.ceil(C / 4) ** 2) / CHUNK_WG);
 }
 
@@ -409,7 +409,7 @@ export function stateTiles(rows: number, cols: number): number {
 }
 
 /** Workgroups per chunk of the delta rules' `trans` pass: 4 x 4 blocks of `K [Dk, Dk]` then `D [Dk, Dv]`. */
-export function transTiles(dk: number, dv: number): number {
+export function transitionTiles(dk: number, dv: number): number {
   return Math.ceil((Math.ceil(dk / 4) * (Math.ceil(dk / 4) + Math.ceil(dv / 4))) / CHUNK_WG);
 }
 
@@ -417,16 +417,16 @@ export function transTiles(dk: number, dv: number): number {
  * Workgroups per chunk of falcon3's `window_pair_gram`: the 4 x 4 blocks on and below the diagonal of the
  * `CP x CP` pair Gram matrix (`CP = C + pad`), one per invocation (each also stores its mirror).
  */
-export function gramTiles(C: number, pad: number): number {
+export function pairGramTiles(C: number, pad: number): number {
   const nb = Math.ceil((C + pad) / 4);
   return Math.ceil((nb * (nb + 1)) / 2 / CHUNK_WG);
 }
 
 /**
- * Value columns per workgroup of falcon3's `window_solve_transposed` (`CHUNK_WG / SOLVET_COLUMNS` invocations share a
+ * Value columns per workgroup of falcon3's `window_solve_transposed` (`CHUNK_WG / SOLVE_TRANSPOSED_COLUMNS` invocations share a
  * column, each summing a stride of the later rows).
  */
-export const SOLVET_COLUMNS = 16;
+export const SOLVE_TRANSPOSED_COLUMNS = 16;
 
 /** Number of workgroups (or, for the flat passes, invocations) a pass needs. */
 export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number, T: number): number {
@@ -445,14 +445,14 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "solve_transposed":
       return BH * nck;
     case "window_solve_transposed":
-      return BH * nck * Math.ceil(s.dv / SOLVET_COLUMNS);
+      return BH * nck * Math.ceil(s.dv / SOLVE_TRANSPOSED_COLUMNS);
     case "window_solve":
       return BH * nck * Math.ceil((s.dk + s.dv) / CHUNK_WG);
     case "window_pair_gram":
-      return BH * nck * gramTiles(s.C, pad);
+      return BH * nck * pairGramTiles(s.C, pad);
     case "window_transition":
     case "trans":
-      return BH * nck * transTiles(s.dk, s.dv);
+      return BH * nck * transitionTiles(s.dk, s.dv);
     case "window_pseudo_values":
       return BH * nck * stateTiles(s.C * (pad + 1), s.dv);
     case "window_readout":
@@ -485,7 +485,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "s0_grad_parts":
       return BH * nck * stateTiles(s.dk, s.dv);
     case "solve_matrix":
-      return BH * nck * amatTiles(s.C);
+      return BH * nck * solveMatrixTiles(s.C);
     case "out":
     case "dq":
       return BH * nck * Math.ceil(s.C / s.R);

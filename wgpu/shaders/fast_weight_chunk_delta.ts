@@ -39,7 +39,6 @@
 import type { RuleConfig } from "../../src/rules/config.ts";
 import type { HeadConstants } from "./fast_weight_coef.ts";
 import {
-  amatTiles,
   chunkEntry,
   type ChunkPass,
   type ChunkShape,
@@ -49,10 +48,11 @@ import {
   flatEntry,
   prelude,
   SCAN_COLUMNS,
+  solveMatrixTiles,
   stateTiles,
   tile4,
   tile4Each,
-  transTiles,
+  transitionTiles,
 } from "./chunk_wgsl.ts";
 
 /** Passes only the delta rules run. */
@@ -82,9 +82,9 @@ export function isDeltaPass(pass: ChunkPass): pass is DeltaPass {
 
 // addressing helpers of the delta sections (n = chunk, t = step inside the chunk)
 const ADDR = `
-fn am(bh: u32, n: u32, t: u32, s: u32) -> u32 { return u.solveMatrix + ((bh * nck() + n) * C + t) * C + s; }
-fn u0i(bh: u32, n: u32, t: u32, c: u32) -> u32 { return u.pseudoValuesConstant + ((bh * nck() + n) * C + t) * DV + c; }
-fn vvi(bh: u32, n: u32, t: u32, i: u32) -> u32 { return u.pseudoValuesStateFactor + ((bh * nck() + n) * C + t) * DK + i; }
+fn solve_matrix_at(bh: u32, n: u32, t: u32, s: u32) -> u32 { return u.solveMatrix + ((bh * nck() + n) * C + t) * C + s; }
+fn pseudo_values_constant_at(bh: u32, n: u32, t: u32, c: u32) -> u32 { return u.pseudoValuesConstant + ((bh * nck() + n) * C + t) * DV + c; }
+fn pseudo_values_state_factor_at(bh: u32, n: u32, t: u32, i: u32) -> u32 { return u.pseudoValuesStateFactor + ((bh * nck() + n) * C + t) * DK + i; }
 fn row(bh: u32, t: u32, c: u32) -> u32 { return (bh * u.T + t) * DV + c; }
 `;
 
@@ -99,14 +99,14 @@ export function deltaShader(
   switch (pass) {
     case "solve_matrix":
       return head + chunkSteps(true) + `
-${chunkEntry(`${amatTiles(s.C)}u`)}
+${chunkEntry(`${solveMatrixTiles(s.C)}u`)}
   // one 4 x 4 block of (t, s) per invocation: every x value read serves 4 products
   let bk = tile * WG + lid;
   let nb = (C + 3u) / 4u;
   if (bk < nb * nb) {
     let t0 = (bk / nb) * 4u;
     let sb0 = (bk % nb) * 4u;
-    ${amatBlock()}
+    ${solveMatrixBlock()}
   }
 }`;
     case "solve":
@@ -123,13 +123,13 @@ ${chunkEntry("1u")}
           for (var i = 0u; i < DK; i++) { sx += s0[(bh * DK + i) * DV + col] * xp(bh, i32(a + t), i); }
           r -= cga[t] * ex * sx;
         }
-        for (var q = 0u; q < t; q++) { r -= cw[am(bh, n, t, q)] * cw[u0i(bh, n, q, col)]; }
-        cw[u0i(bh, n, t, col)] = r;
+        for (var q = 0u; q < t; q++) { r -= cw[solve_matrix_at(bh, n, t, q)] * cw[pseudo_values_constant_at(bh, n, q, col)]; }
+        cw[pseudo_values_constant_at(bh, n, t, col)] = r;
       } else {
         let i = col - DV;
         if (base_kind(t) == 0u) { r = cga[t] * ex * xp(bh, i32(a + t), i); }
-        for (var q = 0u; q < t; q++) { r -= cw[am(bh, n, t, q)] * cw[vvi(bh, n, q, i)]; }
-        cw[vvi(bh, n, t, i)] = r;
+        for (var q = 0u; q < t; q++) { r -= cw[solve_matrix_at(bh, n, t, q)] * cw[pseudo_values_state_factor_at(bh, n, q, i)]; }
+        cw[pseudo_values_state_factor_at(bh, n, t, i)] = r;
       }
     }
   }
@@ -137,7 +137,7 @@ ${chunkEntry("1u")}
     case "trans":
       return head + chunkSteps(true) + `
 var<workgroup> ge: array<f32, C>;
-${chunkEntry(`${transTiles(s.dk, s.dv)}u`)}
+${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
   for (var k = lid; k < len; k += WG) {
     var v = 0.0;
     if (cseg[k] == cseg[len - 1u]) { v = exp(cp[len - 1u] - cp[k]); }
@@ -159,7 +159,7 @@ ${chunkEntry(`${transTiles(s.dk, s.dv)}u`)}
           "e",
           "len",
           "xp(bh, i32(a + k), min(i0 + ${r}u, DK - 1u))",
-          "cw[vvi(bh, n, k, min(i20 + ${c}u, DK - 1u))]",
+          "cw[pseudo_values_state_factor_at(bh, n, k, min(i20 + ${c}u, DK - 1u))]",
           "ge[k]",
         )
       }
@@ -177,7 +177,7 @@ ${chunkEntry(`${transTiles(s.dk, s.dv)}u`)}
           "e",
           "len",
           "xp(bh, i32(a + k), min(i0 + ${r}u, DK - 1u))",
-          "cw[u0i(bh, n, k, min(cb0 + ${c}u, DV - 1u))]",
+          "cw[pseudo_values_constant_at(bh, n, k, min(cb0 + ${c}u, DV - 1u))]",
           "ge[k]",
         )
       }
@@ -203,9 +203,9 @@ ${flatEntry("u.B * H * u.T * DV")}
   let bh = bt / u.T;
   let n = t / C;
   let tt = t - n * C;
-  var w = cw[u0i(bh, n, tt, c)];
+  var w = cw[pseudo_values_constant_at(bh, n, tt, c)];
   for (var i = 0u; i < DK; i++) {
-    w -= cw[vvi(bh, n, tt, i)] * cw[u.entryState + ((bh * nck() + n) * DK + i) * DV + c];
+    w -= cw[pseudo_values_state_factor_at(bh, n, tt, i)] * cw[u.entryState + ((bh * nck() + n) * DK + i) * DV + c];
   }
   cw[u.pseudoValues + idx] = w;
 }`;
@@ -214,7 +214,7 @@ ${flatEntry("u.B * H * u.T * DV")}
 ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
   ${
         stateBlock(
-          "cw[vvi(bh, n, k, min(i0 + ${r}u, DK - 1u))]",
+          "cw[pseudo_values_state_factor_at(bh, n, k, min(i0 + ${r}u, DK - 1u))]",
           "cw[u.dPseudoValuesReadout + row(bh, a + k, min(cb0 + ${c}u, DV - 1u))]",
           "",
           (e) =>
@@ -231,7 +231,7 @@ ${chunkEntry("1u")}
     for (var tr = i32(len) - 1; tr >= 0; tr--) {
       let t = u32(tr);
       var r = cw[u.dPseudoValues + row(bh, a + t, c)];
-      for (var t2 = t + 1u; t2 < len; t2++) { r -= cw[am(bh, n, t2, t)] * cw[u.dRightHandSide + row(bh, a + t2, c)]; }
+      for (var t2 = t + 1u; t2 < len; t2++) { r -= cw[solve_matrix_at(bh, n, t2, t)] * cw[u.dRightHandSide + row(bh, a + t2, c)]; }
       cw[u.dRightHandSide + row(bh, a + t, c)] = r;
     }
   }
@@ -269,7 +269,7 @@ ${flatEntry("u.B * H * DK * DV")}
 }
 
 /** WGSL of one `solve_matrix` block: `A[t, s] = a_t exp(Pp_t - P_s) x_t . x_s` for `s < t` in one segment, else 0. */
-function amatBlock(): string {
+function solveMatrixBlock(): string {
   return `${[0, 1, 2, 3].map((r) => `let ta${r} = i32(a + min(t0 + ${r}u, len - 1u));`).join("\n    ")}
     ${[0, 1, 2, 3].map((c) => `let sa${c} = i32(a + min(sb0 + ${c}u, len - 1u));`).join("\n    ")}
     ${tile4("e", "DK", "xp(bh, ta${r}, k)", "xp(bh, sa${c}, k)")}
@@ -281,7 +281,7 @@ function amatBlock(): string {
       if (t < C && sx < C) {
         var v = 0.0;
         if (t < len && sx < t && cseg[sx] == cseg[t]) { v = cga[t] * exp(cpp[t] - cp[sx]) * e${r}${c}; }
-        cw[am(bh, n, t, sx)] = v;
+        cw[solve_matrix_at(bh, n, t, sx)] = v;
       }
     }`
     )

@@ -55,13 +55,13 @@ import {
   type ChunkShape,
   chunkSteps,
   flatEntry,
-  gramTiles,
+  pairGramTiles,
   prelude,
-  SOLVET_COLUMNS,
+  SOLVE_TRANSPOSED_COLUMNS,
   stateTiles,
   tile4,
   tile4Each,
-  transTiles,
+  transitionTiles,
   WINDOW_DELTA_PASSES,
   windowPanelSteps,
 } from "./chunk_wgsl.ts";
@@ -76,29 +76,29 @@ export function isWindowDeltaPass(pass: ChunkPass): pass is WindowDeltaPass {
 
 // instance-row addressing (global rows of a (b, h): (bh T + t) W + o)
 const ADDR = `
-fn grow(bh: u32, a: u32, r: u32) -> u32 { return (bh * u.T + a) * NW + r; }
+fn instance_row(bh: u32, a: u32, r: u32) -> u32 { return (bh * u.T + a) * NW + r; }
 // the chunk's pair Gram matrix pairGram [CP, CP] (pair j at a - PAD + p)
-fn kpi(bh: u32, n: u32, p: u32, p2: u32) -> u32 { return u.pairGram + ((bh * nck() + n) * CP + p) * CP + p2; }
+fn pair_gram_at(bh: u32, n: u32, p: u32, p2: u32) -> u32 { return u.pairGram + ((bh * nck() + n) * CP + p) * CP + p2; }
 `;
 
 // instance rows of the chunk at a (needs the chunk's step arrays)
 const ROWS = `
 // pair j of chunk row r
-fn rpair(a: u32, r: u32) -> i32 { return i32(a + r / NW) - i32(r % NW); }
+fn row_pair(a: u32, r: u32) -> i32 { return i32(a + r / NW) - i32(r % NW); }
 // whether chunk row r is a real pair of its step's window
-fn rok(a: u32, len: u32, r: u32) -> bool {
+fn is_real_row(a: u32, len: u32, r: u32) -> bool {
   let t = r / NW;
-  return t < len && rpair(a, r) >= clo[t];
+  return t < len && row_pair(a, r) >= clo[t];
 }
 // x_r . x_r2 of chunk rows r, r2 (from the pair Gram matrix)
 fn xx(bh: u32, n: u32, r: u32, r2: u32) -> f32 {
-  return cw[kpi(bh, n, r / NW + PAD - r % NW, r2 / NW + PAD - r2 % NW)];
+  return cw[pair_gram_at(bh, n, r / NW + PAD - r % NW, r2 / NW + PAD - r2 % NW)];
 }
 // A[r, r2] = g_t Gp[t, t2] x_r.x_r2 for rows of earlier steps t2 < t of t's segment
 fn solve_matrix(bh: u32, n: u32, a: u32, len: u32, r: u32, r2: u32) -> f32 {
   let t = r / NW;
   let t2 = r2 / NW;
-  if (t2 >= t || cseg[t2] != cseg[t] || !rok(a, len, r) || !rok(a, len, r2)) { return 0.0; }
+  if (t2 >= t || cseg[t2] != cseg[t] || !is_real_row(a, len, r) || !is_real_row(a, len, r2)) { return 0.0; }
   return cga[t] * exp(cpp[t] - cp[t2]) * xx(bh, n, r, r2);
 }
 // Gam[t, t2] (t2 <= t, same segment; masked before exp)
@@ -126,7 +126,7 @@ export function windowDeltaShader(
     case "window_transition":
       return steps + `
 var<workgroup> ge: array<f32, C>;
-${chunkEntry(`${transTiles(s.dk, s.dv)}u`)}
+${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
   for (var k = lid; k < len; k += WG) { ge[k] = gam(len - 1u, k); }
   workgroupBarrier();
   let dec = exp(cp[len - 1u]);
@@ -145,8 +145,8 @@ ${chunkEntry(`${transTiles(s.dk, s.dv)}u`)}
         tile4(
           "e",
           "nr",
-          "xp(bh, rpair(a, k), min(i0 + ${r}u, DK - 1u))",
-          "cw[u.pseudoValuesStateFactor + grow(bh, a, k) * DK + min(i20 + ${c}u, DK - 1u)]",
+          "xp(bh, row_pair(a, k), min(i0 + ${r}u, DK - 1u))",
+          "cw[u.pseudoValuesStateFactor + instance_row(bh, a, k) * DK + min(i20 + ${c}u, DK - 1u)]",
           "ge[k / NW]",
         )
       }
@@ -163,8 +163,8 @@ ${chunkEntry(`${transTiles(s.dk, s.dv)}u`)}
         tile4(
           "e",
           "nr",
-          "xp(bh, rpair(a, k), min(i0 + ${r}u, DK - 1u))",
-          "cw[u.pseudoValuesConstant + grow(bh, a, k) * DV + min(c0 + ${c}u, DV - 1u)]",
+          "xp(bh, row_pair(a, k), min(i0 + ${r}u, DK - 1u))",
+          "cw[u.pseudoValuesConstant + instance_row(bh, a, k) * DV + min(c0 + ${c}u, DV - 1u)]",
           "ge[k / NW]",
         )
       }
@@ -190,7 +190,7 @@ ${chunkEntry(`${stateTiles(s.C * nw, s.dv)}u`, false)}
   let c0 = (bk % nbc) * 4u;
   if (r0 < nr) {
     let sin = u.entryState + (bh * nck() + n) * DK * DV;
-    ${lets4("gr", (i) => `grow(bh, a, min(r0 + ${i}u, nr - 1u))`)}
+    ${lets4("gr", (i) => `instance_row(bh, a, min(r0 + ${i}u, nr - 1u))`)}
     ${
         tile4(
           "e",
@@ -222,8 +222,8 @@ ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
   ${
         stateTile(
           "len * NW",
-          "cw[u.pseudoValuesStateFactor + grow(bh, a, k) * DK + min(i0 + ${r}u, DK - 1u)]",
-          "cw[u.dPseudoValuesReadout + grow(bh, a, k) * DV + min(c0 + ${c}u, DV - 1u)]",
+          "cw[u.pseudoValuesStateFactor + instance_row(bh, a, k) * DK + min(i0 + ${r}u, DK - 1u)]",
+          "cw[u.dPseudoValuesReadout + instance_row(bh, a, k) * DV + min(c0 + ${c}u, DV - 1u)]",
           "",
           (e, v) =>
             `cw[u.reverseScanLink + cb * DK * DV + ${e}] = cw[u.dBaseReadout + cb * 2u * DK * DV + ${e}] - ${v};`,
@@ -246,9 +246,9 @@ ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
   ${
         stateTile(
           "len * NW - k0",
-          "xp(bh, rpair(a, k0 + k), min(i0 + ${r}u, DK - 1u))",
-          "cw[u.dRightHandSide + grow(bh, a, k0 + k) * DV + min(c0 + ${c}u, DV - 1u)]",
-          "select(0.0, cga[(k0 + k) / NW] * exp(cpp[(k0 + k) / NW]), base_kind((k0 + k) / NW) == 1u && rok(a, len, k0 + k))",
+          "xp(bh, row_pair(a, k0 + k), min(i0 + ${r}u, DK - 1u))",
+          "cw[u.dRightHandSide + instance_row(bh, a, k0 + k) * DV + min(c0 + ${c}u, DV - 1u)]",
+          "select(0.0, cga[(k0 + k) / NW] * exp(cpp[(k0 + k) / NW]), base_kind((k0 + k) / NW) == 1u && is_real_row(a, len, k0 + k))",
           (e, v) =>
             `cw[u.dS0Parts + cb * DK * DV + ${e}] = cw[u.dBaseReadout + (cb * 2u + 1u) * DK * DV + ${e}] + gexit * cw[u.dExitState + cb * DK * DV + ${e}] - ${v};`,
         )
@@ -333,7 +333,7 @@ function stateTile(
 function gramKernel(s: ChunkShape, nw: number): string {
   return `
 const NGB = ${Math.ceil((s.C + nw - 1) / 4)}u;
-${chunkEntry(`${gramTiles(s.C, nw - 1)}u`)}
+${chunkEntry(`${pairGramTiles(s.C, nw - 1)}u`)}
   let bk = tile * WG + lid;
   if (bk < NGB * (NGB + 1u) / 2u) {
     // the triangle row from the float square root, corrected by one either way
@@ -354,8 +354,8 @@ ${chunkEntry(`${gramTiles(s.C, nw - 1)}u`)}
       let q = q0 + ${c}u;
       if (p < CP && q < CP) {
         let v = select(0.0, e${r}${c}, p < np && q < np);
-        cw[kpi(bh, n, p, q)] = v;
-        cw[kpi(bh, n, q, p)] = v;
+        cw[pair_gram_at(bh, n, p, q)] = v;
+        cw[pair_gram_at(bh, n, q, p)] = v;
       }
     }`
     )
@@ -390,7 +390,7 @@ ${chunkEntry(`${Math.ceil((s.dv + s.dk) / CHUNK_WG)}u`)}
     ${
     unroll(
       nw,
-      (o) => `let ok${o} = rok(a, len, r0 + ${o}u);\n    let j${o} = rpair(a, r0 + ${o}u);`,
+      (o) => `let ok${o} = is_real_row(a, len, r0 + ${o}u);\n    let j${o} = row_pair(a, r0 + ${o}u);`,
       "\n    ",
     )
   }
@@ -410,24 +410,24 @@ ${chunkEntry(`${Math.ceil((s.dv + s.dk) / CHUNK_WG)}u`)}
     )
   }
         for (var q = 0u; q < r0; q++) {
-          let x = cw[u.pseudoValuesConstant + grow(bh, a, q) * DV + col];
+          let x = cw[u.pseudoValuesConstant + instance_row(bh, a, q) * DV + col];
           ${unroll(nw, (o) => `v${o} -= arow[${o}u * CW + q] * x;`, "\n          ")}
         }
         ${
     rows((o) =>
-      `cw[u.pseudoValuesConstant + grow(bh, a, r0 + ${o}u) * DV + col] = select(0.0, v${o}, ok${o});`
+      `cw[u.pseudoValuesConstant + instance_row(bh, a, r0 + ${o}u) * DV + col] = select(0.0, v${o}, ok${o});`
     )
   }
       } else {
         let i = col - DV;
         ${rows((o) => `if (ok${o} && bk == 0u) { v${o} = cga[t] * ex * xp(bh, j${o}, i); }`)}
         for (var q = 0u; q < r0; q++) {
-          let x = cw[u.pseudoValuesStateFactor + grow(bh, a, q) * DK + i];
+          let x = cw[u.pseudoValuesStateFactor + instance_row(bh, a, q) * DK + i];
           ${unroll(nw, (o) => `v${o} -= arow[${o}u * CW + q] * x;`, "\n          ")}
         }
         ${
     rows((o) =>
-      `cw[u.pseudoValuesStateFactor + grow(bh, a, r0 + ${o}u) * DK + i] = select(0.0, v${o}, ok${o});`
+      `cw[u.pseudoValuesStateFactor + instance_row(bh, a, r0 + ${o}u) * DK + i] = select(0.0, v${o}, ok${o});`
     )
   }
       }
@@ -438,16 +438,16 @@ ${chunkEntry(`${Math.ceil((s.dv + s.dk) / CHUNK_WG)}u`)}
 
 /**
  * `window_solve_transposed`: `dR = (I + A)^-T dW` by back substitution, one step at a time from the last: the
- * columns of `A` under the step's rows are staged in workgroup memory. `SOLVET_COLUMNS` value columns
- * per workgroup (`ceil(Dv / SOLVET_COLUMNS)` per chunk), `SL` invocations per column: each sums every
+ * columns of `A` under the step's rows are staged in workgroup memory. `SOLVE_TRANSPOSED_COLUMNS` value columns
+ * per workgroup (`ceil(Dv / SOLVE_TRANSPOSED_COLUMNS)` per chunk), `SL` invocations per column: each sums every
  * `SL`-th later row into partial sums (`part`), and the step's rows are finished from them. The rows
  * solved at one step are read by the other invocations of their column at the next: a storage barrier
  * orders them.
  */
 function solveTransposedKernel(nw: number): string {
-  const lanes = CHUNK_WG / SOLVET_COLUMNS;
+  const lanes = CHUNK_WG / SOLVE_TRANSPOSED_COLUMNS;
   return `
-const SCOL = ${SOLVET_COLUMNS}u;
+const SCOL = ${SOLVE_TRANSPOSED_COLUMNS}u;
 const SL = ${lanes}u;
 var<workgroup> acol: array<f32, NW * CW>;
 var<workgroup> part: array<f32, NW * WG>; // [o, lane, column]
@@ -470,7 +470,7 @@ ${chunkEntry("(DV + SCOL - 1u) / SCOL")}
     workgroupBarrier();
     ${unroll(nw, (o) => `var v${o} = 0.0;`, "\n    ")}
     for (var q = r1 + lane; q < nr; q += SL) {
-      let d = cw[u.dRightHandSide + grow(bh, a, q) * DV + cr];
+      let d = cw[u.dRightHandSide + instance_row(bh, a, q) * DV + cr];
       ${unroll(nw, (o) => `v${o} -= acol[${o}u * CW + q] * d;`, "\n      ")}
     }
     ${unroll(nw, (o) => `part[(${o}u * SL + lane) * SCOL + cl] = v${o};`, "\n    ")}
@@ -478,7 +478,7 @@ ${chunkEntry("(DV + SCOL - 1u) / SCOL")}
     // row o of the step by the invocation of lane o % SL
     for (var o = lane; o < NW; o += SL) {
       if (c < DV) {
-        let gr = grow(bh, a, r0 + o) * DV + c;
+        let gr = instance_row(bh, a, r0 + o) * DV + c;
         cw[u.dRightHandSide + gr] = cw[u.dPseudoValues + gr] + ${
     Array.from({ length: lanes }, (_, l) => `part[(o * SL + ${l}u) * SCOL + cl]`).join(" + ")
   };
@@ -509,7 +509,7 @@ function rowsKernel(pass: "window_readout" | "window_query_grads", s: ChunkShape
     for (var o = 0u; o < NW; o++) {
       ${lets4("ts", (i) => `i32(jj0 + ${i}u + o) - i32(PAD)`)}
       ${lets4("sc", (i) => `u32(clamp(ts${i}, 0, i32(len) - 1))`)}
-      ${lets4("gw", (i) => `grow(bh, a, sc${i} * NW + o) * DV`)}
+      ${lets4("gw", (i) => `instance_row(bh, a, sc${i} * NW + o) * DV`)}
       ${tile4("p", "DV", `${doutAt} + k]`, "cw[u.pseudoValues + gw${c} + k]")}
       ${
       tile4Each((r, c) =>
@@ -522,7 +522,7 @@ function rowsKernel(pass: "window_readout" | "window_query_grads", s: ChunkShape
       "ea",
       "min(len, r0 + R) * NW",
       "sp[ro${r} * CP + k / NW + PAD - k % NW] * gm[ro${r} * C + k / NW]",
-      "cw[u.pseudoValues + grow(bh, a, k) * DV + min(cl0 + ${c}u, DV - 1u)]",
+      "cw[u.pseudoValues + instance_row(bh, a, k) * DV + min(cl0 + ${c}u, DV - 1u)]",
     )
     : tile4(
       "ea",
@@ -641,7 +641,7 @@ function colsKernel(exit: boolean, s: ChunkShape, nw: number): string {
   const pairs = s.RC + nw - 1;
   // block rows: the pair (pj) of pair blocks; the row (gr: its pseudoValues offset) of row blocks; the step (tq) of a column
   const pairRows = lets4("pj", (i) => `min(jbase + i32(min(p0 + ${i}u, NPC - 1u)), plast)`);
-  const rowRows = lets4("gr", (i) => `grow(bh, a, min(rb + jr0 + ${i}u, nrow - 1u)) * DV`);
+  const rowRows = lets4("gr", (i) => `instance_row(bh, a, min(rb + jr0 + ${i}u, nrow - 1u)) * DV`);
   const stepCols = lets4("tq", (i) => `a + min(tb0 + ${i}u, len - 1u)`);
   // a row block's rows for the products over the chunk's steps: its decay row (gq) and pair row (pq)
   const rowWeights = lets4("jq", (i) => `min(jr0 + ${i}u, RCW - 1u)`) + "\n      " +
@@ -709,7 +709,7 @@ function colsKernel(exit: boolean, s: ChunkShape, nw: number): string {
       let o = o0 + ${c}u;
       let row = rb + jr;
       if (jr < RCW && o < ${N} && row < nrow) {
-        let ok = rok(a, len, row);
+        let ok = is_real_row(a, len, row);
         ${store.replaceAll("${r}", `${r}`).replaceAll("${c}", `${c}`)}
       }
     }`
@@ -779,7 +779,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.RC)}u`)}
     var v = 0.0;
     if (tt >= t2) {
       for (var o = 0u; o < NW; o++) {
-        if (rok(a, len, t2 * NW + o)) { v += sq[(sl + PAD - o) * C + tt] * sd[(sl * NW + o) * C + tt]; }
+        if (is_real_row(a, len, t2 * NW + o)) { v += sq[(sl + PAD - o) * C + tt] * sd[(sl * NW + o) * C + tt]; }
       }
     }
     cw[u.decayWeightsReadout + (cb * C + tt) * CP + t2] = v;
@@ -787,8 +787,8 @@ ${chunkEntry(`${Math.ceil(s.C / s.RC)}u`)}
   for (var jr = lid; jr < RCW; jr += WG) {
     let row = rb + jr;
     var v = 0.0;
-    if (row < nrow && rok(a, len, row)) {
-      let j = rpair(a, row);
+    if (row < nrow && is_real_row(a, len, row)) {
+      let j = row_pair(a, row);
       for (var i = 0u; i < DK; i++) { v += xp(bh, j, i) * gy[jr * DK + i]; }
     }
     exr[jr] = v;
@@ -799,7 +799,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.RC)}u`)}
           "DK",
           "sd[jq${r} * C + k]",
           "qn(bh, a + k, min(o0 + ${c}u, DK - 1u))",
-          "cw[u.dxInstanceRows + grow(bh, a, row) * DK + o] = select(0.0, ge[row / NW] * gy[jr * DK + o] + e${r}${c}, ok);",
+          "cw[u.dxInstanceRows + instance_row(bh, a, row) * DK + o] = select(0.0, ge[row / NW] * gy[jr * DK + o] + e${r}${c}, ok);",
         )
       }`
       : ""
@@ -811,8 +811,8 @@ ${chunkEntry(`${Math.ceil(s.C / s.RC)}u`)}
       "sq[pq${r} + k]",
       "dout[((b * u.T + a + k) * H + h) * DV + min(o0 + ${c}u, DV - 1u)]",
       exit
-        ? "cw[u.dPseudoValues + grow(bh, a, row) * DV + o] = select(0.0, ge[row / NW] * gx[(jr / NW + PAD - jr % NW) * DV + o] + e${r}${c}, ok);"
-        : "cw[u.dPseudoValuesReadout + grow(bh, a, row) * DV + o] = select(0.0, e${r}${c}, ok);",
+        ? "cw[u.dPseudoValues + instance_row(bh, a, row) * DV + o] = select(0.0, ge[row / NW] * gx[(jr / NW + PAD - jr % NW) * DV + o] + e${r}${c}, ok);"
+        : "cw[u.dPseudoValuesReadout + instance_row(bh, a, row) * DV + o] = select(0.0, e${r}${c}, ok);",
     )
   }
   ${
@@ -848,7 +848,7 @@ function pairsKernel(s: ChunkShape, nw: number): string {
   const ps = windowPanelSteps(nw, s.C);
   const R4 = [0, 1, 2, 3];
   const rowRows = lets4("rr", (i) => `min(rb + jr0 + ${i}u, nrow - 1u)`) + "\n      " +
-    lets4("gr", (i) => `grow(bh, a, rr${i}) * DV`);
+    lets4("gr", (i) => `instance_row(bh, a, rr${i}) * DV`);
   return `
 const RPW = ${rows}u;
 const PS = ${ps}u;
@@ -881,7 +881,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
       let cl0 = (bk / nrb) * 4u;
       ${rowRows}
       ${lets4("rc", (i) => `min(pr0 + cl0 + ${i}u, nrow - 1u)`)}
-      ${lets4("gc", (i) => `grow(bh, a, rc${i}) * DV`)}
+      ${lets4("gc", (i) => `instance_row(bh, a, rc${i}) * DV`)}
       let below = rc0 / NW < rr3 / NW;
       let above = rc3 / NW > rr0 / NW;
       ${
@@ -901,8 +901,8 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
     )
   }
       // per row and column: kept (a real row of the tile or panel), step, segment
-      ${lets4("okr", (i) => `jr0 + ${i}u < RPW && rb + jr0 + ${i}u < nrow && rok(a, len, rr${i})`)}
-      ${lets4("okc", (i) => `cl0 + ${i}u < PW && pr0 + cl0 + ${i}u < nrow && rok(a, len, rc${i})`)}
+      ${lets4("okr", (i) => `jr0 + ${i}u < RPW && rb + jr0 + ${i}u < nrow && is_real_row(a, len, rr${i})`)}
+      ${lets4("okc", (i) => `cl0 + ${i}u < PW && pr0 + cl0 + ${i}u < nrow && is_real_row(a, len, rc${i})`)}
       ${lets4("tr", (i) => `rr${i} / NW`)}
       ${lets4("tc", (i) => `rc${i} / NW`)}
       ${
@@ -997,10 +997,10 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
     )
   }
     // per row: kept, the base's factor -g_t exp(Pp_t), which base (S_in, S0 or none) and the pair
-    ${lets4("okr", (i) => `jr0 + ${i}u < RPW && rb + jr0 + ${i}u < nrow && rok(a, len, rr${i})`)}
+    ${lets4("okr", (i) => `jr0 + ${i}u < RPW && rb + jr0 + ${i}u < nrow && is_real_row(a, len, rr${i})`)}
     ${lets4("kr", (i) => `base_kind(rr${i} / NW)`)}
     ${lets4("fr", (i) => `-cga[rr${i} / NW] * exp(cpp[rr${i} / NW])`)}
-    ${lets4("jp", (i) => `rpair(a, rr${i})`)}
+    ${lets4("jp", (i) => `row_pair(a, rr${i})`)}
     ${
     tile4Each((r, c) =>
       `if (jr0 + ${r}u < RPW && q0 + ${c}u < DK) {
@@ -1008,7 +1008,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
       let e = (jr0 + ${r}u) * DK + q;
       let bd = select(select(0.0, bs${r}${c}, kr${r} == 1u && u.hasS0 != 0u), bi${r}${c}, kr${r} == 0u);
       if (okr${r}) {
-        let kx = u.dxInstanceRows + grow(bh, a, rr${r}) * DK + q;
+        let kx = u.dxInstanceRows + instance_row(bh, a, rr${r}) * DK + q;
         cw[kx] = cw[kx] + acc[e] + fr${r} * bd;
       }
       acc[e] = select(0.0, xp(bh, jp${r}, q) * bd, okr${r});
@@ -1020,9 +1020,9 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
   for (var jr = lid; jr < RPW; jr += WG) {
     let row = rb + jr;
     var db = 0.0;
-    if (rok(a, len, row)) {
-      let gr = grow(bh, a, row) * DV;
-      let j = rpair(a, row);
+    if (is_real_row(a, len, row)) {
+      let gr = instance_row(bh, a, row) * DV;
+      let j = row_pair(a, row);
       for (var c = 0u; c < DV; c++) { db += cw[u.dRightHandSide + gr + c] * yp(bh, j, c); }
     }
     rdb[jr] = db;

@@ -102,27 +102,27 @@ export const CHUNK_WG = 64;
 
 /** Workspace sections only the per-column rules have. */
 export const COLUMN_UNIFORM_FIELDS = [
-  "CL",
-  "CA",
-  "CB",
-  "CW",
-  "CX",
-  "CQ",
-  "CR",
-  "CDA",
-  "CDB",
-  "CDG",
-  "KX",
-  "KQ",
-  "DKQ",
-  "DKX",
-  "CU",
-  "CE",
-  "CG",
-  "CF",
-  "CS",
-  "CZ",
-  "CY",
+  "columnLogDecaySum",
+  "columnEraseGain",
+  "columnWriteGain",
+  "columnPseudoValues",
+  "columnKeyDotBase",
+  "columnDPseudoValuesReadout",
+  "columnDRightHandSide",
+  "columnDEraseGain",
+  "columnDWriteGain",
+  "columnDLogDecay",
+  "keyGram",
+  "queryKeyGram",
+  "dQueryKeyGram",
+  "dKeyGram",
+  "columnDBaseReadout",
+  "columnDqBaseWeights",
+  "columnDxExitWeights",
+  "columnDxBaseWeights",
+  "startsInChunk",
+  "columnBaseDecayShare",
+  "columnKeyDotDExit",
 ] as const;
 
 /** Fields of the uniform block (u32 each), in order. */
@@ -132,49 +132,49 @@ export const CHUNK_UNIFORM_FIELDS = [
   "hasS0",
   "hasInit",
   "NCK",
-  "LG",
-  "GK",
-  "DG",
-  "DP",
-  "DST",
-  "DEC",
-  "Z",
-  "DS",
-  "SIN",
-  "GB",
-  "SFIN",
-  "UV",
-  "SPX",
-  "SPY",
-  "CON",
+  "logDecay",
+  "writeGain",
+  "dWriteGain",
+  "dLogDecay",
+  "dStatistic",
+  "chunkDecay",
+  "exitBaseKind",
+  "chunkStateIncrement",
+  "entryState",
+  "dExitState",
+  "finalState",
+  "dBaseReadout",
+  "dxPrecedingPairs",
+  "dyPrecedingPairs",
+  "dWriteGainTerms",
   "gDX",
   "gDY",
   "gDB",
   "gDLB",
   "gDS0",
   "gDC",
-  "GA",
-  "AM",
-  "U0",
-  "VV",
-  "KM",
-  "WW",
-  "QD",
-  "LN",
-  "DW",
-  "DR",
-  "DAS",
-  "DBS",
-  "D0C",
-  "DMM",
-  "EXJ",
-  "DQB",
-  "YM",
-  "RB",
+  "eraseGain",
+  "solveMatrix",
+  "pseudoValuesConstant",
+  "pseudoValuesStateFactor",
+  "transitionMatrix",
+  "pseudoValues",
+  "dPseudoValuesReadout",
+  "reverseScanLink",
+  "dPseudoValues",
+  "dRightHandSide",
+  "dEraseGain",
+  "dDeltaWriteGain",
+  "dS0Parts",
+  "decayWeightsReadout",
+  "decayWeightsExit",
+  "dqBase",
+  "decayWeightsSolve",
+  "decayWeightsSolveBase",
   ...COLUMN_UNIFORM_FIELDS,
-  "DXR",
-  "EIG",
-  "KP",
+  "dxInstanceRows",
+  "topEigenvector",
+  "pairGram",
 ] as const;
 
 /** Name of a uniform field. */
@@ -399,7 +399,7 @@ export function chunkKey(pass: ChunkPass, config: RuleConfig, s: ChunkShape, hea
 export const SCAN_COLUMNS = 4;
 
 /** Workgroups per chunk of the `solve_matrix` pass: 4 x 4 blocks of the `C x C` matrix, one per invocation. */
-export function amatTiles(C: number): number {
+export function solveMatrixTiles(C: number): number {
   return Math.ceil((Math.ceil(C / 4) ** 2) / CHUNK_WG);
 }
 
@@ -409,7 +409,7 @@ export function stateTiles(rows: number, cols: number): number {
 }
 
 /** Workgroups per chunk of the delta rules' `trans` pass: 4 x 4 blocks of `K [Dk, Dk]` then `D [Dk, Dv]`. */
-export function transTiles(dk: number, dv: number): number {
+export function transitionTiles(dk: number, dv: number): number {
   return Math.ceil((Math.ceil(dk / 4) * (Math.ceil(dk / 4) + Math.ceil(dv / 4))) / CHUNK_WG);
 }
 
@@ -417,16 +417,16 @@ export function transTiles(dk: number, dv: number): number {
  * Workgroups per chunk of falcon3's `window_pair_gram`: the 4 x 4 blocks on and below the diagonal of the
  * `CP x CP` pair Gram matrix (`CP = C + pad`), one per invocation (each also stores its mirror).
  */
-export function gramTiles(C: number, pad: number): number {
+export function pairGramTiles(C: number, pad: number): number {
   const nb = Math.ceil((C + pad) / 4);
   return Math.ceil((nb * (nb + 1)) / 2 / CHUNK_WG);
 }
 
 /**
- * Value columns per workgroup of falcon3's `window_solve_transposed` (`CHUNK_WG / SOLVET_COLUMNS` invocations share a
+ * Value columns per workgroup of falcon3's `window_solve_transposed` (`CHUNK_WG / SOLVE_TRANSPOSED_COLUMNS` invocations share a
  * column, each summing a stride of the later rows).
  */
-export const SOLVET_COLUMNS = 16;
+export const SOLVE_TRANSPOSED_COLUMNS = 16;
 
 /** Number of workgroups (or, for the flat passes, invocations) a pass needs. */
 export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number, T: number): number {
@@ -445,14 +445,14 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "solve_transposed":
       return BH * nck;
     case "window_solve_transposed":
-      return BH * nck * Math.ceil(s.dv / SOLVET_COLUMNS);
+      return BH * nck * Math.ceil(s.dv / SOLVE_TRANSPOSED_COLUMNS);
     case "window_solve":
       return BH * nck * Math.ceil((s.dk + s.dv) / CHUNK_WG);
     case "window_pair_gram":
-      return BH * nck * gramTiles(s.C, pad);
+      return BH * nck * pairGramTiles(s.C, pad);
     case "window_transition":
     case "trans":
-      return BH * nck * transTiles(s.dk, s.dv);
+      return BH * nck * transitionTiles(s.dk, s.dv);
     case "window_pseudo_values":
       return BH * nck * stateTiles(s.C * (pad + 1), s.dv);
     case "window_readout":
@@ -485,7 +485,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "s0_grad_parts":
       return BH * nck * stateTiles(s.dk, s.dv);
     case "solve_matrix":
-      return BH * nck * amatTiles(s.C);
+      return BH * nck * solveMatrixTiles(s.C);
     case "out":
     case "dq":
       return BH * nck * Math.ceil(s.C / s.R);
@@ -570,11 +570,11 @@ var<workgroup> cga: array<f32, C>;  // a_t`
   }
 fn load_chunk(lid: u32, bh: u32, b: u32, a: u32, len: u32) {
   for (var k = lid; k < len; k += WG) {
-    cp[k] = cw[u.LG + bh * u.T + a + k];
-    cg[k] = cw[u.GK + bh * u.T + a + k];
+    cp[k] = cw[u.logDecay + bh * u.T + a + k];
+    cg[k] = cw[u.writeGain + bh * u.T + a + k];
     clo[k] = stepinfo[(b * u.T + a + k) * 2u];
     cseg[k] = u32(stepinfo[(b * u.T + a + k) * 2u + 1u]);
-    ${delta ? "cga[k] = cw[u.GA + bh * u.T + a + k];" : ""}
+    ${delta ? "cga[k] = cw[u.eraseGain + bh * u.T + a + k];" : ""}
   }
   workgroupBarrier();
   if (lid == 0u) {
@@ -582,7 +582,7 @@ fn load_chunk(lid: u32, bh: u32, b: u32, a: u32, len: u32) {
     var cnt = 0u;
     var zb = 0u;
     for (var k = 0u; k < len; k++) {
-      // a sequence start, or a cut (gamma underflowed to 0: LG holds the marker 1), begins a segment
+      // a sequence start, or a cut (gamma underflowed to 0: logDecay holds the marker 1), begins a segment
       let cut = cp[k] > 0.5;
       if (cseg[k] != 0u || cut) {
         p = 0.0;
@@ -703,7 +703,7 @@ fn step_co(bh: u32, b: u32, h: u32, t: u32) -> Co {
   ${stat}
   return coef(n, st, beta[(b * u.T + t) * H + h], lb[(b * u.T + t) * H + h], h);
 }
-// gamma below GAMMA_MIN (exp(-lambdabar) or exp(-dt A) underflowing to 0) cuts the chain: LG holds the
+// gamma below GAMMA_MIN (exp(-lambdabar) or exp(-dt A) underflowing to 0) cuts the chain: logDecay holds the
 // marker 1 (log gamma is never positive), the step begins a segment with a zero base, d gamma is dropped
 const GAMMA_MIN = 1e-37;
 fn log_gamma(co: Co) -> f32 {
@@ -721,16 +721,20 @@ fn dgamma_of(co: Co, dlg: f32) -> f32 {
  * WGSL of the per-chunk log-decay gradient (`decay_grads` additive, `delta_decay_grads` delta): one workgroup per
  * `(b, h, chunk)`, one invocation per step `r`. `d log gamma_r` sums, over every decay factor whose
  * chain of steps holds `r`, the factor's share of the loss (its value times its gradient):
- * readout `Gam[t,s]` for `s < r <= t` (weights `DMM`: `(q_t.x_j)(v_j.dO_t)`, times `g_s` summed over
- * the window of `s`), the exit factors `Gam[e,s]` (weights `EXJ`: `x_j^T G v_j`), the bases
- * `exp(P_t)` (`q_t . DQB_t`) and `exp(P_e)` (`<G, base_e>`) for `r <= t`, and for the delta rules the
- * solve's factors `Gp[t,s]` (`YM`) and `exp(Pp_t)` (`RB`) for `r <= t - 1`. Every term carries
+ * readout `Gam[t,s]` for `s < r <= t` (weights `decayWeightsReadout`: `(q_t.x_j)(v_j.dO_t)`, times `g_s` summed over
+ * the window of `s`), the exit factors `Gam[e,s]` (weights `decayWeightsExit`: `x_j^T G v_j`), the bases
+ * `exp(P_t)` (`q_t . dqBase_t`) and `exp(P_e)` (`<G, base_e>`) for `r <= t`, and for the delta rules the
+ * solve's factors `Gp[t,s]` (`decayWeightsSolve`) and `exp(Pp_t)` (`decayWeightsSolveBase`) for `r <= t - 1`. Every term carries
  * `gamma_r`, so a small `gamma_r` gives a small, accurate sum (no cancellation).
- * Additive rules also gather `d g_t` from `CON` into `DG`. Writes `d log gamma` into `DP`.
+ * Additive rules also gather `d g_t` from `dWriteGainTerms` into `dWriteGain`. Writes `d log gamma` into `dLogDecay`.
  */
 export function decayGradKernel(delta: boolean): string {
-  const xw = delta ? "cw[u.DMM + (cb * C + t) * CP + s]" : "cg[s] * win_sum(u.DMM + (cb * C + t) * CP, s, a)";
-  const xe = delta ? "cw[u.EXJ + cb * CP + s]" : "cg[s] * win_sum(u.EXJ + cb * CP, s, a)";
+  const xw = delta
+    ? "cw[u.decayWeightsReadout + (cb * C + t) * CP + s]"
+    : "cg[s] * win_sum(u.decayWeightsReadout + (cb * C + t) * CP, s, a)";
+  const xe = delta
+    ? "cw[u.decayWeightsExit + cb * CP + s]"
+    : "cg[s] * win_sum(u.decayWeightsExit + cb * CP, s, a)";
   return `
 var<workgroup> red: array<f32, WG>;
 var<workgroup> bw: array<f32, C>;
@@ -746,8 +750,8 @@ ${chunkEntry("1u")}
   // exit base weight exp(P_e) <G_n, base_e>
   let bk = base_kind(len - 1u);
   let z = bk == 1u;
-  let gb = u.GB + cb * DK * DV;
-  let sb = select(u.SIN + cb * DK * DV, bh * DK * DV, z);
+  let gb = u.dExitState + cb * DK * DV;
+  let sb = select(u.entryState + cb * DK * DV, bh * DK * DV, z);
   var part = 0.0;
   if (bk == 0u || (z && u.hasS0 != 0u)) {
     for (var k = lid; k < DK * DV; k += WG) { part += cw[gb + k] * select(cw[sb + k], s0[sb + k], z); }
@@ -761,7 +765,7 @@ ${chunkEntry("1u")}
   let ebase = exp(cp[len - 1u]) * red[0];
   for (var tt = lid; tt < len; tt += WG) {
     var v = 0.0;
-    for (var i = 0u; i < DK; i++) { v += qn(bh, a + tt, i) * cw[u.DQB + (bh * u.T + a + tt) * DK + i]; }
+    for (var i = 0u; i < DK; i++) { v += qn(bh, a + tt, i) * cw[u.dqBase + (bh * u.T + a + tt) * DK + i]; }
     bw[tt] = v;
   }
   workgroupBarrier();
@@ -776,8 +780,8 @@ ${chunkEntry("1u")}
       ${
     delta
       ? `if (t > r) {
-        acc += cw[u.RB + bh * u.T + a + t];
-        for (var s = sg0; s < r; s++) { acc += cw[u.YM + (cb * C + t) * C + s]; }
+        acc += cw[u.decayWeightsSolveBase + bh * u.T + a + t];
+        for (var s = sg0; s < r; s++) { acc += cw[u.decayWeightsSolve + (cb * C + t) * C + s]; }
       }`
       : ""
   }
@@ -787,14 +791,14 @@ ${chunkEntry("1u")}
       for (var s = sg0; s < r; s++) { acc += exp(cp[len - 1u] - cp[s]) * ${xe}; }
     }
     let idx = bh * u.T + a + r;
-    cw[u.DP + idx] = acc;
+    cw[u.dLogDecay + idx] = acc;
     ${
     delta ? "" : `var dg = 0.0;
     let np = u32(max(i32(a + r) - clo[r] + 1, 0));
     for (var o = 0u; o < NW; o++) {
-      if (o < np) { dg += cw[u.CON + (cb * CP + (r - o + PAD)) * NW + o]; }
+      if (o < np) { dg += cw[u.dWriteGainTerms + (cb * CP + (r - o + PAD)) * NW + o]; }
     }
-    cw[u.DG + idx] = dg;`
+    cw[u.dWriteGain + idx] = dg;`
   }
   }
 }`;
@@ -827,7 +831,7 @@ export function tile4Each(f: (r: number, c: number) => string): string {
 /**
  * The per-step coefficient backward (`coef_grads`, `delta_coef_grads`): `d gamma = d log gamma / gamma`, then the
  * recurrent kernel's `coef_back(co, d gamma, da, db)` into `d beta`, `d lambdabar` and the statistic's
- * gradient `DST`. `da` / `db` are WGSL expressions (the delta rules' `d a_t`, `d b_t`; 0 and `d g_t` otherwise).
+ * gradient `dStatistic`. `da` / `db` are WGSL expressions (the delta rules' `d a_t`, `d b_t`; 0 and `d g_t` otherwise).
  */
 export function coefBackKernel(config: RuleConfig, da: string, db: string): string {
   return stepCoefWgsl(config) + `
@@ -836,11 +840,11 @@ ${flatEntry("u.B * H * u.T")}
   let bh = idx / u.T;
   let b = bh / H;
   let h = bh % H;
-  let dlg = cw[u.DP + idx];
+  let dlg = cw[u.dLogDecay + idx];
   let co = step_co(bh, b, h, t);
   let cb = coef_back(co, dgamma_of(co, dlg), ${da}, ${db});
   out[u.gDB + idx] = cb.x;
   out[u.gDLB + idx] = cb.y;
-  cw[u.DST + idx] = cb.z;
+  cw[u.dStatistic + idx] = cb.z;
 }`;
 }

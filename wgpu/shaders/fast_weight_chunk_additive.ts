@@ -17,13 +17,13 @@
  * Kernels (`fastweight_chunk_<pass>_f32`), each spread over many workgroups:
  * - `coef`: one invocation per `(b, h, t)`: `log gamma_t` (`log eps_gamma` where clamped) and `g_t`;
  * - `local`: per `(b, h, chunk, 64 state elements)`: `dS_n = sum_j M[e,j] x_j y_j^T`, the chunk decay
- *   `exp(P_e)` and which base the exit state has (`Z`: 0 `S_in`, 1 `S0`, 2 zero);
+ *   `exp(P_e)` and which base the exit state has (`exitBaseKind`: 0 `S_in`, 1 `S0`, 2 zero);
  * - `scan`: per `(b, h, state element)`, sequential over chunks: the entering state of every chunk;
  * - `out`: per `(b, h, chunk, R rows)`: the outputs;
  * - backward: `uv` (per-chunk `sum exp(P_t) q_t dO_t^T`, split by the base: `S_in` or `S0`), `reverse_scan`
  *   (reverse scan: the gradient `G_n` of every chunk's exit state, `dS0`, `dCarryState`), `dq` (rows:
- *   `dq_t = S_t dO_t`, and its base part `DQB`), `cols` (per `(b, h, chunk, RC pair columns)`: `dx_j`,
- *   `dy_j`, the terms of `d g_s` (`CON`) and the readout and exit weights `DMM`, `EXJ`), `decay_grads` (per
+ *   `dq_t = S_t dO_t`, and its base part `dqBase`), `cols` (per `(b, h, chunk, RC pair columns)`: `dx_j`,
+ *   `dy_j`, the terms of `d g_s` (`dWriteGainTerms`) and the readout and exit weights `decayWeightsReadout`, `decayWeightsExit`), `decay_grads` (per
  *   `(b, h, chunk)`: `d g_t` and `d log gamma_t` by `decayGradKernel` of `chunk_wgsl.ts`: the sum
  *   over the decay factors whose chain holds step `t`, so no cancellation), `coef_grads` (per step:
  *   `d gamma = d log gamma / gamma` (0 where clamped or cut), then `coef_back(co, d gamma, 0, dg)` as
@@ -33,13 +33,13 @@
  * Shapes (`BH = B*H`, `NCK = ceil(T / C)`, `PAD = W-1`): `ws` is the head-major workspace of
  * `fast_weight_recurrent.ts` (`QN [BH,T,Dk]`, `X [BH,XR,Dk]`, `Y [BH,YR,Dv]`, pair `p` at row `PAD+p`);
  * `stepinfo [B,T,2]` (`lo_t`, start flag); `cw` the chunk workspace, sections at the offsets of the
- * uniform block: `LG, GK, DG, DP, DST [BH,T]`, `DEC, Z [BH,NCK]`, `DS, SIN, GB [BH,NCK,Dk,Dv]`,
- * `SFIN [BH,Dk,Dv]`, `UV [BH,NCK,2,Dk,Dv]`, `SPX [BH,NCK,PAD,Dk]`, `SPY [BH,NCK,PAD,Dv]`,
- * `CON [BH,NCK,C+PAD,W]`, `DMM [BH,NCK,C,C+PAD]`, `EXJ [BH,NCK,C+PAD]`, `DQB [BH,T,Dk]` (`DP` holds
+ * uniform block: `logDecay, writeGain, dWriteGain, dLogDecay, dStatistic [BH,T]`, `chunkDecay, exitBaseKind [BH,NCK]`, `chunkStateIncrement, entryState, dExitState [BH,NCK,Dk,Dv]`,
+ * `finalState [BH,Dk,Dv]`, `dBaseReadout [BH,NCK,2,Dk,Dv]`, `dxPrecedingPairs [BH,NCK,PAD,Dk]`, `dyPrecedingPairs [BH,NCK,PAD,Dv]`,
+ * `dWriteGainTerms [BH,NCK,C+PAD,W]`, `decayWeightsReadout [BH,NCK,C,C+PAD]`, `decayWeightsExit [BH,NCK,C+PAD]`, `dqBase [BH,T,Dk]` (`dLogDecay` holds
  * `d log gamma`); `g` the gradient workspace of the recurrent backward.
  * The `out`, `dq`, `cols` and `uv` kernels also serve the delta rules (`fast_weight_chunk_delta.ts`),
  * with the solved pseudo-values `w` as values and `M = Gam`; `uv` also falcon3
- * (`fast_weight_chunk_window_delta.ts`), whose `coef` also writes the window's top eigenvector (`EIG`);
+ * (`fast_weight_chunk_window_delta.ts`), whose `coef` also writes the window's top eigenvector (`topEigenvector`);
  * `chunkShader` (`fast_weight_chunk_shader.ts`) dispatches every pass.
  * The per-column rules (falcon2, falcon2a) run their own passes (`fast_weight_chunk_per_column.ts`).
  * Preconditions: additive rule with scalar `gamma`, `g` per step (not falcon2a); workgroup memory
@@ -95,14 +95,14 @@ ${flatEntry("u.B * H * u.T")}
   let t = idx % u.T;
   let bh = idx / u.T;
   let co = step_co(bh, bh / H, bh % H, t);
-  cw[u.LG + idx] = log_gamma(co);
-  cw[u.GK + idx] = co.b;
-  ${solve ? "cw[u.GA + idx] = co.a;" : ""}
+  cw[u.logDecay + idx] = log_gamma(co);
+  cw[u.writeGain + idx] = co.b;
+  ${solve ? "cw[u.eraseGain + idx] = co.a;" : ""}
   ${
         kind === "mu"
           ? `// the top eigenvector of the window's Gram matrix, for the statistic's gradient
   var st = step_stat(bh, t, pairs_at(bh / H, t));
-  for (var o = 0u; o < NW; o++) { cw[u.EIG + idx * NW + o] = st.u[o]; }`
+  for (var o = 0u; o < NW; o++) { cw[u.topEigenvector + idx * NW + o] = st.u[o]; }`
           : ""
       }
 }`;
@@ -130,13 +130,13 @@ ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
       }
     ${
         tile4Each((r, c) =>
-          `if (i0 + ${r}u < DK && cb0 + ${c}u < DV) { cw[u.DS + (bh * nck() + n) * DK * DV + (i0 + ${r}u) * DV + cb0 + ${c}u] = e${r}${c}; }`
+          `if (i0 + ${r}u < DK && cb0 + ${c}u < DV) { cw[u.chunkStateIncrement + (bh * nck() + n) * DK * DV + (i0 + ${r}u) * DV + cb0 + ${c}u] = e${r}${c}; }`
         )
       }
   }
   if (tile == 0u && lid == 0u) {
-    cw[u.DEC + bh * nck() + n] = exp(cp[len - 1u]);
-    cw[u.Z + bh * nck() + n] = f32(base_kind(len - 1u));
+    cw[u.chunkDecay + bh * nck() + n] = exp(cp[len - 1u]);
+    cw[u.exitBaseKind + bh * nck() + n] = f32(base_kind(len - 1u));
   }
 }`;
     case "scan":
@@ -148,12 +148,12 @@ ${flatEntry("u.B * H * DK * DV")}
   let sz = select(0.0, s0[idx], u.hasS0 != 0u);
   for (var n = 0u; n < nck(); n++) {
     let k = (bh * nck() + n) * DK * DV + e;
-    cw[u.SIN + k] = st;
-    let dec = cw[u.DEC + bh * nck() + n];
-    let zk = cw[u.Z + bh * nck() + n];
-    st = dec * select(select(0.0, sz, zk == 1.0), st, zk == 0.0) + cw[u.DS + k];
+    cw[u.entryState + k] = st;
+    let dec = cw[u.chunkDecay + bh * nck() + n];
+    let zk = cw[u.exitBaseKind + bh * nck() + n];
+    st = dec * select(select(0.0, sz, zk == 1.0), st, zk == 0.0) + cw[u.chunkStateIncrement + k];
   }
-  cw[u.SFIN + idx] = st;
+  cw[u.finalState + idx] = st;
 }`;
     case "out":
     case "dq":
@@ -183,8 +183,8 @@ ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
     ${
         tile4Each((r, c) =>
           `if (i0 + ${r}u < DK && cb0 + ${c}u < DV) {
-      cw[u.UV + k0 + (i0 + ${r}u) * DV + cb0 + ${c}u] = uu${r}${c};
-      cw[u.UV + k0 + DK * DV + (i0 + ${r}u) * DV + cb0 + ${c}u] = vv${r}${c};
+      cw[u.dBaseReadout + k0 + (i0 + ${r}u) * DV + cb0 + ${c}u] = uu${r}${c};
+      cw[u.dBaseReadout + k0 + DK * DV + (i0 + ${r}u) * DV + cb0 + ${c}u] = vv${r}${c};
     }`
         )
       }
@@ -200,16 +200,16 @@ ${flatEntry("u.B * H * DK * DV")}
   for (var nn = i32(nck()) - 1; nn >= 0; nn--) {
     let n = u32(nn);
     let k = (bh * nck() + n) * DK * DV + e;
-    cw[u.GB + k] = gs;
-    let dg = cw[u.DEC + bh * nck() + n] * gs;
+    cw[u.dExitState + k] = gs;
+    let dg = cw[u.chunkDecay + bh * nck() + n] * gs;
     let ku = ((bh * nck() + n) * 2u) * DK * DV + e;
-    acc += cw[u.UV + ku + DK * DV];
-    let zk = cw[u.Z + bh * nck() + n];
+    acc += cw[u.dBaseReadout + ku + DK * DV];
+    let zk = cw[u.exitBaseKind + bh * nck() + n];
     if (zk == 0.0) {
-      gs = cw[u.UV + ku] + dg;
+      gs = cw[u.dBaseReadout + ku] + dg;
     } else {
       if (zk == 1.0) { acc += dg; }
-      gs = cw[u.UV + ku];
+      gs = cw[u.dBaseReadout + ku];
     }
   }
   out[u.gDS0 + idx] = acc;
@@ -222,7 +222,7 @@ ${flatEntry("u.B * H * DK * DV")}
     case "decay_grads":
       return head + chunkSteps(false) + decayGradKernel(false);
     case "coef_grads":
-      return head + coefBackKernel(config, "0.0", "cw[u.DG + idx]");
+      return head + coefBackKernel(config, "0.0", "cw[u.dWriteGain + idx]");
     case "pair_row_grads":
       return head + `
 ${flatEntry("u.B * H * (PAD + u.T + 1u)")}
@@ -235,11 +235,11 @@ ${flatEntry("u.B * H * (PAD + u.T + 1u)")}
     let jj = u32(p - (i32(n * C) - i32(PAD)));
     for (var i = 0u; i < DK; i++) {
       let k = u.gDX + (bh * (PAD + u.T + 1u) + r) * DK + i;
-      out[k] = out[k] + cw[u.SPX + ((bh * nck() + n) * PAD + jj) * DK + i];
+      out[k] = out[k] + cw[u.dxPrecedingPairs + ((bh * nck() + n) * PAD + jj) * DK + i];
     }
     for (var c = 0u; c < DV; c++) {
       let k = u.gDY + (bh * (PAD + u.T) + r) * DV + c;
-      out[k] = out[k] + cw[u.SPY + ((bh * nck() + n) * PAD + jj) * DV + c];
+      out[k] = out[k] + cw[u.dyPrecedingPairs + ((bh * nck() + n) * PAD + jj) * DV + c];
     }
   }
   ${
@@ -250,7 +250,7 @@ ${flatEntry("u.B * H * (PAD + u.T + 1u)")}
     if (s < 0 || s >= i32(u.T)) { continue; }
     let lo = stepinfo[(b * u.T + u32(s)) * 2u];
     if (lo > p) { continue; }
-    w += cw[u.DST + bh * u.T + u32(s)] * 2.0 / f32(s - lo + 1);
+    w += cw[u.dStatistic + bh * u.T + u32(s)] * 2.0 / f32(s - lo + 1);
   }
   if (w != 0.0) {
     for (var i = 0u; i < DK; i++) {
@@ -287,7 +287,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
     )
   }
   workgroupBarrier();
-  let base = u.SIN + (bh * nck() + n) * DK * DV;
+  let base = u.entryState + (bh * nck() + n) * DK * DV;
   // 4 rows x 4 columns per invocation: the inter-chunk part against both bases (S_in and S0; each row
   // takes its own), then the intra-chunk part from the scores
   for (var bk = lid; bk < ((R + 3u) / 4u) * ((${NC} + 3u) / 4u); bk += WG) {
@@ -323,7 +323,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
         var inter = 0.0;
         if (bk == 0u || (fromS0 && u.hasS0 != 0u)) { inter = select(ei${r}${c}, es${r}${c}, fromS0); }
         let acc = exp(cp[tt]) * inter;
-        ${fwd ? "" : "cw[u.DQB + (bh * u.T + t) * DK + col] = acc;"}
+        ${fwd ? "" : "cw[u.dqBase + (bh * u.T + t) * DK + col] = acc;"}
         ${
         fwd
           ? `out[((b * u.T + t) * H + h) * DV + col] = acc + ea${r}${c};`
@@ -340,7 +340,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
 /**
  * `cols`: for pair columns `j` of the chunk (`j = a-PAD .. e`), with `G` the exit-state gradient:
  * `dx_j = sum_t M[t,j] (y_j.dO_t) q_t + M[e,j] G y_j`, `dy_j = sum_t M[t,j] (q_t.x_j) dO_t + M[e,j] G^T x_j`,
- * and `CON[j, o] = sum_{t >= s} [seg] exp(P_t - P_s) (q_t.x_j)(y_j.dO_t) + [seg] exp(P_e - P_s) x_j^T G y_j`
+ * and `dWriteGainTerms[j, o] = sum_{t >= s} [seg] exp(P_t - P_s) (q_t.x_j)(y_j.dO_t) + [seg] exp(P_e - P_s) x_j^T G y_j`
  * for `s = j + o` (the terms of `d g_s`).
  */
 function colsKernel(s: ChunkShape, pad: number, variant: "additive" | "delta" | "deltaNoExit"): string {
@@ -361,7 +361,7 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
   let c0 = tile * RC;
   let j0 = i32(a) - i32(PAD);
   let ncol = len + PAD;
-  ${exit ? "let gb = u.GB + (bh * nck() + n) * DK * DV;" : ""}
+  ${exit ? "let gb = u.dExitState + (bh * nck() + n) * DK * DV;" : ""}
   ${
     exit
       ? `// G y_j and G^T x_j as 4 x 4 register tiles (4 rows of G x 4 pair columns, then 4 columns of G x
@@ -394,7 +394,7 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
     }
     mex[2u * jr] = me;
     mex[2u * jr + 1u] = ex;
-    ${exit ? "if (jj < ncol) { cw[u.EXJ + (bh * nck() + n) * CP + jj] = ex; }" : ""}
+    ${exit ? "if (jj < ncol) { cw[u.decayWeightsExit + (bh * nck() + n) * CP + jj] = ex; }" : ""}
   }
   workgroupBarrier();
   // dx_j (exit variants) and dy_j, 4 pair columns x 4 entries per invocation
@@ -404,7 +404,7 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
         `if (jj >= PAD) {
         out[u.gDX + (bh * (PAD + u.T + 1u) + u32(j + i32(PAD))) * DK + ${o}] = v;
       } else {
-        cw[u.SPX + ((bh * nck() + n) * PAD + jj) * DK + ${o}] = v;
+        cw[u.dxPrecedingPairs + ((bh * nck() + n) * PAD + jj) * DK + ${o}] = v;
       }`)
       : ""
   }
@@ -415,10 +415,12 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
       "dout[((b * u.T + a + k) * H + h) * DV + min(o0 + ${c}u, DV - 1u)]",
       "gx",
       (o) =>
-        delta ? `cw[u.${exit ? "DW" : "QD"} + (bh * u.T + u32(j)) * DV + ${o}] = v;` : `if (jj >= PAD) {
+        delta
+          ? `cw[u.${exit ? "dPseudoValues" : "dPseudoValuesReadout"} + (bh * u.T + u32(j)) * DV + ${o}] = v;`
+          : `if (jj >= PAD) {
         out[u.gDY + (bh * (PAD + u.T) + u32(j + i32(PAD))) * DV + ${o}] = v;
       } else {
-        cw[u.SPY + ((bh * nck() + n) * PAD + jj) * DV + ${o}] = v;
+        cw[u.dyPrecedingPairs + ((bh * nck() + n) * PAD + jj) * DV + ${o}] = v;
       }`,
     )
   }
@@ -436,7 +438,7 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
       if (cseg[tt] == cseg[ss]) { v += exp(cp[tt] - cp[ss]) * dm[jr * C + tt]; }
     }
     if (cseg[len - 1u] == cseg[ss]) { v += exp(cp[len - 1u] - cp[ss]) * mex[2u * jr + 1u]; }
-    cw[u.CON + ((bh * nck() + n) * CP + jj) * NW + o] = v;
+    cw[u.dWriteGainTerms + ((bh * nck() + n) * CP + jj) * NW + o] = v;
   }
 `
   }
@@ -551,7 +553,9 @@ function productTile(exit: boolean) {
         wd[jr * C + tt] = vd;
         dm[jr * C + tt] = vm;
         ${
-      exit ? "if (jj < ncol && tt < len) { cw[u.DMM + ((bh * nck() + n) * C + tt) * CP + jj] = vm; }" : ""
+      exit
+        ? "if (jj < ncol && tt < len) { cw[u.decayWeightsReadout + ((bh * nck() + n) * C + tt) * CP + jj] = vm; }"
+        : ""
     }
       }
     }`
@@ -562,6 +566,6 @@ function productTile(exit: boolean) {
 /** WGSL `vp(bh, j, c)`: the values the readout mixes: targets `y_j` (additive) or pseudo-values `w_j` (delta). */
 function valueWgsl(delta: boolean): string {
   return delta
-    ? "fn vp(bh: u32, j: i32, c: u32) -> f32 { return cw[u.WW + (bh * u.T + u32(j)) * DV + c]; }"
+    ? "fn vp(bh: u32, j: i32, c: u32) -> f32 { return cw[u.pseudoValues + (bh * u.T + u32(j)) * DV + c]; }"
     : "fn vp(bh: u32, j: i32, c: u32) -> f32 { return yp(bh, j, c); }";
 }

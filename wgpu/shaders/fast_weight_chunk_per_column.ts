@@ -21,7 +21,7 @@
  * rows spread over the invocations, each loading its next `K` entries one step ahead) and every
  * other pass runs per chunk, position or Gram entry:
  * - forward: `column_coefs` (per `(b, h, chunk)`, an invocation per column: coefficients `a, b`, the
- *   log-decay sums `P` and the start counts `CS`), `column_gram` (per chunk row and 4 Gram columns: `K`,
+ *   log-decay sums `P` and the start counts `startsInChunk`), `column_gram` (per chunk row and 4 Gram columns: `K`,
  *   `Kq` of every chunk), `column_state_scan` (the entering state of every chunk, `W`, `x.base`, the final state),
  *   `column_readout` (per `(b, h, t, column)`: the outputs);
  * - backward, after the forward passes: `column_readout_dw` (per `(b, h, t, column)`: the readout's `dW`), `column_query_dout`
@@ -39,12 +39,12 @@
  *   `column_step_grads` leaves, so no `exp` is repeated per key index).
  *
  * Workspace sections (`cw`, offsets in the uniform block, `BH = B*H`, `NCK = ceil(T / C)`):
- * `CL, CA, CB, CW, CX, CQ, CR, CDA, CDB, CDG, CE, CG, CF [BH, T, Dv]` (`P`, `a`, `b`, `W`,
+ * `columnLogDecaySum, columnEraseGain, columnWriteGain, columnPseudoValues, columnKeyDotBase, columnDPseudoValuesReadout, columnDRightHandSide, columnDEraseGain, columnDWriteGain, columnDLogDecay, columnDqBaseWeights, columnDxExitWeights, columnDxBaseWeights [BH, T, Dv]` (`P`, `a`, `b`, `W`,
  * `x_t.base_t`, readout `dW`, `dR`, `da`, `db`, `d log gamma`, and the weights of `column_query_key_grads`:
- * `exp(P_t) dO_t`, `[t in the exit segment] Gam[e,t] W_t`, `a_t exp(Pp_t) dR_t`), `CZ, CY [BH, T, Dv]`
- * (the base-factor share `Zb_t` of `column_step_grads` without its right-hand-side part, `x_t.G`), `CS [BH, T]`
- * (sequence starts in the chunk up to `t`), `KX, KQ, DKQ, DKX [BH, NCK, C, C]`,
- * `CU [BH, NCK, 2, Dk, Dv]`, with `SIN, GB [BH, NCK, Dk, Dv]`, `SFIN [BH, Dk, Dv]`, `DST [BH, T]`
+ * `exp(P_t) dO_t`, `[t in the exit segment] Gam[e,t] W_t`, `a_t exp(Pp_t) dR_t`), `columnBaseDecayShare, columnKeyDotDExit [BH, T, Dv]`
+ * (the base-factor share `Zb_t` of `column_step_grads` without its right-hand-side part, `x_t.G`), `startsInChunk [BH, T]`
+ * (sequence starts in the chunk up to `t`), `keyGram, queryKeyGram, dQueryKeyGram, dKeyGram [BH, NCK, C, C]`,
+ * `columnDBaseReadout [BH, NCK, 2, Dk, Dv]`, with `entryState, dExitState [BH, NCK, Dk, Dv]`, `finalState [BH, Dk, Dv]`, `dStatistic [BH, T]`
  * shared with the other rules. Preconditions: a per-column Falcon rule (window 1, so no pairs
  * before a chunk); workgroup memory for `12 C + 2 Dk` floats and `RP` rows of `Z`.
  *
@@ -105,7 +105,7 @@ fn is_start(b: u32, t: u32) -> bool { return stepinfo[(b * u.T + t) * 2u + 1u] !
 
 /**
  * The chunk's per-step arrays of one column in workgroup memory (the scans and `column_step_grads`): `sg`
- * (sequence starts in `a..t`, left by `column_coefs` in `CS`: 0 means base `s_in`), `pl` (`P`), `pp`
+ * (sequence starts in `a..t`, left by `column_coefs` in `startsInChunk`: 0 means base `s_in`), `pl` (`P`), `pp`
  * (`Pp`), `ga` (`a`).
  */
 const COLUMN_STEPS = `
@@ -116,9 +116,9 @@ var<workgroup> ga: array<f32, C>;
 fn load_column(lid: u32, bh: u32, a: u32, len: u32, col: u32) {
   workgroupBarrier();
   for (var k = lid; k < len; k += WG) {
-    sg[k] = u32(cw[u.CS + bh * u.T + a + k]);
-    pl[k] = cw[u.CL + ci(bh, a + k, col)];
-    ga[k] = cw[u.CA + ci(bh, a + k, col)];
+    sg[k] = u32(cw[u.startsInChunk + bh * u.T + a + k]);
+    pl[k] = cw[u.columnLogDecaySum + ci(bh, a + k, col)];
+    ga[k] = cw[u.columnEraseGain + ci(bh, a + k, col)];
   }
   workgroupBarrier();
   for (var k = lid; k < len; k += WG) {
@@ -146,7 +146,7 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 /** WGSL `base_of(bh, n, i, col, fromS0)`: element `i` of the column's base (`s_in` of chunk `n`, or `S0`). */
 const BASE = `
 fn base_of(bh: u32, n: u32, i: u32, col: u32, fromS0: bool) -> f32 {
-  if (!fromS0) { return cw[u.SIN + si(bh, n, i, col)]; }
+  if (!fromS0) { return cw[u.entryState + si(bh, n, i, col)]; }
   if (u.hasS0 != 0u) { return s0[s0i(bh, i, col)]; }
   return 0.0;
 }
@@ -193,7 +193,7 @@ ${groupEntry("u.B * H * nck()")}
     var cnt = 0u;
     for (var k = 0u; k < len; k++) {
       if (is_start(b, a + k)) { cnt++; }
-      cw[u.CS + bh * u.T + a + k] = f32(cnt);
+      cw[u.startsInChunk + bh * u.T + a + k] = f32(cnt);
     }
   }
   workgroupBarrier();
@@ -206,9 +206,9 @@ ${groupEntry("u.B * H * nck()")}
       // the Falcon decay is at least eps_gamma: log_gamma never returns the cut marker here
       p += log_gamma(co);
       let c = ci(bh, t, col);
-      cw[u.CL + c] = p;
-      cw[u.CA + c] = co.a;
-      cw[u.CB + c] = co.b;
+      cw[u.columnLogDecaySum + c] = p;
+      cw[u.columnEraseGain + c] = co.a;
+      cw[u.columnWriteGain + c] = co.b;
     }
   }
 }`;
@@ -227,8 +227,8 @@ ${flatEntry("u.B * H * nck() * C * SB")}
     for (var j = 0u; j < 4u; j++) {
       let sx = s0b + j;
       if (sx < C) {
-        cw[u.KX + kk(bh, n, t, sx)] = 0.0;
-        cw[u.KQ + kk(bh, n, t, sx)] = 0.0;
+        cw[u.keyGram + kk(bh, n, t, sx)] = 0.0;
+        cw[u.queryKeyGram + kk(bh, n, t, sx)] = 0.0;
       }
     }
     return;
@@ -247,8 +247,8 @@ ${flatEntry("u.B * H * nck() * C * SB")}
   for (var j = 0u; j < 4u; j++) {
     let sx = s0b + j;
     if (sx < C) {
-      cw[u.KX + kk(bh, n, t, sx)] = select(0.0, kx[j], sx < len);
-      cw[u.KQ + kk(bh, n, t, sx)] = select(0.0, kq[j], sx <= t);
+      cw[u.keyGram + kk(bh, n, t, sx)] = select(0.0, kx[j], sx < len);
+      cw[u.queryKeyGram + kk(bh, n, t, sx)] = select(0.0, kq[j], sx <= t);
     }
   }
 }`;
@@ -266,7 +266,7 @@ ${groupEntry("u.B * H * DV")}
     let len = min(C, u.T - a);
     let e = len - 1u;
     load_column(lid, bh, a, len, col);
-    for (var i = lid; i < DK; i += WG) { cw[u.SIN + si(bh, n, i, col)] = sc[i]; }
+    for (var i = lid; i < DK; i += WG) { cw[u.entryState + si(bh, n, i, col)] = sc[i]; }
     // right-hand side R_t = b_t y_t - a_t exp(Pp_t) x_t.base_t
     for (var k = lid; k < len; k += WG) {
       let t = a + k;
@@ -276,8 +276,8 @@ ${groupEntry("u.B * H * DV")}
       } else if (u.hasS0 != 0u) {
         for (var i = 0u; i < DK; i++) { xs += xp(bh, i32(t), i) * s0[s0i(bh, i, col)]; }
       }
-      cw[u.CX + ci(bh, t, col)] = xs;
-      wv[k] = cw[u.CB + ci(bh, t, col)] * yp(bh, i32(t), col) - ga[k] * exp(pp[k]) * xs;
+      cw[u.columnKeyDotBase + ci(bh, t, col)] = xs;
+      wv[k] = cw[u.columnWriteGain + ci(bh, t, col)] * yp(bh, i32(t), col) - ga[k] * exp(pp[k]) * xs;
     }
     workgroupBarrier();
     ${
@@ -288,7 +288,7 @@ ${groupEntry("u.B * H * DV")}
     var kc: array<f32, ${rpt}>;
     ${
             unrollRows(rpt, (m) =>
-              `{ let k = lid + ${m}u * WG; kc[${m}] = select(0.0, cw[u.KX + kk(bh, n, 0u, min(k, C - 1u))], k < len); }`)
+              `{ let k = lid + ${m}u * WG; kc[${m}] = select(0.0, cw[u.keyGram + kk(bh, n, 0u, min(k, C - 1u))], k < len); }`)
           }
     for (var sx = 0u; sx + 1u < len; sx++) {
       let w = wv[sx];
@@ -297,7 +297,7 @@ ${groupEntry("u.B * H * DV")}
               `{
         let k = lid + ${m}u * WG;
         var kn = 0.0;
-        if (k > sx + 1u && k < len) { kn = cw[u.KX + kk(bh, n, sx + 1u, k)]; }
+        if (k > sx + 1u && k < len) { kn = cw[u.keyGram + kk(bh, n, sx + 1u, k)]; }
         if (k > sx && k < len && sg[k] == sg[sx]) { wv[k] -= ga[k] * exp(pp[k] - pl[sx]) * kc[${m}] * w; }
         kc[${m}] = kn;
       }`)
@@ -308,7 +308,7 @@ ${groupEntry("u.B * H * DV")}
       }
     for (var k = lid; k < len; k += WG) {
       ge[k] = select(0.0, exp(pl[e] - pl[k]), sg[k] == sg[e]) * wv[k];
-      cw[u.CW + ci(bh, a + k, col)] = wv[k];
+      cw[u.columnPseudoValues + ci(bh, a + k, col)] = wv[k];
     }
     workgroupBarrier();
     // exit state: exp(P_e) base_e + sum_k Gam[e,k] x_k W_k (each invocation its own rows)
@@ -320,7 +320,7 @@ ${groupEntry("u.B * H * DV")}
     }
   }
   workgroupBarrier();
-  for (var i = lid; i < DK; i += WG) { cw[u.SFIN + s0i(bh, i, col)] = sc[i]; }
+  for (var i = lid; i < DK; i += WG) { cw[u.finalState + s0i(bh, i, col)] = sc[i]; }
 }`;
     case "column_readout":
       return head + STARTS + BASE + `
@@ -333,13 +333,13 @@ ${flatEntry("u.B * H * u.T * DV")}
   let h = bh % H;
   let n = t / C;
   let a = n * C;
-  let pt = cw[u.CL + ci(bh, t, col)];
+  let pt = cw[u.columnLogDecaySum + ci(bh, t, col)];
   // walk back over t's segment: sum_s Gam[t,s] Kq[t,s] W_s
   var acc = 0.0;
   var sx = t;
   var fromS0 = false;
   loop {
-    acc += exp(pt - cw[u.CL + ci(bh, sx, col)]) * cw[u.KQ + kk(bh, n, t - a, sx - a)] * cw[u.CW + ci(bh, sx, col)];
+    acc += exp(pt - cw[u.columnLogDecaySum + ci(bh, sx, col)]) * cw[u.queryKeyGram + kk(bh, n, t - a, sx - a)] * cw[u.columnPseudoValues + ci(bh, sx, col)];
     if (is_start(b, sx)) {
       fromS0 = true;
       break;
@@ -363,17 +363,17 @@ ${flatEntry("u.B * H * u.T * DV")}
   let n = sx / C;
   let a = n * C;
   let len = min(C, u.T - a);
-  let ps = cw[u.CL + ci(bh, sx, col)];
+  let ps = cw[u.columnLogDecaySum + ci(bh, sx, col)];
   // the readout's dW_s = sum_{t >= s} Gam[t,s] Kq[t,s] dO_t over s's segment
   var acc = 0.0;
   var t = sx;
   loop {
-    acc += exp(cw[u.CL + ci(bh, t, col)] - ps) * cw[u.KQ + kk(bh, n, t - a, sx - a)] * dout[dor(b, h, t, col)];
+    acc += exp(cw[u.columnLogDecaySum + ci(bh, t, col)] - ps) * cw[u.queryKeyGram + kk(bh, n, t - a, sx - a)] * dout[dor(b, h, t, col)];
     t++;
     if (t >= a + len) { break; }
     if (is_start(b, t)) { break; }
   }
-  cw[u.CQ + ci(bh, sx, col)] = acc;
+  cw[u.columnDPseudoValuesReadout + ci(bh, sx, col)] = acc;
 }`;
     case "column_query_dout":
       return head + STARTS + `
@@ -394,10 +394,10 @@ ${flatEntry("u.B * H * nck() * DK * DV")}
   for (var k = 0u; k < len; k++) {
     let t = a + k;
     if (is_start(b, t)) { seen = true; }
-    let w = exp(cw[u.CL + ci(bh, t, col)]) * qn(bh, t, i) * dout[dor(b, h, t, col)];
+    let w = exp(cw[u.columnLogDecaySum + ci(bh, t, col)]) * qn(bh, t, i) * dout[dor(b, h, t, col)];
     if (seen) { u1 += w; } else { u0 += w; }
   }
-  let o = u.CU + (bh * nck() + n) * 2u * DK * DV + i * DV + col;
+  let o = u.columnDBaseReadout + (bh * nck() + n) * 2u * DK * DV + i * DV + col;
   cw[o] = u0;
   cw[o + DK * DV] = u1;
 }`;
@@ -420,7 +420,7 @@ ${groupEntry("u.B * H * DV")}
     let len = min(C, u.T - a);
     let e = len - 1u;
     load_column(lid, bh, a, len, col);
-    for (var i = lid; i < DK; i += WG) { cw[u.GB + si(bh, n, i, col)] = gs[i]; }
+    for (var i = lid; i < DK; i += WG) { cw[u.dExitState + si(bh, n, i, col)] = gs[i]; }
     // dW = readout part + Gam[e,k] x_k.G
     for (var k = lid; k < len; k += WG) {
       let t = a + k;
@@ -429,7 +429,7 @@ ${groupEntry("u.B * H * DV")}
         for (var i = 0u; i < DK; i++) { xg += xp(bh, i32(t), i) * gs[i]; }
         xg *= exp(pl[e] - pl[k]);
       }
-      dr[k] = cw[u.CQ + ci(bh, t, col)] + xg;
+      dr[k] = cw[u.columnDPseudoValuesReadout + ci(bh, t, col)] + xg;
     }
     workgroupBarrier();
     ${
@@ -439,7 +439,7 @@ ${groupEntry("u.B * H * DV")}
     var kc: array<f32, ${rpt}>;
     ${
             unrollRows(rpt, (m) =>
-              `{ let k = lid + ${m}u * WG; kc[${m}] = select(0.0, cw[u.KX + kk(bh, n, len - 1u, min(k, C - 1u))], k < len); }`)
+              `{ let k = lid + ${m}u * WG; kc[${m}] = select(0.0, cw[u.keyGram + kk(bh, n, len - 1u, min(k, C - 1u))], k < len); }`)
           }
     for (var t2 = len - 1u; t2 > 0u; t2--) {
       let d = dr[t2];
@@ -448,7 +448,7 @@ ${groupEntry("u.B * H * DV")}
               `{
         let k = lid + ${m}u * WG;
         var kn = 0.0;
-        if (k + 1u < t2) { kn = cw[u.KX + kk(bh, n, t2 - 1u, k)]; }
+        if (k + 1u < t2) { kn = cw[u.keyGram + kk(bh, n, t2 - 1u, k)]; }
         if (k < t2 && sg[k] == sg[t2]) { dr[k] -= ga[t2] * exp(pp[t2] - pl[k]) * kc[${m}] * d; }
         kc[${m}] = kn;
       }`)
@@ -458,13 +458,13 @@ ${groupEntry("u.B * H * DV")}
           : ""
       }
     for (var k = lid; k < len; k += WG) {
-      cw[u.CR + ci(bh, a + k, col)] = dr[k];
+      cw[u.columnDRightHandSide + ci(bh, a + k, col)] = dr[k];
       rc[k] = ga[k] * exp(pp[k]) * dr[k];
     }
     workgroupBarrier();
     // gradient of the entering state (base s_in) and of S0 (base S0)
     for (var i = lid; i < DK; i += WG) {
-      let o = u.CU + (bh * nck() + n) * 2u * DK * DV + i * DV + col;
+      let o = u.columnDBaseReadout + (bh * nck() + n) * 2u * DK * DV + i * DV + col;
       var v0 = cw[o];
       var v1 = cw[o + DK * DV];
       let ce = exp(pl[e]) * gs[i];
@@ -496,21 +496,21 @@ ${flatEntry("u.B * H * u.T * DV")}
   let h = bh % H;
   let n = t / C;
   let e = min(n * C + C, u.T) - 1u;
-  let fromS0 = cw[u.CS + bh * u.T + t] != 0.0;
+  let fromS0 = cw[u.startsInChunk + bh * u.T + t] != 0.0;
   // q_t.base_t, x_t.G and (at the chunk's last step) <G, base_e>, the base e shares with t
   var qb = 0.0;
   var xg = 0.0;
   var eb = 0.0;
   for (var i = 0u; i < DK; i++) {
     let bs = base_of(bh, n, i, col, fromS0);
-    let g = cw[u.GB + si(bh, n, i, col)];
+    let g = cw[u.dExitState + si(bh, n, i, col)];
     qb += qn(bh, t, i) * bs;
     xg += xp(bh, i32(t), i) * g;
     eb += g * bs;
   }
   let c = ci(bh, t, col);
-  cw[u.CZ + c] = exp(cw[u.CL + c]) * (dout[dor(b, h, t, col)] * qb + select(0.0, eb, t == e));
-  cw[u.CY + c] = xg;
+  cw[u.columnBaseDecayShare + c] = exp(cw[u.columnLogDecaySum + c]) * (dout[dor(b, h, t, col)] * qb + select(0.0, eb, t == e));
+  cw[u.columnKeyDotDExit + c] = xg;
 }`;
     case "column_gram_grads":
       return head + gramGradKernel(reg);
@@ -528,13 +528,13 @@ ${flatEntry("u.B * H * u.T")}
   for (var col = 0u; col < DV; col++) {
     let co = step_co_col(bh, b, h, t, col, np, st);
     let c = ci(bh, t, col);
-    let cb = coef_back(co, dgamma_of(co, cw[u.CDG + c]), cw[u.CDA + c], cw[u.CDB + c]);
+    let cb = coef_back(co, dgamma_of(co, cw[u.columnDLogDecay + c]), cw[u.columnDEraseGain + c], cw[u.columnDWriteGain + c]);
     out[u.gDB + c] = cb.x;
     dlb += cb.y;
     dst += cb.z;
   }
   out[u.gDLB + idx] = dlb;
-  cw[u.DST + idx] = dst;
+  cw[u.dStatistic + idx] = dst;
 }`;
     case "column_query_key_grads":
       return head + BASE + `
@@ -547,26 +547,28 @@ ${flatEntry("u.B * H * u.T * DK")}
   let a = n * C;
   let len = min(C, u.T - a);
   let tt = t - a;
-  let fromS0 = cw[u.CS + bh * u.T + t] != 0.0;
+  let fromS0 = cw[u.startsInChunk + bh * u.T + t] != 0.0;
   var dq = 0.0;
   var dx = 0.0;
   for (var col = 0u; col < DV; col++) {
     let c = ci(bh, t, col);
     let bs = base_of(bh, n, i, col, fromS0);
-    dq += cw[u.CE + c] * bs;
-    dx += cw[u.CG + c] * cw[u.GB + si(bh, n, i, col)]${reg ? " - cw[u.CF + c] * bs" : ""};
+    dq += cw[u.columnDqBaseWeights + c] * bs;
+    dx += cw[u.columnDxExitWeights + c] * cw[u.dExitState + si(bh, n, i, col)]${
+        reg ? " - cw[u.columnDxBaseWeights + c] * bs" : ""
+      };
   }
-  for (var sx = 0u; sx <= tt; sx++) { dq += cw[u.DKQ + kk(bh, n, tt, sx)] * xp(bh, i32(a + sx), i); }
-  for (var sx = tt; sx < len; sx++) { dx += cw[u.DKQ + kk(bh, n, sx, tt)] * qn(bh, a + sx, i); }
+  for (var sx = 0u; sx <= tt; sx++) { dq += cw[u.dQueryKeyGram + kk(bh, n, tt, sx)] * xp(bh, i32(a + sx), i); }
+  for (var sx = tt; sx < len; sx++) { dx += cw[u.dQueryKeyGram + kk(bh, n, sx, tt)] * qn(bh, a + sx, i); }
   ${
         reg
           ? `for (var sx = 0u; sx < len; sx++) {
-    dx += (cw[u.DKX + kk(bh, n, tt, sx)] + cw[u.DKX + kk(bh, n, sx, tt)]) * xp(bh, i32(a + sx), i);
+    dx += (cw[u.dKeyGram + kk(bh, n, tt, sx)] + cw[u.dKeyGram + kk(bh, n, sx, tt)]) * xp(bh, i32(a + sx), i);
   }`
           : ""
       }
   // the statistic E_t = |x_t|^2
-  dx += 2.0 * xp(bh, i32(t), i) * cw[u.DST + bh * u.T + t];
+  dx += 2.0 * xp(bh, i32(t), i) * cw[u.dStatistic + bh * u.T + t];
   out[(bh * u.T + t) * DK + i] = dq;
   out[u.gDX + (bh * (PAD + u.T + 1u) + PAD + t) * DK + i] = dx;
 }`;
@@ -580,8 +582,8 @@ ${flatEntry("u.B * H * u.T * DK")}
  * share of `Gam[t,s]`: readout `Kq[t,s] dO_t W_s`, exit `[t = e] (x_s.G) W_s` and the solve's
  * `Gp[t+1,s] = Gam[t,s]` (`-dR_{t+1} a_{t+1} K[t+1,s] W_s`), each times `Gam[t,s]`; `Zb_t` the share
  * of `exp(P_t)`: readout `exp(P_t) dO_t q_t.base_t`, exit `exp(P_e) <G, base_e>` (these two from
- * `column_dots`, in `CZ`) and the right-hand side's `exp(Pp_{t+1}) = exp(P_t)`
- * (`-a_{t+1} exp(Pp_{t+1}) (x_{t+1}.base) dR_{t+1}`). Also leaves `CE, CG, CF` for `column_query_key_grads`.
+ * `column_dots`, in `columnBaseDecayShare`) and the right-hand side's `exp(Pp_{t+1}) = exp(P_t)`
+ * (`-a_{t+1} exp(Pp_{t+1}) (x_{t+1}.base) dR_{t+1}`). Also leaves `columnDqBaseWeights, columnDxExitWeights, columnDxBaseWeights` for `column_query_key_grads`.
  */
 function colGradKernel(s: ChunkShape, reg: boolean): string {
   return `
@@ -607,31 +609,31 @@ ${groupEntry("u.B * H * nck() * DV")}
   for (var k = lid; k < len; k += WG) {
     let t = a + k;
     let c = ci(bh, t, col);
-    ww[k] = cw[u.CW + c];
-    dr[k] = cw[u.CR + c];
+    ww[k] = cw[u.columnPseudoValues + c];
+    dr[k] = cw[u.columnDRightHandSide + c];
     dd[k] = dout[dor(b, h, t, col)];
-    xg[k] = cw[u.CY + c];
-    zb[k] = cw[u.CZ + c];
-    zr[k] = -ga[k] * exp(pp[k]) * cw[u.CX + c] * dr[k];
-    cw[u.CDB + c] = dr[k] * yp(bh, i32(t), col);
+    xg[k] = cw[u.columnKeyDotDExit + c];
+    zb[k] = cw[u.columnBaseDecayShare + c];
+    zr[k] = -ga[k] * exp(pp[k]) * cw[u.columnKeyDotBase + c] * dr[k];
+    cw[u.columnDWriteGain + c] = dr[k] * yp(bh, i32(t), col);
     // the per-(t, column) weights of column_query_key_grads: dq's base term, dx's exit and right-hand-side terms
-    cw[u.CE + c] = exp(pl[k]) * dd[k];
-    cw[u.CG + c] = select(0.0, exp(pl[e] - pl[k]), sg[k] == sg[e]) * ww[k];
-    cw[u.CF + c] = ga[k] * exp(pp[k]) * dr[k];
-    out[u.gDY + (bh * (PAD + u.T) + PAD + t) * DV + col] = cw[u.CB + c] * dr[k];
+    cw[u.columnDqBaseWeights + c] = exp(pl[k]) * dd[k];
+    cw[u.columnDxExitWeights + c] = select(0.0, exp(pl[e] - pl[k]), sg[k] == sg[e]) * ww[k];
+    cw[u.columnDxBaseWeights + c] = ga[k] * exp(pp[k]) * dr[k];
+    out[u.gDY + (bh * (PAD + u.T) + PAD + t) * DV + col] = cw[u.columnWriteGain + c] * dr[k];
     dl[k] = 0.0;
   }
   workgroupBarrier();
   for (var k = lid; k < len; k += WG) {
-    var da = -exp(pp[k]) * cw[u.CX + ci(bh, a + k, col)] * dr[k];
+    var da = -exp(pp[k]) * cw[u.columnKeyDotBase + ci(bh, a + k, col)] * dr[k];
     ${
     reg
       ? `for (var sx = 0u; sx < k; sx++) {
-      if (sg[sx] == sg[k]) { da -= dr[k] * ww[sx] * exp(pp[k] - pl[sx]) * cw[u.KX + kk(bh, n, k, sx)]; }
+      if (sg[sx] == sg[k]) { da -= dr[k] * ww[sx] * exp(pp[k] - pl[sx]) * cw[u.keyGram + kk(bh, n, k, sx)]; }
     }`
       : ""
   }
-    cw[u.CDA + ci(bh, a + k, col)] = da;
+    cw[u.columnDEraseGain + ci(bh, a + k, col)] = da;
   }
   // sum_{t >= r} sum_{s < r} Z[t,s], RP rows of Z at a time: row prefix sums, then column sums
   for (var t0 = 0u; t0 < len; t0 += RP) {
@@ -640,11 +642,11 @@ ${groupEntry("u.B * H * nck() * DV")}
       let sx = q % C;
       var z = 0.0;
       if (t < len && sx < t && sg[sx] == sg[t]) {
-        var d = cw[u.KQ + kk(bh, n, t, sx)] * dd[t];
+        var d = cw[u.queryKeyGram + kk(bh, n, t, sx)] * dd[t];
         if (t == e) { d += xg[sx]; }
         ${
     reg
-      ? `if (t + 1u < len && sg[t + 1u] == sg[t]) { d -= dr[t + 1u] * ga[t + 1u] * cw[u.KX + kk(bh, n, t + 1u, sx)]; }`
+      ? `if (t + 1u < len && sg[t + 1u] == sg[t]) { d -= dr[t + 1u] * ga[t + 1u] * cw[u.keyGram + kk(bh, n, t + 1u, sx)]; }`
       : ""
   }
         z = exp(pl[t] - pl[sx]) * d * ww[sx];
@@ -678,7 +680,7 @@ ${groupEntry("u.B * H * nck() * DV")}
       acc += zb[t];
       if (t + 1u < len && sg[t + 1u] == sg[t]) { acc += zr[t + 1u]; }
     }
-    cw[u.CDG + ci(bh, a + r, col)] = acc;
+    cw[u.columnDLogDecay + ci(bh, a + r, col)] = acc;
   }
 }`;
 }
@@ -711,7 +713,7 @@ ${flatEntry("u.B * H * nck() * SB * SB")}
   // 1 where (t, s) is a lower-triangle entry of one segment, 0 elsewhere; e: also s < t
   ${
     each((r, c) =>
-      `let m${r}${c} = select(0.0, 1.0, t0b + ${r}u < len && s0b + ${c}u <= t0b + ${r}u && cw[u.CS + bh * u.T + s${c}] == cw[u.CS + bh * u.T + t${r}]);
+      `let m${r}${c} = select(0.0, 1.0, t0b + ${r}u < len && s0b + ${c}u <= t0b + ${r}u && cw[u.startsInChunk + bh * u.T + s${c}] == cw[u.startsInChunk + bh * u.T + t${r}]);
   let e${r}${c} = select(0.0, m${r}${c}, s0b + ${c}u < t0b + ${r}u);`, "\n  ")
   }
   ${each((r, c) => `var q${r}${c} = 0.0;\n  var x${r}${c} = 0.0;`, "\n  ")}
@@ -719,19 +721,19 @@ ${flatEntry("u.B * H * nck() * SB * SB")}
     for (var col = 0u; col < DV; col++) {
       ${
     R.map((r) =>
-      `let pt${r} = cw[u.CL + ci(bh, t${r}, col)];
+      `let pt${r} = cw[u.columnLogDecaySum + ci(bh, t${r}, col)];
       let dt${r} = dout[dor(b, h, t${r}, col)];${
         reg
           ? `
-      let rt${r} = cw[u.CR + ci(bh, t${r}, col)] * cw[u.CA + ci(bh, t${r}, col)];
-      let pm${r} = cw[u.CL + ci(bh, tm${r}, col)];`
+      let rt${r} = cw[u.columnDRightHandSide + ci(bh, t${r}, col)] * cw[u.columnEraseGain + ci(bh, t${r}, col)];
+      let pm${r} = cw[u.columnLogDecaySum + ci(bh, tm${r}, col)];`
           : ""
       }`
     ).join("\n      ")
   }
       ${
     R.map((c) =>
-      `let ps${c} = cw[u.CL + ci(bh, s${c}, col)];\n      let w${c} = cw[u.CW + ci(bh, s${c}, col)];`
+      `let ps${c} = cw[u.columnLogDecaySum + ci(bh, s${c}, col)];\n      let w${c} = cw[u.columnPseudoValues + ci(bh, s${c}, col)];`
     )
       .join("\n      ")
   }
@@ -749,8 +751,8 @@ ${flatEntry("u.B * H * nck() * SB * SB")}
       (r, c) =>
         `if (t0b + ${r}u < C && s0b + ${c}u < C) {
     let k = kk(bh, n, t0b + ${r}u, s0b + ${c}u);
-    cw[u.DKQ + k] = q${r}${c};
-    cw[u.DKX + k] = x${r}${c};
+    cw[u.dQueryKeyGram + k] = q${r}${c};
+    cw[u.dKeyGram + k] = x${r}${c};
   }`,
       "\n  ",
     )

@@ -16,19 +16,19 @@
  *   `Bv = [start] exp(P_e) S0 + sum_r Gam[e, t] x_j U0_r^T`.
  * So the delta rules' passes carry over with `C W` rows instead of `C`: the solve is `W^2` times wider.
  *
- * Kernels (`fastweight_chunk_<pass>_f32`): forward `coef` (shared: also the top eigenvector, `EIG`),
- * `window_pair_gram` (per `(b, h, chunk, 64 blocks)`: the Gram matrix `KP` of the chunk's pairs and the `W-1`
+ * Kernels (`fastweight_chunk_<pass>_f32`): forward `coef` (shared: also the top eigenvector, `topEigenvector`),
+ * `window_pair_gram` (per `(b, h, chunk, 64 blocks)`: the Gram matrix `pairGram` of the chunk's pairs and the `W-1`
  * before it, from which `A` is formed where it is read: `(C + W - 1)^2` dot products instead of
  * `(C W)^2`, and no `C W x C W` matrix in memory; 4 x 4 tiles of its lower triangle, mirrored), `window_solve`
  * (per `(b, h, chunk, 64 columns)` of `U0 | V`, one invocation per column, forward substitution step by
  * step), `window_transition` (`K`, `Bv`, 4 x 4 tiles), the shared `delta_state_scan` (`S_in` of every chunk), `window_pseudo_values` (`W`,
  * per `(b, h, chunk)`, 4 x 4 tiles of rows x value columns), `window_readout` (per `(b, h, chunk, R rows)`: the
  * outputs).
- * Backward (after recomputing the forward): the shared `uv`; `window_readout_dw` (the readout's `dW`: `QD`);
+ * Backward (after recomputing the forward): the shared `uv`; `window_readout_dw` (the readout's `dW`: `dPseudoValuesReadout`);
  * `window_scan_link` (`L_n = U_n - V^T Qd`, 4 x 4 tiles of the state); the shared reverse scan `delta_reverse_scan`; `window_row_grads`
  * (per `(b, h, chunk, RC steps)`: every instance row's `dW` and readout/exit `dx`, the decay weights
- * `DMM`, `EXJ`); `window_solve_transposed` (`dR = (I + A)^-T dW`, per `(b, h, chunk, 16 value columns)`, 4 invocations
- * per column); `window_query_grads`; `window_solve_input_grads` (per `(b, h, chunk, RP steps)`: what `A` and `R` feed: `dx`, `da + db` (`DAS`, `DBS`), the decay shares `YM`, `RB`; the chunk's columns in panels of
+ * `decayWeightsReadout`, `decayWeightsExit`); `window_solve_transposed` (`dR = (I + A)^-T dW`, per `(b, h, chunk, 16 value columns)`, 4 invocations
+ * per column); `window_query_grads`; `window_solve_input_grads` (per `(b, h, chunk, RP steps)`: what `A` and `R` feed: `dx`, `da + db` (`dEraseGain`, `dDeltaWriteGain`), the decay shares `decayWeightsSolve`, `decayWeightsSolveBase`; the chunk's columns in panels of
  * `windowPanelSteps` steps); `window_row_grads`, `window_readout_dw` and `window_solve_input_grads` compute their products as 4 x 4 register
  * tiles (`tile4`), about `WINDOW_TILE_ROWS` instance rows per workgroup, and what depends on a row only
  * through its pair (`q.x`, `G^T x`, the `x` sums of `dx`) per pair; the shared `delta_decay_grads`, `delta_coef_grads`
@@ -37,10 +37,10 @@
  * and element: `dx_j`, `dy_j` summed over the instance rows of pair `j`, and the statistic's gradient
  * `d mu_s / d x_j = 2 u_o (X_s u) / n_s` through the top eigenvector `u` of step `s = j + o`).
  * Workspace sections (offsets in the uniform block, `NI = W` rows per step, rows of a `(b, h)` at
- * `(bh T + t) W + o`): `GA, DAS, DBS, RB [BH,T]`, `KP [BH,NCK,CP,CP]` (`CP = C + W - 1`),
- * `U0, WW, DW, DR [BH,T W,Dv]` (`QD` shares `DR`'s floats), `VV, DXR [BH,T W,Dk]`, `EIG [BH,T,W]`, `KM [BH,NCK,Dk,Dk]`, `YM [BH,NCK,C,C]`,
- * with `SIN`, `SFIN`, `DS` (= `Bv`), `GB`, `UV`, `LN`, `D0C`, `DP`, `DST`, `DMM`, `EXJ`, `DQB` as the
- * delta rules use them (`DMM`, `EXJ`, `YM`, `RB` per STEP, so `decayGradKernel` serves unchanged).
+ * `(bh T + t) W + o`): `eraseGain, dEraseGain, dDeltaWriteGain, decayWeightsSolveBase [BH,T]`, `pairGram [BH,NCK,CP,CP]` (`CP = C + W - 1`),
+ * `pseudoValuesConstant, pseudoValues, dPseudoValues, dRightHandSide [BH,T W,Dv]` (`dPseudoValuesReadout` shares `dRightHandSide`'s floats), `pseudoValuesStateFactor, dxInstanceRows [BH,T W,Dk]`, `topEigenvector [BH,T,W]`, `transitionMatrix [BH,NCK,Dk,Dk]`, `decayWeightsSolve [BH,NCK,C,C]`,
+ * with `entryState`, `finalState`, `chunkStateIncrement` (= `Bv`), `dExitState`, `dBaseReadout`, `reverseScanLink`, `dS0Parts`, `dLogDecay`, `dStatistic`, `decayWeightsReadout`, `decayWeightsExit`, `dqBase` as the
+ * delta rules use them (`decayWeightsReadout`, `decayWeightsExit`, `decayWeightsSolve`, `decayWeightsSolveBase` per STEP, so `decayGradKernel` serves unchanged).
  *
  * @module
  */
@@ -55,13 +55,13 @@ import {
   type ChunkShape,
   chunkSteps,
   flatEntry,
-  gramTiles,
+  pairGramTiles,
   prelude,
-  SOLVET_COLUMNS,
+  SOLVE_TRANSPOSED_COLUMNS,
   stateTiles,
   tile4,
   tile4Each,
-  transTiles,
+  transitionTiles,
   WINDOW_DELTA_PASSES,
   windowPanelSteps,
 } from "./chunk_wgsl.ts";
@@ -76,29 +76,29 @@ export function isWindowDeltaPass(pass: ChunkPass): pass is WindowDeltaPass {
 
 // instance-row addressing (global rows of a (b, h): (bh T + t) W + o)
 const ADDR = `
-fn grow(bh: u32, a: u32, r: u32) -> u32 { return (bh * u.T + a) * NW + r; }
-// the chunk's pair Gram matrix KP [CP, CP] (pair j at a - PAD + p)
-fn kpi(bh: u32, n: u32, p: u32, p2: u32) -> u32 { return u.KP + ((bh * nck() + n) * CP + p) * CP + p2; }
+fn instance_row(bh: u32, a: u32, r: u32) -> u32 { return (bh * u.T + a) * NW + r; }
+// the chunk's pair Gram matrix pairGram [CP, CP] (pair j at a - PAD + p)
+fn pair_gram_at(bh: u32, n: u32, p: u32, p2: u32) -> u32 { return u.pairGram + ((bh * nck() + n) * CP + p) * CP + p2; }
 `;
 
 // instance rows of the chunk at a (needs the chunk's step arrays)
 const ROWS = `
 // pair j of chunk row r
-fn rpair(a: u32, r: u32) -> i32 { return i32(a + r / NW) - i32(r % NW); }
+fn row_pair(a: u32, r: u32) -> i32 { return i32(a + r / NW) - i32(r % NW); }
 // whether chunk row r is a real pair of its step's window
-fn rok(a: u32, len: u32, r: u32) -> bool {
+fn is_real_row(a: u32, len: u32, r: u32) -> bool {
   let t = r / NW;
-  return t < len && rpair(a, r) >= clo[t];
+  return t < len && row_pair(a, r) >= clo[t];
 }
 // x_r . x_r2 of chunk rows r, r2 (from the pair Gram matrix)
 fn xx(bh: u32, n: u32, r: u32, r2: u32) -> f32 {
-  return cw[kpi(bh, n, r / NW + PAD - r % NW, r2 / NW + PAD - r2 % NW)];
+  return cw[pair_gram_at(bh, n, r / NW + PAD - r % NW, r2 / NW + PAD - r2 % NW)];
 }
 // A[r, r2] = g_t Gp[t, t2] x_r.x_r2 for rows of earlier steps t2 < t of t's segment
 fn solve_matrix(bh: u32, n: u32, a: u32, len: u32, r: u32, r2: u32) -> f32 {
   let t = r / NW;
   let t2 = r2 / NW;
-  if (t2 >= t || cseg[t2] != cseg[t] || !rok(a, len, r) || !rok(a, len, r2)) { return 0.0; }
+  if (t2 >= t || cseg[t2] != cseg[t] || !is_real_row(a, len, r) || !is_real_row(a, len, r2)) { return 0.0; }
   return cga[t] * exp(cpp[t] - cp[t2]) * xx(bh, n, r, r2);
 }
 // Gam[t, t2] (t2 <= t, same segment; masked before exp)
@@ -126,7 +126,7 @@ export function windowDeltaShader(
     case "window_transition":
       return steps + `
 var<workgroup> ge: array<f32, C>;
-${chunkEntry(`${transTiles(s.dk, s.dv)}u`)}
+${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
   for (var k = lid; k < len; k += WG) { ge[k] = gam(len - 1u, k); }
   workgroupBarrier();
   let dec = exp(cp[len - 1u]);
@@ -145,14 +145,14 @@ ${chunkEntry(`${transTiles(s.dk, s.dv)}u`)}
         tile4(
           "e",
           "nr",
-          "xp(bh, rpair(a, k), min(i0 + ${r}u, DK - 1u))",
-          "cw[u.VV + grow(bh, a, k) * DK + min(i20 + ${c}u, DK - 1u)]",
+          "xp(bh, row_pair(a, k), min(i0 + ${r}u, DK - 1u))",
+          "cw[u.pseudoValuesStateFactor + instance_row(bh, a, k) * DK + min(i20 + ${c}u, DK - 1u)]",
           "ge[k / NW]",
         )
       }
     ${
         tile4Each((r, c) =>
-          `if (i0 + ${r}u < DK && i20 + ${c}u < DK) { cw[u.KM + (cb * DK + i0 + ${r}u) * DK + i20 + ${c}u] = select(0.0, dec, bk == 0u && i0 + ${r}u == i20 + ${c}u) - e${r}${c}; }`
+          `if (i0 + ${r}u < DK && i20 + ${c}u < DK) { cw[u.transitionMatrix + (cb * DK + i0 + ${r}u) * DK + i20 + ${c}u] = select(0.0, dec, bk == 0u && i0 + ${r}u == i20 + ${c}u) - e${r}${c}; }`
         )
       }
   } else if (blk < nkm + nb * ((DV + 3u) / 4u)) {
@@ -163,8 +163,8 @@ ${chunkEntry(`${transTiles(s.dk, s.dv)}u`)}
         tile4(
           "e",
           "nr",
-          "xp(bh, rpair(a, k), min(i0 + ${r}u, DK - 1u))",
-          "cw[u.U0 + grow(bh, a, k) * DV + min(c0 + ${c}u, DV - 1u)]",
+          "xp(bh, row_pair(a, k), min(i0 + ${r}u, DK - 1u))",
+          "cw[u.pseudoValuesConstant + instance_row(bh, a, k) * DV + min(c0 + ${c}u, DV - 1u)]",
           "ge[k / NW]",
         )
       }
@@ -173,7 +173,7 @@ ${chunkEntry(`${transTiles(s.dk, s.dv)}u`)}
           `if (i0 + ${r}u < DK && c0 + ${c}u < DV) {
       var v = 0.0;
       if (bk == 1u && u.hasS0 != 0u) { v = dec * s0[(bh * DK + i0 + ${r}u) * DV + c0 + ${c}u]; }
-      cw[u.DS + (cb * DK + i0 + ${r}u) * DV + c0 + ${c}u] = v + e${r}${c};
+      cw[u.chunkStateIncrement + (cb * DK + i0 + ${r}u) * DV + c0 + ${c}u] = v + e${r}${c};
     }`
         )
       }
@@ -189,14 +189,21 @@ ${chunkEntry(`${stateTiles(s.C * nw, s.dv)}u`, false)}
   let r0 = (bk / nbc) * 4u;
   let c0 = (bk % nbc) * 4u;
   if (r0 < nr) {
-    let sin = u.SIN + (bh * nck() + n) * DK * DV;
-    ${lets4("gr", (i) => `grow(bh, a, min(r0 + ${i}u, nr - 1u))`)}
-    ${tile4("e", "DK", "cw[u.VV + gr${r} * DK + k]", "cw[sin + k * DV + min(c0 + ${c}u, DV - 1u)]")}
+    let sin = u.entryState + (bh * nck() + n) * DK * DV;
+    ${lets4("gr", (i) => `instance_row(bh, a, min(r0 + ${i}u, nr - 1u))`)}
+    ${
+        tile4(
+          "e",
+          "DK",
+          "cw[u.pseudoValuesStateFactor + gr${r} * DK + k]",
+          "cw[sin + k * DV + min(c0 + ${c}u, DV - 1u)]",
+        )
+      }
     ${
         tile4Each((r, c) =>
           `if (r0 + ${r}u < nr && c0 + ${c}u < DV) {
       let o = gr${r} * DV + c0 + ${c}u;
-      cw[u.WW + o] = cw[u.U0 + o] - e${r}${c};
+      cw[u.pseudoValues + o] = cw[u.pseudoValuesConstant + o] - e${r}${c};
     }`
         )
       }
@@ -215,10 +222,11 @@ ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
   ${
         stateTile(
           "len * NW",
-          "cw[u.VV + grow(bh, a, k) * DK + min(i0 + ${r}u, DK - 1u)]",
-          "cw[u.QD + grow(bh, a, k) * DV + min(c0 + ${c}u, DV - 1u)]",
+          "cw[u.pseudoValuesStateFactor + instance_row(bh, a, k) * DK + min(i0 + ${r}u, DK - 1u)]",
+          "cw[u.dPseudoValuesReadout + instance_row(bh, a, k) * DV + min(c0 + ${c}u, DV - 1u)]",
           "",
-          (e, v) => `cw[u.LN + cb * DK * DV + ${e}] = cw[u.UV + cb * 2u * DK * DV + ${e}] - ${v};`,
+          (e, v) =>
+            `cw[u.reverseScanLink + cb * DK * DV + ${e}] = cw[u.dBaseReadout + cb * 2u * DK * DV + ${e}] - ${v};`,
         )
       }
 }`;
@@ -238,11 +246,11 @@ ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
   ${
         stateTile(
           "len * NW - k0",
-          "xp(bh, rpair(a, k0 + k), min(i0 + ${r}u, DK - 1u))",
-          "cw[u.DR + grow(bh, a, k0 + k) * DV + min(c0 + ${c}u, DV - 1u)]",
-          "select(0.0, cga[(k0 + k) / NW] * exp(cpp[(k0 + k) / NW]), base_kind((k0 + k) / NW) == 1u && rok(a, len, k0 + k))",
+          "xp(bh, row_pair(a, k0 + k), min(i0 + ${r}u, DK - 1u))",
+          "cw[u.dRightHandSide + instance_row(bh, a, k0 + k) * DV + min(c0 + ${c}u, DV - 1u)]",
+          "select(0.0, cga[(k0 + k) / NW] * exp(cpp[(k0 + k) / NW]), base_kind((k0 + k) / NW) == 1u && is_real_row(a, len, k0 + k))",
           (e, v) =>
-            `cw[u.D0C + cb * DK * DV + ${e}] = cw[u.UV + (cb * 2u + 1u) * DK * DV + ${e}] + gexit * cw[u.GB + cb * DK * DV + ${e}] - ${v};`,
+            `cw[u.dS0Parts + cb * DK * DV + ${e}] = cw[u.dBaseReadout + (cb * 2u + 1u) * DK * DV + ${e}] + gexit * cw[u.dExitState + cb * DK * DV + ${e}] - ${v};`,
         )
       }
 }`;
@@ -265,15 +273,15 @@ ${flatEntry("u.B * H * (PAD + u.T) * (DK + DV)")}
     let st = bh * u.T + u32(s);
     let gr = st * NW + o;
     if (e < DK) {
-      v += cw[u.DXR + gr * DK + e];
+      v += cw[u.dxInstanceRows + gr * DK + e];
       // d mu_s / d x_p = 2 u_o (X_s u) / n_s (u: top eigenvector of step s's window Gram matrix)
       var xu = 0.0;
       for (var c2 = 0u; c2 < NW; c2++) {
-        if (s - i32(c2) >= lo) { xu += cw[u.EIG + st * NW + c2] * xp(bh, s - i32(c2), e); }
+        if (s - i32(c2) >= lo) { xu += cw[u.topEigenvector + st * NW + c2] * xp(bh, s - i32(c2), e); }
       }
-      v += cw[u.DST + st] * 2.0 * cw[u.EIG + st * NW + o] * xu / f32(s - lo + 1);
+      v += cw[u.dStatistic + st] * 2.0 * cw[u.topEigenvector + st * NW + o] * xu / f32(s - lo + 1);
     } else {
-      v += cw[u.GK + st] * cw[u.DR + gr * DV + e - DK];
+      v += cw[u.writeGain + st] * cw[u.dRightHandSide + gr * DV + e - DK];
     }
   }
   if (e < DK) {
@@ -317,7 +325,7 @@ function stateTile(
 }
 
 /**
- * `window_pair_gram`: the pair Gram matrix `KP [CP, CP]` of the chunk (pair `p` is `j = a - PAD + p`; entries of
+ * `window_pair_gram`: the pair Gram matrix `pairGram [CP, CP]` of the chunk (pair `p` is `j = a - PAD + p`; entries of
  * pairs past the chunk's `len + PAD` are 0). It is symmetric: the 4 x 4 blocks on and below the diagonal,
  * one per invocation (block `k` of the triangle is row `bi` with `bi (bi + 1) / 2 <= k`, column
  * `bj = k - bi (bi + 1) / 2`), each stored at its place and mirrored.
@@ -325,7 +333,7 @@ function stateTile(
 function gramKernel(s: ChunkShape, nw: number): string {
   return `
 const NGB = ${Math.ceil((s.C + nw - 1) / 4)}u;
-${chunkEntry(`${gramTiles(s.C, nw - 1)}u`)}
+${chunkEntry(`${pairGramTiles(s.C, nw - 1)}u`)}
   let bk = tile * WG + lid;
   if (bk < NGB * (NGB + 1u) / 2u) {
     // the triangle row from the float square root, corrected by one either way
@@ -346,8 +354,8 @@ ${chunkEntry(`${gramTiles(s.C, nw - 1)}u`)}
       let q = q0 + ${c}u;
       if (p < CP && q < CP) {
         let v = select(0.0, e${r}${c}, p < np && q < np);
-        cw[kpi(bh, n, p, q)] = v;
-        cw[kpi(bh, n, q, p)] = v;
+        cw[pair_gram_at(bh, n, p, q)] = v;
+        cw[pair_gram_at(bh, n, q, p)] = v;
       }
     }`
     )
@@ -382,7 +390,7 @@ ${chunkEntry(`${Math.ceil((s.dv + s.dk) / CHUNK_WG)}u`)}
     ${
     unroll(
       nw,
-      (o) => `let ok${o} = rok(a, len, r0 + ${o}u);\n    let j${o} = rpair(a, r0 + ${o}u);`,
+      (o) => `let ok${o} = is_real_row(a, len, r0 + ${o}u);\n    let j${o} = row_pair(a, r0 + ${o}u);`,
       "\n    ",
     )
   }
@@ -402,18 +410,26 @@ ${chunkEntry(`${Math.ceil((s.dv + s.dk) / CHUNK_WG)}u`)}
     )
   }
         for (var q = 0u; q < r0; q++) {
-          let x = cw[u.U0 + grow(bh, a, q) * DV + col];
+          let x = cw[u.pseudoValuesConstant + instance_row(bh, a, q) * DV + col];
           ${unroll(nw, (o) => `v${o} -= arow[${o}u * CW + q] * x;`, "\n          ")}
         }
-        ${rows((o) => `cw[u.U0 + grow(bh, a, r0 + ${o}u) * DV + col] = select(0.0, v${o}, ok${o});`)}
+        ${
+    rows((o) =>
+      `cw[u.pseudoValuesConstant + instance_row(bh, a, r0 + ${o}u) * DV + col] = select(0.0, v${o}, ok${o});`
+    )
+  }
       } else {
         let i = col - DV;
         ${rows((o) => `if (ok${o} && bk == 0u) { v${o} = cga[t] * ex * xp(bh, j${o}, i); }`)}
         for (var q = 0u; q < r0; q++) {
-          let x = cw[u.VV + grow(bh, a, q) * DK + i];
+          let x = cw[u.pseudoValuesStateFactor + instance_row(bh, a, q) * DK + i];
           ${unroll(nw, (o) => `v${o} -= arow[${o}u * CW + q] * x;`, "\n          ")}
         }
-        ${rows((o) => `cw[u.VV + grow(bh, a, r0 + ${o}u) * DK + i] = select(0.0, v${o}, ok${o});`)}
+        ${
+    rows((o) =>
+      `cw[u.pseudoValuesStateFactor + instance_row(bh, a, r0 + ${o}u) * DK + i] = select(0.0, v${o}, ok${o});`
+    )
+  }
       }
     }
   }
@@ -422,16 +438,16 @@ ${chunkEntry(`${Math.ceil((s.dv + s.dk) / CHUNK_WG)}u`)}
 
 /**
  * `window_solve_transposed`: `dR = (I + A)^-T dW` by back substitution, one step at a time from the last: the
- * columns of `A` under the step's rows are staged in workgroup memory. `SOLVET_COLUMNS` value columns
- * per workgroup (`ceil(Dv / SOLVET_COLUMNS)` per chunk), `SL` invocations per column: each sums every
+ * columns of `A` under the step's rows are staged in workgroup memory. `SOLVE_TRANSPOSED_COLUMNS` value columns
+ * per workgroup (`ceil(Dv / SOLVE_TRANSPOSED_COLUMNS)` per chunk), `SL` invocations per column: each sums every
  * `SL`-th later row into partial sums (`part`), and the step's rows are finished from them. The rows
  * solved at one step are read by the other invocations of their column at the next: a storage barrier
  * orders them.
  */
 function solveTransposedKernel(nw: number): string {
-  const lanes = CHUNK_WG / SOLVET_COLUMNS;
+  const lanes = CHUNK_WG / SOLVE_TRANSPOSED_COLUMNS;
   return `
-const SCOL = ${SOLVET_COLUMNS}u;
+const SCOL = ${SOLVE_TRANSPOSED_COLUMNS}u;
 const SL = ${lanes}u;
 var<workgroup> acol: array<f32, NW * CW>;
 var<workgroup> part: array<f32, NW * WG>; // [o, lane, column]
@@ -454,7 +470,7 @@ ${chunkEntry("(DV + SCOL - 1u) / SCOL")}
     workgroupBarrier();
     ${unroll(nw, (o) => `var v${o} = 0.0;`, "\n    ")}
     for (var q = r1 + lane; q < nr; q += SL) {
-      let d = cw[u.DR + grow(bh, a, q) * DV + cr];
+      let d = cw[u.dRightHandSide + instance_row(bh, a, q) * DV + cr];
       ${unroll(nw, (o) => `v${o} -= acol[${o}u * CW + q] * d;`, "\n      ")}
     }
     ${unroll(nw, (o) => `part[(${o}u * SL + lane) * SCOL + cl] = v${o};`, "\n    ")}
@@ -462,8 +478,8 @@ ${chunkEntry("(DV + SCOL - 1u) / SCOL")}
     // row o of the step by the invocation of lane o % SL
     for (var o = lane; o < NW; o += SL) {
       if (c < DV) {
-        let gr = grow(bh, a, r0 + o) * DV + c;
-        cw[u.DR + gr] = cw[u.DW + gr] + ${
+        let gr = instance_row(bh, a, r0 + o) * DV + c;
+        cw[u.dRightHandSide + gr] = cw[u.dPseudoValues + gr] + ${
     Array.from({ length: lanes }, (_, l) => `part[(o * SL + ${l}u) * SCOL + cl]`).join(" + ")
   };
       }
@@ -474,7 +490,7 @@ ${chunkEntry("(DV + SCOL - 1u) / SCOL")}
 
 /**
  * `window_readout`: `o_t = exp(P_t) base_t^T q_t + sum_r (Gam[t, t_r] q_t.x_r) w_r`;
- * `window_query_grads`: `dq_t = exp(P_t) base_t dO_t + sum_r (Gam[t, t_r] dO_t.w_r) x_r` (its base part into `DQB`).
+ * `window_query_grads`: `dq_t = exp(P_t) base_t dO_t + sum_r (Gam[t, t_r] dO_t.w_r) x_r` (its base part into `dqBase`).
  * Per workgroup `R` steps; every product is a 4 x 4 register tile. The scores live per tile row and
  * PAIR (`sp`, `CP` of them): `window_readout`'s `q_t.x_j` depends on a row only through its pair, and `window_query_grads`
  * sums its row scores `Gam dO_t.w_r` over the `W` rows of each pair before the product with `x_j`.
@@ -493,8 +509,8 @@ function rowsKernel(pass: "window_readout" | "window_query_grads", s: ChunkShape
     for (var o = 0u; o < NW; o++) {
       ${lets4("ts", (i) => `i32(jj0 + ${i}u + o) - i32(PAD)`)}
       ${lets4("sc", (i) => `u32(clamp(ts${i}, 0, i32(len) - 1))`)}
-      ${lets4("gw", (i) => `grow(bh, a, sc${i} * NW + o) * DV`)}
-      ${tile4("p", "DV", `${doutAt} + k]`, "cw[u.WW + gw${c} + k]")}
+      ${lets4("gw", (i) => `instance_row(bh, a, sc${i} * NW + o) * DV`)}
+      ${tile4("p", "DV", `${doutAt} + k]`, "cw[u.pseudoValues + gw${c} + k]")}
       ${
       tile4Each((r, c) =>
         `e${r}${c} += select(0.0, gm[ro${r} * C + sc${c}] * p${r}${c}, ts${c} >= 0 && ts${c} < i32(len));`
@@ -506,7 +522,7 @@ function rowsKernel(pass: "window_readout" | "window_query_grads", s: ChunkShape
       "ea",
       "min(len, r0 + R) * NW",
       "sp[ro${r} * CP + k / NW + PAD - k % NW] * gm[ro${r} * C + k / NW]",
-      "cw[u.WW + grow(bh, a, k) * DV + min(cl0 + ${c}u, DV - 1u)]",
+      "cw[u.pseudoValues + instance_row(bh, a, k) * DV + min(cl0 + ${c}u, DV - 1u)]",
     )
     : tile4(
       "ea",
@@ -566,7 +582,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
   }
   }
   workgroupBarrier();
-  let base = u.SIN + (bh * nck() + n) * DK * DV;
+  let base = u.entryState + (bh * nck() + n) * DK * DV;
   // 4 steps x 4 columns per invocation: the inter-chunk part against the bases the steps take (S_in,
   // S0), then the intra-chunk part from the scores
   for (var bk = lid; bk < ((R + 3u) / 4u) * ((${NC} + 3u) / 4u); bk += WG) {
@@ -593,7 +609,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
         ${
         fwd
           ? "out[((b * u.T + t) * H + h) * DV + col] = acc + ea" + `${r}${c};`
-          : "cw[u.DQB + (bh * u.T + t) * DK + col] = acc;\n        out[(bh * u.T + t) * DK + col] = acc + ea" +
+          : "cw[u.dqBase + (bh * u.T + t) * DK + col] = acc;\n        out[(bh * u.T + t) * DK + col] = acc + ea" +
             `${r}${c};`
       }
       }
@@ -612,9 +628,9 @@ function lets4(name: string, f: (i: number) => string): string {
 /**
  * `window_row_grads` / `window_readout_dw`: for the instance rows `r = (t', o)` of `RC` steps, with `G` the exit-state
  * gradient and `ge = Gam[e, t']`: `dW_r = sum_t Gam[t, t'] (q_t.x_r) dO_t + ge G^T x_r` (`window_readout_dw`: the
- * readout part only, into `QD`); `window_row_grads` also `dx_r = sum_t Gam[t, t'] (w_r.dO_t) q_t + ge G w_r`
- * (into `DXR`), the readout decay weights `DMM[t, t'] = sum_o (q_t.x_r)(w_r.dO_t)` and the exit
- * weights `EXJ[t'] = sum_o x_r^T G w_r`.
+ * readout part only, into `dPseudoValuesReadout`); `window_row_grads` also `dx_r = sum_t Gam[t, t'] (w_r.dO_t) q_t + ge G w_r`
+ * (into `dxInstanceRows`), the readout decay weights `decayWeightsReadout[t, t'] = sum_o (q_t.x_r)(w_r.dO_t)` and the exit
+ * weights `decayWeightsExit[t'] = sum_o x_r^T G w_r`.
  * Every product is a 4 x 4 register tile (each value read serves 4 products). `q_t.x_r` and `G^T x_r`
  * depend on the row only through its pair `j = t' - o`: the `RC W` rows have `RC + W - 1` pairs, so they
  * are computed per pair (`sq`, `gx`) and indexed per row. `dO_t.w_r` (`sd`) and `G w_r` (`gy`) are per
@@ -623,9 +639,9 @@ function lets4(name: string, f: (i: number) => string): string {
 function colsKernel(exit: boolean, s: ChunkShape, nw: number): string {
   const rows = s.RC * nw;
   const pairs = s.RC + nw - 1;
-  // block rows: the pair (pj) of pair blocks; the row (gr: its WW offset) of row blocks; the step (tq) of a column
+  // block rows: the pair (pj) of pair blocks; the row (gr: its pseudoValues offset) of row blocks; the step (tq) of a column
   const pairRows = lets4("pj", (i) => `min(jbase + i32(min(p0 + ${i}u, NPC - 1u)), plast)`);
-  const rowRows = lets4("gr", (i) => `grow(bh, a, min(rb + jr0 + ${i}u, nrow - 1u)) * DV`);
+  const rowRows = lets4("gr", (i) => `instance_row(bh, a, min(rb + jr0 + ${i}u, nrow - 1u)) * DV`);
   const stepCols = lets4("tq", (i) => `a + min(tb0 + ${i}u, len - 1u)`);
   // a row block's rows for the products over the chunk's steps: its decay row (gq) and pair row (pq)
   const rowWeights = lets4("jq", (i) => `min(jr0 + ${i}u, RCW - 1u)`) + "\n      " +
@@ -661,7 +677,7 @@ function colsKernel(exit: boolean, s: ChunkShape, nw: number): string {
       let tb0 = (bk / nrb) * 4u;
       ${rowRows}
       ${stepCols}
-      ${tile4("yd", "DV", "cw[u.WW + gr${r} + k]", dout)}
+      ${tile4("yd", "DV", "cw[u.pseudoValues + gr${r} + k]", dout)}
       ${
     tile4Each((r, c) =>
       `if (jr0 + ${r}u < RCW && tb0 + ${c}u < C) { sd[(jr0 + ${r}u) * C + tb0 + ${c}u] = yd${r}${c}; }`
@@ -671,7 +687,7 @@ function colsKernel(exit: boolean, s: ChunkShape, nw: number): string {
       let jr0 = ((bk - nyb) % nrb) * 4u;
       let q0 = ((bk - nyb) / nrb) * 4u;
       ${rowRows}
-      ${tile4("gy", "DV", "cw[u.WW + gr${r} + k]", "cw[gb + min(q0 + ${c}u, DK - 1u) * DV + k]")}
+      ${tile4("gy", "DV", "cw[u.pseudoValues + gr${r} + k]", "cw[gb + min(q0 + ${c}u, DK - 1u) * DV + k]")}
       ${
     tile4Each((r, c) =>
       `if (jr0 + ${r}u < RCW && q0 + ${c}u < DK) { gy[(jr0 + ${r}u) * DK + q0 + ${c}u] = gy${r}${c}; }`
@@ -693,7 +709,7 @@ function colsKernel(exit: boolean, s: ChunkShape, nw: number): string {
       let o = o0 + ${c}u;
       let row = rb + jr;
       if (jr < RCW && o < ${N} && row < nrow) {
-        let ok = rok(a, len, row);
+        let ok = is_real_row(a, len, row);
         ${store.replaceAll("${r}", `${r}`).replaceAll("${c}", `${c}`)}
       }
     }`
@@ -728,7 +744,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.RC)}u`)}
   let npb = (NPC + 3u) / 4u;
   let nrb = (RCW + 3u) / 4u;
   let nqb = npb * ((C + 3u) / 4u);
-  ${exit ? "let gb = u.GB + cb * DK * DV;" : ""}
+  ${exit ? "let gb = u.dExitState + cb * DK * DV;" : ""}
   for (var k = lid; k < RC * C; k += WG) {
     let t2 = st0 + k / C;
     let tt = k % C;
@@ -754,7 +770,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.RC)}u`)}
   workgroupBarrier();
   ${
     exit
-      ? `// DMM[t, t'] = sum_o (q_t.x_r)(w_r.dO_t) and x_r^T G w_r per row
+      ? `// decayWeightsReadout[t, t'] = sum_o (q_t.x_r)(w_r.dO_t) and x_r^T G w_r per row
   for (var k = lid; k < RC * C; k += WG) {
     let sl = k / C;
     let tt = k % C;
@@ -763,16 +779,16 @@ ${chunkEntry(`${Math.ceil(s.C / s.RC)}u`)}
     var v = 0.0;
     if (tt >= t2) {
       for (var o = 0u; o < NW; o++) {
-        if (rok(a, len, t2 * NW + o)) { v += sq[(sl + PAD - o) * C + tt] * sd[(sl * NW + o) * C + tt]; }
+        if (is_real_row(a, len, t2 * NW + o)) { v += sq[(sl + PAD - o) * C + tt] * sd[(sl * NW + o) * C + tt]; }
       }
     }
-    cw[u.DMM + (cb * C + tt) * CP + t2] = v;
+    cw[u.decayWeightsReadout + (cb * C + tt) * CP + t2] = v;
   }
   for (var jr = lid; jr < RCW; jr += WG) {
     let row = rb + jr;
     var v = 0.0;
-    if (row < nrow && rok(a, len, row)) {
-      let j = rpair(a, row);
+    if (row < nrow && is_real_row(a, len, row)) {
+      let j = row_pair(a, row);
       for (var i = 0u; i < DK; i++) { v += xp(bh, j, i) * gy[jr * DK + i]; }
     }
     exr[jr] = v;
@@ -783,7 +799,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.RC)}u`)}
           "DK",
           "sd[jq${r} * C + k]",
           "qn(bh, a + k, min(o0 + ${c}u, DK - 1u))",
-          "cw[u.DXR + grow(bh, a, row) * DK + o] = select(0.0, ge[row / NW] * gy[jr * DK + o] + e${r}${c}, ok);",
+          "cw[u.dxInstanceRows + instance_row(bh, a, row) * DK + o] = select(0.0, ge[row / NW] * gy[jr * DK + o] + e${r}${c}, ok);",
         )
       }`
       : ""
@@ -795,8 +811,8 @@ ${chunkEntry(`${Math.ceil(s.C / s.RC)}u`)}
       "sq[pq${r} + k]",
       "dout[((b * u.T + a + k) * H + h) * DV + min(o0 + ${c}u, DV - 1u)]",
       exit
-        ? "cw[u.DW + grow(bh, a, row) * DV + o] = select(0.0, ge[row / NW] * gx[(jr / NW + PAD - jr % NW) * DV + o] + e${r}${c}, ok);"
-        : "cw[u.QD + grow(bh, a, row) * DV + o] = select(0.0, e${r}${c}, ok);",
+        ? "cw[u.dPseudoValues + instance_row(bh, a, row) * DV + o] = select(0.0, ge[row / NW] * gx[(jr / NW + PAD - jr % NW) * DV + o] + e${r}${c}, ok);"
+        : "cw[u.dPseudoValuesReadout + instance_row(bh, a, row) * DV + o] = select(0.0, e${r}${c}, ok);",
     )
   }
   ${
@@ -807,7 +823,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.RC)}u`)}
     if (t2 >= len) { continue; }
     var v = 0.0;
     for (var o = 0u; o < NW; o++) { v += exr[sl * NW + o]; }
-    cw[u.EXJ + cb * CP + t2] = v;
+    cw[u.decayWeightsExit + cb * CP + t2] = v;
   }`
       : ""
   }
@@ -816,13 +832,13 @@ ${chunkEntry(`${Math.ceil(s.C / s.RC)}u`)}
 
 /**
  * `window_solve_input_grads`: for the instance rows `r = (t, o)` of `RP` steps, with `F[r, r'] = -(dR_r.w_r') g_t Gp[t, t']`
- * (`t' < t`): `dx_r += sum_r' (F[r, r'] + F[r', r]) x_r' - g_t exp(Pp_t) base_t dR_r` (into `DXR`);
- * per step `DAS_t = sum_o [sum_r' -(dR_r.w_r') Gp[t, t'] x_r.x_r' - exp(Pp_t) dR_r.(base_t^T x_r)]`,
- * `DBS_t = sum_o dR_r.y_r` (`da`, `db`); the decay shares `YM[t, t'] = sum_{o, o'} F[r, r'] x_r.x_r'`
- * and `RB_t = -g_t exp(Pp_t) sum_o dR_r.(base_t^T x_r)`.
+ * (`t' < t`): `dx_r += sum_r' (F[r, r'] + F[r', r]) x_r' - g_t exp(Pp_t) base_t dR_r` (into `dxInstanceRows`);
+ * per step `dEraseGain_t = sum_o [sum_r' -(dR_r.w_r') Gp[t, t'] x_r.x_r' - exp(Pp_t) dR_r.(base_t^T x_r)]`,
+ * `dDeltaWriteGain_t = sum_o dR_r.y_r` (`da`, `db`); the decay shares `decayWeightsSolve[t, t'] = sum_{o, o'} F[r, r'] x_r.x_r'`
+ * and `decayWeightsSolveBase_t = -g_t exp(Pp_t) sum_o dR_r.(base_t^T x_r)`.
  * The columns `r'` are walked in panels of `PS` steps (`PW = PS W` rows): per panel, 4 x 4 register
  * tiles of `dR_r.w_r'` (below the step diagonal) or `w_r.dR_r'` (above it: the `F[r', r]` side) give
- * `F` and the `YM` terms (`sf`, `sv`); `F` summed over the rows of each pair (`sfp`, the panel's
+ * `F` and the `decayWeightsSolve` terms (`sf`, `sv`); `F` summed over the rows of each pair (`sfp`, the panel's
  * `PS + W - 1` pairs) times `x_j` accumulates `dx` as 4 x 4 tiles (`acc`), so the `x` product runs over
  * pairs, not rows. The base term `base_t dR_r` is a 4 x 4 tile per base (`S_in`, `S0`), run only for the
  * blocks whose rows take that base.
@@ -832,7 +848,7 @@ function pairsKernel(s: ChunkShape, nw: number): string {
   const ps = windowPanelSteps(nw, s.C);
   const R4 = [0, 1, 2, 3];
   const rowRows = lets4("rr", (i) => `min(rb + jr0 + ${i}u, nrow - 1u)`) + "\n      " +
-    lets4("gr", (i) => `grow(bh, a, rr${i}) * DV`);
+    lets4("gr", (i) => `instance_row(bh, a, rr${i}) * DV`);
   return `
 const RPW = ${rows}u;
 const PS = ${ps}u;
@@ -865,14 +881,28 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
       let cl0 = (bk / nrb) * 4u;
       ${rowRows}
       ${lets4("rc", (i) => `min(pr0 + cl0 + ${i}u, nrow - 1u)`)}
-      ${lets4("gc", (i) => `grow(bh, a, rc${i}) * DV`)}
+      ${lets4("gc", (i) => `instance_row(bh, a, rc${i}) * DV`)}
       let below = rc0 / NW < rr3 / NW;
       let above = rc3 / NW > rr0 / NW;
-      ${tile4("lo", "select(0u, DV, below)", "cw[u.DR + gr${r} + k]", "cw[u.WW + gc${c} + k]")}
-      ${tile4("hi", "select(0u, DV, above)", "cw[u.WW + gr${r} + k]", "cw[u.DR + gc${c} + k]")}
+      ${
+    tile4(
+      "lo",
+      "select(0u, DV, below)",
+      "cw[u.dRightHandSide + gr${r} + k]",
+      "cw[u.pseudoValues + gc${c} + k]",
+    )
+  }
+      ${
+    tile4(
+      "hi",
+      "select(0u, DV, above)",
+      "cw[u.pseudoValues + gr${r} + k]",
+      "cw[u.dRightHandSide + gc${c} + k]",
+    )
+  }
       // per row and column: kept (a real row of the tile or panel), step, segment
-      ${lets4("okr", (i) => `jr0 + ${i}u < RPW && rb + jr0 + ${i}u < nrow && rok(a, len, rr${i})`)}
-      ${lets4("okc", (i) => `cl0 + ${i}u < PW && pr0 + cl0 + ${i}u < nrow && rok(a, len, rc${i})`)}
+      ${lets4("okr", (i) => `jr0 + ${i}u < RPW && rb + jr0 + ${i}u < nrow && is_real_row(a, len, rr${i})`)}
+      ${lets4("okc", (i) => `cl0 + ${i}u < PW && pr0 + cl0 + ${i}u < nrow && is_real_row(a, len, rc${i})`)}
       ${lets4("tr", (i) => `rr${i} / NW`)}
       ${lets4("tc", (i) => `rc${i} / NW`)}
       ${
@@ -901,7 +931,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
       }
       sfp[k] = v;
     }
-    // YM[t, t'] for the panel's steps t'
+    // decayWeightsSolve[t, t'] for the panel's steps t'
     for (var k = lid; k < RP * PS; k += WG) {
       let sl = k / PS;
       let ls = k % PS;
@@ -911,7 +941,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
       }
       ymp[k] = v;
       let t = st0 + sl;
-      if (t < len && p0 + ls < len) { cw[u.YM + (cb * C + t) * C + p0 + ls] = cga[t] * v; }
+      if (t < len && p0 + ls < len) { cw[u.decayWeightsSolve + (cb * C + t) * C + p0 + ls] = cga[t] * v; }
     }
     workgroupBarrier();
     for (var sl = lid; sl < RP; sl += WG) {
@@ -942,7 +972,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
   }
   // the right-hand side's -g_t exp(Pp_t) base_t^T x_j: base_t dR_r against S_in and S0 (4 rows x 4 key
   // entries, each base only for blocks with a row that takes it); the dx rows are complete
-  let bin = u.SIN + cb * DK * DV;
+  let bin = u.entryState + cb * DK * DV;
   let sbase = bh * DK * DV;
   for (var bk = lid; bk < nrb * nqb; bk += WG) {
     let jr0 = (bk % nrb) * 4u;
@@ -951,21 +981,26 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
     let kin = ${R4.map((i) => `base_kind(rr${i} / NW) == 0u`).join(" || ")};
     let ks0 = u.hasS0 != 0u && (${R4.map((i) => `base_kind(rr${i} / NW) == 1u`).join(" || ")});
     ${
-    tile4("bi", "select(0u, DV, kin)", "cw[u.DR + gr${r} + k]", "cw[bin + min(q0 + ${c}u, DK - 1u) * DV + k]")
+    tile4(
+      "bi",
+      "select(0u, DV, kin)",
+      "cw[u.dRightHandSide + gr${r} + k]",
+      "cw[bin + min(q0 + ${c}u, DK - 1u) * DV + k]",
+    )
   }
     ${
     tile4(
       "bs",
       "select(0u, DV, ks0)",
-      "cw[u.DR + gr${r} + k]",
+      "cw[u.dRightHandSide + gr${r} + k]",
       "s0[sbase + min(q0 + ${c}u, DK - 1u) * DV + k]",
     )
   }
     // per row: kept, the base's factor -g_t exp(Pp_t), which base (S_in, S0 or none) and the pair
-    ${lets4("okr", (i) => `jr0 + ${i}u < RPW && rb + jr0 + ${i}u < nrow && rok(a, len, rr${i})`)}
+    ${lets4("okr", (i) => `jr0 + ${i}u < RPW && rb + jr0 + ${i}u < nrow && is_real_row(a, len, rr${i})`)}
     ${lets4("kr", (i) => `base_kind(rr${i} / NW)`)}
     ${lets4("fr", (i) => `-cga[rr${i} / NW] * exp(cpp[rr${i} / NW])`)}
-    ${lets4("jp", (i) => `rpair(a, rr${i})`)}
+    ${lets4("jp", (i) => `row_pair(a, rr${i})`)}
     ${
     tile4Each((r, c) =>
       `if (jr0 + ${r}u < RPW && q0 + ${c}u < DK) {
@@ -973,7 +1008,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
       let e = (jr0 + ${r}u) * DK + q;
       let bd = select(select(0.0, bs${r}${c}, kr${r} == 1u && u.hasS0 != 0u), bi${r}${c}, kr${r} == 0u);
       if (okr${r}) {
-        let kx = u.DXR + grow(bh, a, rr${r}) * DK + q;
+        let kx = u.dxInstanceRows + instance_row(bh, a, rr${r}) * DK + q;
         cw[kx] = cw[kx] + acc[e] + fr${r} * bd;
       }
       acc[e] = select(0.0, xp(bh, jp${r}, q) * bd, okr${r});
@@ -985,10 +1020,10 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
   for (var jr = lid; jr < RPW; jr += WG) {
     let row = rb + jr;
     var db = 0.0;
-    if (rok(a, len, row)) {
-      let gr = grow(bh, a, row) * DV;
-      let j = rpair(a, row);
-      for (var c = 0u; c < DV; c++) { db += cw[u.DR + gr + c] * yp(bh, j, c); }
+    if (is_real_row(a, len, row)) {
+      let gr = instance_row(bh, a, row) * DV;
+      let j = row_pair(a, row);
+      for (var c = 0u; c < DV; c++) { db += cw[u.dRightHandSide + gr + c] * yp(bh, j, c); }
     }
     rdb[jr] = db;
   }
@@ -1010,9 +1045,9 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
     }
     let ex = exp(cpp[t]);
     let k = bh * u.T + a + t;
-    cw[u.DAS + k] = s1[sl] - ex * xbd;
-    cw[u.DBS + k] = db;
-    cw[u.RB + k] = -cga[t] * ex * xbd;
+    cw[u.dEraseGain + k] = s1[sl] - ex * xbd;
+    cw[u.dDeltaWriteGain + k] = db;
+    cw[u.decayWeightsSolveBase + k] = -cga[t] * ex * xbd;
   }
 }`;
 }

@@ -6,7 +6,9 @@
  * @module
  */
 
-import { GpuBufferPool, GpuTensor, pooledBytes } from "./tensor.ts";
+import { type Binding, GpuBufferPool, GpuTensor, pooledBytes } from "./tensor.ts";
+
+export type { Binding } from "./tensor.ts";
 
 /** Host-data buffers up to this many bytes are cached by content ({@linkcode GpuRuntime.temp}). */
 export const CONSTANT_CACHE_BYTES = 4096;
@@ -16,6 +18,15 @@ export const READ_BATCH_BYTES = 65536;
 
 /** Most cached bind groups before the cache starts over. */
 export const BIND_GROUP_CACHE_ENTRIES = 4096;
+
+/**
+ * Flush intervals in which small storage data must have been asked for before it is cached by content
+ * ({@linkcode GpuRuntime.temp}): more than a training step has (~4), so data of one batch is uploaded.
+ */
+export const PROMOTE_AFTER_FLUSHES = 12;
+
+/** Most small storage contents whose recurrence is counted before the count starts over. */
+export const SIGHTING_ENTRIES = 4096;
 
 /** Most cached host-data buffers before the cache starts over. */
 export const CONSTANT_CACHE_ENTRIES = 1024;
@@ -29,9 +40,6 @@ export const FLUSH_DISPATCHES = 96;
 /** Largest workgroup count per dispatch dimension that WebGPU guarantees. */
 export const MAX_GROUPS_PER_DIM = 65535;
 
-/** A binding: a whole buffer. */
-export type Binding = GPUBuffer;
-
 /** Pipelines, the open command encoder, temporaries and the buffer pool of one device. */
 export class GpuRuntime {
   /** The device. */
@@ -40,6 +48,8 @@ export class GpuRuntime {
   readonly pool: GpuBufferPool;
   readonly #pipelines = new Map<string, GPUComputePipeline>();
   #encoder: GPUCommandEncoder | null = null;
+  /** A clear not recorded yet, extended by clears of the bytes right after it ({@linkcode GpuRuntime.clear}). */
+  #pendingClear: { buffer: GPUBuffer; offset: number; end: number } | null = null;
   #pass: GPUComputePassEncoder | null = null;
   #temporaries: GPUBuffer[] = [];
   /** Bind groups by pipeline and buffer identities ({@linkcode GpuRuntime.dispatch}). */
@@ -64,6 +74,16 @@ export class GpuRuntime {
   /** Small immutable host-data buffers by usage and content hash: a training step repeats the same ones. */
   readonly #constants = new Map<string, { bytes: Uint8Array; buffer: GPUBuffer }[]>();
   #constantCount = 0;
+  /**
+   * Snapshot buffers of reads, apart from {@linkcode GpuRuntime.pool}: reads are transferred at times
+   * that vary from step to step, and taking their buffers from the tensor pool would hand a step's
+   * tensors different buffers each step (so its bind groups would miss the cache).
+   */
+  readonly #snapshotPool: GpuBufferPool;
+  /** Flushes so far (for {@linkcode GpuRuntime.temp}'s count of the intervals a content recurs in). */
+  #flushes = 0;
+  /** Small storage contents not cached yet: the last flush interval each was asked for in, and how many. */
+  readonly #sightings = new Map<string, { flush: number; count: number }>();
   /** Buffers for uploads that no recorded command uses (refilled at each flush). */
   readonly #uploadPool: GpuBufferPool;
   /** This flush's uploads by content hash (reused by identical data before the flush). */
@@ -83,6 +103,7 @@ export class GpuRuntime {
     this.device = device;
     this.pool = new GpuBufferPool(device);
     this.#uploadPool = new GpuBufferPool(device);
+    this.#snapshotPool = new GpuBufferPool(device);
     device.addEventListener("uncapturederror", (e) => {
       const err = (e as GPUUncapturedErrorEvent).error;
       this.#errors.push(err?.message ?? String(err));
@@ -121,7 +142,30 @@ export class GpuRuntime {
   encoder(): GPUCommandEncoder {
     this.#endPass();
     if (!this.#encoder) this.#encoder = this.device.createCommandEncoder();
+    if (this.#pendingClear) {
+      const { buffer, offset, end } = this.#pendingClear;
+      this.#pendingClear = null;
+      this.#encoder.clearBuffer(buffer, offset, end - offset);
+    }
     return this.#encoder;
+  }
+
+  /**
+   * Zero `bytes` bytes of `buffer` from byte `offset` (multiples of 4), in order with the commands
+   * around it. Clears of consecutive ranges of one buffer recorded one after another (the gradients of
+   * a block, zeroed parameter by parameter) become one clear: the clear is held until another command
+   * is recorded.
+   */
+  clear(buffer: GPUBuffer, offset: number, bytes: number): void {
+    if (bytes === 0) return;
+    const pending = this.#pendingClear;
+    if (pending && pending.buffer === buffer && pending.end === offset) {
+      pending.end = offset + bytes;
+      return;
+    }
+    if (pending) this.encoder();
+    this.#endPass();
+    this.#pendingClear = { buffer, offset, end: offset + bytes };
   }
 
   /**
@@ -166,25 +210,31 @@ export class GpuRuntime {
     bindings: readonly Binding[],
     groups: readonly [number, number?, number?],
   ) {
-    const seen = new Set<GPUBuffer>();
-    const snapshots: GPUBuffer[] = [];
-    const resolved = bindings.map((buffer) => {
-      if (!seen.has(buffer) || !(buffer.usage & GPUBufferUsage.COPY_SRC)) {
-        seen.add(buffer);
-        return buffer;
-      }
-      const copy = this.pool.acquire(buffer.size);
-      this.encoder().copyBufferToBuffer(buffer, 0, copy, 0, buffer.size);
-      snapshots.push(copy);
-      return copy;
-    });
+    let snapshots: GPUBuffer[] | null = null;
+    let resolved = bindings;
+    for (let i = 1; i < bindings.length; i++) {
+      const buffer = bufferOf(bindings[i]);
+      if (!(buffer.usage & GPUBufferUsage.COPY_SRC)) continue;
+      let earlier = false;
+      for (let j = 0; j < i && !earlier; j++) earlier = bufferOf(resolved[j]) === buffer;
+      if (!earlier) continue;
+      // the same buffer (or another view into it) is bound before: bind a copy of this range instead
+      const binding = bindings[i];
+      const offset = binding instanceof GPUBuffer ? 0 : binding.offset;
+      const size = binding instanceof GPUBuffer ? buffer.size : binding.size;
+      const copy = this.pool.acquire(size);
+      this.encoder().copyBufferToBuffer(buffer, offset, copy, 0, size);
+      (snapshots ??= []).push(copy);
+      if (resolved === bindings) resolved = [...bindings];
+      (resolved as Binding[])[i] = copy;
+    }
     const bindGroup = this.#bindGroup(pipeline, resolved);
     const pass = this.#timedPass(pipeline.label) ?? this.#computePass();
     pass.setPipeline(pipeline);
     pass.setBindGroup(0, bindGroup);
     pass.dispatchWorkgroups(groups[0], groups[1] ?? 1, groups[2] ?? 1);
     if (pass !== this.#pass) pass.end();
-    for (const b of snapshots) this.pool.release(b);
+    if (snapshots) { for (const b of snapshots) this.pool.release(b); }
     if (++this.#dispatchesSinceFlush >= FLUSH_DISPATCHES) this.flush();
   }
 
@@ -194,15 +244,18 @@ export class GpuRuntime {
    * ~28 us on the H200 host (~10 ms of a 351-dispatch step). Entries naming a destroyed buffer are
    * never asked for again; the cache starts over past {@linkcode BIND_GROUP_CACHE_ENTRIES}.
    */
-  #bindGroup(pipeline: GPUComputePipeline, buffers: readonly GPUBuffer[]): GPUBindGroup {
+  #bindGroup(pipeline: GPUComputePipeline, bindings: readonly Binding[]): GPUBindGroup {
     let key = `${this.#idOf(pipeline)}`;
-    for (const b of buffers) key += `,${this.#idOf(b)}`;
+    for (const b of bindings) key += `,${this.#idOf(b)}`;
     let group = this.#bindGroups.get(key);
     if (!group) {
       if (this.#bindGroups.size >= BIND_GROUP_CACHE_ENTRIES) this.#bindGroups.clear();
       group = this.device.createBindGroup({
         layout: pipeline.getBindGroupLayout(0),
-        entries: buffers.map((buffer, binding) => ({ binding, resource: { buffer } })),
+        entries: bindings.map((b, binding) => ({
+          binding,
+          resource: b instanceof GPUBuffer ? { buffer: b } : b,
+        })),
       });
       this.#bindGroups.set(key, group);
     }
@@ -219,9 +272,11 @@ export class GpuRuntime {
   }
 
   /**
-   * A read-only buffer holding `data`. Up to {@linkcode CONSTANT_CACHE_BYTES} bytes it comes from a
-   * cache by content (uniforms and small host-side integer arrays recur every step; creating a buffer
-   * per dispatch dominated small steps); larger storage data is uploaded ({@linkcode GpuRuntime.upload}).
+   * A read-only buffer holding `data`, for the commands recorded before the next flush. Up to
+   * {@linkcode CONSTANT_CACHE_BYTES} bytes it comes from a cache by content (uniforms and small
+   * host-side integer arrays recur every step; creating a buffer per dispatch dominated small steps),
+   * except small storage data that has not recurred yet (the data of one batch), which is uploaded like
+   * larger storage data ({@linkcode GpuRuntime.upload}).
    */
   temp(data: ArrayBufferView, usage: "uniform" | "storage"): GPUBuffer {
     if (data.byteLength > CONSTANT_CACHE_BYTES) {
@@ -231,6 +286,7 @@ export class GpuRuntime {
     const key = contentKey(usage, bytes);
     const hits = this.#constants.get(key);
     let buffer = hits?.find((c) => sameBytes(c.bytes, bytes))?.buffer;
+    if (!buffer && usage === "storage" && !this.#recurs(key)) return this.upload(data, key);
     if (!buffer) {
       if (this.#constantCount >= CONSTANT_CACHE_ENTRIES) {
         // start over; the old buffers may still be bound by recorded commands: destroy after the flush
@@ -256,9 +312,9 @@ export class GpuRuntime {
    * forward and backward) reuses the first upload. A mapped-at-creation buffer of 256 KiB took ~9 ms to
    * fill on the H200 (Deno 2.9.6), and a flush per upload was a submit each.
    */
-  upload(data: ArrayBufferView): GPUBuffer {
+  upload(data: ArrayBufferView, key?: string): GPUBuffer {
     const src = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-    const key = contentKey("upload", src);
+    key ??= contentKey("storage", src);
     const earlier = this.#uploadsByContent.get(key)?.find((u) => sameBytes(u.bytes, src));
     if (earlier) return earlier.buffer;
     const bytes = Math.max(16, Math.ceil(data.byteLength / 16) * 16);
@@ -277,6 +333,32 @@ export class GpuRuntime {
     if (list) list.push(entry);
     else this.#uploadsByContent.set(key, [entry]);
     return buffer;
+  }
+
+  /**
+   * Whether small storage data of content `key` has now been asked for in {@linkcode PROMOTE_AFTER_FLUSHES}
+   * flush intervals (counting this one): data that recurs step after step (a step table of batches
+   * without sequence starts) is then cached by {@linkcode GpuRuntime.temp}; data of one batch (token
+   * ids, targets, sequence starts) never gets there and is uploaded, into buffers that the same call of
+   * every step gets again ({@linkcode GpuBufferPool}), so the bind groups that use it stay cached.
+   */
+  #recurs(key: string): boolean {
+    const seen = this.#sightings.get(key);
+    if (!seen) {
+      if (this.#sightings.size >= SIGHTING_ENTRIES) this.#sightings.clear();
+      this.#sightings.set(key, { flush: this.#flushes, count: 1 });
+      return false;
+    }
+    if (seen.flush !== this.#flushes) {
+      seen.flush = this.#flushes;
+      seen.count++;
+    }
+    return seen.count >= PROMOTE_AFTER_FLUSHES;
+  }
+
+  /** A new read-only storage buffer holding `data`, owned by the caller (tables that live as long as it). */
+  storageBuffer(data: ArrayBufferView): GPUBuffer {
+    return this.#createBuffer(data, "storage");
   }
 
   #createTemp(data: ArrayBufferView, usage: "uniform" | "storage"): GPUBuffer {
@@ -340,6 +422,8 @@ export class GpuRuntime {
   /** Submit the recorded commands and free the temporaries. */
   flush(): void {
     this.#dispatchesSinceFlush = 0;
+    this.#flushes++;
+    if (this.#pendingClear) this.encoder();
     this.#endPass();
     if (this.#encoder) {
       this.device.queue.submit([this.#encoder.finish()]);
@@ -354,10 +438,10 @@ export class GpuRuntime {
     this.#retired = [];
   }
 
-  /** Write host data into a buffer after everything recorded so far. */
-  write(buffer: GPUBuffer, data: Float32Array<ArrayBuffer>): void {
+  /** Write host data into a buffer (from byte `offset`) after everything recorded so far. */
+  write(buffer: GPUBuffer, data: Float32Array<ArrayBuffer>, offset = 0): void {
     this.flush();
-    this.device.queue.writeBuffer(buffer, 0, data);
+    this.device.queue.writeBuffer(buffer, offset, data);
   }
 
   /**
@@ -367,11 +451,11 @@ export class GpuRuntime {
    * batch is mapped once in a microtask. A training step reads its loss and one partial sum per
    * parameter: mapped one by one, those reads cost ~60 ms per step on the H200.
    */
-  readBytes(src: GPUBuffer, bytes: number): Promise<ArrayBuffer> {
+  readBytes(src: GPUBuffer, bytes: number, offset = 0): Promise<ArrayBuffer> {
     const size = Math.max(16, Math.ceil(bytes / 16) * 16);
-    if (size > READ_BATCH_BYTES) return this.#readAlone(src, bytes, size);
-    const snapshot = this.pool.acquire(size);
-    this.encoder().copyBufferToBuffer(src, 0, snapshot, 0, Math.min(size, src.size));
+    if (size > READ_BATCH_BYTES) return this.#readAlone(src, bytes, size, offset);
+    const snapshot = this.#snapshotPool.acquire(size);
+    this.encoder().copyBufferToBuffer(src, offset, snapshot, 0, Math.min(size, src.size - offset));
     return new Promise((resolve, reject) => {
       if (this.#reads.length === 0) queueMicrotask(() => this.#readBatch());
       this.#reads.push({ snapshot, bytes, size, resolve, reject });
@@ -385,10 +469,10 @@ export class GpuRuntime {
    * queue has run the commands submitted so far), so a training step defers its reads and collects
    * them a few steps later, in one round trip for several steps.
    */
-  readBytesLater(src: GPUBuffer, bytes: number): () => Promise<ArrayBuffer> {
+  readBytesLater(src: GPUBuffer, bytes: number, offset = 0): () => Promise<ArrayBuffer> {
     const size = Math.max(16, Math.ceil(bytes / 16) * 16);
-    const snapshot = this.pool.acquire(size);
-    this.encoder().copyBufferToBuffer(src, 0, snapshot, 0, Math.min(size, src.size));
+    const snapshot = this.#snapshotPool.acquire(size);
+    this.encoder().copyBufferToBuffer(src, offset, snapshot, 0, Math.min(size, src.size - offset));
     const entry = { snapshot, bytes, size, settle: null as Promise<ArrayBuffer> | null };
     this.#deferred.push(entry);
     return () => {
@@ -410,7 +494,7 @@ export class GpuRuntime {
     const enc = this.encoder();
     entries.forEach((e, i) => enc.copyBufferToBuffer(e.snapshot, 0, staging, offsets[i], e.size));
     this.flush();
-    for (const e of entries) this.pool.release(e.snapshot);
+    for (const e of entries) this.#snapshotPool.release(e.snapshot);
     this.waits.maps++;
     const mapped = staging.mapAsync(GPUMapMode.READ).then(() => {
       const all = staging.getMappedRange(0, total);
@@ -422,12 +506,12 @@ export class GpuRuntime {
     entries.forEach((e, i) => e.settle = mapped.then((outs) => outs[i]));
   }
 
-  async #readAlone(src: GPUBuffer, bytes: number, size: number): Promise<ArrayBuffer> {
+  async #readAlone(src: GPUBuffer, bytes: number, size: number, offset: number): Promise<ArrayBuffer> {
     const staging = this.device.createBuffer({
       size,
       usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
     });
-    this.encoder().copyBufferToBuffer(src, 0, staging, 0, Math.min(size, src.size));
+    this.encoder().copyBufferToBuffer(src, offset, staging, 0, Math.min(size, src.size - offset));
     this.flush();
     this.waits.maps++;
     await staging.mapAsync(GPUMapMode.READ);
@@ -451,7 +535,7 @@ export class GpuRuntime {
     const enc = this.encoder();
     reads.forEach((r, i) => enc.copyBufferToBuffer(r.snapshot, 0, staging, offsets[i], r.size));
     this.flush();
-    for (const r of reads) this.pool.release(r.snapshot);
+    for (const r of reads) this.#snapshotPool.release(r.snapshot);
     try {
       this.waits.maps++;
       await staging.mapAsync(GPUMapMode.READ);
@@ -529,6 +613,11 @@ export class GpuRuntime {
     await this.device.queue.onSubmittedWorkDone();
     this.throwErrors();
   }
+}
+
+/** The buffer a binding binds (all of it or a range). */
+export function bufferOf(binding: Binding): GPUBuffer {
+  return binding instanceof GPUBuffer ? binding : binding.buffer;
 }
 
 /** A cache key of `bytes` for `usage`: the length and an FNV-1a hash of the 32-bit words (equal data, equal key). */

@@ -9,7 +9,7 @@ import type { AdamWParams, AdamWSlot, StepGuard, Tensor } from "../src/rules/bac
 import { Rng } from "../src/testing/compare.ts";
 import { gpuTest } from "./_test_util.ts";
 import type { WebGpuBackend } from "./backend.ts";
-import { gpuBuffer, GpuTensor } from "./tensor.ts";
+import { gpuBuffer, type GpuTensor } from "./tensor.ts";
 
 /** Sizes that are not multiples of a workgroup, a lane or the block alignment. */
 const SHAPES = [[3, 5], [7], [64], [2, 33], [300]];
@@ -92,7 +92,7 @@ gpuTest(
   },
 );
 
-gpuTest("a block's buffer goes back to the pool with the last of its tensors", async (gpu) => {
+gpuTest("a block's buffer goes back to the pool with the last of its tensors", (gpu) => {
   const tensors = gpu.zerosBlock([[100], [3]]) as GpuTensor[];
   const buffer = tensors[0].buffer;
   gpu.dispose(tensors[0]);
@@ -104,6 +104,7 @@ gpuTest("a block's buffer goes back to the pool with the last of its tensors", a
   const reused = gpu.runtime.pool.acquire(buffer.size);
   assert.equal(reused, buffer);
   gpu.runtime.pool.release(reused);
+  return Promise.resolve();
 });
 
 gpuTest("zeroing the tensors of a block one by one records one clear", async (gpu) => {

@@ -69,8 +69,6 @@ export class GpuRuntime {
   #deferred: { snapshot: GPUBuffer; bytes: number; size: number; settle: Promise<ArrayBuffer> | null }[] = [];
   /** Dispatches recorded since the last flush (the encoder is submitted every {@linkcode FLUSH_DISPATCHES}). */
   #dispatchesSinceFlush = 0;
-  /** Upload buffers used by the commands recorded since the last flush, given back at the flush. */
-  #uploads: GPUBuffer[] = [];
   /** Small immutable host-data buffers by usage and content hash: a training step repeats the same ones. */
   readonly #constants = new Map<string, { bytes: Uint8Array; buffer: GPUBuffer }[]>();
   #constantCount = 0;
@@ -86,8 +84,15 @@ export class GpuRuntime {
   readonly #sightings = new Map<string, { flush: number; count: number }>();
   /** Buffers for uploads that no recorded command uses (refilled at each flush). */
   readonly #uploadPool: GpuBufferPool;
-  /** This flush's uploads by content hash (reused by identical data before the flush). */
-  #uploadsByContent = new Map<string, { bytes: Uint8Array; buffer: GPUBuffer }[]>();
+  /**
+   * Uploads by content hash, with the flush interval each was last asked for in: kept (and reused by
+   * identical data) while every interval asks for it, given back to the upload pool at the end of the
+   * first interval that does not.
+   */
+  readonly #uploadsByContent = new Map<
+    string,
+    { bytes: Uint8Array; buffer: GPUBuffer; interval: number }[]
+  >();
   #retired: GPUBuffer[] = [];
   #profile: { querySet: GPUQuerySet; resolve: GPUBuffer; labels: string[]; capacity: number } | null = null;
   #zero: GPUBuffer | null = null;
@@ -306,17 +311,22 @@ export class GpuRuntime {
   /**
    * Large host data (per-call step tables, token ids, targets) in a storage buffer, with no flush: an
    * upload buffer is written by `queue.writeBuffer` (which runs before the commands recorded so far
-   * are submitted), so it is taken only from buffers that no recorded command uses: the upload pool,
-   * refilled at each flush with the uploads its commands used. The same data uploaded again before the
-   * next flush (the sequence starts of every short convolution of a step, the targets of the loss
-   * forward and backward) reuses the first upload. A mapped-at-creation buffer of 256 KiB took ~9 ms to
-   * fill on the H200 (Deno 2.9.6), and a flush per upload was a submit each.
+   * are submitted), so it is taken only from buffers that no recorded command uses: the upload pool.
+   * The same data uploaded again (the sequence starts of every short convolution of a step, the targets
+   * of the loss forward and backward) reuses the first upload for as long as every flush interval asks
+   * for it; an upload goes back to the pool at the end of the first interval that does not (its last
+   * commands were submitted before). A mapped-at-creation buffer of 256 KiB took ~9 ms to fill on the
+   * H200 (Deno 2.9.6), a flush per upload was a submit each, and a `writeBuffer` costs ~40 us of host
+   * time for 2 KiB on the software adapter (so data of one batch is written once, not once per flush).
    */
   upload(data: ArrayBufferView, key?: string): GPUBuffer {
     const src = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
     key ??= contentKey("storage", src);
     const earlier = this.#uploadsByContent.get(key)?.find((u) => sameBytes(u.bytes, src));
-    if (earlier) return earlier.buffer;
+    if (earlier) {
+      earlier.interval = this.#flushes;
+      return earlier.buffer;
+    }
     const bytes = Math.max(16, Math.ceil(data.byteLength / 16) * 16);
     const buffer = this.#uploadPool.acquire(bytes);
     let words: Uint8Array<ArrayBuffer>;
@@ -327,9 +337,8 @@ export class GpuRuntime {
       words.set(src);
     }
     this.device.queue.writeBuffer(buffer, 0, words);
-    this.#uploads.push(buffer);
     const list = this.#uploadsByContent.get(key);
-    const entry = { bytes: src.slice(), buffer };
+    const entry = { bytes: src.slice(), buffer, interval: this.#flushes };
     if (list) list.push(entry);
     else this.#uploadsByContent.set(key, [entry]);
     return buffer;
@@ -430,9 +439,13 @@ export class GpuRuntime {
       this.#encoder = null;
     }
     for (const b of this.#temporaries) b.destroy();
-    for (const b of this.#uploads) this.#uploadPool.release(b);
-    this.#uploads = [];
-    this.#uploadsByContent = new Map();
+    // uploads the interval just submitted did not use: no recorded command needs them any more
+    for (const [key, list] of this.#uploadsByContent) {
+      const kept = list.filter((u) => u.interval === this.#flushes - 1);
+      for (const u of list) if (u.interval !== this.#flushes - 1) this.#uploadPool.release(u.buffer);
+      if (kept.length === 0) this.#uploadsByContent.delete(key);
+      else if (kept.length !== list.length) this.#uploadsByContent.set(key, kept);
+    }
     for (const b of this.#retired) b.destroy();
     this.#temporaries = [];
     this.#retired = [];

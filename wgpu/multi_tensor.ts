@@ -61,6 +61,13 @@ export function decayTable(block: GpuBlock, decays: readonly boolean[]): Float32
   return table;
 }
 
+/** Blocks of a multi-tensor AdamW (parameters, gradients, first and second moments) and its decay table. */
+interface AdamwPlan {
+  readonly blocks: readonly [GpuBlock, GpuBlock, GpuBlock, GpuBlock];
+  readonly decay: GPUBuffer;
+  readonly tensors: number;
+}
+
 /** The multi-tensor ops on a runtime; `hyper` gives AdamW's per-step value buffer (shared with `adamw`). */
 export function createMultiTensorOps(rt: GpuRuntime, hyper: (values: number[]) => GPUBuffer) {
   /** Tables by block and content (a training step asks for the same ones every step). */
@@ -77,6 +84,59 @@ export function createMultiTensorOps(rt: GpuRuntime, hyper: (values: number[]) =
     return entry;
   };
 
+  /** What a list of slots (the optimizer's, the same array every step) resolved to: its blocks, or null. */
+  const adamwPlans = new WeakMap<readonly AdamWSlot[], AdamwPlan | null>();
+  /** The partial-sum table of a list of tensors (the device step's gradients, the same array every step). */
+  const sumPlans = new WeakMap<
+    readonly Tensor[],
+    { block: GpuBlock; views: readonly GpuTensor[]; key: string }
+  >();
+
+  function adamwPlan(slots: readonly AdamWSlot[]): AdamwPlan | null {
+    const params = sameBlock(slots.map((s) => s.param), true);
+    const grads = sameBlock(slots.map((s) => s.grad), true);
+    const ms = sameBlock(slots.map((s) => s.m), true);
+    const vs = sameBlock(slots.map((s) => s.v), true);
+    if (!params || !grads || !ms || !vs) return null;
+    const layout = (b: GpuBlock) => b.tensors.map((t) => `${t.offset}+${t.reserved}`).join(",");
+    const expected = layout(params);
+    if ([grads, ms, vs].some((b) => b.elements !== params.elements || layout(b) !== expected)) return null;
+    const decays = slots.map((s) => s.decay);
+    const decay = tableOf(params, `decay:${decays.map(Number).join("")}`, () => decayTable(params, decays));
+    return { blocks: [params, grads, ms, vs], decay: decay.buffer, tensors: slots.length };
+  }
+
+  /** The cached plan of `slots` while its tensors are the same and alive (checked, cheaply, every call). */
+  function cachedAdamwPlan(slots: readonly AdamWSlot[]): AdamwPlan | null {
+    let plan = adamwPlans.get(slots);
+    const valid = plan !== undefined && (plan === null ||
+      (plan.tensors === slots.length && plan.blocks.every((b) => b.live === b.tensors.length) &&
+        slots.every((s, i) =>
+          s.param === plan!.blocks[0].tensors[i] && s.grad === plan!.blocks[1].tensors[i] &&
+          s.m === plan!.blocks[2].tensors[i] && s.v === plan!.blocks[3].tensors[i]
+        )));
+    if (!valid) {
+      plan = adamwPlan(slots);
+      adamwPlans.set(slots, plan);
+    }
+    return plan!;
+  }
+
+  function sumPlan(xs: readonly Tensor[]) {
+    const cached = sumPlans.get(xs);
+    if (
+      cached && cached.views.length === xs.length && cached.views.every((t, i) => t === xs[i] && !t.disposed)
+    ) {
+      return cached;
+    }
+    const block = sameBlock(xs, false);
+    if (!block) return null;
+    const views = [...xs] as GpuTensor[];
+    const plan = { block, views, key: `sum:${views.map((t) => t.index).join(",")}` };
+    sumPlans.set(xs, plan);
+    return plan;
+  }
+
   return {
     /**
      * `partial[0..W)` (a pooled buffer, returned with `W`) of `accumulateSum` over `xs`, views into one
@@ -86,10 +146,9 @@ export function createMultiTensorOps(rt: GpuRuntime, hyper: (values: number[]) =
       xs: readonly Tensor[],
       squares: boolean,
     ): { partial: GPUBuffer; workgroups: number } | null {
-      const block = sameBlock(xs, false);
-      if (!block) return null;
-      const views = xs as readonly GpuTensor[];
-      const key = `sum:${views.map((t) => t.index).join(",")}`;
+      const plan = sumPlan(xs);
+      if (!plan) return null;
+      const { block, views, key } = plan;
       const table = tableOf(block, key, () => blockSumTable(views));
       const workgroups = table.rows / 4;
       if (workgroups === 0) return null;
@@ -111,16 +170,10 @@ export function createMultiTensorOps(rt: GpuRuntime, hyper: (values: number[]) =
      * tensor of one block (in layout order, with the same layout); false (nothing recorded) otherwise.
      */
     blockAdamw(slots: readonly AdamWSlot[], p: AdamWParams, guard?: StepGuard): boolean {
-      const params = sameBlock(slots.map((s) => s.param), true);
-      const grads = sameBlock(slots.map((s) => s.grad), true);
-      const ms = sameBlock(slots.map((s) => s.m), true);
-      const vs = sameBlock(slots.map((s) => s.v), true);
-      if (!params || !grads || !ms || !vs) return false;
-      const layout = (b: GpuBlock) => b.tensors.map((t) => `${t.offset}+${t.reserved}`).join(",");
-      const expected = layout(params);
-      if ([grads, ms, vs].some((b) => b.elements !== params.elements || layout(b) !== expected)) return false;
-      const decays = slots.map((s) => s.decay);
-      const decay = tableOf(params, `decay:${decays.map(Number).join("")}`, () => decayTable(params, decays));
+      const plan = cachedAdamwPlan(slots);
+      if (!plan) return false;
+      const [params, grads, ms, vs] = plan.blocks;
+      const decay = { buffer: plan.decay };
       const c1 = 1 - Math.pow(p.beta1, p.step);
       const c2 = 1 - Math.pow(p.beta2, p.step);
       const values = hyper([p.lr, c1, c2, p.gradScale, guard ? Math.abs(guard.normScale) : 0]);

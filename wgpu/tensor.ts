@@ -172,8 +172,8 @@ export function pooledBytes(size: number): number {
  */
 export class GpuBufferPool {
   readonly #device: GPUDevice;
-  /** Free buffers by byte size, the one made first last (so `pop()` takes it). */
-  readonly #free = new Map<number, GPUBuffer[]>();
+  /** Free buffers by byte size with their creation numbers, the one made first last (so `pop()` takes it). */
+  readonly #free = new Map<number, { buffers: GPUBuffer[]; orders: number[] }>();
   /** Creation order of the buffers this pool has seen. */
   readonly #order = new WeakMap<GPUBuffer, number>();
   #made = 0;
@@ -186,8 +186,10 @@ export class GpuBufferPool {
   /** A storage buffer of `bytes` bytes (contents undefined when reused). */
   acquire(bytes: number): GPUBuffer {
     const list = this.#free.get(bytes);
-    const reused = list?.pop();
-    if (reused) return reused;
+    if (list && list.buffers.length > 0) {
+      list.orders.pop();
+      return list.buffers.pop()!;
+    }
     const buffer = this.#device.createBuffer({
       size: bytes,
       usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
@@ -203,20 +205,24 @@ export class GpuBufferPool {
       order = this.#made++;
       this.#order.set(buffer, order);
     }
-    const list = this.#free.get(buffer.size);
-    if (!list) {
-      this.#free.set(buffer.size, [buffer]);
-      return;
+    let list = this.#free.get(buffer.size);
+    if (!list) this.#free.set(buffer.size, list = { buffers: [], orders: [] });
+    // keep the lists in descending creation order: the first position whose buffer was made earlier
+    const { buffers, orders } = list;
+    let lo = 0;
+    let hi = orders.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (orders[mid] > order) lo = mid + 1;
+      else hi = mid;
     }
-    // keep the list in descending creation order: insert before the first buffer made earlier
-    let at = list.length;
-    while (at > 0 && this.#order.get(list[at - 1])! < order) at--;
-    list.splice(at, 0, buffer);
+    buffers.splice(lo, 0, buffer);
+    orders.splice(lo, 0, order);
   }
 
   /** Destroy every pooled buffer. */
   clear(): void {
-    for (const list of this.#free.values()) for (const b of list) b.destroy();
+    for (const list of this.#free.values()) for (const b of list.buffers) b.destroy();
     this.#free.clear();
   }
 }

@@ -51,6 +51,9 @@ export class GpuRuntime {
   /** A clear not recorded yet, extended by clears of the bytes right after it ({@linkcode GpuRuntime.clear}). */
   #pendingClear: { buffer: GPUBuffer; offset: number; end: number } | null = null;
   #pass: GPUComputePassEncoder | null = null;
+  /** The pipeline and bind group last set on the open pass. */
+  #passPipeline: GPUComputePipeline | null = null;
+  #passBindGroup: GPUBindGroup | null = null;
   #temporaries: GPUBuffer[] = [];
   /** Bind groups by pipeline and buffer identities ({@linkcode GpuRuntime.dispatch}). */
   readonly #bindGroups = new Map<string, GPUBindGroup>();
@@ -201,6 +204,8 @@ export class GpuRuntime {
     if (this.#pass) {
       this.#pass.end();
       this.#pass = null;
+      this.#passPipeline = null;
+      this.#passBindGroup = null;
     }
   }
 
@@ -235,8 +240,13 @@ export class GpuRuntime {
     }
     const bindGroup = this.#bindGroup(pipeline, resolved);
     const pass = this.#timedPass(pipeline.label) ?? this.#computePass();
-    pass.setPipeline(pipeline);
-    pass.setBindGroup(0, bindGroup);
+    // the open pass keeps its pipeline and bind group between dispatches: set only what changed
+    if (pass !== this.#pass || this.#passPipeline !== pipeline) pass.setPipeline(pipeline);
+    if (pass !== this.#pass || this.#passBindGroup !== bindGroup) pass.setBindGroup(0, bindGroup);
+    if (pass === this.#pass) {
+      this.#passPipeline = pipeline;
+      this.#passBindGroup = bindGroup;
+    }
     pass.dispatchWorkgroups(groups[0], groups[1] ?? 1, groups[2] ?? 1);
     if (pass !== this.#pass) pass.end();
     if (snapshots) { for (const b of snapshots) this.pool.release(b); }

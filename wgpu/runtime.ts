@@ -81,6 +81,8 @@ export class GpuRuntime {
    * tensors different buffers each step (so its bind groups would miss the cache).
    */
   readonly #snapshotPool: GpuBufferPool;
+  /** Scratch words of {@linkcode GpuRuntime.uniform} (three views of one buffer). */
+  #scratch = scratchWords(64);
   /** Flushes so far (for {@linkcode GpuRuntime.temp}'s count of the intervals a content recurs in). */
   #flushes = 0;
   /** Small storage contents not cached yet: the last flush interval each was asked for in, and how many. */
@@ -402,14 +404,18 @@ export class GpuRuntime {
 
   /** A uniform buffer of 32-bit words: integers as u32/i32 bit patterns, other numbers as f32. */
   uniform(words: readonly { u?: number; i?: number; f?: number }[]): GPUBuffer {
-    const buf = new ArrayBuffer(Math.max(16, words.length * 4));
-    const view = new DataView(buf);
-    words.forEach((w, k) => {
-      if (w.u !== undefined) view.setUint32(k * 4, w.u, true);
-      else if (w.i !== undefined) view.setInt32(k * 4, w.i, true);
-      else view.setFloat32(k * 4, w.f ?? 0, true);
-    });
-    return this.temp(new Uint8Array(buf), "uniform");
+    // built in a scratch buffer (temp() copies what it keeps): no allocation per dispatch
+    const n = Math.max(4, words.length);
+    if (this.#scratch.u.length < n) this.#scratch = scratchWords(2 * n);
+    const { u, i, f } = this.#scratch;
+    u.fill(0, 0, n);
+    for (let k = 0; k < words.length; k++) {
+      const w = words[k];
+      if (w.u !== undefined) u[k] = w.u;
+      else if (w.i !== undefined) i[k] = w.i;
+      else f[k] = w.f ?? 0;
+    }
+    return this.temp(new Uint8Array(u.buffer, 0, n * 4), "uniform");
   }
 
   /** A small zero storage buffer for optional bindings that are absent. */
@@ -636,6 +642,12 @@ export class GpuRuntime {
     await this.device.queue.onSubmittedWorkDone();
     this.throwErrors();
   }
+}
+
+/** `count` 32-bit words seen as u32, i32 and f32 (platform byte order: little-endian, as WebGPU's). */
+function scratchWords(count: number): { u: Uint32Array; i: Int32Array; f: Float32Array } {
+  const buffer = new ArrayBuffer(count * 4);
+  return { u: new Uint32Array(buffer), i: new Int32Array(buffer), f: new Float32Array(buffer) };
 }
 
 /** The buffer a binding binds (all of it or a range). */

@@ -108,7 +108,7 @@ export async function createWebGpuBackend(options: WebGpuBackendOptions = {}): P
       if (dst.size === 0) return;
       const from = liveTensor(src, "src");
       const to = liveTensor(dst, "dst");
-      rt.encoder().copyBufferToBuffer(from.buffer, from.offset, to.buffer, to.offset, dst.size * 4);
+      rt.copy(from.buffer, from.offset, to.buffer, to.offset, dst.size * 4);
     },
     dispose: (t) => disposeTensor(rt.pool, t),
     sync: () => rt.sync(),

@@ -18,6 +18,7 @@ import type {
 import { type Binding, type GpuRuntime, grid } from "./runtime.ts";
 import { gpuBinding, liveTensor } from "./tensor.ts";
 import { createMultiTensorOps, partialSumGroups } from "./multi_tensor.ts";
+import { createDeferredSliceSums } from "./deferred_sums.ts";
 import {
   activationShader,
   adamwShader,
@@ -186,6 +187,24 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
   };
 
   const multi = createMultiTensorOps(rt, adamHyper);
+  const heldSums = createDeferredSliceSums(rt);
+  /** `out (+)= sum of the S slices of partial[S, n]` that `produce` writes (held back for gradients of a block). */
+  const slicedInto = (
+    out: Tensor,
+    name: string,
+    n: number,
+    S: number,
+    accumulate: boolean,
+    produce: (partial: Binding) => void,
+  ) =>
+    heldSums.into(
+      liveTensor(out, name),
+      n,
+      S,
+      accumulate,
+      produce,
+      (o, p) => sliceSum(o, p, n, S, accumulate),
+    );
 
   function checkStep(op: string, p: AdamWParams): void {
     if (!(Number.isInteger(p.step) && p.step >= 1)) {
@@ -270,15 +289,11 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
         return;
       }
       const split: MatmulVariant = { ...variant, accumulate: false, splitK: true };
-      const partial = rt.tensor([slices * M * N], false);
-      rt.dispatch(rt.pipeline(matmulKey(split), () => matmulShader(split)), [
-        partial.buffer,
-        buf(a, "a"),
-        buf(b, "b"),
-        u,
-      ], [Math.ceil(N / BN), Math.ceil(M / BM), slices]);
-      sliceSum(buf(out, "out"), partial.buffer, M * N, slices, !!options.accumulate);
-      rt.pool.release(partial.buffer);
+      const pipe = rt.pipeline(matmulKey(split), () => matmulShader(split));
+      const [A, B] = [buf(a, "a"), buf(b, "b")];
+      slicedInto(out, "out", M * N, slices, !!options.accumulate, (partial) => {
+        rt.dispatch(pipe, [partial, A, B, u], [Math.ceil(N / BN), Math.ceil(M / BM), slices]);
+      });
     },
 
     embeddingForward(out, table, ids) {
@@ -375,17 +390,12 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
           throw new RangeError(`rmsNormBackward: dWeight has ${dWeight.size}, expected ${D}`);
         }
         const S = Math.ceil(N / ROWS_PER_SLICE);
-        const partial = rt.tensor([S * D], false);
         const uw = rt.uniform([{ u: D }, { u: N }, { u: ROWS_PER_SLICE }]);
-        rt.dispatch(rt.pipeline("rmsnorm_weight_grad_f32", rmsNormWeightGradShader), [
-          partial.buffer,
-          buf(dOut, "dOut"),
-          buf(x, "x"),
-          buf(rstd, "rstd"),
-          uw,
-        ], [Math.ceil(D / 64), S]);
-        sliceSum(buf(dWeight, "dWeight"), partial.buffer, D, S, true);
-        rt.pool.release(partial.buffer);
+        const pipe = rt.pipeline("rmsnorm_weight_grad_f32", rmsNormWeightGradShader);
+        const inputs = [buf(dOut, "dOut"), buf(x, "x"), buf(rstd, "rstd")];
+        slicedInto(dWeight, "dWeight", D, S, true, (partial) => {
+          rt.dispatch(pipe, [partial, ...inputs, uw], [Math.ceil(D / 64), S]);
+        });
       }
     },
 
@@ -498,19 +508,14 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
         seg,
       ], grid(Math.ceil(n / ELEMENTWISE_WG)));
       const S = Math.ceil((B * T) / ROWS_PER_SLICE);
-      const partial = rt.tensor([S * C * W], false);
       const uw = rt.uniform([{ u: C * W }, { u: T }, { u: C }, { u: W }, { u: B * T }, {
         u: ROWS_PER_SLICE,
       }]);
-      rt.dispatch(rt.pipeline("shortconv_weightgrad_f32", shortConvWeightGradShader), [
-        partial.buffer,
-        dpre.buffer,
-        buf(x, "x"),
-        uw,
-        seg,
-      ], [Math.ceil((C * W) / 64), S]);
-      sliceSum(buf(dWeight, "dWeight"), partial.buffer, C * W, S, true);
-      rt.pool.release(partial.buffer);
+      const pipe = rt.pipeline("shortconv_weightgrad_f32", shortConvWeightGradShader);
+      const X = buf(x, "x");
+      slicedInto(dWeight, "dWeight", C * W, S, true, (partial) => {
+        rt.dispatch(pipe, [partial, dpre.buffer, X, uw, seg], [Math.ceil((C * W) / 64), S]);
+      });
       rt.pool.release(dpre.buffer);
     },
 

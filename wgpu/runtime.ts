@@ -81,6 +81,8 @@ export class GpuRuntime {
    * tensors different buffers each step (so its bind groups would miss the cache).
    */
   readonly #snapshotPool: GpuBufferPool;
+  /** Work held back until a command may touch `buffer` ({@linkcode GpuRuntime.hold}). */
+  #held: { buffer: GPUBuffer; run: () => void } | null = null;
   /** Scratch words of {@linkcode GpuRuntime.uniform} (three views of one buffer). */
   #scratch = scratchWords(64);
   /** Flushes so far (for {@linkcode GpuRuntime.temp}'s count of the intervals a content recurs in). */
@@ -150,6 +152,23 @@ export class GpuRuntime {
 
   /** The open command encoder (created on demand), with no compute pass open (for copies and clears). */
   encoder(): GPUCommandEncoder {
+    if (this.#held) this.releaseHeld();
+    return this.#openEncoder();
+  }
+
+  /** The encoder for a copy from or to `buffers`: held work runs first only when it writes one of them. */
+  #copyEncoder(...buffers: GPUBuffer[]): GPUCommandEncoder {
+    if (this.#held && buffers.includes(this.#held.buffer)) this.releaseHeld();
+    return this.#openEncoder();
+  }
+
+  /** Copy `bytes` bytes from `src` at `srcOffset` to `dst` at `dstOffset`, in order with the other commands. */
+  copy(src: GPUBuffer, srcOffset: number, dst: GPUBuffer, dstOffset: number, bytes: number): void {
+    this.#copyEncoder(src, dst).copyBufferToBuffer(src, srcOffset, dst, dstOffset, bytes);
+  }
+
+  /** {@linkcode GpuRuntime.encoder} for a command that touches none of the held work's buffers. */
+  #openEncoder(): GPUCommandEncoder {
     this.#endPass();
     if (!this.#encoder) this.#encoder = this.device.createCommandEncoder();
     if (this.#pendingClear) {
@@ -168,12 +187,13 @@ export class GpuRuntime {
    */
   clear(buffer: GPUBuffer, offset: number, bytes: number): void {
     if (bytes === 0) return;
+    if (this.#held?.buffer === buffer) this.releaseHeld();
     const pending = this.#pendingClear;
     if (pending && pending.buffer === buffer && pending.end === offset) {
       pending.end = offset + bytes;
       return;
     }
-    if (pending) this.encoder();
+    if (pending) this.#openEncoder();
     this.#endPass();
     this.#pendingClear = { buffer, offset, end: offset + bytes };
   }
@@ -183,7 +203,7 @@ export class GpuRuntime {
    * scope, so a dispatch still sees the writes of the one before it); a copy or clear ends it.
    */
   #computePass(): GPUComputePassEncoder {
-    if (!this.#pass) this.#pass = this.encoder().beginComputePass();
+    if (!this.#pass) this.#pass = this.#openEncoder().beginComputePass();
     return this.#pass;
   }
 
@@ -193,7 +213,7 @@ export class GpuRuntime {
     if (!profile || profile.labels.length >= profile.capacity) return null;
     const n = profile.labels.length;
     profile.labels.push(label);
-    return this.encoder().beginComputePass({
+    return this.#openEncoder().beginComputePass({
       timestampWrites: {
         querySet: profile.querySet,
         beginningOfPassWriteIndex: 2 * n,
@@ -222,6 +242,14 @@ export class GpuRuntime {
     bindings: readonly Binding[],
     groups: readonly [number, number?, number?],
   ) {
+    if (this.#held) {
+      for (const b of bindings) {
+        if (bufferOf(b) === this.#held.buffer) {
+          this.releaseHeld();
+          break;
+        }
+      }
+    }
     let snapshots: GPUBuffer[] | null = null;
     let resolved = bindings;
     for (let i = 1; i < bindings.length; i++) {
@@ -235,7 +263,7 @@ export class GpuRuntime {
       const offset = binding instanceof GPUBuffer ? 0 : binding.offset;
       const size = binding instanceof GPUBuffer ? buffer.size : binding.size;
       const copy = this.pool.acquire(size);
-      this.encoder().copyBufferToBuffer(buffer, offset, copy, 0, size);
+      this.#openEncoder().copyBufferToBuffer(buffer, offset, copy, 0, size);
       (snapshots ??= []).push(copy);
       if (resolved === bindings) resolved = [...bindings];
       (resolved as Binding[])[i] = copy;
@@ -377,6 +405,28 @@ export class GpuRuntime {
     return seen.count >= PROMOTE_AFTER_FLUSHES;
   }
 
+  /**
+   * Hold `run` (which records commands writing `buffer`) back until a dispatch binds `buffer`, a clear of
+   * it, any other command through {@linkcode GpuRuntime.encoder} (copies, reads) or a flush: then it runs
+   * first, so every later command sees its writes. Work held for another buffer runs now.
+   */
+  hold(buffer: GPUBuffer, run: () => void): void {
+    if (this.#held && this.#held.buffer !== buffer) this.releaseHeld();
+    this.#held = { buffer, run };
+  }
+
+  /** The buffer of the work held back, if any. */
+  get heldBuffer(): GPUBuffer | null {
+    return this.#held?.buffer ?? null;
+  }
+
+  /** Record the held work now. */
+  releaseHeld(): void {
+    const held = this.#held;
+    this.#held = null;
+    held?.run();
+  }
+
   /** A new read-only storage buffer holding `data`, owned by the caller (tables that live as long as it). */
   storageBuffer(data: ArrayBufferView): GPUBuffer {
     return this.#createBuffer(data, "storage");
@@ -440,15 +490,16 @@ export class GpuRuntime {
       );
     }
     const buffer = this.pool.acquire(bytes);
-    if (zero) this.encoder().clearBuffer(buffer);
+    if (zero) this.clear(buffer, 0, bytes);
     return new GpuTensor(shape, buffer);
   }
 
   /** Submit the recorded commands and free the temporaries. */
   flush(): void {
+    if (this.#held) this.releaseHeld();
     this.#dispatchesSinceFlush = 0;
     this.#flushes++;
-    if (this.#pendingClear) this.encoder();
+    if (this.#pendingClear) this.#openEncoder();
     this.#endPass();
     if (this.#encoder) {
       this.device.queue.submit([this.#encoder.finish()]);
@@ -484,7 +535,7 @@ export class GpuRuntime {
     const size = Math.max(16, Math.ceil(bytes / 16) * 16);
     if (size > READ_BATCH_BYTES) return this.#readAlone(src, bytes, size, offset);
     const snapshot = this.#snapshotPool.acquire(size);
-    this.encoder().copyBufferToBuffer(src, offset, snapshot, 0, Math.min(size, src.size - offset));
+    this.#copyEncoder(src).copyBufferToBuffer(src, offset, snapshot, 0, Math.min(size, src.size - offset));
     return new Promise((resolve, reject) => {
       if (this.#reads.length === 0) queueMicrotask(() => this.#readBatch());
       this.#reads.push({ snapshot, bytes, size, resolve, reject });
@@ -501,7 +552,7 @@ export class GpuRuntime {
   readBytesLater(src: GPUBuffer, bytes: number, offset = 0): () => Promise<ArrayBuffer> {
     const size = Math.max(16, Math.ceil(bytes / 16) * 16);
     const snapshot = this.#snapshotPool.acquire(size);
-    this.encoder().copyBufferToBuffer(src, offset, snapshot, 0, Math.min(size, src.size - offset));
+    this.#copyEncoder(src).copyBufferToBuffer(src, offset, snapshot, 0, Math.min(size, src.size - offset));
     const entry = { snapshot, bytes, size, settle: null as Promise<ArrayBuffer> | null };
     this.#deferred.push(entry);
     return () => {
@@ -540,7 +591,7 @@ export class GpuRuntime {
       size,
       usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
     });
-    this.encoder().copyBufferToBuffer(src, offset, staging, 0, Math.min(size, src.size - offset));
+    this.#copyEncoder(src).copyBufferToBuffer(src, offset, staging, 0, Math.min(size, src.size - offset));
     this.flush();
     this.waits.maps++;
     await staging.mapAsync(GPUMapMode.READ);
@@ -656,7 +707,7 @@ export function bufferOf(binding: Binding): GPUBuffer {
 }
 
 /** A cache key of `bytes` for `usage`: the length and an FNV-1a hash of the 32-bit words (equal data, equal key). */
-function contentKey(usage: string, bytes: Uint8Array): string {
+export function contentKey(usage: string, bytes: Uint8Array): string {
   let h = 0x811c9dc5;
   const words = bytes.byteLength >>> 2;
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);

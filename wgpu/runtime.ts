@@ -110,9 +110,13 @@ export class GpuRuntime {
    */
   readonly waits = { maps: 0, syncs: 0 };
 
+  /** The device's `maxStorageBufferBindingSize` (read once: a WebIDL getter per tensor adds up). */
+  readonly #maxBinding: number;
+
   /** A runtime on `device`; validation errors are collected and thrown by the next read or sync. */
   constructor(device: GPUDevice) {
     this.device = device;
+    this.#maxBinding = device.limits.maxStorageBufferBindingSize;
     this.pool = new GpuBufferPool(device);
     this.#uploadPool = new GpuBufferPool(device);
     this.#snapshotPool = new GpuBufferPool(device);
@@ -208,11 +212,11 @@ export class GpuRuntime {
   }
 
   /** While profiling (and below capacity): a pass of its own for one dispatch, with timestamps at its ends. */
-  #timedPass(label: string): GPUComputePassEncoder | null {
+  #timedPass(pipeline: GPUComputePipeline): GPUComputePassEncoder | null {
     const profile = this.#profile;
     if (!profile || profile.labels.length >= profile.capacity) return null;
     const n = profile.labels.length;
-    profile.labels.push(label);
+    profile.labels.push(pipeline.label);
     return this.#openEncoder().beginComputePass({
       timestampWrites: {
         querySet: profile.querySet,
@@ -254,10 +258,9 @@ export class GpuRuntime {
     let resolved = bindings;
     for (let i = 1; i < bindings.length; i++) {
       const buffer = bufferOf(bindings[i]);
-      if (!(buffer.usage & GPUBufferUsage.COPY_SRC)) continue;
       let earlier = false;
       for (let j = 0; j < i && !earlier; j++) earlier = bufferOf(resolved[j]) === buffer;
-      if (!earlier) continue;
+      if (!earlier || !(buffer.usage & GPUBufferUsage.COPY_SRC)) continue;
       // the same buffer (or another view into it) is bound before: bind a copy of this range instead
       const binding = bindings[i];
       const offset = binding instanceof GPUBuffer ? 0 : binding.offset;
@@ -269,7 +272,7 @@ export class GpuRuntime {
       (resolved as Binding[])[i] = copy;
     }
     const bindGroup = this.#bindGroup(pipeline, resolved);
-    const pass = this.#timedPass(pipeline.label) ?? this.#computePass();
+    const pass = this.#timedPass(pipeline) ?? this.#computePass();
     // the open pass keeps its pipeline and bind group between dispatches: set only what changed
     if (pass !== this.#pass || this.#passPipeline !== pipeline) pass.setPipeline(pipeline);
     if (pass !== this.#pass || this.#passBindGroup !== bindGroup) pass.setBindGroup(0, bindGroup);
@@ -483,7 +486,7 @@ export class GpuRuntime {
   tensor(shape: readonly number[], zero: boolean): GpuTensor {
     const size = shape.reduce((a, b) => a * b, 1);
     const bytes = pooledBytes(size);
-    const limit = this.device.limits.maxStorageBufferBindingSize;
+    const limit = this.#maxBinding;
     if (bytes > limit) {
       throw new RangeError(
         `a tensor of shape [${shape}] needs ${bytes} bytes, above this device's maxStorageBufferBindingSize (${limit})`,

@@ -8,12 +8,15 @@
  * @module
  */
 
-import { type Binding, contentKey, type GpuRuntime, grid } from "./runtime.ts";
+import { type Binding, type GpuRuntime, grid } from "./runtime.ts";
 import type { GpuTensor } from "./tensor.ts";
 import { multiSliceSumShader, SLICE_SUM_WG } from "./shaders/slices.ts";
 
 /** Smallest arena of partial sums, in bytes. */
 export const ARENA_MIN_BYTES = 1 << 20;
+
+/** Most workgroup tables kept before the cache starts over. */
+export const TABLE_ENTRIES = 256;
 
 /** Bytes each partial starts at a multiple of (a binding offset). */
 const PARTIAL_ALIGNMENT = 256;
@@ -35,41 +38,44 @@ export function createDeferredSliceSums(rt: GpuRuntime) {
   let target: GPUBuffer | null = null;
   /** Bindings of arena ranges, one object per range (bind groups are cached by binding identity). */
   let ranges = new Map<string, Binding>();
-  /** Job tables by content (a step records the same groups every step). */
-  const tables = new Map<string, { bytes: Uint32Array; buffer: GPUBuffer }[]>();
+  /** Workgroup tables by job list (a step holds the same groups of sums every step), with their sizes. */
+  const tables = new Map<string, { buffer: GPUBuffer; workgroups: number }>();
 
-  function tableBuffer(rows: Uint32Array): GPUBuffer {
-    const bytes = new Uint8Array(rows.buffer, rows.byteOffset, rows.byteLength);
-    const key = contentKey("slice-sum-table", bytes);
-    const list = tables.get(key) ?? [];
-    const hit = list.find((t) => t.bytes.length === rows.length && t.bytes.every((x, i) => x === rows[i]));
-    if (hit) return hit.buffer;
-    const buffer = rt.storageBuffer(rows);
-    list.push({ bytes: rows.slice(), buffer });
-    tables.set(key, list);
-    return buffer;
+  function tableOf(held: readonly Job[]): { buffer: GPUBuffer; workgroups: number } {
+    const key = held.map((j) => `${j.outOffset},${j.partialOffset},${j.n},${j.S},${j.accumulate ? 1 : 0}`)
+      .join(";");
+    let table = tables.get(key);
+    if (!table) {
+      const rows: number[] = [];
+      for (const j of held) {
+        for (let base = 0; base < j.n; base += SLICE_SUM_WG) {
+          rows.push(j.outOffset, j.partialOffset, j.n, j.S, j.accumulate ? 1 : 0, base, 0, 0);
+        }
+      }
+      if (tables.size >= TABLE_ENTRIES) {
+        for (const t of tables.values()) rt.retire(t.buffer);
+        tables.clear();
+      }
+      table = { buffer: rt.storageBuffer(Uint32Array.from(rows)), workgroups: rows.length / 8 };
+      tables.set(key, table);
+    }
+    return table;
   }
 
   /** Record every held sum as one dispatch. */
   function run(): void {
     if (jobs.length === 0 || !target || !arena) return;
-    const rows: number[] = [];
-    for (const j of jobs) {
-      for (let base = 0; base < j.n; base += SLICE_SUM_WG) {
-        rows.push(j.outOffset, j.partialOffset, j.n, j.S, j.accumulate ? 1 : 0, base, 0, 0);
-      }
-    }
+    const table = tableOf(jobs);
     const out = target;
     jobs = [];
     target = null;
     used = 0;
-    const workgroups = rows.length / 8;
     rt.dispatch(rt.pipeline("multi_slice_sum_f32", multiSliceSumShader), [
       out,
       arena,
-      tableBuffer(Uint32Array.from(rows)),
-      rt.uniform([{ u: workgroups }]),
-    ], grid(workgroups));
+      table.buffer,
+      rt.uniform([{ u: table.workgroups }]),
+    ], grid(table.workgroups));
   }
 
   return {

@@ -430,6 +430,11 @@ export class GpuRuntime {
     held?.run();
   }
 
+  /** Destroy `buffer` after the next flush (recorded commands may still use it). */
+  retire(buffer: GPUBuffer): void {
+    this.#retired.push(buffer);
+  }
+
   /** A new read-only storage buffer holding `data`, owned by the caller (tables that live as long as it). */
   storageBuffer(data: ArrayBufferView): GPUBuffer {
     return this.#createBuffer(data, "storage");

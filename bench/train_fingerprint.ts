@@ -1,7 +1,6 @@
 /**
  * Fingerprint of a short training run: the first 16 hex digits of the SHA-256 of its per-step losses
- * (float64 bytes) and of its final checkpoint file (less the wall-clock `elapsed_seconds` and the
- * `content_digest` over it, which differ from run to run), for each preset and thread count asked for. Run it
+ * (float64 bytes) and of its final checkpoint file, for each preset and thread count asked for. Run it
  * in two trees (before and after a change) to check that training is bit-identical, and across thread
  * counts to check that the thread count changes nothing. Prints one JSON line per run.
  *
@@ -44,23 +43,6 @@ function counts(flag: string, text: string): number[] {
   return out;
 }
 
-/**
- * A checkpoint file without what changes from run to run of the same training: its header's
- * `elapsed_seconds` (wall-clock time) and `content_digest` (which covers it). The header (8-byte
- * little-endian length, then JSON) is written back in the same key order, followed by the data.
- */
-function timeless(file: Uint8Array): Uint8Array {
-  const headerBytes = Number(new DataView(file.buffer, file.byteOffset).getBigUint64(0, true));
-  const header = JSON.parse(new TextDecoder().decode(file.subarray(8, 8 + headerBytes)));
-  delete header.__metadata__?.elapsed_seconds;
-  delete header.__metadata__?.content_digest;
-  const json = new TextEncoder().encode(JSON.stringify(header));
-  const out = new Uint8Array(json.length + file.length - 8 - headerBytes);
-  out.set(json);
-  out.set(file.subarray(8 + headerBytes), json.length);
-  return out;
-}
-
 /** First 16 hex digits of the SHA-256 of `bytes`. */
 async function digest(bytes: BufferSource): Promise<string> {
   const hash = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
@@ -92,7 +74,7 @@ for (const threads of counts("threads", values.threads)) {
           threads,
           steps: result.step,
           losses: await digest(new Float64Array(result.losses)),
-          checkpoint: await digest(timeless(await Deno.readFile(result.checkpointPath))),
+          checkpoint: await digest(await Deno.readFile(result.checkpointPath)),
           lastLoss: result.losses.at(-1),
         }));
       } finally {

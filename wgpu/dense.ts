@@ -9,13 +9,16 @@
 import type {
   Activation,
   AdamWParams,
+  AdamWSlot,
   DenseOps,
   MatmulOptions,
   StepGuard,
   Tensor,
 } from "../src/rules/backend.ts";
-import { type GpuRuntime, grid } from "./runtime.ts";
-import { gpuBuffer } from "./tensor.ts";
+import { type Binding, type GpuRuntime, grid } from "./runtime.ts";
+import { gpuBinding, liveTensor } from "./tensor.ts";
+import { createMultiTensorOps, partialSumGroups } from "./multi_tensor.ts";
+import { createDeferredSliceSums } from "./deferred_sums.ts";
 import {
   activationShader,
   adamwShader,
@@ -132,13 +135,16 @@ export function checkMatmulPrecision(device: GPUDevice, precision: string): Matm
   return precision as MatmulPrecision;
 }
 
+/** The dense ops of the `webgpu` backend, with the optional multi-tensor AdamW. */
+export type WebGpuDenseOps = DenseOps & { adamwMany: NonNullable<DenseOps["adamwMany"]> };
+
 /** The dense ops on a runtime. */
-export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): DenseOps {
+export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): WebGpuDenseOps {
   const precision = checkMatmulPrecision(rt.device, options.matmulPrecision ?? "f32");
   const elementwise = (
     key: string,
     code: () => string,
-    buffers: GPUBuffer[],
+    buffers: Binding[],
     n: number,
     extra: number[] = [],
   ) => {
@@ -146,7 +152,7 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
     const u = rt.uniform([{ u: n }, ...extra.map((f) => ({ f }))]);
     rt.dispatch(rt.pipeline(key, code), [...buffers, u], grid(Math.ceil(n / ELEMENTWISE_WG)));
   };
-  const buf = gpuBuffer;
+  const buf = gpuBinding;
 
   /**
    * The storage buffer of AdamW's per-step values `[lr, c1, c2, gradScale, normScale]`: rewritten only
@@ -171,7 +177,7 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
   };
 
   /** `out (+)= sum over the S slices of partial[S, n]` (the second pass of every sliced reduction). */
-  const sliceSum = (out: GPUBuffer, partial: GPUBuffer, n: number, S: number, accumulate: boolean) => {
+  const sliceSum = (out: Binding, partial: GPUBuffer, n: number, S: number, accumulate: boolean) => {
     const u = rt.uniform([{ u: n }, { u: S }, { u: accumulate ? 1 : 0 }]);
     rt.dispatch(
       rt.pipeline("slice_sum_f32", sliceSumShader),
@@ -179,6 +185,40 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
       grid(Math.ceil(n / SLICE_SUM_WG)),
     );
   };
+
+  const multi = createMultiTensorOps(rt, adamHyper);
+  const heldSums = createDeferredSliceSums(rt);
+  /** `out (+)= sum of the S slices of partial[S, n]` that `produce` writes (held back for gradients of a block). */
+  const slicedInto = (
+    out: Tensor,
+    name: string,
+    n: number,
+    S: number,
+    accumulate: boolean,
+    produce: (partial: Binding) => void,
+  ) =>
+    heldSums.into(
+      liveTensor(out, name),
+      n,
+      S,
+      accumulate,
+      produce,
+      (o, p) => sliceSum(o, p, n, S, accumulate),
+    );
+
+  function checkStep(op: string, p: AdamWParams): void {
+    if (!(Number.isInteger(p.step) && p.step >= 1)) {
+      throw new RangeError(`${op}: step must be >= 1, got ${p.step}`);
+    }
+  }
+
+  function checkGuard(op: string, guard: StepGuard): void {
+    if (guard.stats.size < 2 || guard.halted.size < 1) {
+      throw new RangeError(
+        `${op}: guard.stats needs 2 elements and guard.halted 1, got ${guard.stats.size} and ${guard.halted.size}`,
+      );
+    }
+  }
 
   function convDims(x: Tensor, weight: Tensor, starts?: Uint8Array) {
     if (x.shape.length !== 3) throw new RangeError(`shortConv: x must be [B, T, C], got [${x.shape}]`);
@@ -216,7 +256,7 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
     }
   }
 
-  return {
+  const ops: WebGpuDenseOps = {
     matmul(out, a, b, options: MatmulOptions = {}) {
       const [M, N, K] = matmulDims(out, a, b, options);
       if (M === 0 || N === 0) return;
@@ -249,15 +289,11 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
         return;
       }
       const split: MatmulVariant = { ...variant, accumulate: false, splitK: true };
-      const partial = rt.tensor([slices * M * N], false);
-      rt.dispatch(rt.pipeline(matmulKey(split), () => matmulShader(split)), [
-        partial.buffer,
-        buf(a, "a"),
-        buf(b, "b"),
-        u,
-      ], [Math.ceil(N / BN), Math.ceil(M / BM), slices]);
-      sliceSum(buf(out, "out"), partial.buffer, M * N, slices, !!options.accumulate);
-      rt.pool.release(partial.buffer);
+      const pipe = rt.pipeline(matmulKey(split), () => matmulShader(split));
+      const [A, B] = [buf(a, "a"), buf(b, "b")];
+      slicedInto(out, "out", M * N, slices, !!options.accumulate, (partial) => {
+        rt.dispatch(pipe, [partial, A, B, u], [Math.ceil(N / BN), Math.ceil(M / BM), slices]);
+      });
     },
 
     embeddingForward(out, table, ids) {
@@ -354,17 +390,12 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
           throw new RangeError(`rmsNormBackward: dWeight has ${dWeight.size}, expected ${D}`);
         }
         const S = Math.ceil(N / ROWS_PER_SLICE);
-        const partial = rt.tensor([S * D], false);
         const uw = rt.uniform([{ u: D }, { u: N }, { u: ROWS_PER_SLICE }]);
-        rt.dispatch(rt.pipeline("rmsnorm_weight_grad_f32", rmsNormWeightGradShader), [
-          partial.buffer,
-          buf(dOut, "dOut"),
-          buf(x, "x"),
-          buf(rstd, "rstd"),
-          uw,
-        ], [Math.ceil(D / 64), S]);
-        sliceSum(buf(dWeight, "dWeight"), partial.buffer, D, S, true);
-        rt.pool.release(partial.buffer);
+        const pipe = rt.pipeline("rmsnorm_weight_grad_f32", rmsNormWeightGradShader);
+        const inputs = [buf(dOut, "dOut"), buf(x, "x"), buf(rstd, "rstd")];
+        slicedInto(dWeight, "dWeight", D, S, true, (partial) => {
+          rt.dispatch(pipe, [partial, ...inputs, uw], [Math.ceil(D / 64), S]);
+        });
       }
     },
 
@@ -428,7 +459,10 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
       // zeros (gradients, accumulators: most fills of a training step) are a copy-engine clear, with no
       // pipeline, bind group or uniform to record; other values a dispatch
       if (value === 0 && !Object.is(value, -0)) {
-        if (x.size > 0) rt.encoder().clearBuffer(buf(x), 0, x.size * 4);
+        // a view into a block clears up to the next tensor, so zeroing a block's tensors one by one
+        // makes one clear of the block (GpuRuntime.clear)
+        const t = liveTensor(x);
+        if (x.size > 0) rt.clear(t.buffer, t.offset, t.block ? t.reserved : x.size * 4);
         return;
       }
       elementwise("fill_f32", fillShader, [buf(x)], x.size, [value]);
@@ -474,19 +508,14 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
         seg,
       ], grid(Math.ceil(n / ELEMENTWISE_WG)));
       const S = Math.ceil((B * T) / ROWS_PER_SLICE);
-      const partial = rt.tensor([S * C * W], false);
       const uw = rt.uniform([{ u: C * W }, { u: T }, { u: C }, { u: W }, { u: B * T }, {
         u: ROWS_PER_SLICE,
       }]);
-      rt.dispatch(rt.pipeline("shortconv_weightgrad_f32", shortConvWeightGradShader), [
-        partial.buffer,
-        dpre.buffer,
-        buf(x, "x"),
-        uw,
-        seg,
-      ], [Math.ceil((C * W) / 64), S]);
-      sliceSum(buf(dWeight, "dWeight"), partial.buffer, C * W, S, true);
-      rt.pool.release(partial.buffer);
+      const pipe = rt.pipeline("shortconv_weightgrad_f32", shortConvWeightGradShader);
+      const X = buf(x, "x");
+      slicedInto(dWeight, "dWeight", C * W, S, true, (partial) => {
+        rt.dispatch(pipe, [partial, dpre.buffer, X, uw, seg], [Math.ceil((C * W) / 64), S]);
+      });
       rt.pool.release(dpre.buffer);
     },
 
@@ -524,9 +553,7 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
 
     adamw(param, grad, m, v, p: AdamWParams, decay, guard?: StepGuard) {
       const n = sameSize("adamw", ["param", param], ["grad", grad], ["m", m], ["v", v]);
-      if (!(Number.isInteger(p.step) && p.step >= 1)) {
-        throw new RangeError(`adamw: step must be >= 1, got ${p.step}`);
-      }
+      checkStep("adamw", p);
       if (n === 0) return;
       const c1 = 1 - Math.pow(p.beta1, p.step);
       const c2 = 1 - Math.pow(p.beta2, p.step);
@@ -544,11 +571,7 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
         );
         return;
       }
-      if (guard.stats.size < 2 || guard.halted.size < 1) {
-        throw new RangeError(
-          `adamw: guard.stats needs 2 elements and guard.halted 1, got ${guard.stats.size} and ${guard.halted.size}`,
-        );
-      }
+      checkGuard("adamw", guard);
       rt.dispatch(rt.pipeline("adamw_guarded_f32", () => adamwShader(true)), [
         ...tensors,
         buf(guard.stats, "guard.stats"),
@@ -557,29 +580,42 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
       ], groups);
     },
 
+    adamwMany(slots: readonly AdamWSlot[], p: AdamWParams, guard?: StepGuard) {
+      slots.forEach((s, i) =>
+        sameSize(`adamwMany slot ${i}`, ["param", s.param], ["grad", s.grad], ["m", s.m], ["v", s.v])
+      );
+      checkStep("adamwMany", p);
+      if (guard) checkGuard("adamwMany", guard);
+      if (slots.length === 0 || multi.blockAdamw(slots, p, guard)) return;
+      for (const s of slots) ops.adamw(s.param, s.grad, s.m, s.v, p, s.decay, guard);
+    },
+
     accumulateSum(out, index, xs, squares) {
       if (!Number.isInteger(index) || index < 0 || index >= out.size) {
         throw new RangeError(`accumulateSum: index ${index} is outside out's ${out.size} elements`);
       }
-      // one partial-sum dispatch per tensor into one buffer, then one pass adds every partial in order
-      const parts = xs.filter((x) => x.size > 0).map((x) => ({
-        x,
-        groups: Math.min(256, Math.ceil(x.size / 256)),
-      }));
-      const total = parts.reduce((n, p) => n + p.groups, 0);
-      if (total === 0) return;
-      const partial = rt.tensor([total], false);
-      const key = squares ? "sumsquares_f32" : "sum_f32";
-      const pipe = rt.pipeline(key, () => sumSquaresShader(squares));
-      let base = 0;
-      for (const { x, groups } of parts) {
-        const u = rt.uniform([{ u: x.size }, { u: groups }, { u: base }]);
-        rt.dispatch(pipe, [partial.buffer, buf(x, "x"), u], [groups]);
-        base += groups;
+      // partial sums per tensor into one buffer (one dispatch over a block's tensors, else one per
+      // tensor), then one pass adds every partial in order
+      let partials = multi.blockPartialSums(xs, squares);
+      if (!partials) {
+        const parts = xs.filter((x) => x.size > 0).map((x) => ({ x, groups: partialSumGroups(x.size) }));
+        const total = parts.reduce((n, p) => n + p.groups, 0);
+        if (total === 0) return;
+        const partial = rt.tensor([total], false).buffer;
+        const key = squares ? "sumsquares_f32" : "sum_f32";
+        const pipe = rt.pipeline(key, () => sumSquaresShader(squares));
+        let base = 0;
+        for (const { x, groups } of parts) {
+          const u = rt.uniform([{ u: x.size }, { u: groups }, { u: base }]);
+          rt.dispatch(pipe, [partial, buf(x, "x"), u], [groups]);
+          base += groups;
+        }
+        partials = { partial, workgroups: total };
       }
-      const uf = rt.uniform([{ u: total }, { u: index }]);
-      rt.dispatch(rt.pipeline("finish_sum_f32", finishSumShader), [buf(out, "out"), partial.buffer, uf], [1]);
-      rt.pool.release(partial.buffer);
+      const { partial, workgroups } = partials;
+      const uf = rt.uniform([{ u: workgroups }, { u: index }]);
+      rt.dispatch(rt.pipeline("finish_sum_f32", finishSumShader), [buf(out, "out"), partial, uf], [1]);
+      rt.pool.release(partial);
     },
 
     async sumSquares(x) {
@@ -602,4 +638,5 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
       return s;
     },
   };
+  return ops;
 }

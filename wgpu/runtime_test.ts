@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { gpuTest } from "./_test_util.ts";
-import { CONSTANT_CACHE_BYTES } from "./runtime.ts";
+import { CONSTANT_CACHE_BYTES, PROMOTE_AFTER_FLUSHES } from "./runtime.ts";
 import { createWebGpuBackend } from "./backend.ts";
 
 gpuTest(
@@ -86,8 +86,12 @@ gpuTest(
   async (gpu) => {
     const rt = gpu.runtime;
     const n = CONSTANT_CACHE_BYTES / 4 + 3;
-    // flushed: the buffer went back to the pool, so an upload of the same size reuses it
+    // asked for again in the next flush interval: the same upload (written once)
     const first = rt.temp(new Int32Array(n).fill(1), "storage");
+    rt.flush();
+    assert.equal(rt.temp(new Int32Array(n).fill(1), "storage"), first);
+    // an interval without it: the buffer went back to the pool, so an upload of the same size reuses it
+    rt.flush();
     rt.flush();
     const a = rt.temp(Int32Array.from({ length: n }, (_, i) => i * 7 - 5), "storage");
     assert.equal(a, first);
@@ -128,5 +132,53 @@ gpuTest(
     gpu.add(y, x, x); // same pipeline and buffers as the first: cached group
     assert.deepEqual(Array.from(await gpu.read(y)), [2, 4]);
     assert.deepEqual(Array.from(await gpu.read(z)), [3, 6]);
+  },
+);
+
+gpuTest("the buffer pool hands out the free buffer made first, whatever order they came back in", (gpu) => {
+  const pool = gpu.runtime.pool;
+  const bytes = 4096 + 48; // a size no other test uses
+  const [a, b, c] = [pool.acquire(bytes), pool.acquire(bytes), pool.acquire(bytes)];
+  assert.ok(a !== b && b !== c && a !== c);
+  pool.release(b);
+  pool.release(c);
+  pool.release(a);
+  assert.deepEqual([pool.acquire(bytes), pool.acquire(bytes), pool.acquire(bytes)], [a, b, c]);
+  for (const x of [c, a, b]) pool.release(x);
+  return Promise.resolve();
+});
+
+gpuTest(
+  "small storage data is uploaded (into the same buffer each flush interval) until it recurs, then cached",
+  async (gpu) => {
+    const rt = gpu.runtime;
+    rt.flush();
+    const data = Int32Array.from({ length: 37 }, (_, i) => 1000 + i);
+    const uploads = new Set<GPUBuffer>();
+    for (let k = 1; k < PROMOTE_AFTER_FLUSHES; k++) {
+      const buffer = rt.temp(data, "storage");
+      assert.equal(
+        rt.temp(data.slice(), "storage"),
+        buffer,
+        "the same data twice in one interval: one upload",
+      );
+      uploads.add(buffer);
+      rt.flush();
+    }
+    assert.equal(uploads.size, 1, "each interval's first small upload gets the same pooled buffer");
+    const cached = rt.temp(data, "storage");
+    assert.ok(!uploads.has(cached), "recurring data moves to the cache");
+    rt.flush();
+    assert.equal(rt.temp(data, "storage"), cached);
+    // data of one batch each interval (e.g. token ids) reaches its dispatch through the reused upload
+    const V = 6;
+    const table = gpu.fromArray(Array.from({ length: V }, (_, i) => i * 10), [V, 1]);
+    for (let k = 0; k < 3; k++) {
+      const ids = Int32Array.from({ length: 9 }, (_, i) => (i * (k + 1) + k) % V);
+      const out = gpu.zeros([9, 1]);
+      gpu.embeddingForward(out, table, ids);
+      assert.deepEqual(Array.from(await gpu.read(out)), Array.from(ids, (id) => id * 10), `batch ${k}`);
+      gpu.dispose(out);
+    }
   },
 );

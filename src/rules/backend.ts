@@ -186,6 +186,20 @@ export function guardedGradScale(
   return gradScale * clip;
 }
 
+/** One parameter of {@linkcode DenseOps.adamwMany}: its value, gradient, moments and weight decay. */
+export interface AdamWSlot {
+  /** The parameter, updated in place. */
+  readonly param: Tensor;
+  /** Its gradient. */
+  readonly grad: Tensor;
+  /** First moment, updated in place. */
+  readonly m: Tensor;
+  /** Second moment, updated in place. */
+  readonly v: Tensor;
+  /** Weight decay applies (false for norms and biases). */
+  readonly decay: boolean;
+}
+
 /** Dense ops the model needs; every forward has its backward. */
 export interface DenseOps {
   /** `out[M, N] (+)= op(a)[M, K] op(b)[K, N]`; leading dimensions are flattened into rows. */
@@ -283,6 +297,13 @@ export interface DenseOps {
     decay: boolean,
     guard?: StepGuard,
   ): void;
+  /**
+   * {@linkcode DenseOps.adamw} over several parameters, in the order given, with the same arithmetic
+   * per element (the result is bit for bit that of one `adamw` per slot). Optional: a backend that
+   * has it may update all of them in one pass (WebGPU, over tensors of one `zerosBlock`); callers loop
+   * over `adamw` where it is absent.
+   */
+  adamwMany?(slots: readonly AdamWSlot[], params: AdamWParams, guard?: StepGuard): void;
   /** Sum of squares of the elements (for gradient-norm clipping); read back to the host. */
   sumSquares(x: Tensor): Promise<number>;
   /**
@@ -306,6 +327,13 @@ export interface Backend extends FastWeightOps, DenseOps {
   readonly dtype: DType;
   /** A zero-filled tensor. */
   zeros(shape: readonly number[]): Tensor;
+  /**
+   * Zero tensors of `shapes` laid out one after another in one block of storage (optional): for tensors
+   * that a training step walks together, so that ops over all of them (AdamW over the parameters, the
+   * sum of squared gradients, zeroing the gradients) run in one pass where the backend can (WebGPU).
+   * Each tensor behaves as one from `zeros`; callers use `zeros` where this is absent.
+   */
+  zerosBlock?(shapes: readonly (readonly number[])[]): Tensor[];
   /** A tensor holding a copy of `data` (converted to the backend's dtype). */
   fromArray(data: ArrayLike<number>, shape: readonly number[]): Tensor;
   /** Copy a tensor's elements back to the host. */

@@ -6,7 +6,7 @@
  */
 
 import type { NamedParam } from "../model/types.ts";
-import type { Backend, StepGuard, Tensor } from "../rules/backend.ts";
+import type { AdamWSlot, Backend, StepGuard, Tensor } from "../rules/backend.ts";
 import type { TrainConfig } from "./config.ts";
 
 /** AdamW moments for a fixed list of parameters. */
@@ -17,15 +17,30 @@ export class AdamW {
   readonly v: Map<string, Tensor> = new Map();
   readonly #backend: Backend;
   readonly #params: NamedParam[];
+  /** Every parameter with its moments, in parameter order (for `adamwMany`). */
+  readonly #slots: AdamWSlot[];
 
-  /** Zero moments for every parameter. */
+  /**
+   * Zero moments for every parameter: two blocks (`zerosBlock`, in parameter order) where the backend
+   * has them, so that with parameters and gradients in blocks too an update is one pass.
+   */
   constructor(backend: Backend, params: NamedParam[]) {
     this.#backend = backend;
     this.#params = params;
-    for (const p of params) {
-      this.m.set(p.name, backend.zeros(p.value.shape));
-      this.v.set(p.name, backend.zeros(p.value.shape));
-    }
+    const shapes = params.map((p) => p.value.shape);
+    const ms = backend.zerosBlock ? backend.zerosBlock(shapes) : shapes.map((s) => backend.zeros(s));
+    const vs = backend.zerosBlock ? backend.zerosBlock(shapes) : shapes.map((s) => backend.zeros(s));
+    params.forEach((p, i) => {
+      this.m.set(p.name, ms[i]);
+      this.v.set(p.name, vs[i]);
+    });
+    this.#slots = params.map((p, i) => ({
+      param: p.value,
+      grad: p.grad,
+      m: ms[i],
+      v: vs[i],
+      decay: p.decay,
+    }));
   }
 
   /** L2 norm of all gradients together, each multiplied by `scale`. */
@@ -59,9 +74,11 @@ export class AdamW {
       step,
       gradScale,
     };
-    for (const p of this.#params) {
-      this.#backend.adamw(p.value, p.grad, this.m.get(p.name)!, this.v.get(p.name)!, params, p.decay, guard);
+    if (this.#backend.adamwMany) {
+      this.#backend.adamwMany(this.#slots, params, guard);
+      return;
     }
+    for (const s of this.#slots) this.#backend.adamw(s.param, s.grad, s.m, s.v, params, s.decay, guard);
   }
 }
 

@@ -152,14 +152,20 @@ export function swigluBackwardShader(): string {
  * bindings, `stats = [loss sum, sum of squared gradients]` and the sticky `halted` flag. When the
  * flag is set or a statistic is not finite, nothing changes and the flag is set; otherwise `g` is
  * also multiplied by the clipping factor of the norm `sqrt(stats[1]) * normScale`.
+ *
+ * `blocked` (AdamW over every tensor of a block at once, `wgpu/multi_tensor.ts`): the buffers are whole
+ * blocks, one more binding `decay` holds 1 or 0 per aligned run of `u.chunk` elements (each run lies in
+ * one tensor, whose weight decay it gives), and `wd` is `u.wd` or 0 from it; the arithmetic per element
+ * is the same as one dispatch per tensor.
  */
-export function adamwShader(guarded = false): string {
+export function adamwShader(guarded = false, blocked = false): string {
+  const wd = blocked ? "wd" : "u.wd";
   const update = `let mi = u.beta1 * m[idx] + (1.0 - u.beta1) * g;
   let vi = u.beta2 * v[idx] + (1.0 - u.beta2) * g * g;
   m[idx] = mi;
   v[idx] = vi;
   let p = param[idx];
-  param[idx] = p - hyper[0] * ((mi / hyper[1]) / (sqrt(vi / hyper[2]) + u.eps) + u.wd * p);`;
+  param[idx] = p - hyper[0] * ((mi / hyper[1]) / (sqrt(vi / hyper[2]) + u.eps) + ${wd} * p);`;
   const bindings: ElementBinding[] = [
     { name: "param", access: RW },
     { name: "grad", access: R },
@@ -168,10 +174,20 @@ export function adamwShader(guarded = false): string {
     { name: "hyper", access: R },
   ];
   const fields = ["beta1", "beta2", "eps", "wd"];
-  if (!guarded) return elementwiseShader(bindings, fields, `let g = grad[idx] * hyper[3];\n  ${update}`);
+  // over a block: the weight decay of each aligned run of `chunk` elements (one tensor's) from `decay`
+  const decayBinding: ElementBinding[] = blocked ? [{ name: "decay", access: R }] : [];
+  const decayField = blocked ? ["chunk: u32"] : [];
+  const decayLine = blocked ? "let wd = select(0.0, u.wd, decay[idx / u.chunk] != 0.0);\n  " : "";
+  if (!guarded) {
+    return elementwiseShader(
+      [...bindings, ...decayBinding],
+      [...fields, ...decayField],
+      `${decayLine}let g = grad[idx] * hyper[3];\n  ${update}`,
+    );
+  }
   return elementwiseShader(
-    [...bindings, { name: "stats", access: R }, { name: "halted", access: RW }],
-    [...fields, "clipNorm"],
+    [...bindings, { name: "stats", access: R }, { name: "halted", access: RW }, ...decayBinding],
+    [...fields, "clipNorm", ...decayField],
     `let loss = stats[0];
   let squares = stats[1];
   if (halted[0] != 0.0 || !finite_f(loss) || !finite_f(squares)) {
@@ -181,7 +197,7 @@ export function adamwShader(guarded = false): string {
   let norm = sqrt(squares) * hyper[4];
   var clip = 1.0;
   if (u.clipNorm > 0.0 && norm > u.clipNorm) { clip = u.clipNorm / norm; }
-  let g = grad[idx] * hyper[3] * clip;
+  ${decayLine}let g = grad[idx] * hyper[3] * clip;
   ${update}`,
     "fn finite_f(x: f32) -> bool { return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u; }",
   );

@@ -178,6 +178,40 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
 }
 
 /**
+ * {@linkcode sumSquaresShader} for several tensors of one block in one dispatch: workgroup `w` reads
+ * `table[w] = (offset, n, groups, g)` and computes the partial sum that workgroup `g` of a dispatch over
+ * the tensor of `n` elements at element `offset` with `groups` workgroups computes, into `partial[w]`
+ * (the same elements in the same order, so the same value). Dispatched as a `grid()` of at
+ * least `u.workgroups` workgroups.
+ */
+export function blockSumSquaresShader(squares = true): string {
+  return `
+@group(0) @binding(0) var<storage, read_write> partial: array<f32>;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> table: array<vec4<u32>>;
+struct P { workgroups: u32 }
+@group(0) @binding(3) var<uniform> u: P;
+var<workgroup> red: array<f32, 256>;
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let w = gid.y * nwg.x + gid.x;
+  if (w >= u.workgroups) { return; }
+  let e = table[w];
+  var s = 0.0;
+  for (var i = e.w * 256u + li; i < e.y; i += e.z * 256u) { let v = x[e.x + i]; s += ${
+    squares ? "v * v" : "v"
+  }; }
+  red[li] = s;
+  workgroupBarrier();
+  for (var k = 128u; k > 0u; k = k >> 1u) {
+    if (li < k) { red[li] = red[li] + red[li + k]; }
+    workgroupBarrier();
+  }
+  if (li == 0u) { partial[w] = red[0]; }
+}`;
+}
+
+/**
  * The second stage of a device-side sum (`accumulateSum`): one workgroup adds the `G` partial sums
  * in a fixed tree order and `out[index] += total`.
  */

@@ -14,8 +14,11 @@ import { preset } from "../../src/train/presets.ts";
 import { type AdditionConfig, additionConfig, additionExampleLength } from "../../src/tasks/addition.ts";
 import type { TrainConfig } from "../../src/train/config.ts";
 
-/** Model fields a variant sets over the plan's: the architecture of the Transformer baseline. */
-export type VariantModel = Partial<Pick<ModelConfig, "shortConv" | "qkNorm">>;
+/**
+ * Model fields a variant sets over the plan's: the architecture of the Transformer baseline, and the
+ * window of Falcon-3/3A for probes (`variant_probe.ts`).
+ */
+export type VariantModel = Partial<Pick<ModelConfig, "shortConv" | "qkNorm" | "window">>;
 
 /** One model variant: a mixer, for fast-weight mixers an alignment, and its own model fields. */
 export interface Variant {
@@ -269,7 +272,7 @@ export function runName(variant: Variant, seed: number): string {
  */
 export function describeVariant(variant: Variant): string | null {
   if (!variant.model) return null;
-  const { shortConv, qkNorm } = variant.model;
+  const { shortConv, qkNorm, window } = variant.model;
   const parts = [
     shortConv === undefined
       ? null
@@ -281,6 +284,7 @@ export function describeVariant(variant: Variant): string | null {
       : qkNorm === "none"
       ? "no QK norm"
       : `QK ${qkNorm === "rms" ? "RMS" : "L2"}-norm`,
+    window === undefined ? null : `a window of ${window} pair${window === 1 ? "" : "s"}`,
   ].filter((p) => p !== null);
   const what = variant.mixer === "transformer" ? "RoPE softmax attention" : variant.mixer;
   const plain = variant.mixer === "transformer" && shortConv === false && qkNorm === "none"

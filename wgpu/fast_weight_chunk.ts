@@ -266,8 +266,8 @@ function forwardPasses(config: RuleConfig): readonly ChunkPass[] {
     ];
   }
   return isDeltaChunkRule(config)
-    ? ["coef", "solve_matrix", "solve", "trans", "delta_state_scan", "pseudo_values", "out"]
-    : ["coef", "local", "scan", "out"];
+    ? ["coef", "solve_matrix", "solve", "transition", "delta_state_scan", "pseudo_values", "readout"]
+    : ["coef", "state_increment", "state_scan", "readout"];
 }
 
 /** The backward passes of a rule (recomputing the forward states first), in dispatch order. */
@@ -276,7 +276,7 @@ function backwardPasses(config: RuleConfig): readonly ChunkPass[] {
   if (isWindowDeltaChunkRule(config)) {
     return [
       ...forwardPasses(config).slice(0, -1),
-      "uv",
+      "base_readout_grads",
       "window_readout_dw",
       "window_scan_link",
       "delta_reverse_scan",
@@ -294,12 +294,12 @@ function backwardPasses(config: RuleConfig): readonly ChunkPass[] {
   if (!isDeltaChunkRule(config)) {
     return [
       "coef",
-      "local",
-      "scan",
-      "uv",
+      "state_increment",
+      "state_scan",
+      "base_readout_grads",
       "reverse_scan",
-      "dq",
-      "cols",
+      "query_grads",
+      "pair_column_grads",
       "decay_grads",
       "coef_grads",
       "pair_row_grads",
@@ -308,14 +308,14 @@ function backwardPasses(config: RuleConfig): readonly ChunkPass[] {
   const stat: ChunkPass[] = statKind(config.rule) === "none" ? [] : ["pair_row_grads"];
   return [
     ...forwardPasses(config).slice(0, -1),
-    "uv",
+    "base_readout_grads",
     "readout_dw",
     "scan_link",
     "delta_reverse_scan",
-    "cols",
+    "pair_column_grads",
     "solve_transposed",
-    "dq",
-    "pairs",
+    "query_grads",
+    "solve_input_grads",
     "delta_decay_grads",
     "delta_coef_grads",
     "s0_grad_parts",

@@ -22,11 +22,11 @@ export interface ChunkShape {
   readonly dv: number;
   /** Chunk size `C`. */
   readonly C: number;
-  /** Rows per workgroup of the `out` and `dq` kernels. */
+  /** Rows per workgroup of the `readout` and `query_grads` kernels. */
   readonly R: number;
-  /** Pair columns per workgroup of the `cols` kernel. */
+  /** Pair columns per workgroup of the `pair_column_grads` kernel. */
   readonly RC: number;
-  /** Rows per workgroup of the delta rules' `pairs` kernel. */
+  /** Rows per workgroup of the delta rules' `solve_input_grads` kernel. */
   readonly RP: number;
 }
 
@@ -66,26 +66,26 @@ export const WINDOW_DELTA_PASSES = [
 /** The passes of the chunk kernels (additive rules, then the delta rules' own). */
 export const CHUNK_PASSES = [
   "coef",
-  "local",
-  "scan",
-  "out",
-  "uv",
+  "state_increment",
+  "state_scan",
+  "readout",
+  "base_readout_grads",
   "reverse_scan",
-  "dq",
-  "cols",
+  "query_grads",
+  "pair_column_grads",
   "decay_grads",
   "coef_grads",
   "pair_row_grads",
   "solve_matrix",
   "solve",
-  "trans",
+  "transition",
   "delta_state_scan",
   "pseudo_values",
   "readout_dw",
   "scan_link",
   "delta_reverse_scan",
   "solve_transposed",
-  "pairs",
+  "solve_input_grads",
   "delta_decay_grads",
   "delta_coef_grads",
   "s0_grad_parts",
@@ -197,26 +197,26 @@ const DECL: Record<ChunkBindingName, string> = {
 
 const BINDINGS: Record<ChunkPass, readonly ChunkBindingName[]> = {
   coef: ["ws", "beta", "lb", "stepinfo", "cw"],
-  local: ["ws", "stepinfo", "cw"],
-  scan: ["s0", "init", "cw"],
-  out: ["ws", "stepinfo", "s0", "cw", "out"],
-  uv: ["ws", "stepinfo", "dout", "cw"],
+  state_increment: ["ws", "stepinfo", "cw"],
+  state_scan: ["s0", "init", "cw"],
+  readout: ["ws", "stepinfo", "s0", "cw", "out"],
+  base_readout_grads: ["ws", "stepinfo", "dout", "cw"],
   reverse_scan: ["cw", "out"],
-  dq: ["ws", "stepinfo", "s0", "dout", "cw", "out"],
-  cols: ["ws", "stepinfo", "dout", "cw", "out"],
+  query_grads: ["ws", "stepinfo", "s0", "dout", "cw", "out"],
+  pair_column_grads: ["ws", "stepinfo", "dout", "cw", "out"],
   decay_grads: ["ws", "stepinfo", "s0", "cw"],
   coef_grads: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
   pair_row_grads: ["ws", "stepinfo", "cw", "out"],
   solve_matrix: ["ws", "stepinfo", "cw"],
   solve: ["ws", "stepinfo", "s0", "cw"],
-  trans: ["ws", "stepinfo", "s0", "cw"],
+  transition: ["ws", "stepinfo", "s0", "cw"],
   delta_state_scan: ["init", "cw"],
   pseudo_values: ["cw"],
   readout_dw: ["ws", "stepinfo", "dout", "cw"],
   scan_link: ["stepinfo", "cw"],
   delta_reverse_scan: ["cw", "out"],
   solve_transposed: ["stepinfo", "cw"],
-  pairs: ["ws", "stepinfo", "s0", "cw", "out"],
+  solve_input_grads: ["ws", "stepinfo", "s0", "cw", "out"],
   delta_decay_grads: ["ws", "stepinfo", "s0", "cw"],
   delta_coef_grads: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
   s0_grad_parts: ["ws", "stepinfo", "cw"],
@@ -408,7 +408,7 @@ export function stateTiles(rows: number, cols: number): number {
   return Math.ceil((Math.ceil(rows / 4) * Math.ceil(cols / 4)) / CHUNK_WG);
 }
 
-/** Workgroups per chunk of the delta rules' `trans` pass: 4 x 4 blocks of `K [Dk, Dk]` then `D [Dk, Dv]`. */
+/** Workgroups per chunk of the delta rules' `transition` pass: 4 x 4 blocks of `K [Dk, Dk]` then `D [Dk, Dv]`. */
 export function transitionTiles(dk: number, dv: number): number {
   return Math.ceil((Math.ceil(dk / 4) * (Math.ceil(dk / 4) + Math.ceil(dv / 4))) / CHUNK_WG);
 }
@@ -451,7 +451,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "window_pair_gram":
       return BH * nck * pairGramTiles(s.C, pad);
     case "window_transition":
-    case "trans":
+    case "transition":
       return BH * nck * transitionTiles(s.dk, s.dv);
     case "window_pseudo_values":
       return BH * nck * stateTiles(s.C * (pad + 1), s.dv);
@@ -468,7 +468,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
       return BH * nck * stateTiles(s.dk, s.dv);
     case "window_pair_gather":
       return flat(BH * (pad + T) * (s.dk + s.dv));
-    case "scan":
+    case "state_scan":
     case "reverse_scan":
     case "s0_grad_sum":
       return flat(BH * s.dk * s.dv);
@@ -479,20 +479,20 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
       return flat(BH * T * s.dv);
     case "pair_row_grads":
       return flat(BH * (pad + T + 1));
-    case "local":
-    case "uv":
+    case "state_increment":
+    case "base_readout_grads":
     case "scan_link":
     case "s0_grad_parts":
       return BH * nck * stateTiles(s.dk, s.dv);
     case "solve_matrix":
       return BH * nck * solveMatrixTiles(s.C);
-    case "out":
-    case "dq":
+    case "readout":
+    case "query_grads":
       return BH * nck * Math.ceil(s.C / s.R);
-    case "cols":
+    case "pair_column_grads":
     case "readout_dw":
       return BH * nck * Math.ceil((s.C + pad) / s.RC);
-    case "pairs":
+    case "solve_input_grads":
       return BH * nck * Math.ceil(s.C / s.RP);
     case "column_gram":
       return flat(BH * nck * s.C * Math.ceil(s.C / 4));

@@ -16,13 +16,13 @@
  *
  * Kernels (`fastweight_chunk_<pass>_f32`), each spread over many workgroups:
  * - `coef`: one invocation per `(b, h, t)`: `log gamma_t` (`log eps_gamma` where clamped) and `g_t`;
- * - `local`: per `(b, h, chunk, 64 state elements)`: `dS_n = sum_j M[e,j] x_j y_j^T`, the chunk decay
+ * - `state_increment`: per `(b, h, chunk, 64 state elements)`: `dS_n = sum_j M[e,j] x_j y_j^T`, the chunk decay
  *   `exp(P_e)` and which base the exit state has (`exitBaseKind`: 0 `S_in`, 1 `S0`, 2 zero);
- * - `scan`: per `(b, h, state element)`, sequential over chunks: the entering state of every chunk;
- * - `out`: per `(b, h, chunk, R rows)`: the outputs;
- * - backward: `uv` (per-chunk `sum exp(P_t) q_t dO_t^T`, split by the base: `S_in` or `S0`), `reverse_scan`
- *   (reverse scan: the gradient `G_n` of every chunk's exit state, `dS0`, `dCarryState`), `dq` (rows:
- *   `dq_t = S_t dO_t`, and its base part `dqBase`), `cols` (per `(b, h, chunk, RC pair columns)`: `dx_j`,
+ * - `state_scan`: per `(b, h, state element)`, sequential over chunks: the entering state of every chunk;
+ * - `readout`: per `(b, h, chunk, R rows)`: the outputs;
+ * - backward: `base_readout_grads` (per-chunk `sum exp(P_t) q_t dO_t^T`, split by the base: `S_in` or `S0`), `reverse_scan`
+ *   (reverse scan: the gradient `G_n` of every chunk's exit state, `dS0`, `dCarryState`), `query_grads` (rows:
+ *   `dq_t = S_t dO_t`, and its base part `dqBase`), `pair_column_grads` (per `(b, h, chunk, RC pair columns)`: `dx_j`,
  *   `dy_j`, the terms of `d g_s` (`dWriteGainTerms`) and the readout and exit weights `decayWeightsReadout`, `decayWeightsExit`), `decay_grads` (per
  *   `(b, h, chunk)`: `d g_t` and `d log gamma_t` by `decayGradKernel` of `chunk_wgsl.ts`: the sum
  *   over the decay factors whose chain holds step `t`, so no cancellation), `coef_grads` (per step:
@@ -37,8 +37,8 @@
  * `finalState [BH,Dk,Dv]`, `dBaseReadout [BH,NCK,2,Dk,Dv]`, `dxPrecedingPairs [BH,NCK,PAD,Dk]`, `dyPrecedingPairs [BH,NCK,PAD,Dv]`,
  * `dWriteGainTerms [BH,NCK,C+PAD,W]`, `decayWeightsReadout [BH,NCK,C,C+PAD]`, `decayWeightsExit [BH,NCK,C+PAD]`, `dqBase [BH,T,Dk]` (`dLogDecay` holds
  * `d log gamma`); `g` the gradient workspace of the recurrent backward.
- * The `out`, `dq`, `cols` and `uv` kernels also serve the delta rules (`fast_weight_chunk_delta.ts`),
- * with the solved pseudo-values `w` as values and `M = Gam`; `uv` also falcon3
+ * The `readout`, `query_grads`, `pair_column_grads` and `base_readout_grads` kernels also serve the delta rules (`fast_weight_chunk_delta.ts`),
+ * with the solved pseudo-values `w` as values and `M = Gam`; `base_readout_grads` also falcon3
  * (`fast_weight_chunk_window_delta.ts`), whose `coef` also writes the window's top eigenvector (`topEigenvector`);
  * `chunkShader` (`fast_weight_chunk_shader.ts`) dispatches every pass.
  * The per-column rules (falcon2, falcon2a) run their own passes (`fast_weight_chunk_per_column.ts`).
@@ -76,7 +76,7 @@ export type AdditivePass = Exclude<ChunkPass, DeltaPass | PerColumnPass | Window
 
 /**
  * WGSL of the additive family's chunk kernel `pass`, or of a pass it shares with the delta and
- * window families (`out`, `dq`, `cols`, `uv`, ...); `fast_weight_chunk_shader.ts` dispatches every pass.
+ * window families (`readout`, `query_grads`, `pair_column_grads`, `base_readout_grads`, ...); `fast_weight_chunk_shader.ts` dispatches every pass.
  */
 export function additiveShader(
   pass: AdditivePass,
@@ -106,7 +106,7 @@ ${flatEntry("u.B * H * u.T")}
           : ""
       }
 }`;
-    case "local":
+    case "state_increment":
       return head + chunkSteps(false) + `
 var<workgroup> me: array<f32, CP>;
 ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
@@ -139,7 +139,7 @@ ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
     cw[u.exitBaseKind + bh * nck() + n] = f32(base_kind(len - 1u));
   }
 }`;
-    case "scan":
+    case "state_scan":
       return head + `
 ${flatEntry("u.B * H * DK * DV")}
   let e = idx % (DK * DV);
@@ -155,10 +155,10 @@ ${flatEntry("u.B * H * DK * DV")}
   }
   cw[u.finalState + idx] = st;
 }`;
-    case "out":
-    case "dq":
+    case "readout":
+    case "query_grads":
       return head + chunkSteps(delta) + rowsKernel(pass, s, windowSlots(config) - 1, delta);
-    case "uv":
+    case "base_readout_grads":
       return head + chunkSteps(delta) + `
 ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
   let h = bh % H;
@@ -215,7 +215,7 @@ ${flatEntry("u.B * H * DK * DV")}
   out[u.gDS0 + idx] = acc;
   out[u.gDC + idx] = gs;
 }`;
-    case "cols":
+    case "pair_column_grads":
       return head + chunkSteps(delta) + colsKernel(s, windowSlots(config) - 1, delta ? "delta" : "additive");
     case "readout_dw":
       return head + chunkSteps(true) + colsKernel(s, 0, "deltaNoExit");
@@ -264,11 +264,11 @@ ${flatEntry("u.B * H * (PAD + u.T + 1u)")}
 }
 
 /**
- * `out`: `o_t = exp(P_t) base_t^T q_t + sum_j (M[t,j] q_t.x_j) y_j`;
- * `dq`: `dq_t = exp(P_t) base_t dO_t + sum_j (M[t,j] dO_t.y_j) x_j` (= `S_t dO_t`).
+ * `readout`: `o_t = exp(P_t) base_t^T q_t + sum_j (M[t,j] q_t.x_j) y_j`;
+ * `query_grads`: `dq_t = exp(P_t) base_t dO_t + sum_j (M[t,j] dO_t.y_j) x_j` (= `S_t dO_t`).
  */
-function rowsKernel(pass: "out" | "dq", s: ChunkShape, pad: number, delta: boolean): string {
-  const fwd = pass === "out";
+function rowsKernel(pass: "readout" | "query_grads", s: ChunkShape, pad: number, delta: boolean): string {
+  const fwd = pass === "readout";
   // the dO row of block row r (bound to t\${r}), for the dq kernel's inter-chunk part
   const NC = fwd ? "DV" : "DK";
   const doutAt = "dout[((b * u.T + t${r}) * H + h) * DV";
@@ -338,7 +338,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
 }
 
 /**
- * `cols`: for pair columns `j` of the chunk (`j = a-PAD .. e`), with `G` the exit-state gradient:
+ * `pair_column_grads`: for pair columns `j` of the chunk (`j = a-PAD .. e`), with `G` the exit-state gradient:
  * `dx_j = sum_t M[t,j] (y_j.dO_t) q_t + M[e,j] G y_j`, `dy_j = sum_t M[t,j] (q_t.x_j) dO_t + M[e,j] G^T x_j`,
  * and `dWriteGainTerms[j, o] = sum_{t >= s} [seg] exp(P_t - P_s) (q_t.x_j)(y_j.dO_t) + [seg] exp(P_e - P_s) x_j^T G y_j`
  * for `s = j + o` (the terms of `d g_s`).
@@ -446,7 +446,7 @@ ${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
 }
 
 /**
- * WGSL of the `out` / `dq` scores as 4 x 4 register tiles: `sc[tr * CP + jj] = M[t, j] sum_k A(t, k) B(j, k)`
+ * WGSL of the `readout` / `query_grads` scores as 4 x 4 register tiles: `sc[tr * CP + jj] = M[t, j] sum_k A(t, k) B(j, k)`
  * over `k < K` for the tile's rows `tr < R` (`t = a + r0 + tr`) and pair columns `jj < CP`, zero where the
  * mask is; `a` / `b` are WGSL templates with `${r}` (row of the block, bound to `t${r}`) / `${c}` (pair
  * column, bound to `jx${c}`) and the loop index `k`. Reads are clamped to valid rows and columns.
@@ -476,7 +476,7 @@ function scoreTile(K: string, a: string, b: string): string {
 }
 
 /**
- * WGSL of one `cols` exit-state product as 4 x 4 register tiles: `dst[jr * N + o] = sum_k A(o, k) B(j, k)`
+ * WGSL of one `pair_column_grads` exit-state product as 4 x 4 register tiles: `dst[jr * N + o] = sum_k A(o, k) B(j, k)`
  * over `k < K`, for the tile's pair columns `jr < RC` and outputs `o < N`; `a` / `b` are WGSL templates
  * with `${r}` (output row of the block) / `${c}` (pair column of the block, bound to `jx${c}`) and the
  * loop index `k`. Reads are clamped inside the arrays; what lies outside is not stored.
@@ -496,7 +496,7 @@ function exitTile(dst: string, N: string, K: string, a: string, b: string): stri
 }
 
 /**
- * WGSL of a `cols` gradient as 4 x 4 blocks (pair columns `jr0 + r` x entries `o0 + c`, `o < N`):
+ * WGSL of a `pair_column_grads` gradient as 4 x 4 blocks (pair columns `jr0 + r` x entries `o0 + c`, `o < N`):
  * `v = mex[jr] ex[jr, o] + sum_{tt < len} w[jr, tt] B(tt, o)` with `w` the workgroup weights (`wq`, `wd`),
  * `b` a WGSL template in `${c}` and the loop index `k`; `store(o)` writes `v` for the pair `j`.
  */
@@ -523,7 +523,7 @@ function colsGradTile(N: string, w: string, b: string, ex: string, store: (o: st
 }
 
 /**
- * WGSL pieces of the `cols` kernel's 4 x 4 register tile (rows `tt0 + r` x pair columns `jr0 + c`):
+ * WGSL pieces of the `pair_column_grads` kernel's 4 x 4 register tile (rows `tt0 + r` x pair columns `jr0 + c`):
  * `qx` = q_t . x_j, `yd` = dO_t . y_j, then the masked stores of the readout weights and their gradient
  * terms. Rows and columns past the chunk are clamped for the loads and skipped at the store.
  */

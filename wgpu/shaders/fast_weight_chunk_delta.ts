@@ -15,14 +15,14 @@
  *   `Bv = [start] exp(P_e) S0 + X^T diag(Gam[e,:]) U0`.
  *
  * Kernels (`fastweight_chunk_<pass>_f32`): `solve_matrix` (per `(b, h, chunk)`, 4 x 4 blocks: `A`), `solve`
- * (per `(b, h, chunk)`, one invocation per column of `U0 | V`: forward substitution), `trans` (per
+ * (per `(b, h, chunk)`, one invocation per column of `U0 | V`: forward substitution), `transition` (per
  * `(b, h, chunk)`, 4 x 4 blocks: `K`, `Bv`), `delta_state_scan` (per `(b, h)` and 4 value columns, sequential over
  * chunks: `S_in` of every chunk), `pseudo_values` (per `(b, h, t, column)`: `W`). The readout runs the
- * shared `out` kernel with values `w`.
- * Backward: `uv`, `readout_dw` (the readout's `dW` without the exit term, `Qd`) and `scan_link`
- * (`L_n = U_n - V^T Qd`) give the reverse scan `delta_reverse_scan` (`G_{n-1} = K_n^T G_n + L_n`); then `cols`
+ * shared `readout` kernel with values `w`.
+ * Backward: `base_readout_grads`, `readout_dw` (the readout's `dW` without the exit term, `Qd`) and `scan_link`
+ * (`L_n = U_n - V^T Qd`) give the reverse scan `delta_reverse_scan` (`G_{n-1} = K_n^T G_n + L_n`); then `pair_column_grads`
  * (`dx` of the readout and exit, `dW`), `solve_transposed` (`dR = (I + A)^-T dW`, back substitution per
- * column), `dq`, `pairs` (per `(b, h, chunk, RP rows)`: everything `A` and `R` feed: `dx`, `dy = b dR`,
+ * column), `query_grads`, `solve_input_grads` (per `(b, h, chunk, RP rows)`: everything `A` and `R` feed: `dx`, `dy = b dR`,
  * `da`, `db`, the log-decay terms), `delta_decay_grads`/`delta_coef_grads` (`d log gamma`, then `coef_back`), `s0_grad_parts`/
  * `s0_grad_sum` (`dS0`) and `pair_row_grads` (the statistic's `dx`).
  * Log-decay gradient (`delta_decay_grads`, `decayGradKernel` of `chunk_wgsl.ts`): per step `r`, the sum over the
@@ -59,13 +59,13 @@ import {
 export const DELTA_ONLY_PASSES = [
   "solve_matrix",
   "solve",
-  "trans",
+  "transition",
   "delta_state_scan",
   "pseudo_values",
   "scan_link",
   "delta_reverse_scan",
   "solve_transposed",
-  "pairs",
+  "solve_input_grads",
   "delta_decay_grads",
   "delta_coef_grads",
   "s0_grad_parts",
@@ -134,7 +134,7 @@ ${chunkEntry("1u")}
     }
   }
 }`;
-    case "trans":
+    case "transition":
       return head + chunkSteps(true) + `
 var<workgroup> ge: array<f32, C>;
 ${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
@@ -236,7 +236,7 @@ ${chunkEntry("1u")}
     }
   }
 }`;
-    case "pairs":
+    case "solve_input_grads":
       return head + chunkSteps(true) + pairsKernel(s);
     case "delta_decay_grads":
       return head + chunkSteps(true) + decayGradKernel(true);
@@ -289,7 +289,7 @@ function solveMatrixBlock(): string {
 }
 
 /**
- * WGSL of one `pairs` block (rows `jt = r0 + jr0 + r`, columns `kk = kb0 + c`): per entry in one segment
+ * WGSL of one `solve_input_grads` block (rows `jt = r0 + jr0 + r`, columns `kk = kb0 + c`): per entry in one segment
  * off the diagonal, with `(t, s) = (max, min)(jt, kk)`, `f = -(dR_t . W_s) a_t exp(Pp_t - P_s)` into `scx`,
  * and below the diagonal `-(dR_t . W_s) exp(Pp_t - P_s) (x_jt . x_kk)` into `sv1` and `f (x_jt . x_kk)`
  * into `decayWeightsSolve`; zero elsewhere.
@@ -356,7 +356,7 @@ function stateBlock(a: string, b: string, w: string, assign: (e: string) => stri
 }
 
 /**
- * `pairs`: for rows `j` of the chunk, with `F[t,s] = -(dR_t.w_s) a_t Gp[t,s]` (`s < t`):
+ * `solve_input_grads`: for rows `j` of the chunk, with `F[t,s] = -(dR_t.w_s) a_t Gp[t,s]` (`s < t`):
  * `dx_j += sum_k (F[j,k] + F[k,j]) x_k - a_j exp(Pp_j) base_j dR_j`, `dy_j = b_j dR_j`,
  * `da_j = sum_s -(dR_j.w_s) Gp[j,s] x_j.x_s - exp(Pp_j) dR_j.(base_j^T x_j)`, `db_j = dR_j.y_j`,
  * and the decay factors' shares for `delta_decay_grads`: `decayWeightsSolve[t,s] = F[t,s] x_t.x_s` (factor `Gp[t,s]`) and

@@ -24,7 +24,7 @@
  * step), `window_transition` (`K`, `Bv`, 4 x 4 tiles), the shared `delta_state_scan` (`S_in` of every chunk), `window_pseudo_values` (`W`,
  * per `(b, h, chunk)`, 4 x 4 tiles of rows x value columns), `window_readout` (per `(b, h, chunk, R rows)`: the
  * outputs).
- * Backward (after recomputing the forward): the shared `uv`; `window_readout_dw` (the readout's `dW`: `dPseudoValuesReadout`);
+ * Backward (after recomputing the forward): the shared `base_readout_grads`; `window_readout_dw` (the readout's `dW`: `dPseudoValuesReadout`);
  * `window_scan_link` (`L_n = U_n - V^T Qd`, 4 x 4 tiles of the state); the shared reverse scan `delta_reverse_scan`; `window_row_grads`
  * (per `(b, h, chunk, RC steps)`: every instance row's `dW` and readout/exit `dx`, the decay weights
  * `decayWeightsReadout`, `decayWeightsExit`); `window_solve_transposed` (`dR = (I + A)^-T dW`, per `(b, h, chunk, 16 value columns)`, 4 invocations

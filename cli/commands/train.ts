@@ -213,16 +213,20 @@ export function trainCommand() {
         ["lsd", "msd"] as const,
       ),
     )
+    .option(
+      "--max-digits <n>",
+      "addition: the largest training operand length L in digits (default: the preset's)",
+    )
     .option("--bos", "addition: a beginning-of-sequence token before every example")
     .option(
       "--index-hints <n>",
       "addition: n hint ids; before every digit a hint naming its place, at a random offset in training " +
-        "and 0 in evaluation (n >= the preset's max digits + 1; default 0 = off)",
+        "and 0 in evaluation (n >= --max-digits + 1; default 0 = off)",
     )
     .option("--equal-length", "addition: both training operands of the same length")
     .option(
       "--curriculum <start:fraction>",
-      "addition: the largest training operand length rises from start digits to the preset's over " +
+      "addition: the largest training operand length rises from start digits to --max-digits over " +
         "the first fraction of the steps (e.g. 8:0.1; default off)",
     )
     .option(
@@ -238,6 +242,7 @@ export function trainCommand() {
     .action(async (o, command) => {
       const seed = integer("--seed", o.seed, 0);
       const addition = {
+        maxDigits: o.maxDigits === undefined ? undefined : integer("--max-digits", o.maxDigits, 1),
         operandOrder: o.operandOrder,
         format: o.answerOrder,
         bos: o.bos,

@@ -78,6 +78,13 @@ Deno.test("falcon train rejects bad input with exit 2 before any work", async ()
         /--curriculum 3:0.5: addition: curriculum.startDigits must be an integer in \[1, maxDigits = 2\], got 3/,
       ],
       [["--task", "mqar", "--bos"], /--bos applies to the addition task only, not mqar/],
+      [["--max-digits", "0"], /--max-digits must be an integer >= 1, got "0"/],
+      [["--task", "mqar", "--max-digits", "4"], /--max-digits 4 applies to the addition task only, not mqar/],
+      // the other options are checked against the training length given, not the preset's
+      [
+        ["--max-digits", "3", "--index-hints", "3"],
+        /--index-hints 3: addition: indexHints must be 0 \(off\) or an integer >= maxDigits \+ 1 = 4/,
+      ],
     ];
     for (const [args, pattern] of cases) {
       const out = `${dir}/run`;
@@ -176,6 +183,20 @@ Deno.test("falcon train records the addition format options in the checkpoint an
       order.err,
       /--operand-order msd does not match the checkpoint .*, which has --operand-order lsd/,
     );
+  });
+});
+
+Deno.test("falcon train --max-digits sets the training length: recorded, summarised at it, checked on resume", async () => {
+  await withTempDir(async (dir) => {
+    const out = `${dir}/run`;
+    const r = await run(["train", "--rule", "falcon1a", "--steps", "2", "--out", out, "--max-digits", "4"]);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /in-distribution \(1-4 digits, \d+ examples\)/);
+    const saved = await loadCheckpoint(`${out}/checkpoint.safetensors`);
+    assert.equal((saved.task as { maxDigits: number }).maxDigits, 4);
+    const other = await run(["train", "--out", out, "--resume", "--steps", "3", "--max-digits", "5"]);
+    assert.equal(other.code, 2);
+    assert.match(other.err, /--max-digits 5 does not match the checkpoint .*, which has --max-digits 4/);
   });
 });
 

@@ -134,6 +134,7 @@ export async function prepareRun(args: string[]): Promise<string> {
         steps: { type: "string" },
         seed: { type: "string", default: "0" },
         corpus: { type: "string" },
+        "max-digits": { type: "string" },
         "operand-order": { type: "string" },
         "answer-order": { type: "string" },
         bos: { type: "boolean" },
@@ -197,6 +198,7 @@ export async function prepareRun(args: string[]): Promise<string> {
     explicit,
     // given for every task: planRun refuses addition options for another task, naming the flag
     addition: {
+      maxDigits: integer("--max-digits", values["max-digits"], 1),
       operandOrder: values["operand-order"] as "msd" | "lsd" | undefined,
       format: values["answer-order"] as "lsd" | "msd" | undefined,
       bos: values.bos,

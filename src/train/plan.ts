@@ -34,8 +34,8 @@ import {
 import { preset, presetTaskConfig } from "./presets.ts";
 import { CHECKPOINT_FILE, type TrainSetup, validateSetup } from "./trainer.ts";
 
-/** The addition format options a run request may set (`maxDigits` is the preset's). */
-export type AdditionRunOptions = Omit<AdditionOptions, "task" | "maxDigits">;
+/** The addition options a run request may set over the preset's (`maxDigits` too: the training length). */
+export type AdditionRunOptions = Omit<AdditionOptions, "task">;
 
 /** What the user asked for. Fields named in `explicit` were given by the user (not defaults). */
 export interface RunRequest {
@@ -187,6 +187,7 @@ function resumeConfigs(request: RunRequest, state: CheckpointState, path: string
 
 /** The command-line flag of each addition format option (for error messages). */
 export const ADDITION_OPTION_FLAGS: Readonly<Record<keyof AdditionRunOptions, string>> = {
+  maxDigits: "--max-digits",
   format: "--answer-order",
   operandOrder: "--operand-order",
   bos: "--bos",
@@ -220,11 +221,17 @@ function givenAdditionOptions(options: AdditionRunOptions | undefined): [Additio
  * the preset's `maxDigits` so that an error names the flag and its value.
  */
 function additionTask(base: TaskConfig, options: AdditionRunOptions | undefined): TaskConfig {
-  const fromPreset = additionConfig(base as AdditionConfig);
+  // the other options are checked against the training length the run will have
+  const maxDigits = options?.maxDigits;
+  const fromPreset = maxDigits === undefined
+    ? additionConfig(base as AdditionConfig)
+    : asInput(optionText("maxDigits", maxDigits), () =>
+      additionConfig({ ...(base as AdditionConfig), maxDigits }));
   for (const [field, value] of givenAdditionOptions(options)) {
     asInput(optionText(field, value), () => additionConfig({ ...fromPreset, [field]: value }));
   }
-  return asInput("addition options", () => additionConfig({ ...fromPreset, ...options }));
+  const given = Object.fromEntries(givenAdditionOptions(options));
+  return asInput("addition options", () => additionConfig({ ...fromPreset, ...given }));
 }
 
 /** The default corpus as bytes, with its name. */

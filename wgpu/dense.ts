@@ -11,6 +11,7 @@ import type {
   AdamWParams,
   AdamWSlot,
   DenseOps,
+  FusedDenseOp,
   MatmulOptions,
   StepGuard,
   Tensor,
@@ -38,6 +39,7 @@ import {
   type MatmulVariant,
 } from "./shaders/matmul.ts";
 import {
+  addRmsNormForwardShader,
   crossEntropyShader,
   finishSumShader,
   rmsNormBackwardShader,
@@ -135,8 +137,8 @@ export function checkMatmulPrecision(device: GPUDevice, precision: string): Matm
   return precision as MatmulPrecision;
 }
 
-/** The dense ops of the `webgpu` backend, with the optional multi-tensor AdamW. */
-export type WebGpuDenseOps = DenseOps & { adamwMany: NonNullable<DenseOps["adamwMany"]> };
+/** The dense ops of the `webgpu` backend, with the optional multi-tensor AdamW and fused ops. */
+export type WebGpuDenseOps = DenseOps & Required<Pick<DenseOps, "adamwMany" | FusedDenseOp>>;
 
 /** The dense ops on a runtime. */
 export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): WebGpuDenseOps {
@@ -147,12 +149,28 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
     buffers: Binding[],
     n: number,
     extra: number[] = [],
+    words: { u: number }[] = [],
   ) => {
     if (n === 0) return;
-    const u = rt.uniform([{ u: n }, ...extra.map((f) => ({ f }))]);
+    const u = rt.uniform([{ u: n }, ...extra.map((f) => ({ f })), ...words]);
     rt.dispatch(rt.pipeline(key, code), [...buffers, u], grid(Math.ceil(n / ELEMENTWISE_WG)));
   };
   const buf = gpuBinding;
+
+  /**
+   * Whether the next dispatch may write `out` as over zeros: a zero-fill of exactly `out` is pending
+   * and none of `inputs` shares its buffer; the fill is then dropped ({@linkcode GpuRuntime.takeClear}),
+   * and the caller must record that dispatch next. Tensors of a block keep their fills (a block's
+   * fills merge into one clear).
+   */
+  const fresh = (out: Tensor, ...inputs: (Tensor | null)[]): boolean => {
+    const t = liveTensor(out);
+    if (t.block || out.size === 0) return false;
+    for (const x of inputs) if (x && liveTensor(x).buffer === t.buffer) return false;
+    return rt.takeClear(t.buffer, t.offset, out.size * 4) ||
+      (t.offset === 0 && rt.takeClear(t.buffer, 0, t.buffer.size));
+  };
+  const flag = (b: boolean) => ({ u: b ? 1 : 0 });
 
   /**
    * The storage buffer of AdamW's per-step values `[lr, c1, c2, gradScale, normScale]`: rewritten only
@@ -266,7 +284,7 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
       // big tiles: the fastest of the variants timed at N = 4096 on the H200 (docs/performance.md,
       // f32 8x8x8 at 22.0 TFLOP/s, f16 4x8x16 at 22.2)
       const half = precision === "f16";
-      const variant: MatmulVariant = {
+      const variant: { -readonly [K in keyof MatmulVariant]: MatmulVariant[K] } = {
         transA: !!options.transA,
         transB: !!options.transB,
         accumulate: !!options.accumulate,
@@ -275,6 +293,8 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
         bk: big && !half ? 8 : 16,
         precision,
       };
+      // out += product over zeros is out = product (the sum starts at 0 either way)
+      if (fresh(out, a, b)) variant.accumulate = false;
       const [BM, BN] = matmulTile(variant);
       const tiles = Math.ceil(N / BN) * Math.ceil(M / BM);
       const { slices, depth } = splitKPlan(tiles, K, variant.bk);
@@ -291,7 +311,7 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
       const split: MatmulVariant = { ...variant, accumulate: false, splitK: true };
       const pipe = rt.pipeline(matmulKey(split), () => matmulShader(split));
       const [A, B] = [buf(a, "a"), buf(b, "b")];
-      slicedInto(out, "out", M * N, slices, !!options.accumulate, (partial) => {
+      slicedInto(out, "out", M * N, slices, variant.accumulate, (partial) => {
         rt.dispatch(pipe, [partial, A, B, u], [Math.ceil(N / BN), Math.ceil(M / BM), slices]);
       });
     },
@@ -371,12 +391,43 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
       ], grid(N));
     },
 
+    addRmsNormForward(sum, out, rstd, a, b, weight, eps) {
+      const D = a.shape[a.shape.length - 1];
+      const N = a.size / D;
+      sameSize("addRmsNormForward", ["a", a], ["b", b], ["sum", sum], ["out", out]);
+      if (rstd.size !== N) {
+        throw new RangeError(`addRmsNormForward: rstd has ${rstd.size} elements, expected ${N}`);
+      }
+      if (weight && weight.size !== D) {
+        throw new RangeError(`addRmsNormForward: weight has ${weight.size}, expected ${D}`);
+      }
+      if (N === 0) return;
+      const u = rt.uniform([{ u: N }, { u: D }, { u: weight ? 1 : 0 }, { f: eps }]);
+      rt.dispatch(rt.pipeline("add_rmsnorm_forward_f32", addRmsNormForwardShader), [
+        buf(sum, "sum"),
+        buf(out, "out"),
+        buf(rstd, "rstd"),
+        buf(a, "a"),
+        buf(b, "b"),
+        weight ? buf(weight, "weight") : rt.zeroBuffer(),
+        u,
+      ], grid(N));
+    },
+
     rmsNormBackward(dx, dWeight, dOut, x, weight, rstd) {
       const D = x.shape[x.shape.length - 1];
       const N = x.size / D;
       sameSize("rmsNormBackward", ["x", x], ["dx", dx], ["dOut", dOut]);
       if (N === 0) return;
-      const u = rt.uniform([{ u: N }, { u: D }, { u: weight ? 1 : 0 }, { u: 0 }]);
+      if (dWeight && dWeight.size !== D) {
+        throw new RangeError(`rmsNormBackward: dWeight has ${dWeight.size}, expected ${D}`);
+      }
+      const u = rt.uniform([
+        { u: N },
+        { u: D },
+        { u: weight ? 1 : 0 },
+        flag(fresh(dx, dOut, x, weight, rstd)),
+      ]);
       rt.dispatch(rt.pipeline("rmsnorm_backward_f32", rmsNormBackwardShader), [
         buf(dx, "dx"),
         buf(dOut, "dOut"),
@@ -386,9 +437,6 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
         u,
       ], grid(N));
       if (dWeight) {
-        if (dWeight.size !== D) {
-          throw new RangeError(`rmsNormBackward: dWeight has ${dWeight.size}, expected ${D}`);
-        }
         const S = Math.ceil(N / ROWS_PER_SLICE);
         const uw = rt.uniform([{ u: D }, { u: N }, { u: ROWS_PER_SLICE }]);
         const pipe = rt.pipeline("rmsnorm_weight_grad_f32", rmsNormWeightGradShader);
@@ -409,13 +457,23 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
         "up",
         up,
       ]);
-      elementwise("swiglu_backward_f32", swigluBackwardShader, [
-        buf(dGate),
-        buf(dUp),
-        buf(dOut),
-        buf(gate),
-        buf(up),
-      ], n);
+      if (n === 0) return;
+      const freshGate = fresh(dGate, dOut, gate, up);
+      const freshUp = liveTensor(dUp).buffer !== liveTensor(dGate).buffer && fresh(dUp, dOut, gate, up);
+      elementwise(
+        "swiglu_backward_f32",
+        swigluBackwardShader,
+        [
+          buf(dGate),
+          buf(dUp),
+          buf(dOut),
+          buf(gate),
+          buf(up),
+        ],
+        n,
+        [],
+        [flag(freshGate), flag(freshUp)],
+      );
     },
 
     activationForward(kind: Activation, out, x, scale) {
@@ -427,6 +485,8 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
 
     activationBackward(kind: Activation, dx, dOut, x, scale) {
       const n = sameSize(`activationBackward(${kind})`, ["dx", dx], ["dOut", dOut], ["x", x]);
+      if (n === 0) return;
+      const fromZero = fresh(dx, dOut, x);
       elementwise(
         `act_backward_${kind}_f32`,
         () => activationShader(kind, "backward"),
@@ -437,6 +497,7 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
         ],
         n,
         [scale],
+        [flag(fromZero)],
       );
     },
 
@@ -499,7 +560,7 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
         seg,
         u,
       ], grid(Math.ceil(n / 256)));
-      const ux = rt.uniform([{ u: n }, { u: T }, { u: C }, { u: W }, { u: 0 }]);
+      const ux = rt.uniform([{ u: n }, { u: T }, { u: C }, { u: W }, flag(fresh(dx, x, weight))]);
       rt.dispatch(rt.pipeline("shortconv_inputgrad_f32", shortConvInputGradShader), [
         buf(dx, "dx"),
         dpre.buffer,
@@ -535,11 +596,35 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
       ], grid(N));
     },
 
+    crossEntropyForwardBackward(losses, dLogits, logits, targets, weights) {
+      sameSize("crossEntropyForwardBackward", ["dLogits", dLogits], ["logits", logits]);
+      const { N, V, t, w } = xentRows(logits, targets, weights);
+      if (losses.size !== N) {
+        throw new RangeError(`crossEntropyForwardBackward: losses has ${losses.size}, expected ${N}`);
+      }
+      const lossBuffer = liveTensor(losses, "losses").buffer;
+      if (lossBuffer === liveTensor(dLogits).buffer || lossBuffer === liveTensor(logits).buffer) {
+        throw new RangeError(
+          "crossEntropyForwardBackward: losses must not share storage with dLogits or logits",
+        );
+      }
+      if (N === 0) return;
+      const u = rt.uniform([{ u: N }, { u: V }, flag(fresh(dLogits, logits))]);
+      rt.dispatch(rt.pipeline("xent_forward_backward_f32", () => crossEntropyShader("both")), [
+        buf(dLogits, "dLogits"),
+        buf(logits, "logits"),
+        t,
+        w,
+        u,
+        buf(losses, "losses"),
+      ], grid(N));
+    },
+
     crossEntropyBackward(dLogits, logits, targets, weights) {
       sameSize("crossEntropyBackward", ["dLogits", dLogits], ["logits", logits]);
       const { N, V, t, w } = xentRows(logits, targets, weights);
       if (N === 0) return;
-      const u = rt.uniform([{ u: N }, { u: V }]);
+      const u = rt.uniform([{ u: N }, { u: V }, flag(fresh(dLogits, logits))]);
       rt.dispatch(rt.pipeline("xent_backward_f32", () => crossEntropyShader("backward")), [
         buf(dLogits, "dLogits"),
         buf(logits, "logits"),

@@ -225,9 +225,8 @@ export class FastWeightMixer implements Mixer {
     }
     if (acts.o) be.dispose(acts.o);
     acts.o = result.o;
-    const oNorm = ctx.ws.get("mixer.oNorm", result.o.shape);
-    be.rmsNormForward(oNorm, acts.oRstd, result.o, this.#oNorm.value, NORM_EPS);
-    be.copy(acts.oFlat, oNorm);
+    // per-head norm (rows of Dv) written as rows of D: the same memory, and the op checks sizes only
+    be.rmsNormForward(acts.oFlat, acts.oRstd, result.o, this.#oNorm.value, NORM_EPS);
     let y = acts.oFlat;
     if (this.#gate && acts.gatePre && acts.gated) {
       linearForward(be, acts.gatePre, x, this.#gate);
@@ -254,10 +253,8 @@ export class FastWeightMixer implements Mixer {
       be.swigluBackward(dGatePre, dOFlat, dY, acts.gatePre, acts.oFlat);
       linearBackward(be, dx, dGatePre, x, this.#gate);
     }
-    const dONorm = ctx.ws.get("mixer.dONorm", acts.o.shape);
-    be.copy(dONorm, dOFlat);
     const dO = ctx.ws.get("mixer.dO", acts.o.shape, true);
-    be.rmsNormBackward(dO, this.#oNorm.grad, dONorm, acts.o, this.#oNorm.value, acts.oRstd);
+    be.rmsNormBackward(dO, this.#oNorm.grad, dOFlat, acts.o, this.#oNorm.value, acts.oRstd);
     const g = be.fastWeightBackward(this.#rule, this.#inputs(ctx, acts), dO, this.#form);
     if (this.#beta && acts.betaPre) {
       this.#streamBackward(ctx, x, dx, this.#beta, acts.betaPre, g.dbeta, "beta");

@@ -219,6 +219,21 @@ export interface DenseOps {
     weight: Tensor | null,
     rstd: Tensor,
   ): void;
+  /**
+   * `sum = a + b`, then {@linkcode DenseOps.rmsNormForward} of `sum` into `out` and `rstd`: a residual
+   * add and the norm after it. Bit for bit `add(sum, a, b)` then `rmsNormForward(out, rstd, sum,
+   * weight, eps)`. Optional (fused where a backend has one pass for both, WebGPU):
+   * {@linkcode addRmsNormForward} makes the two calls where it is absent.
+   */
+  addRmsNormForward?(
+    sum: Tensor,
+    out: Tensor,
+    rstd: Tensor,
+    a: Tensor,
+    b: Tensor,
+    weight: Tensor | null,
+    eps: number,
+  ): void;
   /** `out = silu(gate) * up`. */
   swigluForward(out: Tensor, gate: Tensor, up: Tensor): void;
   /** Accumulates into `dGate`, `dUp`. */
@@ -256,6 +271,18 @@ export interface DenseOps {
   crossEntropyForward(losses: Tensor, logits: Tensor, targets: Int32Array, weights: Float32Array): void;
   /** `dLogits += weights[n] * (softmax - onehot)`. */
   crossEntropyBackward(dLogits: Tensor, logits: Tensor, targets: Int32Array, weights: Float32Array): void;
+  /**
+   * {@linkcode DenseOps.crossEntropyForward} into `losses` and {@linkcode DenseOps.crossEntropyBackward}
+   * into `dLogits` (accumulating) from one softmax per row, bit for bit the two calls. Optional (WebGPU
+   * fuses them): {@linkcode crossEntropyForwardBackward} makes the two calls where it is absent.
+   */
+  crossEntropyForwardBackward?(
+    losses: Tensor,
+    dLogits: Tensor,
+    logits: Tensor,
+    targets: Int32Array,
+    weights: Float32Array,
+  ): void;
   /**
    * Causal softmax attention with RoPE on q and k (Transformer baseline): q, k, v, out `[B, T, H, D]`.
    * Sequence starts cut attention and restart RoPE positions. Stores log-sum-exp `lse` `[B, T, H]`.
@@ -312,6 +339,44 @@ export interface DenseOps {
    * fixed order (deterministic), the tensors in the order given.
    */
   accumulateSum(out: Tensor, index: number, xs: readonly Tensor[], squares: boolean): void;
+}
+
+/** The optional dense ops that fuse two plain ones (a backend without them is the plain pair). */
+export type FusedDenseOp = "addRmsNormForward" | "crossEntropyForwardBackward";
+
+/** {@linkcode DenseOps.addRmsNormForward} on `ops`: the fused op where it exists, else `add` then `rmsNormForward`. */
+export function addRmsNormForward(
+  ops: DenseOps,
+  sum: Tensor,
+  out: Tensor,
+  rstd: Tensor,
+  a: Tensor,
+  b: Tensor,
+  weight: Tensor | null,
+  eps: number,
+): void {
+  if (ops.addRmsNormForward) return ops.addRmsNormForward(sum, out, rstd, a, b, weight, eps);
+  ops.add(sum, a, b);
+  ops.rmsNormForward(out, rstd, sum, weight, eps);
+}
+
+/**
+ * {@linkcode DenseOps.crossEntropyForwardBackward} on `ops`: the fused op where it exists, else
+ * `crossEntropyForward` then `crossEntropyBackward`.
+ */
+export function crossEntropyForwardBackward(
+  ops: DenseOps,
+  losses: Tensor,
+  dLogits: Tensor,
+  logits: Tensor,
+  targets: Int32Array,
+  weights: Float32Array,
+): void {
+  if (ops.crossEntropyForwardBackward) {
+    return ops.crossEntropyForwardBackward(losses, dLogits, logits, targets, weights);
+  }
+  ops.crossEntropyForward(losses, logits, targets, weights);
+  ops.crossEntropyBackward(dLogits, logits, targets, weights);
 }
 
 /** A complete backend: tensor storage plus every kernel. */

@@ -428,6 +428,32 @@ function crossEntropyBackward(
   }
 }
 
+/** `add` then `rmsNormForward` (the reference has no fused pass: this is the definition). */
+function addRmsNormForward(
+  sum: Tensor,
+  out: Tensor,
+  rstd: Tensor,
+  a: Tensor,
+  b: Tensor,
+  weight: Tensor | null,
+  eps: number,
+): void {
+  add(sum, a, b);
+  rmsNormForward(out, rstd, sum, weight, eps);
+}
+
+/** `crossEntropyForward` then `crossEntropyBackward` (the definition of the fused op). */
+function crossEntropyForwardBackward(
+  losses: Tensor,
+  dLogits: Tensor,
+  logits: Tensor,
+  targets: Int32Array,
+  weights: Float32Array,
+): void {
+  crossEntropyForward(losses, logits, targets, weights);
+  crossEntropyBackward(dLogits, logits, targets, weights);
+}
+
 interface AttentionDims {
   B: number;
   T: number;
@@ -669,6 +695,7 @@ export const refDenseOps: DenseOps = {
   embeddingForward,
   embeddingBackward,
   rmsNormForward,
+  addRmsNormForward,
   rmsNormBackward,
   swigluForward,
   swigluBackward,
@@ -682,6 +709,7 @@ export const refDenseOps: DenseOps = {
   shortConvBackward,
   crossEntropyForward,
   crossEntropyBackward,
+  crossEntropyForwardBackward,
   attentionForward,
   attentionBackward,
   adamw,

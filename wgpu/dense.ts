@@ -224,6 +224,29 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
       (o, p) => sliceSum(o, p, n, S, accumulate),
     );
 
+  /** The GEMM variant, its workgroups and its split of `K` for an `M x N x K` product (the choice of `matmul`). */
+  function matmulPlan(M: number, N: number, K: number, options: MatmulOptions) {
+    // big tiles (128 x 128 per workgroup) only where they still give a workgroup to every SM of a
+    // large GPU (e.g. 4096 x 256 outputs run faster as 256 tiles of 64 x 64 than 64 of 128 x 128)
+    const big = M * N >= 256 * 256 && Math.ceil(M / 128) * Math.ceil(N / 128) >= BIG_TILE_MIN_TILES;
+    // big tiles: the fastest of the variants timed at N = 4096 on the H200 (docs/performance.md,
+    // f32 8x8x8 at 22.0 TFLOP/s, f16 4x8x16 at 22.2)
+    const half = precision === "f16";
+    const variant: { -readonly [K in keyof MatmulVariant]: MatmulVariant[K] } = {
+      transA: !!options.transA,
+      transB: !!options.transB,
+      accumulate: !!options.accumulate,
+      tm: big && !half ? 8 : 4,
+      tn: big ? 8 : 4,
+      bk: big && !half ? 8 : 16,
+      precision,
+    };
+    const [BM, BN] = matmulTile(variant);
+    const groups: [number, number] = [Math.ceil(N / BN), Math.ceil(M / BM)];
+    const { slices, depth } = splitKPlan(groups[0] * groups[1], K, variant.bk);
+    return { variant, groups, slices, depth };
+  }
+
   function checkStep(op: string, p: AdamWParams): void {
     if (!(Number.isInteger(p.step) && p.step >= 1)) {
       throw new RangeError(`${op}: step must be >= 1, got ${p.step}`);
@@ -278,42 +301,99 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
     matmul(out, a, b, options: MatmulOptions = {}) {
       const [M, N, K] = matmulDims(out, a, b, options);
       if (M === 0 || N === 0) return;
-      // big tiles (128 x 128 per workgroup) only where they still give a workgroup to every SM of a
-      // large GPU (e.g. 4096 x 256 outputs run faster as 256 tiles of 64 x 64 than 64 of 128 x 128)
-      const big = M * N >= 256 * 256 && Math.ceil(M / 128) * Math.ceil(N / 128) >= BIG_TILE_MIN_TILES;
-      // big tiles: the fastest of the variants timed at N = 4096 on the H200 (docs/performance.md,
-      // f32 8x8x8 at 22.0 TFLOP/s, f16 4x8x16 at 22.2)
-      const half = precision === "f16";
-      const variant: { -readonly [K in keyof MatmulVariant]: MatmulVariant[K] } = {
-        transA: !!options.transA,
-        transB: !!options.transB,
-        accumulate: !!options.accumulate,
-        tm: big && !half ? 8 : 4,
-        tn: big ? 8 : 4,
-        bk: big && !half ? 8 : 16,
-        precision,
-      };
+      const plan = matmulPlan(M, N, K, options);
+      const { variant, groups, slices } = plan;
       // out += product over zeros is out = product (the sum starts at 0 either way)
       if (fresh(out, a, b)) variant.accumulate = false;
-      const [BM, BN] = matmulTile(variant);
-      const tiles = Math.ceil(N / BN) * Math.ceil(M / BM);
-      const { slices, depth } = splitKPlan(tiles, K, variant.bk);
-      const u = rt.uniform([{ u: M }, { u: N }, { u: K }, { u: depth }]);
+      const u = rt.uniform([{ u: M }, { u: N }, { u: K }, { u: plan.depth }]);
       if (slices === 1) {
         rt.dispatch(rt.pipeline(matmulKey(variant), () => matmulShader(variant)), [
           buf(out, "out"),
           buf(a, "a"),
           buf(b, "b"),
           u,
-        ], [Math.ceil(N / BN), Math.ceil(M / BM)]);
+        ], groups);
         return;
       }
       const split: MatmulVariant = { ...variant, accumulate: false, splitK: true };
       const pipe = rt.pipeline(matmulKey(split), () => matmulShader(split));
       const [A, B] = [buf(a, "a"), buf(b, "b")];
       slicedInto(out, "out", M * N, slices, variant.accumulate, (partial) => {
-        rt.dispatch(pipe, [partial, A, B, u], [Math.ceil(N / BN), Math.ceil(M / BM), slices]);
+        rt.dispatch(pipe, [partial, A, B, u], [groups[0], groups[1], slices]);
       });
+    },
+
+    matmulSwigluForward(out, product, a, b, other, role) {
+      const [M, N, K] = matmulDims(product, a, b, {});
+      sameSize("matmulSwigluForward", ["product", product], ["out", out], ["other", other]);
+      if (role !== "gate" && role !== "up") {
+        throw new RangeError(`matmulSwigluForward: role must be "gate" or "up", got "${role}"`);
+      }
+      if (M === 0 || N === 0) return;
+      const plan = matmulPlan(M, N, K, {});
+      const writes = [liveTensor(out).buffer, liveTensor(product).buffer];
+      const reads = [a, b, other].map((t) => liveTensor(t).buffer);
+      if (plan.slices > 1 || writes[0] === writes[1] || writes.some((w) => reads.includes(w))) {
+        ops.matmul(product, a, b);
+        if (role === "gate") ops.swigluForward(out, product, other);
+        else ops.swigluForward(out, other, product);
+        return;
+      }
+      const variant: MatmulVariant = {
+        ...plan.variant,
+        epilogue: role === "up" ? "swiglu-up" : "swiglu-gate",
+      };
+      fresh(product);
+      fresh(out);
+      rt.dispatch(rt.pipeline(matmulKey(variant), () => matmulShader(variant)), [
+        buf(product, "product"),
+        buf(a, "a"),
+        buf(b, "b"),
+        rt.uniform([{ u: M }, { u: N }, { u: K }, { u: plan.depth }]),
+        buf(other, "other"),
+        buf(out, "out"),
+      ], plan.groups);
+    },
+
+    matmulSwigluBackward(dGate, dUp, dOut, b, gate, up) {
+      const K = dOut.shape[dOut.shape.length - 1];
+      const M = K === 0 ? 0 : dOut.size / K;
+      const N = gate.size / Math.max(M, 1);
+      sameSize("matmulSwigluBackward", ["gate", gate], ["up", up], ["dGate", dGate], ["dUp", dUp]);
+      if (!Number.isInteger(N) || b.size !== N * K) {
+        throw new RangeError(
+          `matmulSwigluBackward: b has ${b.size} elements and gate ${gate.size}, which do not fit dOut [${dOut.shape}] as [${N}, ${K}] and [${M}, ${N}]`,
+        );
+      }
+      if (M === 0 || N === 0) return;
+      const plan = matmulPlan(M, N, K, { transB: true });
+      const writes = [liveTensor(dGate).buffer, liveTensor(dUp).buffer];
+      const reads = [dOut, b, gate, up].map((t) => liveTensor(t).buffer);
+      if (plan.slices > 1 || writes[0] === writes[1] || writes.some((w) => reads.includes(w))) {
+        const d = rt.tensor([M, N], false);
+        ops.matmul(d, dOut, b, { transB: true });
+        ops.swigluBackward(dGate, dUp, d, gate, up);
+        rt.pool.release(d.buffer);
+        return;
+      }
+      const variant: MatmulVariant = { ...plan.variant, epilogue: "swiglu-backward" };
+      const u = rt.uniform([
+        { u: M },
+        { u: N },
+        { u: K },
+        { u: plan.depth },
+        flag(fresh(dGate)),
+        flag(fresh(dUp)),
+      ]);
+      rt.dispatch(rt.pipeline(matmulKey(variant), () => matmulShader(variant)), [
+        buf(dGate, "dGate"),
+        buf(dOut, "dOut"),
+        buf(b, "b"),
+        u,
+        buf(dUp, "dUp"),
+        buf(gate, "gate"),
+        buf(up, "up"),
+      ], plan.groups);
     },
 
     embeddingForward(out, table, ids) {

@@ -20,7 +20,13 @@
  * @module
  */
 
-import type { Backend, FastWeightInputs, FormOptions, Tensor } from "../rules/backend.ts";
+import {
+  type Backend,
+  type FastWeightInputs,
+  type FormOptions,
+  matmulSwigluForward,
+  type Tensor,
+} from "../rules/backend.ts";
 import { type RuleConfig, ruleConfig, type RuleName } from "../rules/config.ts";
 import { coefficientPlan, type CoefficientStream } from "./coefficients.ts";
 import { headDim } from "./config.ts";
@@ -229,8 +235,8 @@ export class FastWeightMixer implements Mixer {
     be.rmsNormForward(acts.oFlat, acts.oRstd, result.o, this.#oNorm.value, NORM_EPS);
     let y = acts.oFlat;
     if (this.#gate && acts.gatePre && acts.gated) {
-      linearForward(be, acts.gatePre, x, this.#gate);
-      be.swigluForward(acts.gated, acts.gatePre, acts.oFlat);
+      // the gate projection and silu(gate) * y: one op where the backend fuses them
+      matmulSwigluForward(be, acts.gated, acts.gatePre, x, this.#gate.value, acts.oFlat, "gate");
       y = acts.gated;
     }
     linearForward(be, out, y, this.#out);
@@ -244,14 +250,25 @@ export class FastWeightMixer implements Mixer {
       throw new Error("fast-weight mixer: backward before forward");
     }
     const flatShape = [ctx.B, ctx.T, this.#config.dModel];
-    const dY = ctx.ws.get("mixer.dY", flatShape, true);
-    linearBackward(be, dY, dOut, acts.gated ?? acts.oFlat, this.#out);
-    let dOFlat = dY;
-    if (this.#gate && acts.gatePre && acts.gated) {
+    const gated = this.#gate && acts.gatePre && acts.gated;
+    let dOFlat: Tensor;
+    if (gated && be.matmulSwigluBackward) {
+      // out_proj's weight gradient, then dY = dOut out_proj^T and the gate's SwiGLU backward in one op
+      linearBackward(be, null, dOut, acts.gated!, this.#out);
       const dGatePre = ctx.ws.get("mixer.dGatePre", flatShape, true);
       dOFlat = ctx.ws.get("mixer.dOFlat", flatShape, true);
-      be.swigluBackward(dGatePre, dOFlat, dY, acts.gatePre, acts.oFlat);
-      linearBackward(be, dx, dGatePre, x, this.#gate);
+      be.matmulSwigluBackward(dGatePre, dOFlat, dOut, this.#out.value, acts.gatePre!, acts.oFlat);
+      linearBackward(be, dx, dGatePre, x, this.#gate!);
+    } else {
+      const dY = ctx.ws.get("mixer.dY", flatShape, true);
+      linearBackward(be, dY, dOut, acts.gated ?? acts.oFlat, this.#out);
+      dOFlat = dY;
+      if (gated) {
+        const dGatePre = ctx.ws.get("mixer.dGatePre", flatShape, true);
+        dOFlat = ctx.ws.get("mixer.dOFlat", flatShape, true);
+        be.swigluBackward(dGatePre, dOFlat, dY, acts.gatePre!, acts.oFlat);
+        linearBackward(be, dx, dGatePre, x, this.#gate!);
+      }
     }
     const dO = ctx.ws.get("mixer.dO", acts.o.shape, true);
     be.rmsNormBackward(dO, this.#oNorm.grad, dOFlat, acts.o, this.#oNorm.value, acts.oRstd);

@@ -238,6 +238,26 @@ export interface DenseOps {
   swigluForward(out: Tensor, gate: Tensor, up: Tensor): void;
   /** Accumulates into `dGate`, `dUp`. */
   swigluBackward(dGate: Tensor, dUp: Tensor, dOut: Tensor, gate: Tensor, up: Tensor): void;
+  /**
+   * A projection followed by SwiGLU: `product = a b` (`matmul` without options), then
+   * `out = silu(gate) * up` where `product` is the gate (`role` `"gate"`, `other` the up) or the up
+   * (`role` `"up"`, `other` the gate). Bit for bit `matmul` then `swigluForward`. Optional (WebGPU
+   * fuses them): callers make the two calls where it is absent.
+   */
+  matmulSwigluForward?(
+    out: Tensor,
+    product: Tensor,
+    a: Tensor,
+    b: Tensor,
+    other: Tensor,
+    role: "gate" | "up",
+  ): void;
+  /**
+   * SwiGLU backward from the gradient of a projection's input: `d = dOut b^T` (`b` is `[N, K]`, `d`
+   * never stored), then `swigluBackward(dGate, dUp, d, gate, up)` (accumulating). Bit for bit a
+   * `matmul` with `transB` into a zeroed `d`, then `swigluBackward`. Optional (WebGPU fuses them).
+   */
+  matmulSwigluBackward?(dGate: Tensor, dUp: Tensor, dOut: Tensor, b: Tensor, gate: Tensor, up: Tensor): void;
   /** `out = scale * f(x)`. */
   activationForward(kind: Activation, out: Tensor, x: Tensor, scale: number): void;
   /** `dx += dOut * scale * f'(x)`. */
@@ -342,7 +362,11 @@ export interface DenseOps {
 }
 
 /** The optional dense ops that fuse two plain ones (a backend without them is the plain pair). */
-export type FusedDenseOp = "addRmsNormForward" | "crossEntropyForwardBackward";
+export type FusedDenseOp =
+  | "addRmsNormForward"
+  | "crossEntropyForwardBackward"
+  | "matmulSwigluForward"
+  | "matmulSwigluBackward";
 
 /** {@linkcode DenseOps.addRmsNormForward} on `ops`: the fused op where it exists, else `add` then `rmsNormForward`. */
 export function addRmsNormForward(
@@ -377,6 +401,25 @@ export function crossEntropyForwardBackward(
   }
   ops.crossEntropyForward(losses, logits, targets, weights);
   ops.crossEntropyBackward(dLogits, logits, targets, weights);
+}
+
+/**
+ * {@linkcode DenseOps.matmulSwigluForward} on `ops`: the fused op where it exists, else `matmul` then
+ * `swigluForward`.
+ */
+export function matmulSwigluForward(
+  ops: DenseOps,
+  out: Tensor,
+  product: Tensor,
+  a: Tensor,
+  b: Tensor,
+  other: Tensor,
+  role: "gate" | "up",
+): void {
+  if (ops.matmulSwigluForward) return ops.matmulSwigluForward(out, product, a, b, other, role);
+  ops.matmul(product, a, b);
+  if (role === "gate") ops.swigluForward(out, product, other);
+  else ops.swigluForward(out, other, product);
 }
 
 /** A complete backend: tensor storage plus every kernel. */

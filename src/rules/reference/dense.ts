@@ -32,7 +32,7 @@ import {
   type StepGuard,
   type Tensor,
 } from "../backend.ts";
-import { refData } from "./tensor.ts";
+import { refData, RefTensor } from "./tensor.ts";
 
 /** The 2-D view of a tensor: leading dimensions flattened into rows, the last one is the columns. */
 function view2(t: Tensor): [number, number] {
@@ -454,6 +454,34 @@ function crossEntropyForwardBackward(
   crossEntropyBackward(dLogits, logits, targets, weights);
 }
 
+/** `matmul` then `swigluForward`, `product` being the gate or the up projection (the fused op's definition). */
+function matmulSwigluForward(
+  out: Tensor,
+  product: Tensor,
+  a: Tensor,
+  b: Tensor,
+  other: Tensor,
+  role: "gate" | "up",
+): void {
+  matmul(product, a, b);
+  if (role === "gate") swigluForward(out, product, other);
+  else swigluForward(out, other, product);
+}
+
+/** `d = dOut b^T` into zeros, then `swigluBackward` from `d` (the fused op's definition). */
+function matmulSwigluBackward(
+  dGate: Tensor,
+  dUp: Tensor,
+  dOut: Tensor,
+  b: Tensor,
+  gate: Tensor,
+  up: Tensor,
+): void {
+  const d = new RefTensor(gate.shape);
+  matmul(d, dOut, b, { transB: true, accumulate: true });
+  swigluBackward(dGate, dUp, d, gate, up);
+}
+
 interface AttentionDims {
   B: number;
   T: number;
@@ -699,6 +727,8 @@ export const refDenseOps: DenseOps = {
   rmsNormBackward,
   swigluForward,
   swigluBackward,
+  matmulSwigluForward,
+  matmulSwigluBackward,
   activationForward,
   activationBackward,
   add,

@@ -355,6 +355,45 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
       ], plan.groups);
     },
 
+    matmulActivationForward(out, pre, a, b, bias, kind: Activation, scale) {
+      const [M, N, K] = matmulDims(pre, a, b, {});
+      sameSize("matmulActivationForward", ["pre", pre], ["out", out]);
+      if (bias && bias.size !== N) {
+        throw new RangeError(`matmulActivationForward: bias has ${bias.size} elements, expected ${N}`);
+      }
+      if (M === 0 || N === 0) return;
+      const plan = matmulPlan(M, N, K, {});
+      const writes = [liveTensor(out).buffer, liveTensor(pre).buffer];
+      const reads = [a, b, ...(bias ? [bias] : [])].map((t) => liveTensor(t).buffer);
+      if (plan.slices > 1 || writes[0] === writes[1] || writes.some((w) => reads.includes(w))) {
+        ops.matmul(pre, a, b);
+        if (bias) {
+          const ones = rt.tensor([M, 1], false);
+          ops.fill(ones, 1);
+          ops.matmul(pre, ones, bias, { accumulate: true });
+          rt.pool.release(ones.buffer);
+        }
+        ops.activationForward(kind, out, pre, scale);
+        return;
+      }
+      const variant: MatmulVariant = { ...plan.variant, epilogue: kind };
+      fresh(pre);
+      fresh(out);
+      rt.dispatch(
+        rt.pipeline(matmulKey(variant), () => matmulShader(variant)),
+        [
+          buf(pre, "pre"),
+          buf(a, "a"),
+          buf(b, "b"),
+          rt.uniform([{ u: M }, { u: N }, { u: K }, { u: plan.depth }, { f: scale }, { u: bias ? 1 : 0 }]),
+          bias ? buf(bias, "bias") : rt.zeroBuffer(),
+          buf(out, "out"),
+        ],
+        plan.groups,
+        [1, 2, 4],
+      ); // a, b, bias: read only (b and bias may be tensors of one parameter block)
+    },
+
     matmulSwigluBackward(dGate, dUp, dOut, b, gate, up) {
       const K = dOut.shape[dOut.shape.length - 1];
       const M = K === 0 ? 0 : dOut.size / K;

@@ -110,6 +110,33 @@ gpuTest("matmulSwigluForward is matmul then swigluForward, bit for bit, as gate 
 });
 
 gpuTest(
+  "matmulActivationForward is matmul, the bias as a product with ones, then the activation, bit for bit",
+  async (gpu) => {
+    const rng = new Rng(16);
+    const [M, N, K] = [37, 5, 45];
+    const x = triple(gpu, rng, [M, K]);
+    // the weight and the bias as tensors of one block (as parameters are): both read from one buffer
+    const [wBlock, biasBlock] = gpu.zerosBlock([[K, N], [N]]);
+    const wData = rng.normals(K * N, 0.3);
+    const biasData = rng.normals(N);
+    gpu.copy(wBlock, gpu.fromArray(wData, [K, N]));
+    gpu.copy(biasBlock, gpu.fromArray(biasData, [N]));
+    const [wRef, biasRef] = [ref.fromArray(wData, [K, N]), ref.fromArray(biasData, [N])];
+    const ones = gpu.fromArray(new Float32Array(M).fill(1), [M, 1]);
+    for (const [kind, withBias] of [["softplus", true], ["sigmoid", false]] as const) {
+      const pre = triple(gpu, rng, [M, N]);
+      const out = triple(gpu, rng, [M, N]);
+      gpu.matmulActivationForward!(out[0], pre[0], x[0], wBlock, withBias ? biasBlock : null, kind, 1.5);
+      gpu.matmul(pre[1], x[1], wBlock);
+      if (withBias) gpu.matmul(pre[1], ones, biasBlock, { accumulate: true });
+      gpu.activationForward(kind, out[1], pre[1], 1.5);
+      ref.matmulActivationForward!(out[2], pre[2], x[2], wRef, withBias ? biasRef : null, kind, 1.5);
+      await check(`matmulActivationForward ${kind} bias=${withBias}`, gpu, [pre, out], 1e-5);
+    }
+  },
+);
+
+gpuTest(
   "matmulSwigluBackward is matmul into zeros then swigluBackward, bit for bit, accumulating",
   async (gpu) => {
     const rng = new Rng(14);

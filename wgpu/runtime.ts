@@ -288,12 +288,15 @@ export class GpuRuntime {
    * Record one dispatch of `pipeline` with `bindings` at `@binding(0..)` of group 0. A buffer bound
    * twice (an op whose output is also an input, e.g. `add(y, y, x)`) is bound once as itself and
    * otherwise as a snapshot copy, since WebGPU forbids a writable binding aliasing another. Kernels
-   * bind their outputs first, so the snapshot is always an input.
+   * bind their outputs first, so the snapshot is always an input. Bindings listed in `readOnly` (read
+   * by the kernel, never written) may share a buffer with each other without a snapshot (two tensors
+   * of the parameter block).
    */
   dispatch(
     pipeline: GPUComputePipeline,
     bindings: readonly Binding[],
     groups: readonly [number, number?, number?],
+    readOnly?: readonly number[],
   ) {
     if (this.#held) {
       for (const b of bindings) {
@@ -309,7 +312,10 @@ export class GpuRuntime {
     for (let i = 1; i < bindings.length; i++) {
       const buffer = bufferOf(bindings[i]);
       let earlier = false;
-      for (let j = 0; j < i && !earlier; j++) earlier = bufferOf(resolved[j]) === buffer;
+      const shared = readOnly?.includes(i);
+      for (let j = 0; j < i && !earlier; j++) {
+        earlier = bufferOf(resolved[j]) === buffer && !(shared && readOnly!.includes(j));
+      }
       if (!earlier || !(buffer.usage & GPUBufferUsage.COPY_SRC)) continue;
       // the same buffer (or another view into it) is bound before: bind a copy of this range instead
       const binding = bindings[i];

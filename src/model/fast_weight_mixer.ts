@@ -177,15 +177,32 @@ export class FastWeightMixer implements Mixer {
     return { q, k, v, beta: acts.beta, lambdabar: acts.lambdabar, starts: ctx.starts };
   }
 
-  /** `pre = z(x)` of one coefficient stream, computed in `(B, T, width)` rows and reshaped into `pre`. */
-  #streamForward(ctx: StepContext, x: Tensor, p: StreamParams, pre: Tensor, name: string): void {
+  /**
+   * `pre = z(x)` of one coefficient stream, computed in `(B, T, width)` rows and reshaped into `pre`,
+   * and the kernel slot `slot = scale * activation(pre)` (projection, bias and activation one op where
+   * the backend fuses them).
+   */
+  #streamForward(
+    ctx: StepContext,
+    x: Tensor,
+    p: StreamParams,
+    pre: Tensor,
+    slot: Tensor,
+    name: string,
+  ): void {
     const be = this.#be;
     const rows = [ctx.B, ctx.T, p.constant?.value.size ?? p.proj!.value.shape[1]];
     const sameShape = rows.length === pre.shape.length && rows.every((d, i) => d === pre.shape[i]);
+    const { activation, scale } = p.stream;
+    if (p.proj && sameShape && be.matmulActivationForward) {
+      be.matmulActivationForward(slot, pre, x, p.proj.value, p.bias?.value ?? null, activation, scale);
+      return;
+    }
     const z = sameShape ? pre : ctx.ws.get(`mixer.${name}Rows`, rows);
     if (p.constant) broadcastForward(be, z, ctx.ones, p.constant);
     else linearForward(be, z, x, p.proj!, p.bias ? { param: p.bias, ones: ctx.ones } : undefined);
     if (z !== pre) be.copy(pre, z);
+    be.activationForward(activation, slot, pre, scale);
   }
 
   /** Pull `dSlot` (gradient of the kernel slot) back through the activation into the parameters and `dx`. */
@@ -212,18 +229,9 @@ export class FastWeightMixer implements Mixer {
     const be = this.#be;
     const acts = this.#ensure(ctx.B, ctx.T);
     this.#qkv.forward(ctx, x, acts.heads);
-    if (this.#beta && acts.betaPre) {
-      this.#streamForward(ctx, x, this.#beta, acts.betaPre, "beta");
-      be.activationForward(this.#beta.stream.activation, acts.beta, acts.betaPre, this.#beta.stream.scale);
-    }
+    if (this.#beta && acts.betaPre) this.#streamForward(ctx, x, this.#beta, acts.betaPre, acts.beta, "beta");
     if (this.#lambda && acts.lambdaPre) {
-      this.#streamForward(ctx, x, this.#lambda, acts.lambdaPre, "lambda");
-      be.activationForward(
-        this.#lambda.stream.activation,
-        acts.lambdabar,
-        acts.lambdaPre,
-        this.#lambda.stream.scale,
-      );
+      this.#streamForward(ctx, x, this.#lambda, acts.lambdaPre, acts.lambdabar, "lambda");
     }
     const result = be.fastWeightForward(this.#rule, this.#inputs(ctx, acts), this.#form);
     for (const t of [result.carry.state, result.carry.lastKey, result.carry.windowX, result.carry.windowY]) {

@@ -260,6 +260,20 @@ export interface DenseOps {
   matmulSwigluBackward?(dGate: Tensor, dUp: Tensor, dOut: Tensor, b: Tensor, gate: Tensor, up: Tensor): void;
   /** `out = scale * f(x)`. */
   activationForward(kind: Activation, out: Tensor, x: Tensor, scale: number): void;
+  /**
+   * A projection and its activation: `pre = a b` (`matmul` without options) plus `bias` on every row
+   * when given, then `out = scale * f(pre)`. Bit for bit `matmul`, the bias as `matmul(pre, ones, bias,
+   * { accumulate: true })` with `ones` `[rows, 1]`, then `activationForward`. Optional (WebGPU fuses them).
+   */
+  matmulActivationForward?(
+    out: Tensor,
+    pre: Tensor,
+    a: Tensor,
+    b: Tensor,
+    bias: Tensor | null,
+    kind: Activation,
+    scale: number,
+  ): void;
   /** `dx += dOut * scale * f'(x)`. */
   activationBackward(kind: Activation, dx: Tensor, dOut: Tensor, x: Tensor, scale: number): void;
   /** `out = a + b` (same shapes). */
@@ -366,7 +380,8 @@ export type FusedDenseOp =
   | "addRmsNormForward"
   | "crossEntropyForwardBackward"
   | "matmulSwigluForward"
-  | "matmulSwigluBackward";
+  | "matmulSwigluBackward"
+  | "matmulActivationForward";
 
 /** {@linkcode DenseOps.addRmsNormForward} on `ops`: the fused op where it exists, else `add` then `rmsNormForward`. */
 export function addRmsNormForward(

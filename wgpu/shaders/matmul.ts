@@ -19,6 +19,7 @@
  * @module
  */
 
+import type { Activation } from "../../src/rules/backend.ts";
 import { accumulateInto, ACTIVATION_HELPERS } from "./elementwise.ts";
 
 /** A GEMM variant: transposes, accumulate and the per-invocation register tile. */
@@ -50,13 +51,16 @@ export interface MatmulVariant {
    * - `swiglu-gate`: `out = p` (the gate) and `hidden = silu(p) * up`; bindings 4 `up`, 5 `hidden`;
    * - `swiglu-backward`: `p` is the gradient of SwiGLU's output (never stored):
    *   `dGate += p * up * silu'(gate)` at binding 0, `dUp += p * silu(gate)` at binding 4, with `gate`,
-   *   `up` at 5 and 6 and uniform flags `freshGate`, `freshUp` (`accumulateInto`).
+   *   `up` at 5 and 6 and uniform flags `freshGate`, `freshUp` (`accumulateInto`);
+   * - `sigmoid`, `softplus`, `silu` (an activation of `activationShader`): `pre = p + bias[n]` (with
+   *   the uniform flag `hasBias`, else `p`) stored in `out`, and `act = scale * f(pre)` (uniform `scale`);
+   *   bindings 4 `bias`, 5 `act`.
    */
   readonly epilogue?: MatmulEpilogue;
 }
 
-/** The SwiGLU epilogues of {@linkcode MatmulVariant.epilogue}. */
-export type MatmulEpilogue = "swiglu-up" | "swiglu-gate" | "swiglu-backward";
+/** The epilogues of {@linkcode MatmulVariant.epilogue}. */
+export type MatmulEpilogue = "swiglu-up" | "swiglu-gate" | "swiglu-backward" | Activation;
 
 /** Precisions of the GEMM's products (see the module docs). */
 export const MATMUL_PRECISIONS = ["f32", "f16"] as const;
@@ -96,6 +100,15 @@ function epilogueParts(e: MatmulEpilogue): { decl: string; store: (o: string, va
             accumulateInto("out_", o, `(d * up[${o}] * dsilu_f(g))`, "u.freshGate")
           } ${accumulateInto("dup", o, "(d * silu_f(g))", "u.freshUp")}`,
       };
+    default: {
+      const f = { sigmoid: "sigmoid_f", softplus: "softplus_f", silu: "silu_f" }[e];
+      return {
+        decl: `@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(5) var<storage, read_write> act: array<f32>;`,
+        store: (o, val) =>
+          `var pre = ${val}; if (u.hasBias != 0u) { pre = pre + bias[gn]; } out_[${o}] = pre; act[${o}] = u.scale * ${f}(pre);`,
+      };
+    }
   }
 }
 
@@ -193,7 +206,11 @@ export function matmulShader(v: MatmulVariant): string {
 @group(0) @binding(1) var<storage, read> a: array<f32>;
 @group(0) @binding(2) var<storage, read> b: array<f32>;
 struct Dims { M: u32, N: u32, K: u32, KS: u32${
-    v.epilogue === "swiglu-backward" ? ", freshGate: u32, freshUp: u32" : ""
+    v.epilogue === "swiglu-backward"
+      ? ", freshGate: u32, freshUp: u32"
+      : v.epilogue && !v.epilogue.startsWith("swiglu")
+      ? ", scale: f32, hasBias: u32"
+      : ""
   } }
 @group(0) @binding(3) var<uniform> u: Dims;${
     epilogue

@@ -482,6 +482,24 @@ function matmulSwigluBackward(
   swigluBackward(dGate, dUp, d, gate, up);
 }
 
+/** `matmul`, the bias added as a rank-1 product with ones, then `activationForward` (the fused op's definition). */
+function matmulActivationForward(
+  out: Tensor,
+  pre: Tensor,
+  a: Tensor,
+  b: Tensor,
+  bias: Tensor | null,
+  kind: Activation,
+  scale: number,
+): void {
+  matmul(pre, a, b);
+  if (bias) {
+    const rows = pre.size / Math.max(1, bias.size);
+    matmul(pre, new RefTensor([rows, 1], new Float64Array(rows).fill(1)), bias, { accumulate: true });
+  }
+  activationForward(kind, out, pre, scale);
+}
+
 interface AttentionDims {
   B: number;
   T: number;
@@ -731,6 +749,7 @@ export const refDenseOps: DenseOps = {
   matmulSwigluBackward,
   activationForward,
   activationBackward,
+  matmulActivationForward,
   add,
   mul,
   axpy,

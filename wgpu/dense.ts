@@ -52,6 +52,7 @@ import {
   embeddingForwardShader,
   shortConvForwardShader,
   shortConvInputGradShader,
+  shortConvPreGradShader,
   shortConvWeightGradShader,
 } from "./shaders/sequence.ts";
 import { ROWS_PER_SLICE, SLICE_SUM_WG, sliceSumShader } from "./shaders/slices.ts";
@@ -668,26 +669,34 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
       const { B, T, C, W, seg } = convDims(x, weight, starts);
       const n = B * T * C;
       if (n === 0) return;
-      // the gradient before the SiLU is recomputed by both kernels where they need it (no scratch);
-      // the weight gradient first: it reads dOut and x before the input gradient writes dx
-      const [dout, X, Wt] = [buf(dOut, "dOut"), buf(x, "x"), buf(weight, "weight")];
+      const dpre = rt.tensor([n], false);
+      const u = rt.uniform([{ u: n }, { u: T }, { u: C }, { u: W }]);
+      rt.dispatch(rt.pipeline("shortconv_pregrad_f32", shortConvPreGradShader), [
+        dpre.buffer,
+        buf(dOut, "dOut"),
+        buf(x, "x"),
+        buf(weight, "weight"),
+        seg,
+        u,
+      ], grid(Math.ceil(n / 256)));
+      const ux = rt.uniform([{ u: n }, { u: T }, { u: C }, { u: W }, flag(fresh(dx, x, weight))]);
+      rt.dispatch(rt.pipeline("shortconv_inputgrad_f32", shortConvInputGradShader), [
+        buf(dx, "dx"),
+        dpre.buffer,
+        buf(weight, "weight"),
+        ux,
+        seg,
+      ], grid(Math.ceil(n / ELEMENTWISE_WG)));
       const S = Math.ceil((B * T) / ROWS_PER_SLICE);
       const uw = rt.uniform([{ u: C * W }, { u: T }, { u: C }, { u: W }, { u: B * T }, {
         u: ROWS_PER_SLICE,
       }]);
       const pipe = rt.pipeline("shortconv_weightgrad_f32", shortConvWeightGradShader);
+      const X = buf(x, "x");
       slicedInto(dWeight, "dWeight", C * W, S, true, (partial) => {
-        rt.dispatch(pipe, [partial, dout, X, Wt, seg, uw], [Math.ceil((C * W) / 64), S]);
+        rt.dispatch(pipe, [partial, dpre.buffer, X, uw, seg], [Math.ceil((C * W) / 64), S]);
       });
-      const ux = rt.uniform([{ u: n }, { u: T }, { u: C }, { u: W }, flag(fresh(dx, dOut, x, weight))]);
-      rt.dispatch(rt.pipeline("shortconv_inputgrad_f32", shortConvInputGradShader), [
-        buf(dx, "dx"),
-        dout,
-        X,
-        Wt,
-        seg,
-        ux,
-      ], grid(Math.ceil(n / 256)));
+      rt.pool.release(dpre.buffer);
     },
 
     crossEntropyForward(losses, logits, targets, weights) {

@@ -9,7 +9,7 @@
  * @module
  */
 
-import { accumulateInto, ACTIVATION_HELPERS } from "./elementwise.ts";
+import { accumulateInto, ACTIVATION_HELPERS, elementwiseShader } from "./elementwise.ts";
 
 /** `out[n, d] = table[ids[n], d]` (one invocation per element). */
 export function embeddingForwardShader(): string {
@@ -91,40 +91,17 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 }`;
 }
 
-/**
- * The backward's helper over the bindings `dout`, `x`, `weight`, `seg` and a uniform `u` with `T`, `C`,
- * `W`: `dpre_at(bt, t, c) = dOut[b,t,c] * silu'(pre)`, the gradient before the SiLU, recomputed where it
- * is needed (the same operations as a stored one: no scratch tensor and no dispatch of its own).
- */
-const CONV_BACKWARD_HELPERS = `
-fn pre_act(bt: u32, t: u32, c: u32) -> f32 {
-  var s = 0.0;
-  let lo = seg[bt + t];
-  for (var w = 0u; w < u.W; w++) {
-    let tt = i32(t) - i32(u.W - 1u) + i32(w);
-    if (tt >= lo) { s += weight[c * u.W + w] * x[(bt + u32(tt)) * u.C + c]; }
-  }
-  return s;
-}
-fn dpre_at(bt: u32, t: u32, c: u32) -> f32 {
-  return dout[(bt + t) * u.C + c] * dsilu_f(pre_act(bt, t, c));
-}
-${ACTIVATION_HELPERS}`;
-
-/**
- * Backward, input gradient: `dx[b,t',c] += sum_w dpre[b, t'+(W-1)-w, c] weight[c,w]` over taps inside
- * the sequence, `dpre` from `dpre_at` (uniform flag `fresh`: {@linkcode accumulateInto}).
- */
-export function shortConvInputGradShader(): string {
+/** Backward step 1: `dpre[b,t,c] = dOut * silu'(pre)` into a scratch tensor. */
+export function shortConvPreGradShader(): string {
   return `
-@group(0) @binding(0) var<storage, read_write> dx: array<f32>;
+@group(0) @binding(0) var<storage, read_write> dpre: array<f32>;
 @group(0) @binding(1) var<storage, read> dout: array<f32>;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
 @group(0) @binding(3) var<storage, read> weight: array<f32>;
 @group(0) @binding(4) var<storage, read> seg: array<i32>;
-struct P { n: u32, T: u32, C: u32, W: u32, fresh: u32 }
 @group(0) @binding(5) var<uniform> u: P;
-${CONV_BACKWARD_HELPERS}
+${CONV_BINDINGS}
+${ACTIVATION_HELPERS}
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -132,33 +109,49 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (idx >= u.n) { return; }
   let c = idx % u.C;
   let bt_t = idx / u.C;
+  let t = bt_t % u.T;
+  dpre[idx] = dout[idx] * dsilu_f(pre_act(bt_t - t, t, c));
+}`;
+}
+
+/**
+ * Backward step 2: `dx[b,t',c] += sum_w dpre[b, t'+(W-1)-w, c] weight[c,w]` over taps inside the sequence
+ * (uniform flag `fresh`: {@linkcode accumulateInto}).
+ */
+export function shortConvInputGradShader(): string {
+  return elementwiseShader(
+    [{ name: "dx", access: "read_write" }, { name: "dpre", access: "read" }, {
+      name: "weight",
+      access: "read",
+    }],
+    ["T: u32", "C: u32", "W: u32", "fresh: u32"],
+    `let c = idx % u.C;
+  let bt_t = idx / u.C;
   let t0 = bt_t % u.T;
   let bt = bt_t - t0;
   var s = 0.0;
   for (var w = 0u; w < u.W; w++) {
     let t = t0 + u.W - 1u - w;
-    if (t < u.T && seg[bt + t] <= i32(t0)) { s += dpre_at(bt, t, c) * weight[c * u.W + w]; }
+    if (t < u.T && seg[bt + t] <= i32(t0)) { s += dpre[(bt + t) * u.C + c] * weight[c * u.W + w]; }
   }
-  ${accumulateInto("dx", "idx", "s", "u.fresh")}
-}`;
+  ${accumulateInto("dx", "idx", "s", "u.fresh")}`,
+    "@group(0) @binding(4) var<storage, read> seg: array<i32>;",
+  );
 }
 
 /**
  * Short-convolution weight gradient, first pass: `partial[s, c*W + w] = sum over rows r = b*T + t of
- * slice s of dPre[r, c] x[r - (W-1) + w, c]` (`dPre` from `dpre_at`; taps before the sequence start read
- * zero; slices of `R` rows, workgroups over `(output block, slice)`); the slice sum (`slices.ts`) adds
- * them into `dW`.
+ * slice s of dPre[r, c] x[r - (W-1) + w, c]` (taps before the sequence start read zero; slices of
+ * `R` rows, workgroups over `(output block, slice)`); the slice sum (`slices.ts`) adds them into `dW`.
  */
 export function shortConvWeightGradShader(): string {
   return `
 @group(0) @binding(0) var<storage, read_write> partial: array<f32>;
-@group(0) @binding(1) var<storage, read> dout: array<f32>;
+@group(0) @binding(1) var<storage, read> dpre: array<f32>;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
-@group(0) @binding(3) var<storage, read> weight: array<f32>;
-@group(0) @binding(4) var<storage, read> seg: array<i32>;
 struct P { n: u32, T: u32, C: u32, W: u32, BT: u32, R: u32 }
-@group(0) @binding(5) var<uniform> u: P;
-${CONV_BACKWARD_HELPERS}
+@group(0) @binding(3) var<uniform> u: P;
+@group(0) @binding(4) var<storage, read> seg: array<i32>;
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
   let idx = wid.x * 64u + lid.x;
@@ -171,7 +164,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
   for (var r = r0; r < r1; r++) {
     let t = r % u.T;
     let tt = i32(t) - i32(u.W - 1u) + i32(w);
-    if (tt >= seg[r]) { s += dpre_at(r - t, t, c) * x[(r - t + u32(tt)) * u.C + c]; }
+    if (tt >= seg[r]) { s += dpre[r * u.C + c] * x[(r - t + u32(tt)) * u.C + c]; }
   }
   partial[wid.y * u.n + idx] = s;
 }`;

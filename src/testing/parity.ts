@@ -18,6 +18,8 @@ import {
 } from "../rules/config.ts";
 import { createRefBackend } from "../rules/reference/backend.ts";
 import { relativeL2, Rng } from "./compare.ts";
+import { type TestLevel, testLevelFromEnv } from "./level.ts";
+import { SMALL_CHUNK, SMALL_HEADS } from "./shapes.ts";
 
 /** One fast-weight parity case. */
 export interface FastWeightCase {
@@ -55,11 +57,13 @@ export interface FastWeightCase {
 export const PARITY_TOLERANCE = { forward: 1e-5, backward: 1e-4 } as const;
 
 /**
- * The cases of the suite. `small` keeps shapes tiny (software GPU adapters in CI); `full` adds the
- * SPEC section 4 shape (`T = 1024`, `d_k = d_v = 64`).
+ * The cases of the suite. `small` uses the shared small sizes ({@linkcode SMALL_HEADS}, chunk size
+ * {@linkcode SMALL_CHUNK}: quick to compile on software GPU adapters in CI) at three `T`; `full` adds
+ * the earlier small shapes (chunk sizes 8 and 16, `d_k` / `d_v` up to 9) and the SPEC section 4 shape
+ * (`T = 1024`, `d_k = d_v = 64`, chunk size 64).
  */
 export function fastWeightCases(
-  level: "small" | "full" = "small",
+  level: TestLevel = "small",
   forms: readonly Form[] = ["chunk"],
 ): FastWeightCase[] {
   const cases: FastWeightCase[] = [];
@@ -77,20 +81,33 @@ export function fastWeightCases(
           split: false,
           clampEveryStep: false,
         };
-        cases.push({
-          ...base,
-          chunkSize: 16,
-          B: 2,
-          T: 37,
-          dk: 7,
-          dv: 5,
-          packed: true,
-          s0: true,
-          seed: seed++,
-        });
-        cases.push({ ...base, chunkSize: 8, B: 1, T: 19, dk: 6, dv: 9, split: true, seed: seed++ });
-        cases.push({ ...base, chunkSize: 16, B: 1, T: 33, dk: 5, dv: 3, clampEveryStep: true, seed: seed++ });
+        const small = { ...base, ...SMALL_HEADS, chunkSize: SMALL_CHUNK };
+        cases.push({ ...small, B: 2, T: 37, packed: true, s0: true, seed: seed++ });
+        cases.push({ ...small, B: 1, T: 19, split: true, seed: seed++ });
+        cases.push({ ...small, B: 1, T: 33, clampEveryStep: true, seed: seed++ });
         if (level === "full") {
+          cases.push({
+            ...base,
+            chunkSize: 16,
+            B: 2,
+            T: 37,
+            dk: 7,
+            dv: 5,
+            packed: true,
+            s0: true,
+            seed: seed++,
+          });
+          cases.push({ ...base, chunkSize: 8, B: 1, T: 19, dk: 6, dv: 9, split: true, seed: seed++ });
+          cases.push({
+            ...base,
+            chunkSize: 16,
+            B: 1,
+            T: 33,
+            dk: 5,
+            dv: 3,
+            clampEveryStep: true,
+            seed: seed++,
+          });
           cases.push({ ...base, chunkSize: 64, B: 1, H: 1, T: 1024, dk: 64, dv: 64, seed: seed++ });
         }
       }
@@ -277,13 +294,12 @@ export function assertParity(c: FastWeightCase, results: ParityResult[]): void {
   }
 }
 
-/** The parity level asked for by the environment: `FALCON_PARITY_LEVEL=full` adds the SPEC section 4 shape. */
-export function parityLevelFromEnv(): "small" | "full" {
-  try {
-    return Deno.env.get("FALCON_PARITY_LEVEL") === "full" ? "full" : "small";
-  } catch {
-    return "small"; // no --allow-env: the small level
-  }
+/**
+ * The parity level asked for by the environment (`FALCON_TEST_LEVEL=full`, or the older
+ * `FALCON_PARITY_LEVEL=full`, adds the large shapes): see {@linkcode testLevelFromEnv}.
+ */
+export function parityLevelFromEnv(): TestLevel {
+  return testLevelFromEnv();
 }
 
 /**
@@ -294,7 +310,7 @@ export async function registerFastWeightParity(
   name: string,
   makeBackend: () => Promise<Backend | null>,
   options: {
-    level?: "small" | "full";
+    level?: TestLevel;
     forms?: readonly Form[];
     close?: (backend: Backend) => void | Promise<void>;
   } = {},

@@ -1,14 +1,22 @@
 /**
- * The WebGPU kernels of every rule and alignment (recurrent, and the chunk-parallel kernels where
- * `form: "chunk"` routes to them) against the float64 test vectors of
+ * The WebGPU kernels of every rule and alignment (recurrent; at `FALCON_TEST_LEVEL=full` also the
+ * chunk-parallel kernels where `form: "chunk"` routes to them) against the float64 test vectors of
  * `fixtures/vectors/` (one head batched as `[1, T, 1, D]`): outputs and final state to relative
- * L2 1e-5, gradients of `sum(o * G)` to 1e-4.
+ * L2 1e-5, gradients of `sum(o * G)` to 1e-4. The forms take the small chunk size
+ * (`src/testing/shapes.ts`; the recurrent backward's checkpoint interval), as does the webgpu run of
+ * `cli/commands/verify_test.ts`: the same recurrent pipelines, compiled once per run on a software
+ * adapter. The chunk kernels at the vectors' sizes (`H = 1, Dk = 8, Dv = 6`) would be another minute
+ * of compiling there, so the small level leaves them to the parity tests at the shared small sizes.
  */
 
 import { type Form, ruleConfig, type RuleName } from "../src/rules/config.ts";
 import { usesChunkKernels } from "./fast_weight.ts";
 import { assertRelL2 } from "../src/testing/compare.ts";
 import { gpuTest } from "./_test_util.ts";
+import { SMALL_CHUNK } from "../src/testing/shapes.ts";
+import { testLevelFromEnv } from "../src/testing/level.ts";
+
+const FULL = testLevelFromEnv() === "full";
 
 interface Vector {
   rule: RuleName;
@@ -38,7 +46,9 @@ for (const { file } of index) {
   const { T, d_k: dk, d_v: dv } = vec.shape;
   const p = vec.params;
   gpuTest(
-    `webgpu kernels match vector ${file}: recurrent, and chunk C=4 where routed (forward, state, gradients)`,
+    `webgpu kernels match vector ${file}: recurrent${
+      FULL ? `, and chunk C=${SMALL_CHUNK} where routed` : ""
+    } (forward, state, gradients)`,
     async (gpu) => {
       const config = ruleConfig(vec.rule, {
         alignment: vec.alignment,
@@ -61,11 +71,11 @@ for (const { file } of index) {
         s0: vec.inputs.S0 ? gpu.fromArray(flat(vec.inputs.S0), [1, 1, dk, dv]) : undefined,
         starts: vec.inputs.starts ? Uint8Array.from(vec.inputs.starts as boolean[], Number) : undefined,
       };
-      const forms: Form[] = usesChunkKernels(config, { form: "chunk" })
+      const forms: Form[] = FULL && usesChunkKernels(config, { form: "chunk" })
         ? ["recurrent", "chunk"]
         : ["recurrent"];
       for (const form of forms) {
-        const options = { form, chunkSize: 4 };
+        const options = { form, chunkSize: SMALL_CHUNK };
         const fwd = gpu.fastWeightForward(config, inputs, options);
         assertRelL2(`${file} ${form} o`, await gpu.read(fwd.o), flat(vec.outputs.o), 1e-5);
         assertRelL2(

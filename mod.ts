@@ -47,7 +47,7 @@ export {
   type GpuMatmulChoice,
   selectBackend,
   type SelectBackendOptions,
-} from "./src/backend_select.ts";
+} from "./backend_select.ts";
 export { InputError } from "./src/errors.ts";
 
 // the model
@@ -83,6 +83,7 @@ export {
   CHECKPOINT_FILE,
   METRICS_FILE,
   type ModelFactory,
+  RunWriteError,
   train,
   TrainingDivergedError,
   type TrainProgress,
@@ -97,7 +98,26 @@ export {
   validateTrainConfig,
 } from "./src/train/config.ts";
 export { type Preset, preset, type PresetName, PRESETS, presetTaskConfig } from "./src/train/presets.ts";
-export { defaultCorpus, planRun, type RunRequest } from "./src/train/plan.ts";
+export { type AdditionRunOptions, defaultCorpus, planRun, type RunRequest } from "./src/train/plan.ts";
+export {
+  applyOverrides,
+  type ConfigFile,
+  OVERRIDE_NAMES,
+  type OverrideName,
+  OVERRIDES,
+  type OverrideValue,
+  parseConfigFile,
+  parseOverride,
+  type RunOverrides,
+} from "./src/train/overrides.ts";
+export {
+  LOCK_FILE,
+  type LockOwner,
+  openRunDirectory,
+  type OpenRunOptions,
+  type RunDirectory,
+  RunDirectoryError,
+} from "./src/train/run_dir.ts";
 export {
   type LoadedCheckpoint as PredictionCheckpoint,
   loadForPrediction,
@@ -108,7 +128,9 @@ export { type AccuracyResult, type LogitsModel, teacherForcedAccuracy } from "./
 
 // evaluation (the plot, which loads Vega, is left to the CLI)
 export * from "./src/eval/metrics.ts";
+export * from "./src/eval/reference.ts";
 export * from "./src/eval/evaluate.ts";
+export * from "./src/eval/periodic.ts";
 export * from "./src/eval/test_sets.ts";
 export * from "./src/eval/lengths.ts";
 export * from "./src/eval/load.ts";

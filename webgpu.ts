@@ -19,5 +19,5 @@
 
 export * from "./wgpu/mod.ts";
 export type { Binding, GpuRuntime, ProfileEntry } from "./wgpu/runtime.ts";
-export type { GpuBufferPool, GpuTensor } from "./wgpu/tensor.ts";
+export type { GpuBlock, GpuBufferPool, GpuTensor } from "./wgpu/tensor.ts";
 export type * from "./src/rules/mod.ts";

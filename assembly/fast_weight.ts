@@ -2,29 +2,17 @@
  * Entry points of the fast-weight kernels: `fw_forward_f32` and `fw_backward_f32` run one head
  * (task = b * H + h) of a batched call described by a parameter block (fw_params.ts), with the calling
  * thread's scratch area. When the parameter block asks for a chunked form, every rule runs the
- * chunk-parallel kernel (fw_chunk.ts: scalar coefficients; fw_chunk_column.ts: falcon2 and falcon2a;
- * fw_chunk_window.ts: falcon3a; fw_chunk_window_reg.ts: falcon3); otherwise the recurrent kernels run:
+ * chunk-parallel kernel (fw_chunk.ts, the chunk loops, with the families' segments:
+ * fw_chunk_additive_delta.ts for the additive and delta families, fw_chunk_per_column.ts for
+ * falcon2 and falcon2a, fw_chunk_window_additive.ts for falcon3a, fw_chunk_window_delta.ts for
+ * falcon3; families as in src/rules/catalog.ts); otherwise the recurrent kernels run:
  * the window kernel of falcon3/falcon3a (fw_window.ts) or the coefficient-stream kernel
  * (fw_recurrent.ts).
  */
 
 import * as P from "./fw_params";
-import {
-  BW,
-  CHUNKED,
-  DK,
-  DV,
-  FALCON3,
-  FALCON3A,
-  H,
-  HB,
-  L_KHAT,
-  loadContext,
-  pp,
-  RULE,
-  T,
-  WIN,
-} from "./fw_common";
+import { BW, CHUNKED, DK, DV, H, HB, L_KHAT, loadContext, pp, RULE, T, WIN } from "./fw_common";
+import { isWindow } from "./fw_rules";
 import { chunkBackward, chunkForward } from "./fw_chunk";
 import { coefBackward, coefForward, setBetaStride, setGrads, setOutputs } from "./fw_recurrent";
 import { windowBackward, windowCarryOut, windowForward } from "./fw_window";
@@ -32,8 +20,9 @@ import { fillF } from "./simd";
 
 export { fwScratchBytes } from "./fw_common";
 
-function isWindow(): bool {
-  return RULE == FALCON3 || RULE == FALCON3A;
+/** Whether this call's rule writes a window of pairs per step (Falcon-3/3A). */
+function isWindowCall(): bool {
+  return isWindow(RULE);
 }
 
 /** Whether this call runs the chunk-parallel kernel (asked for: forms "chunk" and "parallel"). */
@@ -55,7 +44,7 @@ export function fw_forward_f32(params: usize, task: i32, scratch: usize): void {
   const outWX = pp(params, P.P_OUT_WX) + ((bh * <usize> slots * <usize> DK) << 2);
   const outWY = pp(params, P.P_OUT_WY) + ((bh * <usize> slots * <usize> DV) << 2);
   let count = 0;
-  if (isWindow()) {
+  if (isWindowCall()) {
     if (isChunked()) chunkForward(scratch);
     else windowForward(scratch);
     count = windowCarryOut(scratch + L_KHAT, outWX, outWY);
@@ -87,6 +76,6 @@ export function fw_backward_f32(params: usize, task: i32, scratch: usize): void 
   );
   setBetaStride(H * BW);
   if (isChunked()) chunkBackward(scratch);
-  else if (isWindow()) windowBackward(scratch);
+  else if (isWindowCall()) windowBackward(scratch);
   else coefBackward(scratch);
 }

@@ -11,20 +11,17 @@
 
 import * as P from "./fw_params";
 import { chunkLayout } from "./fw_chunk_layout";
+import {
+  DELTANET,
+  GATED_DELTANET,
+  isFalcon,
+  isPerColumn,
+  isRegression,
+  LINEAR,
+  MAMBA2,
+  RETNET,
+} from "./fw_rules";
 import { combineF64, dotF64, fillF, ldd, ldf, scaleF64, std, stf, sumF64, sumSquaresF64 } from "./simd";
-
-// rule ids (order of RULES in src/rules/config.ts)
-export const FALCON1: i32 = 0;
-export const FALCON2: i32 = 1;
-export const FALCON3: i32 = 2;
-export const FALCON1A: i32 = 3;
-export const FALCON2A: i32 = 4;
-export const FALCON3A: i32 = 5;
-export const LINEAR: i32 = 6;
-export const RETNET: i32 = 7;
-export const MAMBA2: i32 = 8;
-export const DELTANET: i32 = 9;
-export const GATED_DELTANET: i32 = 10;
 
 // ---- context of the current head ----
 export let RULE: i32 = 0;
@@ -146,6 +143,16 @@ export function kOff(t: i32): usize {
   return (<usize> t * <usize> H * <usize> DK) << 2;
 }
 
+/** Byte offset of row `t` of a `[T, Dk]` scratch array (phi(q), phi(k) and their gradients). */
+export function kRowOff(t: i32): usize {
+  return (<usize> t * <usize> DK) << 2;
+}
+
+/** Byte offset of row `t` of a `[T, Dv]` scratch array (the chunked backward's pseudo-value store). */
+export function vRowOff(t: i32): usize {
+  return (<usize> t * <usize> DV) << 2;
+}
+
 /** Offset of position t in the beta tensor. */
 
 export function betaOff(t: i32): usize {
@@ -209,25 +216,6 @@ export function sqnorm(x: usize, n: i32): f64 {
   return sumSquaresF64(x, n);
 }
 
-/** Whether the rule belongs to the Falcon family. */
-
-export function isFalcon(rule: i32): bool {
-  return rule <= FALCON3A;
-}
-
-/** Whether the rule has a per-column beta. */
-
-export function isPerColumn(rule: i32): bool {
-  return rule == FALCON2 || rule == FALCON2A;
-}
-
-/** Whether the rule's write corrects by the current prediction (`a != 0`). */
-
-export function isRegression(rule: i32): bool {
-  return rule == FALCON1 || rule == FALCON2 || rule == FALCON3 || rule == DELTANET ||
-    rule == GATED_DELTANET;
-}
-
 /**
  * Coefficients of position t for the coefficient-stream rules: fills `gam`, `ca`, `cb` (Dv floats each,
  * or the first `cols` when `cols > 0`: the chunked kernel of the scalar rules asks for 1).
@@ -282,6 +270,8 @@ export function coefs(t: i32, noop: bool, E: f64, gam: usize, ca: usize, cb: usi
     g = Math.exp(-lb);
     a = g * beta;
     b = beta;
+  } else if (RULE != LINEAR) {
+    unreachable(); // a rule id outside the catalog (src/wasm/fast_weight.ts checks it first)
   }
   fillF(gam, <f32> g, n);
   fillF(ca, <f32> a, n);
@@ -373,6 +363,8 @@ export function coefGrads(
     const g = Math.exp(-lb);
     dbeta = sa * g + sb;
     dlb = -g * (sg + sa * beta);
+  } else if (RULE != LINEAR && RULE != RETNET) {
+    unreachable(); // a rule id outside the catalog
   }
   store<f32>(dbetaRow, <f32> dbeta);
   store<f32>(dlamPtr, <f32> dlb);

@@ -6,7 +6,7 @@
  * Integer fields (sizes, flags, byte pointers into the shared memory) are stored as exact float64 values.
  */
 
-/** Rule id: index into RULES of src/rules/config.ts (falcon1 = 0 ... gated_deltanet = 10). */
+/** Rule id: index into RULES of src/rules/catalog.ts (the ids of the generated fw_rules.ts). */
 export const P_RULE: i32 = 0;
 /** 0 = prefix, 1 = same-step. */
 export const P_ALIGN: i32 = 1;

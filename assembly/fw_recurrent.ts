@@ -22,7 +22,6 @@ import {
   DV,
   GRAD_E,
   HAS_CARRY,
-  isRegression,
   isStart,
   K0,
   kOff,
@@ -55,6 +54,7 @@ import {
   vOff,
   WIN,
 } from "./fw_common";
+import { isRegression } from "./fw_rules";
 import {
   backASplat,
   backBSplat,

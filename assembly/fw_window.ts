@@ -25,7 +25,6 @@ import {
   DV,
   EPS,
   EPS_GAMMA,
-  FALCON3,
   HAS_CARRY,
   isStart,
   K0,
@@ -58,6 +57,7 @@ import {
   vOff,
   WIN,
 } from "./fw_common";
+import { isRegression, usesTopEigen } from "./fw_rules";
 import {
   G_BW_H,
   G_DBETA,
@@ -85,8 +85,8 @@ import { axpyF, dotF64, fillF, ldd, ldf, std, stf, sumSquaresF64 } from "./simd"
 
 /**
  * Window of position t: sets WLO and WN (0 at the prefix sentinel). Uses j0 = first real pair. The
- * window and coefficient helpers are shared with the chunk-parallel form (fw_chunk_window.ts,
- * fw_chunk_window_reg.ts).
+ * window and coefficient helpers are shared with the chunk-parallel form (fw_chunk_window_additive.ts,
+ * fw_chunk_window_delta.ts).
  */
 export let WLO: i32 = 0;
 export let WN: i32 = 0;
@@ -141,7 +141,7 @@ export function windowCoefs(t: i32, kh: usize, f64s: usize): void {
   ST_ETA = 0;
   if (n == 0) return;
   let stat: f64 = 0;
-  if (RULE == FALCON3) {
+  if (usesTopEigen(RULE)) {
     const G = f64s;
     const V = G + ((<usize> WIN * <usize> WIN) << 3);
     const u = V + ((<usize> WIN * <usize> WIN) << 3);
@@ -186,7 +186,7 @@ function windowUpdate(S: usize, kh: usize, ww: usize, pw: usize, qh: usize, o: u
   let m = 0;
   if (!ST_NOOP) {
     m = n;
-    const reg = RULE == FALCON3;
+    const reg = isRegression(RULE);
     for (let a = 0; a < n; a++) {
       memory.copy(xs + ((<usize> a * <usize> dk) << 2), pairX(WLO + a, kh), <usize> dk << 2);
     }
@@ -293,7 +293,7 @@ export function windowBackward(scratch: usize): void {
   const ckpt = scratch + L_CKPT;
   const st = scratch + L_ST;
   const dS = scratch + L_DS;
-  const reg = RULE == FALCON3;
+  const reg = isRegression(RULE);
   // readout of the recomputing passes goes nowhere: a zero query and a throwaway output
   const zq = scratch + L_VEC;
   const od = zq + (md << 2);

@@ -11,19 +11,8 @@ export function heapBase(): usize {
 }
 
 export { gemm_f32, gemmScratchBytes } from "./gemm";
-export {
-  act_backward_f32,
-  act_forward_f32,
-  adamw_f32,
-  add_f32,
-  axpy_f32,
-  fill_f32,
-  mul_f32,
-  sumsq_f32,
-  swiglu_backward_f32,
-  swiglu_forward_f32,
-} from "./elementwise";
-export { rmsnorm_backward_f32, rmsnorm_forward_f32 } from "./norm";
-export { shortconv_backward_f32, shortconv_forward_f32 } from "./conv";
-export { ce_backward_f32, ce_forward_f32 } from "./loss";
+export { sumsq_f32 } from "./elementwise";
+export { dense_task_f32 } from "./dense_tasks";
+export { shortconvScratchBytes } from "./conv";
+export { exp_f64x2_mismatches } from "./exp_f64x2";
 export { attention_backward_f32, attention_forward_f32 } from "./attention";

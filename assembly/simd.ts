@@ -206,3 +206,18 @@ export function ldd(p: usize, i: i32): f64 {
 export function std(p: usize, i: i32, v: f64): void {
   store<f64>(p + (<usize> i << 3), v);
 }
+
+/** Two float32 values at `p` as float64 lanes. */
+export function load2(p: usize): v128 {
+  return f64x2.promote_low_f32x4(v128.load64_zero(p));
+}
+
+/** Store both float64 lanes, each rounded to float32 (as a scalar `<f32>` cast rounds), at `p`. */
+export function store2(p: usize, v: v128): void {
+  v128.store64_lane(p, f32x4.demote_f64x2_zero(v), 0);
+}
+
+/** `p[0..1] += f32(v)`: each lane rounded to float32, then added in float32 (as the scalar code does). */
+export function accumulate2(p: usize, v: v128): void {
+  v128.store64_lane(p, f32x4.add(v128.load64_zero(p), f32x4.demote_f64x2_zero(v)), 0);
+}

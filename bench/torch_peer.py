@@ -1,15 +1,12 @@
 #!/usr/bin/env python3
 """PyTorch eager peer of the chunked Falcon kernels, for the benchmarks (`deno task bench`, `bench:gpu`).
 
-The same chunk-parallel algorithm as SPEC section 4, written in plain PyTorch (float32, autograd for
-the backward), prefix alignment, QK-RMSNorm, coupled ridge, positive-decay clamp, one sequence per
-row (no packing):
-
-- falcon1: delta rule over pseudo-values; per chunk A = strictly_lower(diag(eta)(X X^T * Gp)),
-  (I + A)^-1 for all chunks at once (one batched triangular solve), then a sequential pass over
-  chunks with matrix products only.
-- falcon3a: additive window rule, written as the window expansion (B shifted copies of the pairs,
-  each an additive rule with the same decays and gains g_s = eta_s / B_s).
+The chunk-parallel algorithm of SPEC section 4 in plain PyTorch (autograd for the backward): the
+bridge's own implementation, `interop/torch/falcon_chunked.py` (one implementation serves the bridge
+and this peer), run on float32 inputs with prefix alignment, QK-RMSNorm, coupled ridge, the
+positive-decay clamp and one sequence per row (no packing). Any rule can be timed (`--rules`);
+falcon1 is a delta rule over pseudo-values (one batched triangular solve per chunk), falcon3a an
+additive window rule (`B = 4` write instances per step, no solve).
 
 Prints one JSON line per measurement: {"rule", "device", "threads", "tokens_per_s_fwd",
 "tokens_per_s_fwdbwd", ...}. Usage:
@@ -19,110 +16,24 @@ Prints one JSON line per measurement: {"rule", "device", "threads", "tokens_per_
 
 import argparse
 import json
+import os
+import sys
 import time
 
 import torch
 
-EPS, EPS_GAMMA, EPS_RMS = 1e-6, 1e-3, 1e-6
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "interop", "torch"))
+import falcon_chunked  # noqa: E402
 
 
-def rms(u):
-    return u / torch.sqrt((u * u).mean(-1, keepdim=True) + EPS_RMS)
-
-
-def shift(x, o):
-    """x shifted o positions later along T (zeros enter at the start)."""
-    if o == 0:
-        return x
-    return torch.cat([torch.zeros_like(x[:, :, :o]), x[:, :, :-o]], dim=2)
-
-
-def decays(lg, C):
-    """Chunked log-decay ratios. lg: [B,H,N,C] -> Gam, Gp [B,H,N,C,C], c, cp [B,H,N,C]."""
-    cs = lg.cumsum(-1)
-    diff = cs.unsqueeze(-1) - cs.unsqueeze(-2)  # cs_t - cs_s
-    lower = torch.ones(C, C, dtype=torch.bool, device=lg.device).tril()
-    strict = lower.clone().fill_diagonal_(False)
-    gam = torch.where(lower, diff, torch.full_like(diff, -float("inf"))).exp()
-    diff_p = diff - lg.unsqueeze(-1)  # cs_{t-1} - cs_s
-    gp = torch.where(strict, diff_p, torch.full_like(diff_p, -float("inf"))).exp()
-    return gam, gp, cs.exp(), (cs - lg).exp()
-
-
-def coefficients(stat, beta, lbar):
-    """eta, log gamma of the Falcon rules from the live statistic (coupled ridge, clamp)."""
-    lam = lbar * stat.detach()
-    eta = torch.where(stat > 0, beta / (stat + lam + EPS), torch.zeros_like(stat))
-    alpha_raw = eta * lam
-    clamped = alpha_raw >= 1 - EPS_GAMMA
-    lg = torch.where(clamped, torch.full_like(stat, torch.log(torch.tensor(EPS_GAMMA)).item()),
-                     torch.log1p(-torch.clamp(alpha_raw, max=1 - EPS_GAMMA)))
-    return eta, lg
-
-
-def falcon1_chunk(q, k, v, beta, lbar, C):
-    Bn, H, T, d = q.shape
-    q, k = rms(q), rms(k)
-    x = shift(k, 1)  # prefix alignment: x_t = phi(k_{t-1}), x_1 = 0 (sentinel)
-    E = (x * x).sum(-1)
-    eta, lg = coefficients(E, beta, lbar)
-    N = T // C
-    dv = v.shape[-1]
-    X, Q = x.reshape(Bn, H, N, C, d), q.reshape(Bn, H, N, C, d)
-    Y = v.reshape(Bn, H, N, C, dv)
-    eta, lg = eta.reshape(Bn, H, N, C), lg.reshape(Bn, H, N, C)
-    gam, gp, c, cp = decays(lg, C)
-    A = (eta.unsqueeze(-1) * (X @ X.transpose(-1, -2)) * gp)
-    eye = torch.eye(C, device=q.device, dtype=q.dtype)
-    Tinv = torch.linalg.solve_triangular(eye + A, eye.expand_as(A), upper=False)
-    U = Tinv @ (eta.unsqueeze(-1) * Y)
-    Wk = Tinv @ ((eta * cp).unsqueeze(-1) * X)
-    QX = (Q @ X.transpose(-1, -2)) * gam
-    S = torch.zeros(Bn, H, d, dv, device=q.device, dtype=q.dtype)
-    outs = []
-    for n in range(N):
-        W = U[:, :, n] - Wk[:, :, n] @ S
-        outs.append(c[:, :, n].unsqueeze(-1) * (Q[:, :, n] @ S) + QX[:, :, n] @ W)
-        S = c[:, :, n, -1, None, None] * S + X[:, :, n].transpose(-1, -2) @ (gam[:, :, n, -1].unsqueeze(-1) * W)
-    return torch.stack(outs, 2).reshape(Bn, H, T, dv)
-
-
-def falcon3a_chunk(q, k, v, beta, lbar, C, window=4):
-    Bn, H, T, d = q.shape
-    q, k = rms(q), rms(k)
-    x = shift(k, 1)
-    # window statistics: B_t real pairs among positions t-B+1..t (prefix: position 1 holds none)
-    sq = (x * x).sum(-1)
-    pos = torch.arange(T, device=q.device)
-    count = torch.clamp(pos, max=window).to(q.dtype)  # pairs j >= 2 (0-based j >= 1) inside the window
-    csq = torch.cat([torch.zeros_like(sq[..., :1]), sq.cumsum(-1)], -1)
-    lo = torch.clamp(pos - window + 1, min=0)
-    ebar = (csq[..., pos + 1] - csq[..., lo]) / torch.clamp(count, min=1)
-    eta, lg = coefficients(ebar, beta, lbar)
-    g = eta / torch.clamp(count, min=1)
-    N = T // C
-    Q = q.reshape(Bn, H, N, C, d)
-    gc, lg = g.reshape(Bn, H, N, C), lg.reshape(Bn, H, N, C)
-    gam, _, c, _ = decays(lg, C)
-    M = gam * gc.unsqueeze(-2)  # M[t, s] = Gam[t, s] g_s
-    last = gam[:, :, :, -1] * gc  # Gam[e, s] g_s
-    intra = 0
-    writes = []
-    for o in range(window):
-        Xo = shift(x, o).reshape(Bn, H, N, C, d)
-        Yo = shift(v, o).reshape(Bn, H, N, C, v.shape[-1])
-        intra = intra + ((Q @ Xo.transpose(-1, -2)) * M) @ Yo
-        writes.append(Xo.transpose(-1, -2) @ (last.unsqueeze(-1) * Yo))
-    dS = sum(writes)  # [B,H,N,dk,dv] state written inside each chunk
-    S = torch.zeros(Bn, H, d, v.shape[-1], device=q.device, dtype=q.dtype)
-    outs = []
-    for n in range(N):
-        outs.append(c[:, :, n].unsqueeze(-1) * (Q[:, :, n] @ S) + intra[:, :, n])
-        S = c[:, :, n, -1, None, None] * S + dS[:, :, n]
-    return torch.stack(outs, 2).reshape(Bn, H, T, v.shape[-1])
-
-
-RULES = {"falcon1": falcon1_chunk, "falcon3a": falcon3a_chunk}
+def chunked(rule):
+    """The timed function of `rule`: `(q, k, v, beta, lbar, C) -> o`."""
+    def run(q, k, v, beta, lbar, C):
+        if rule in ("falcon2", "falcon2a"):
+            beta = beta[..., None].expand(beta.shape + (v.shape[-1],))
+        return falcon_chunked.fast_weight_chunked(rule, q, k, v, beta, lbar, chunk=C, alignment="prefix",
+                                                  window=4)[0]
+    return run
 
 
 def sync(device):
@@ -136,7 +47,7 @@ def measure(rule, device, Bn, T, H, d, C, reps):
     q, k, v = mk(Bn, H, T, d), mk(Bn, H, T, d), mk(Bn, H, T, d)
     beta = (torch.rand(Bn, H, T, device=device) * 1.8 + 0.1).requires_grad_()
     lbar = (torch.rand(Bn, H, T, device=device) * 0.5).requires_grad_()
-    fn = RULES[rule]
+    fn = chunked(rule)
     with torch.no_grad():
         fn(q, k, v, beta, lbar, C)  # warm-up
     sync(device)

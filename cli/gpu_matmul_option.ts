@@ -8,7 +8,7 @@
  */
 
 import { Option } from "@commander-js/extra-typings";
-import { GPU_MATMUL_CHOICES } from "../src/backend_select.ts";
+import { GPU_MATMUL_CHOICES } from "../backend_select.ts";
 
 /** The `--gpu-matmul <precision>` option (default `f32`). */
 export function gpuMatmulOption() {

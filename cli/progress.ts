@@ -25,6 +25,19 @@ export function formatStatus(p: TrainProgress): string {
     `${Math.round(p.tokensPerSecond)} tok/s ETA ${formatDuration(p.etaSeconds)}`;
 }
 
+/**
+ * One line for a periodic evaluation: the validation loss and the task's headline numbers (the
+ * per-place values stay in metrics.jsonl): `eval at step 40: loss 0.1234, digitAccuracy 95.1%, ...`.
+ */
+export function formatEvaluation(step: number, evaluation: Readonly<Record<string, number>>): string {
+  const parts = Object.entries(evaluation)
+    .filter(([k]) => !/^place\d+$/.test(k))
+    .map(([k, v]) =>
+      k === "loss" || k === "bitsPerByte" ? `${k} ${v.toFixed(4)}` : `${k} ${(100 * v).toFixed(1)}%`
+    );
+  return `eval at step ${step}: ${parts.join(", ")}`;
+}
+
 /** Options of {@linkcode trainProgress}. */
 export interface ProgressOptions {
   /** Draw a bar redrawn in place (a terminal) instead of log lines. */
@@ -53,6 +66,11 @@ export function trainProgress(options: ProgressOptions): { update(p: TrainProgre
       if (p.event === "checkpoint") {
         if (options.terminal) clear();
         write(`checkpoint at step ${p.step}: ${p.checkpointPath}\n`);
+        return;
+      }
+      if (p.event === "eval") {
+        if (options.terminal) clear();
+        write(formatEvaluation(p.step, p.evaluation ?? {}) + "\n");
         return;
       }
       if (!options.terminal) {

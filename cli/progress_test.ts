@@ -49,3 +49,18 @@ Deno.test("terminal progress redraws one line in place with a bar and clears it 
   p.done();
   assert.match(out[out.length - 1], /^\r +\r$/);
 });
+
+Deno.test("an eval event prints the validation loss and the task metric on its own line, in both modes", () => {
+  const evaluation = { loss: 0.123456, digitAccuracy: 0.9512, exactMatch: 0.8, placesInRange: 1, place0: 1 };
+  for (const terminal of [false, true]) {
+    const out: string[] = [];
+    const p = trainProgress({ terminal, write: (t) => out.push(t), every: 10 });
+    p.update(step(5, 20));
+    p.update({ ...step(5, 20), event: "eval", evaluation });
+    const line = out.find((l) => l.includes("eval at"));
+    assert.equal(
+      line?.replace(/^\r +\r/, ""),
+      "eval at step 5: loss 0.1235, digitAccuracy 95.1%, exactMatch 80.0%, placesInRange 100.0%\n",
+    );
+  }
+});

@@ -6,6 +6,7 @@
 import { createWebGpuBackend, type WebGpuBackend } from "../wgpu/mod.ts";
 import { registerFastWeightParity } from "../src/testing/parity.ts";
 import { registerDenseParity } from "../src/testing/dense_parity.ts";
+import { registerModelParity } from "../src/testing/model_parity.ts";
 import { probeGpuAdapter } from "../src/info/gpu_adapter.ts";
 
 const available = (await probeGpuAdapter()).ok;
@@ -16,5 +17,13 @@ const close = async (b: unknown) => {
   (b as WebGpuBackend).destroy();
 };
 
-await registerFastWeightParity("webgpu", make, { forms: ["recurrent", "chunk"], close });
+// one kernel shape per rule at the small level: each new head or chunk size is a slow compile on a
+// software adapter (the varied sizes run on the other backends, in wgpu/fast_weight_chunk_test.ts and
+// here at FALCON_TEST_LEVEL=full)
+await registerFastWeightParity("webgpu", make, {
+  forms: ["recurrent", "chunk"],
+  close,
+  oneKernelShape: true,
+});
 await registerDenseParity("webgpu", make, close);
+await registerModelParity("webgpu", make, close);

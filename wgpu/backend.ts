@@ -16,11 +16,11 @@
  * @module
  */
 
-import type { Backend, Tensor } from "../src/rules/backend.ts";
+import type { AdamWParams, AdamWSlot, Backend, StepGuard, Tensor } from "../src/rules/backend.ts";
 import { shapeSize } from "../src/rules/backend.ts";
 import { requestWebGpuDevice, type WebGpuAdapterInfo, type WebGpuDeviceOptions } from "./device.ts";
 import { GpuRuntime } from "./runtime.ts";
-import { disposeTensor, gpuBuffer } from "./tensor.ts";
+import { createBlockTensors, disposeTensor, liveTensor } from "./tensor.ts";
 import { createDenseOps, type DenseOpsOptions } from "./dense.ts";
 import type { MatmulPrecision } from "./shaders/matmul.ts";
 import { createFastWeightOps, type FastWeightOpsOptions } from "./fast_weight.ts";
@@ -33,9 +33,20 @@ export interface WebGpuBackend extends Backend {
   readonly matmulPrecision: MatmulPrecision;
   /** Pipeline cache, encoder and buffer pool. */
   readonly runtime: GpuRuntime;
+  /** Tensors in one buffer, at offsets a binding may start at ({@linkcode BLOCK_ALIGNMENT}). */
+  zerosBlock(shapes: readonly (readonly number[])[]): Tensor[];
+  /** AdamW over several parameters: one dispatch where they (and their gradients, moments) are whole blocks. */
+  adamwMany(slots: readonly AdamWSlot[], params: AdamWParams, guard?: StepGuard): void;
   /** Release the pooled buffers and the device. */
   destroy(): void;
 }
+
+/**
+ * Bytes a tensor of a block ({@linkcode WebGpuBackend.zerosBlock}) starts at a multiple of (or the
+ * device's `minStorageBufferOffsetAlignment` where larger): 64 float32 elements, so AdamW over a block
+ * finds a tensor's weight decay from `index / 64`.
+ */
+export const BLOCK_ALIGNMENT = 256;
 
 /** Options of {@linkcode createWebGpuBackend}: the device's, the fast-weight ops' and the dense ops'. */
 export interface WebGpuBackendOptions extends WebGpuDeviceOptions, FastWeightOpsOptions, DenseOpsOptions {}
@@ -54,6 +65,7 @@ export async function createWebGpuBackend(options: WebGpuBackendOptions = {}): P
   }
   return {
     name: "webgpu",
+    queued: true,
     dtype: "f32",
     adapterInfo: info,
     matmulPrecision: options.matmulPrecision ?? "f32",
@@ -61,6 +73,15 @@ export async function createWebGpuBackend(options: WebGpuBackendOptions = {}): P
     zeros(shape) {
       shapeSize(shape);
       return rt.tensor(shape, true);
+    },
+    zerosBlock(shapes) {
+      for (const shape of shapes) shapeSize(shape);
+      const alignment = Math.max(BLOCK_ALIGNMENT, device.limits.minStorageBufferOffsetAlignment);
+      return createBlockTensors(shapes, alignment, device.limits.maxStorageBufferBindingSize, (bytes) => {
+        const buffer = rt.pool.acquire(bytes);
+        rt.clear(buffer, 0, bytes);
+        return buffer;
+      });
     },
     fromArray(data, shape) {
       const size = shapeSize(shape);
@@ -72,14 +93,22 @@ export async function createWebGpuBackend(options: WebGpuBackendOptions = {}): P
       return t;
     },
     async read(t: Tensor) {
-      const buffer = gpuBuffer(t);
+      const { buffer, offset } = liveTensor(t);
       if (t.size === 0) return new Float32Array(0);
-      return new Float32Array(await rt.readBytes(buffer, t.size * 4));
+      return new Float32Array(await rt.readBytes(buffer, t.size * 4, offset));
+    },
+    readLater(t: Tensor) {
+      const { buffer, offset } = liveTensor(t);
+      if (t.size === 0) return () => Promise.resolve(new Float32Array(0));
+      const fetch = rt.readBytesLater(buffer, t.size * 4, offset);
+      return async () => new Float32Array(await fetch());
     },
     copy(dst, src) {
       if (dst.size !== src.size) throw new RangeError(`copy: sizes differ (${dst.size} vs ${src.size})`);
       if (dst.size === 0) return;
-      rt.encoder().copyBufferToBuffer(gpuBuffer(src, "src"), 0, gpuBuffer(dst, "dst"), 0, dst.size * 4);
+      const from = liveTensor(src, "src");
+      const to = liveTensor(dst, "dst");
+      rt.copy(from.buffer, from.offset, to.buffer, to.offset, dst.size * 4);
     },
     dispose: (t) => disposeTensor(rt.pool, t),
     sync: () => rt.sync(),

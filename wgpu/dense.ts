@@ -6,9 +6,19 @@
  * @module
  */
 
-import type { Activation, AdamWParams, DenseOps, MatmulOptions, Tensor } from "../src/rules/backend.ts";
-import { type GpuRuntime, grid } from "./runtime.ts";
-import { gpuBuffer } from "./tensor.ts";
+import type {
+  Activation,
+  AdamWParams,
+  AdamWSlot,
+  DenseOps,
+  MatmulOptions,
+  StepGuard,
+  Tensor,
+} from "../src/rules/backend.ts";
+import { type Binding, type GpuRuntime, grid } from "./runtime.ts";
+import { gpuBinding, liveTensor } from "./tensor.ts";
+import { createMultiTensorOps, partialSumGroups } from "./multi_tensor.ts";
+import { createDeferredSliceSums } from "./deferred_sums.ts";
 import {
   activationShader,
   adamwShader,
@@ -29,6 +39,7 @@ import {
 } from "./shaders/matmul.ts";
 import {
   crossEntropyShader,
+  finishSumShader,
   rmsNormBackwardShader,
   rmsNormForwardShader,
   rmsNormWeightGradShader,
@@ -42,6 +53,7 @@ import {
   shortConvPreGradShader,
   shortConvWeightGradShader,
 } from "./shaders/sequence.ts";
+import { ROWS_PER_SLICE, SLICE_SUM_WG, sliceSumShader } from "./shaders/slices.ts";
 import { createAttentionOps } from "./attention.ts";
 
 function sameSize(op: string, ...ts: [string, Tensor][]): number {
@@ -80,7 +92,27 @@ export function segmentStarts(B: number, T: number, starts?: Uint8Array): Int32A
   return seg;
 }
 
-/** The dense ops on a runtime. */
+/** Fewest 128 x 128 output tiles for which the GEMM uses its big register tiles. */
+export const BIG_TILE_MIN_TILES = 128;
+
+/** Output tiles below which a long contraction is split over several workgroups (split-K). */
+export const SPLIT_K_MAX_TILES = 64;
+
+/** Shortest `K` that is split. */
+export const SPLIT_K_MIN_DEPTH = 512;
+
+/**
+ * How a GEMM with `tiles` output tiles and contraction `K` splits `K` (slices of a multiple of `bk`):
+ * `{ slices: 1 }` when the output alone fills the device or `K` is short; otherwise enough slices for
+ * about 256 workgroups, each at least 128 deep.
+ */
+export function splitKPlan(tiles: number, K: number, bk: number): { slices: number; depth: number } {
+  if (tiles >= SPLIT_K_MAX_TILES || K < SPLIT_K_MIN_DEPTH) return { slices: 1, depth: K };
+  const wanted = Math.min(Math.floor(K / 128), Math.ceil(256 / tiles));
+  const depth = Math.ceil(K / wanted / bk) * bk;
+  return { slices: Math.ceil(K / depth), depth };
+}
+
 /** Options of {@linkcode createDenseOps}. */
 export interface DenseOpsOptions {
   /**
@@ -103,13 +135,16 @@ export function checkMatmulPrecision(device: GPUDevice, precision: string): Matm
   return precision as MatmulPrecision;
 }
 
+/** The dense ops of the `webgpu` backend, with the optional multi-tensor AdamW. */
+export type WebGpuDenseOps = DenseOps & { adamwMany: NonNullable<DenseOps["adamwMany"]> };
+
 /** The dense ops on a runtime. */
-export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): DenseOps {
+export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): WebGpuDenseOps {
   const precision = checkMatmulPrecision(rt.device, options.matmulPrecision ?? "f32");
   const elementwise = (
     key: string,
     code: () => string,
-    buffers: GPUBuffer[],
+    buffers: Binding[],
     n: number,
     extra: number[] = [],
   ) => {
@@ -117,7 +152,73 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
     const u = rt.uniform([{ u: n }, ...extra.map((f) => ({ f }))]);
     rt.dispatch(rt.pipeline(key, code), [...buffers, u], grid(Math.ceil(n / ELEMENTWISE_WG)));
   };
-  const buf = gpuBuffer;
+  const buf = gpuBinding;
+
+  /**
+   * The storage buffer of AdamW's per-step values `[lr, c1, c2, gradScale, normScale]`: rewritten only
+   * when they change (once per training step), after the commands recorded so far (`rt.write` submits
+   * them first, so earlier updates read the earlier values).
+   */
+  let hyperBuffer: GPUBuffer | null = null;
+  let hyperValues = new Float32Array(0);
+  const adamHyper = (values: number[]): GPUBuffer => {
+    const next = Float32Array.from(values);
+    if (!hyperBuffer) {
+      hyperBuffer = rt.device.createBuffer({
+        size: 32,
+        usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC,
+      });
+    }
+    if (next.length !== hyperValues.length || next.some((x, i) => x !== hyperValues[i])) {
+      rt.write(hyperBuffer, next);
+      hyperValues = next;
+    }
+    return hyperBuffer;
+  };
+
+  /** `out (+)= sum over the S slices of partial[S, n]` (the second pass of every sliced reduction). */
+  const sliceSum = (out: Binding, partial: GPUBuffer, n: number, S: number, accumulate: boolean) => {
+    const u = rt.uniform([{ u: n }, { u: S }, { u: accumulate ? 1 : 0 }]);
+    rt.dispatch(
+      rt.pipeline("slice_sum_f32", sliceSumShader),
+      [out, partial, u],
+      grid(Math.ceil(n / SLICE_SUM_WG)),
+    );
+  };
+
+  const multi = createMultiTensorOps(rt, adamHyper);
+  const heldSums = createDeferredSliceSums(rt);
+  /** `out (+)= sum of the S slices of partial[S, n]` that `produce` writes (held back for gradients of a block). */
+  const slicedInto = (
+    out: Tensor,
+    name: string,
+    n: number,
+    S: number,
+    accumulate: boolean,
+    produce: (partial: Binding) => void,
+  ) =>
+    heldSums.into(
+      liveTensor(out, name),
+      n,
+      S,
+      accumulate,
+      produce,
+      (o, p) => sliceSum(o, p, n, S, accumulate),
+    );
+
+  function checkStep(op: string, p: AdamWParams): void {
+    if (!(Number.isInteger(p.step) && p.step >= 1)) {
+      throw new RangeError(`${op}: step must be >= 1, got ${p.step}`);
+    }
+  }
+
+  function checkGuard(op: string, guard: StepGuard): void {
+    if (guard.stats.size < 2 || guard.halted.size < 1) {
+      throw new RangeError(
+        `${op}: guard.stats needs 2 elements and guard.halted 1, got ${guard.stats.size} and ${guard.halted.size}`,
+      );
+    }
+  }
 
   function convDims(x: Tensor, weight: Tensor, starts?: Uint8Array) {
     if (x.shape.length !== 3) throw new RangeError(`shortConv: x must be [B, T, C], got [${x.shape}]`);
@@ -155,11 +256,13 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
     }
   }
 
-  return {
+  const ops: WebGpuDenseOps = {
     matmul(out, a, b, options: MatmulOptions = {}) {
       const [M, N, K] = matmulDims(out, a, b, options);
       if (M === 0 || N === 0) return;
-      const big = M * N >= 256 * 256;
+      // big tiles (128 x 128 per workgroup) only where they still give a workgroup to every SM of a
+      // large GPU (e.g. 4096 x 256 outputs run faster as 256 tiles of 64 x 64 than 64 of 128 x 128)
+      const big = M * N >= 256 * 256 && Math.ceil(M / 128) * Math.ceil(N / 128) >= BIG_TILE_MIN_TILES;
       // big tiles: the fastest of the variants timed at N = 4096 on the H200 (docs/performance.md,
       // f32 8x8x8 at 22.0 TFLOP/s, f16 4x8x16 at 22.2)
       const half = precision === "f16";
@@ -173,13 +276,24 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
         precision,
       };
       const [BM, BN] = matmulTile(variant);
-      const u = rt.uniform([{ u: M }, { u: N }, { u: K }]);
-      rt.dispatch(rt.pipeline(matmulKey(variant), () => matmulShader(variant)), [
-        buf(out, "out"),
-        buf(a, "a"),
-        buf(b, "b"),
-        u,
-      ], [Math.ceil(N / BN), Math.ceil(M / BM)]);
+      const tiles = Math.ceil(N / BN) * Math.ceil(M / BM);
+      const { slices, depth } = splitKPlan(tiles, K, variant.bk);
+      const u = rt.uniform([{ u: M }, { u: N }, { u: K }, { u: depth }]);
+      if (slices === 1) {
+        rt.dispatch(rt.pipeline(matmulKey(variant), () => matmulShader(variant)), [
+          buf(out, "out"),
+          buf(a, "a"),
+          buf(b, "b"),
+          u,
+        ], [Math.ceil(N / BN), Math.ceil(M / BM)]);
+        return;
+      }
+      const split: MatmulVariant = { ...variant, accumulate: false, splitK: true };
+      const pipe = rt.pipeline(matmulKey(split), () => matmulShader(split));
+      const [A, B] = [buf(a, "a"), buf(b, "b")];
+      slicedInto(out, "out", M * N, slices, !!options.accumulate, (partial) => {
+        rt.dispatch(pipe, [partial, A, B, u], [Math.ceil(N / BN), Math.ceil(M / BM), slices]);
+      });
     },
 
     embeddingForward(out, table, ids) {
@@ -275,14 +389,13 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
         if (dWeight.size !== D) {
           throw new RangeError(`rmsNormBackward: dWeight has ${dWeight.size}, expected ${D}`);
         }
-        const uw = rt.uniform([{ u: D }, { u: N }]);
-        rt.dispatch(rt.pipeline("rmsnorm_weight_grad_f32", rmsNormWeightGradShader), [
-          buf(dWeight, "dWeight"),
-          buf(dOut, "dOut"),
-          buf(x, "x"),
-          buf(rstd, "rstd"),
-          uw,
-        ], grid(Math.ceil(D / 64)));
+        const S = Math.ceil(N / ROWS_PER_SLICE);
+        const uw = rt.uniform([{ u: D }, { u: N }, { u: ROWS_PER_SLICE }]);
+        const pipe = rt.pipeline("rmsnorm_weight_grad_f32", rmsNormWeightGradShader);
+        const inputs = [buf(dOut, "dOut"), buf(x, "x"), buf(rstd, "rstd")];
+        slicedInto(dWeight, "dWeight", D, S, true, (partial) => {
+          rt.dispatch(pipe, [partial, ...inputs, uw], [Math.ceil(D / 64), S]);
+        });
       }
     },
 
@@ -343,6 +456,15 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
     },
 
     fill(x, value) {
+      // zeros (gradients, accumulators: most fills of a training step) are a copy-engine clear, with no
+      // pipeline, bind group or uniform to record; other values a dispatch
+      if (value === 0 && !Object.is(value, -0)) {
+        // a view into a block clears up to the next tensor, so zeroing a block's tensors one by one
+        // makes one clear of the block (GpuRuntime.clear)
+        const t = liveTensor(x);
+        if (x.size > 0) rt.clear(t.buffer, t.offset, t.block ? t.reserved : x.size * 4);
+        return;
+      }
       elementwise("fill_f32", fillShader, [buf(x)], x.size, [value]);
     },
 
@@ -385,14 +507,15 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
         ux,
         seg,
       ], grid(Math.ceil(n / ELEMENTWISE_WG)));
-      const uw = rt.uniform([{ u: C * W }, { u: T }, { u: C }, { u: W }, { u: B * T }]);
-      rt.dispatch(rt.pipeline("shortconv_weightgrad_f32", shortConvWeightGradShader), [
-        buf(dWeight, "dWeight"),
-        dpre.buffer,
-        buf(x, "x"),
-        uw,
-        seg,
-      ], grid(Math.ceil((C * W) / ELEMENTWISE_WG)));
+      const S = Math.ceil((B * T) / ROWS_PER_SLICE);
+      const uw = rt.uniform([{ u: C * W }, { u: T }, { u: C }, { u: W }, { u: B * T }, {
+        u: ROWS_PER_SLICE,
+      }]);
+      const pipe = rt.pipeline("shortconv_weightgrad_f32", shortConvWeightGradShader);
+      const X = buf(x, "x");
+      slicedInto(dWeight, "dWeight", C * W, S, true, (partial) => {
+        rt.dispatch(pipe, [partial, dpre.buffer, X, uw, seg], [Math.ceil((C * W) / 64), S]);
+      });
       rt.pool.release(dpre.buffer);
     },
 
@@ -428,23 +551,71 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
 
     ...createAttentionOps(rt),
 
-    adamw(param, grad, m, v, p: AdamWParams, decay) {
+    adamw(param, grad, m, v, p: AdamWParams, decay, guard?: StepGuard) {
       const n = sameSize("adamw", ["param", param], ["grad", grad], ["m", m], ["v", v]);
-      if (!(Number.isInteger(p.step) && p.step >= 1)) {
-        throw new RangeError(`adamw: step must be >= 1, got ${p.step}`);
-      }
+      checkStep("adamw", p);
+      if (n === 0) return;
       const c1 = 1 - Math.pow(p.beta1, p.step);
       const c2 = 1 - Math.pow(p.beta2, p.step);
-      elementwise("adamw_f32", adamwShader, [buf(param), buf(grad), buf(m), buf(v)], n, [
-        p.lr,
-        p.beta1,
-        p.beta2,
-        p.eps,
-        decay ? p.weightDecay : 0,
-        c1,
-        c2,
-        p.gradScale,
-      ]);
+      const hyper = adamHyper([p.lr, c1, c2, p.gradScale, guard ? Math.abs(guard.normScale) : 0]);
+      const scalars = [{ u: n }, { f: p.beta1 }, { f: p.beta2 }, { f: p.eps }, {
+        f: decay ? p.weightDecay : 0,
+      }];
+      const tensors = [buf(param), buf(grad), buf(m), buf(v), hyper];
+      const groups = grid(Math.ceil(n / ELEMENTWISE_WG));
+      if (!guard) {
+        rt.dispatch(
+          rt.pipeline("adamw_f32", () => adamwShader(false)),
+          [...tensors, rt.uniform(scalars)],
+          groups,
+        );
+        return;
+      }
+      checkGuard("adamw", guard);
+      rt.dispatch(rt.pipeline("adamw_guarded_f32", () => adamwShader(true)), [
+        ...tensors,
+        buf(guard.stats, "guard.stats"),
+        buf(guard.halted, "guard.halted"),
+        rt.uniform([...scalars, { f: guard.clipNorm }]),
+      ], groups);
+    },
+
+    adamwMany(slots: readonly AdamWSlot[], p: AdamWParams, guard?: StepGuard) {
+      slots.forEach((s, i) =>
+        sameSize(`adamwMany slot ${i}`, ["param", s.param], ["grad", s.grad], ["m", s.m], ["v", s.v])
+      );
+      checkStep("adamwMany", p);
+      if (guard) checkGuard("adamwMany", guard);
+      if (slots.length === 0 || multi.blockAdamw(slots, p, guard)) return;
+      for (const s of slots) ops.adamw(s.param, s.grad, s.m, s.v, p, s.decay, guard);
+    },
+
+    accumulateSum(out, index, xs, squares) {
+      if (!Number.isInteger(index) || index < 0 || index >= out.size) {
+        throw new RangeError(`accumulateSum: index ${index} is outside out's ${out.size} elements`);
+      }
+      // partial sums per tensor into one buffer (one dispatch over a block's tensors, else one per
+      // tensor), then one pass adds every partial in order
+      let partials = multi.blockPartialSums(xs, squares);
+      if (!partials) {
+        const parts = xs.filter((x) => x.size > 0).map((x) => ({ x, groups: partialSumGroups(x.size) }));
+        const total = parts.reduce((n, p) => n + p.groups, 0);
+        if (total === 0) return;
+        const partial = rt.tensor([total], false).buffer;
+        const key = squares ? "sumsquares_f32" : "sum_f32";
+        const pipe = rt.pipeline(key, () => sumSquaresShader(squares));
+        let base = 0;
+        for (const { x, groups } of parts) {
+          const u = rt.uniform([{ u: x.size }, { u: groups }, { u: base }]);
+          rt.dispatch(pipe, [partial, buf(x, "x"), u], [groups]);
+          base += groups;
+        }
+        partials = { partial, workgroups: total };
+      }
+      const { partial, workgroups } = partials;
+      const uf = rt.uniform([{ u: workgroups }, { u: index }]);
+      rt.dispatch(rt.pipeline("finish_sum_f32", finishSumShader), [buf(out, "out"), partial, uf], [1]);
+      rt.pool.release(partial);
     },
 
     async sumSquares(x) {
@@ -453,7 +624,11 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
       const groups = Math.min(1024, Math.ceil(n / 256));
       const partial = rt.tensor([groups], false);
       const u = rt.uniform([{ u: n }, { u: groups }]);
-      rt.dispatch(rt.pipeline("sumsquares_f32", sumSquaresShader), [partial.buffer, buf(x, "x"), u], [
+      rt.dispatch(rt.pipeline("sumsquares_f32", () => sumSquaresShader(true)), [
+        partial.buffer,
+        buf(x, "x"),
+        u,
+      ], [
         groups,
       ]);
       const data = new Float32Array(await rt.readBytes(partial.buffer, groups * 4));
@@ -463,4 +638,5 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): D
       return s;
     },
   };
+  return ops;
 }

@@ -10,6 +10,7 @@ import { gpuTest } from "./_test_util.ts";
 
 const ref = createRefBackend();
 const TOL = 2e-6;
+const FULL = Deno.env.get("FALCON_TEST_LEVEL") === "full";
 
 /** The same random tensor on both backends. */
 function pair(gpu: Backend, rng: Rng, shape: number[], scale = 1): [Tensor, Tensor] {
@@ -31,14 +32,24 @@ gpuTest(
   async (gpu) => {
     const rng = new Rng(1);
     // every transpose on the small-tile kernel, accumulate on half of them, and two variants of the
-    // large-tile kernel (outputs >= 256x256): each variant is a pipeline, slow to compile on llvmpipe
+    // large-tile kernel (outputs of >= 128 tiles of 128 x 128): each variant is a pipeline, slow to compile on llvmpipe
     const cases: [number, number, number, boolean, boolean, boolean][] = [
       [37, 29, 45, false, false, false],
       [37, 29, 45, false, true, true],
       [37, 29, 45, true, false, true],
       [37, 29, 45, true, true, false],
-      [257, 258, 11, false, false, true],
-      [257, 258, 11, true, true, false],
+      [1537, 1290, 11, false, false, true],
+      [1537, 1290, 11, true, true, false],
+      // split-K (few output tiles, K >= SPLIT_K_MIN_DEPTH): 4 slices, the last one shorter, every transpose
+      [5, 7, 1100, false, false, false],
+      [5, 7, 1100, false, true, true],
+      [5, 7, 1100, true, false, true],
+      [5, 7, 1100, true, true, false],
+      // the weight-gradient shape of training (x^T dy, accumulated) on the large-tile kernel: a slow
+      // compile and run on a software adapter, so only at FALCON_TEST_LEVEL=full (the GPU machine)
+      ...(FULL
+        ? [[256, 256, 1024, true, false, true] as [number, number, number, boolean, boolean, boolean]]
+        : []),
     ];
     for (const [M, N, K, transA, transB, accumulate] of cases) {
       const a = pair(gpu, rng, transA ? [K, M] : [M, K]);
@@ -109,8 +120,8 @@ gpuTest("webgpu element-wise ops, activations and SwiGLU match the reference", a
 
 gpuTest("webgpu RMSNorm forward and backward match the reference, with and without weight", async (gpu) => {
   const rng = new Rng(4);
-  const [N, D] = [11, 37];
-  for (const withWeight of [true, false]) {
+  // N = 150: the weight gradient sums three row slices of ROWS_PER_SLICE (64), the last one partial
+  for (const [N, D, withWeight] of [[11, 37, true], [11, 37, false], [150, 37, true]] as const) {
     const x = pair(gpu, rng, [N, D], 2);
     const w = pair(gpu, rng, [D]);
     const out = pair(gpu, rng, [N, D]);
@@ -122,7 +133,7 @@ gpuTest("webgpu RMSNorm forward and backward match the reference, with and witho
     const dOut = pair(gpu, rng, [N, D]);
     gpu.rmsNormBackward(dx[0], withWeight ? dw[0] : null, dOut[0], x[0], withWeight ? w[0] : null, rstd[0]);
     ref.rmsNormBackward(dx[1], withWeight ? dw[1] : null, dOut[1], x[1], withWeight ? w[1] : null, rstd[1]);
-    await same(`rmsNorm weight=${withWeight}`, gpu, [out, rstd, dx, dw]);
+    await same(`rmsNorm N=${N} weight=${withWeight}`, gpu, [out, rstd, dx, dw]);
   }
 });
 
@@ -143,10 +154,11 @@ gpuTest("webgpu embedding forward and backward (repeated ids) match the referenc
 
 gpuTest("webgpu short convolution with sequence starts matches the reference", async (gpu) => {
   const rng = new Rng(6);
-  const [B, T, C, W] = [2, 9, 5, 4];
+  // B*T = 150 rows: the weight gradient sums three row slices (64, 64, 22) that cut across sequences
+  const [B, T, C, W] = [3, 50, 5, 4];
   const starts = Uint8Array.from(
     { length: B * T },
-    (_, i) => (i % T === 0 || i === 5 || i === T + 3 ? 1 : 0),
+    (_, i) => (i % T === 0 || i === 5 || i === T + 3 || i === 2 * T + 17 ? 1 : 0),
   );
   const x = pair(gpu, rng, [B, T, C]);
   const w = pair(gpu, rng, [C, W]);
@@ -228,3 +240,55 @@ gpuTest("webgpu AdamW (with and without decay) and sumSquares match the referenc
   const b = await ref.sumSquares(x[1]);
   assertRelL2("sumSquares", [a], [b], 1e-6);
 });
+
+gpuTest(
+  "webgpu accumulateSum and the guarded AdamW (device clipping, halt on a non-finite sum) match the reference",
+  async (gpu) => {
+    const rng = new Rng(10);
+    const shape = [7, 9];
+    const params = {
+      lr: 1e-2,
+      beta1: 0.9,
+      beta2: 0.95,
+      eps: 1e-8,
+      weightDecay: 0.1,
+      step: 2,
+      gradScale: 0.25,
+    };
+    // clipNorm 1 clips (the norm of a 63-element normal gradient is ~8 before normScale); 100 does not
+    for (const [clipNorm, poison] of [[1, false], [100, false], [1, true]] as const) {
+      const losses = pair(gpu, rng, [1001]);
+      const g = pair(gpu, rng, shape);
+      const stats = pair(gpu, rng, [2]);
+      for (const be of [0, 1]) {
+        const b = be === 0 ? gpu : ref;
+        b.fill(stats[be], 0);
+        b.accumulateSum(stats[be], 0, [losses[be]], false);
+        b.accumulateSum(stats[be], 1, [g[be], losses[be]], true); // several tensors into one sum
+        b.accumulateSum(stats[be], 1, [g[be]], true); // accumulates onto it
+        if (poison) b.fill(stats[be], NaN);
+      }
+      await same(`accumulateSum clip=${clipNorm}`, gpu, poison ? [] : [stats], 1e-6);
+      const p = pair(gpu, rng, shape);
+      const m = pair(gpu, rng, shape, 0.1);
+      const v = pair(gpu, rng, shape, 0.1).map((t, be) => {
+        (be === 0 ? gpu : ref).mul(t, t, t); // second moments are non-negative
+        return t;
+      }) as [Tensor, Tensor];
+      const halted = [gpu.zeros([1]), ref.zeros([1])];
+      const before = await gpu.read(p[0]);
+      for (const be of [0, 1]) {
+        const guard = { stats: stats[be], halted: halted[be], normScale: 0.5, clipNorm };
+        (be === 0 ? gpu : ref).adamw(p[be], g[be], m[be], v[be], params, true, guard);
+      }
+      await same(`guarded adamw clip=${clipNorm} poison=${poison}`, gpu, [p, m, v], 1e-5);
+      const flag = (await gpu.read(halted[0]))[0];
+      if (flag !== (poison ? 1 : 0)) throw new Error(`halted flag ${flag}, expected ${poison ? 1 : 0}`);
+      const after = await gpu.read(p[0]);
+      const changed = after.some((x, i) => x !== before[i]);
+      if (changed === poison) {
+        throw new Error(`poison=${poison} but the parameters ${changed ? "changed" : "did not change"}`);
+      }
+    }
+  },
+);

@@ -7,11 +7,11 @@
  * through the q/k normalisation backward.
  * Kernels by form:
  * - `chunk` and `parallel` of every rule: the chunk-parallel kernels (SPEC section 4) of
- *   `shaders/fast_weight_chunk.ts` for the additive rules (falcon1a, falcon3a, linear, retnet,
+ *   `shaders/fast_weight_chunk_additive.ts` for the additive rules (falcon1a, falcon3a, linear, retnet,
  *   mamba2), `shaders/fast_weight_chunk_delta.ts` for the delta rules (falcon1, deltanet,
- *   gated_deltanet: the `(I + A)^-1` solve), `shaders/fast_weight_chunk_column.ts` for the
+ *   gated_deltanet: the `(I + A)^-1` solve), `shaders/fast_weight_chunk_per_column.ts` for the
  *   per-column rules (falcon2, falcon2a: one sub-problem per value column) and
- *   `shaders/fast_weight_chunk_window_reg.ts` for falcon3 (the solve over `W` instance rows per
+ *   `shaders/fast_weight_chunk_window_delta.ts` for falcon3 (the solve over `W` instance rows per
  *   step), in chunks of `chunkSize` positions (default 64; `parallel` runs the same kernels);
  * - `recurrent`: the recurrent kernels of `shaders/fast_weight_recurrent.ts`, one workgroup per
  *   `(b, h)`; `chunkSize` is then the checkpoint interval of the backward pass.
@@ -31,12 +31,19 @@ import type {
   FormOptions,
   Tensor,
 } from "../src/rules/backend.ts";
-import { FORMS, isPerColumnRule, isWindowRule, retnetDecay, type RuleConfig } from "../src/rules/config.ts";
+import { isPerColumnRule, isWindowRule, retnetDecay, type RuleConfig } from "../src/rules/config.ts";
+import {
+  chunkSizeOf,
+  expectShape,
+  type FastWeightDims,
+  fastWeightDims,
+  formOf as validForm,
+} from "../src/rules/validate.ts";
 import { type GpuRuntime, grid } from "./runtime.ts";
 import { gpuBuffer, type GpuTensor } from "./tensor.ts";
 import { chunkWorkspaceBytes, createChunkKernels } from "./fast_weight_chunk.ts";
 import { batchSlicedOps, type SliceRows } from "./fast_weight_slices.ts";
-import { isChunkRule } from "./shaders/fast_weight_chunk.ts";
+import { isChunkRule } from "./shaders/chunk_wgsl.ts";
 import type { HeadConstants } from "./shaders/fast_weight_coef.ts";
 import {
   gatherRowsShader,
@@ -53,54 +60,6 @@ import {
   recurrentSharedFloats,
   windowSlots,
 } from "./shaders/fast_weight_recurrent.ts";
-
-/** Sizes of a call. */
-interface Dims {
-  B: number;
-  T: number;
-  H: number;
-  dk: number;
-  dv: number;
-}
-
-function expectShape(name: string, t: Tensor, shape: readonly number[]): void {
-  if (t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i])) {
-    throw new RangeError(`${name} has shape [${t.shape}], expected [${shape}]`);
-  }
-}
-
-/** Check the shapes of a call and return its sizes. */
-export function fastWeightDims(config: RuleConfig, inputs: FastWeightInputs): Dims {
-  if (inputs.q.shape.length !== 4) throw new RangeError(`q must be [B, T, H, Dk], got [${inputs.q.shape}]`);
-  const [B, T, H, dk] = inputs.q.shape;
-  if (inputs.v.shape.length !== 4) throw new RangeError(`v must be [B, T, H, Dv], got [${inputs.v.shape}]`);
-  const dv = inputs.v.shape[3];
-  if (T < 1) throw new RangeError(`T must be >= 1, got ${T}`);
-  expectShape("k", inputs.k, [B, T, H, dk]);
-  expectShape("v", inputs.v, [B, T, H, dv]);
-  expectShape("beta", inputs.beta, isPerColumnRule(config.rule) ? [B, T, H, dv] : [B, T, H]);
-  expectShape("lambdabar", inputs.lambdabar, [B, T, H]);
-  if (inputs.starts && inputs.starts.length !== B * T) {
-    throw new RangeError(`starts has length ${inputs.starts.length}, expected B*T = ${B * T}`);
-  }
-  if (inputs.s0) expectShape("s0", inputs.s0, [B, H, dk, dv]);
-  if (inputs.carry) {
-    const slots = Math.max(0, config.window - 1);
-    expectShape("carry.state", inputs.carry.state, [B, H, dk, dv]);
-    expectShape("carry.lastKey", inputs.carry.lastKey, [B, H, dk]);
-    expectShape("carry.windowX", inputs.carry.windowX, [B, H, slots, dk]);
-    expectShape("carry.windowY", inputs.carry.windowY, [B, H, slots, dv]);
-  }
-  if (config.mambaA && config.mambaA.length !== H) {
-    throw new RangeError(`mambaA has ${config.mambaA.length} entries, expected one per head (${H})`);
-  }
-  if (config.retnetHeads && config.retnetHeads.length !== H) {
-    throw new RangeError(
-      `retnetHeads has ${config.retnetHeads.length} entries, expected one per head (${H})`,
-    );
-  }
-  return { B, T, H, dk, dv };
-}
 
 /** Per-step `(lo_t, reset_t)` `[B, T, 2]` and the carry-out window count per row. */
 export function stepMeta(
@@ -138,14 +97,10 @@ function headConstants(config: RuleConfig, H: number): HeadConstants {
   return { mambaA, retnetG };
 }
 
+/** The chunk size of a call, after checking its form and chunk size (src/rules/validate.ts). */
 function formOf(options: FormOptions): number {
-  const form = options.form ?? "recurrent";
-  if (!(FORMS as readonly string[]).includes(form)) {
-    throw new RangeError(`unknown form "${form}"; expected one of ${FORMS.join(", ")}`);
-  }
-  const c = options.chunkSize ?? 64;
-  if (!Number.isInteger(c) || c < 1) throw new RangeError(`chunkSize must be an integer >= 1, got ${c}`);
-  return c;
+  validForm(options);
+  return chunkSizeOf(options);
 }
 
 /** Whether a call runs the chunk-parallel kernels (see the module docs). */
@@ -202,7 +157,7 @@ function wholeBatchOps(rt: GpuRuntime, chunkWorkspaceLimit: number): FastWeightO
     };
   }
 
-  function shapeOf(config: RuleConfig, d: Dims, ck: number): RecurrentShape {
+  function shapeOf(config: RuleConfig, d: FastWeightDims, ck: number): RecurrentShape {
     if (d.dv > limits.maxComputeInvocationsPerWorkgroup) {
       throw new RangeError(
         `Dv = ${d.dv} exceeds this device's maxComputeInvocationsPerWorkgroup (${limits.maxComputeInvocationsPerWorkgroup})`,
@@ -225,7 +180,7 @@ function wholeBatchOps(rt: GpuRuntime, chunkWorkspaceLimit: number): FastWeightO
   }
 
   /** Upload-and-normalise into the head-major workspace; returns it and its sizes. */
-  function prepare(config: RuleConfig, inputs: FastWeightInputs, d: Dims) {
+  function prepare(config: RuleConfig, inputs: FastWeightInputs, d: FastWeightDims) {
     const { B, T, H, dk, dv } = d;
     const BH = B * H;
     const W = windowSlots(config);
@@ -327,7 +282,7 @@ function wholeBatchOps(rt: GpuRuntime, chunkWorkspaceLimit: number): FastWeightO
     ];
   }
 
-  function uniformOf(inputs: FastWeightInputs, d: Dims): GPUBuffer {
+  function uniformOf(inputs: FastWeightInputs, d: FastWeightDims): GPUBuffer {
     return rt.uniform([{ u: d.B }, { u: d.T }, { u: inputs.s0 ? 1 : 0 }, { u: inputs.carry ? 1 : 0 }]);
   }
 

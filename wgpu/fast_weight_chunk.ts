@@ -1,7 +1,7 @@
 /**
- * Driver of the chunk-parallel fast-weight kernels (`shaders/fast_weight_chunk.ts` for the additive
- * rules, `shaders/fast_weight_chunk_delta.ts` for the delta rules, `shaders/fast_weight_chunk_column.ts`
- * for the per-column rules, `shaders/fast_weight_chunk_window_reg.ts` for falcon3, whose delta-rule
+ * Driver of the chunk-parallel fast-weight kernels (`shaders/fast_weight_chunk_additive.ts` for the additive
+ * rules, `shaders/fast_weight_chunk_delta.ts` for the delta rules, `shaders/fast_weight_chunk_per_column.ts`
+ * for the per-column rules, `shaders/fast_weight_chunk_window_delta.ts` for falcon3, whose delta-rule
  * sections hold `W` instance rows per step): picks the tile sizes, lays out the chunk workspace and
  * records the passes. The q/k
  * normalisation into the head-major workspace, the carry gather and the gradient scatter stay in
@@ -28,19 +28,19 @@ import {
   chunkBindings,
   chunkKey,
   type ChunkPass,
-  chunkShader,
   type ChunkShape,
   chunkSharedFloats,
   type ChunkUniformField,
   chunkWork,
   COLUMN_UNIFORM_FIELDS,
-  isColumnChunkRule,
   isDeltaChunkRule,
+  isPerColumnChunkRule,
   isSolveChunkRule,
-  isWindowRegChunkRule,
-} from "./shaders/fast_weight_chunk.ts";
-import { WINDOW_TILE_ROWS } from "./shaders/chunk_wgsl.ts";
-import { COLUMN_BACKWARD, COLUMN_FORWARD } from "./shaders/fast_weight_chunk_column.ts";
+  isWindowDeltaChunkRule,
+  WINDOW_TILE_ROWS,
+} from "./shaders/chunk_wgsl.ts";
+import { chunkShader } from "./shaders/fast_weight_chunk_shader.ts";
+import { PER_COLUMN_BACKWARD, PER_COLUMN_FORWARD } from "./shaders/fast_weight_chunk_per_column.ts";
 import { statKind } from "./shaders/fast_weight_coef.ts";
 import { windowSlots } from "./shaders/fast_weight_recurrent.ts";
 
@@ -89,11 +89,11 @@ export function chunkShape(config: RuleConfig, d: ChunkDims, C: number, sharedBy
     for (let r = 16; r >= 1; r >>= 1) if (r <= max && floats(r)[key] <= limit) return r;
     throw tooBig();
   };
-  const wreg = isWindowRegChunkRule(config);
-  const cols = wreg ? C : C + pad; // falcon3 tiles steps, the others pair columns
-  // falcon3's wcols and wpairs take about WINDOW_TILE_ROWS instance rows (W per step): more rows would
+  const windowDelta = isWindowDeltaChunkRule(config);
+  const cols = windowDelta ? C : C + pad; // falcon3 tiles steps, the others pair columns
+  // falcon3's window_row_grads and window_solve_input_grads take about WINDOW_TILE_ROWS instance rows (W per step): more rows would
   // only grow their workgroup arrays (fewer workgroups in flight), not the reuse of a value read
-  const steps = wreg ? Math.max(1, Math.floor(WINDOW_TILE_ROWS / (pad + 1))) : Infinity;
+  const steps = windowDelta ? Math.max(1, Math.floor(WINDOW_TILE_ROWS / (pad + 1))) : Infinity;
   return {
     H: d.H,
     dk: d.dk,
@@ -107,37 +107,37 @@ export function chunkShape(config: RuleConfig, d: ChunkDims, C: number, sharedBy
 
 /** Workspace sections the forward passes use (the others are sized 0 there). */
 const FORWARD_SECTIONS: ReadonlySet<ChunkUniformField> = new Set<ChunkUniformField>([
-  "LG",
-  "GK",
-  "GA",
-  "DEC",
-  "Z",
-  "DS",
-  "SIN",
-  "SFIN",
-  "AM",
-  "U0",
-  "VV",
-  "KM",
-  "WW",
-  "EIG",
-  "KP",
-  "CL",
-  "CA",
-  "CB",
-  "CW",
-  "CX",
-  "KX",
-  "KQ",
-  "CS",
+  "logDecay",
+  "writeGain",
+  "eraseGain",
+  "chunkDecay",
+  "exitBaseKind",
+  "chunkStateIncrement",
+  "entryState",
+  "finalState",
+  "solveMatrix",
+  "pseudoValuesConstant",
+  "pseudoValuesStateFactor",
+  "transitionMatrix",
+  "pseudoValues",
+  "topEigenvector",
+  "pairGram",
+  "columnLogDecaySum",
+  "columnEraseGain",
+  "columnWriteGain",
+  "columnPseudoValues",
+  "columnKeyDotBase",
+  "keyGram",
+  "queryKeyGram",
+  "startsInChunk",
 ]);
 
 /** The sections the per-column rules use (their own and four shared ones; the others are sized 0 there). */
 const COLUMN_SECTIONS: ReadonlySet<ChunkUniformField> = new Set<ChunkUniformField>([
-  "SIN",
-  "GB",
-  "SFIN",
-  "DST",
+  "entryState",
+  "dExitState",
+  "finalState",
+  "dStatistic",
   ...COLUMN_UNIFORM_FIELDS,
 ]);
 
@@ -152,71 +152,71 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
   const S = d.dk * d.dv;
   const delta = isSolveChunkRule(config) ? 1 : 0;
   // instance rows per step: W for falcon3 (one per window pair), 1 for the delta rules
-  const wreg = isWindowRegChunkRule(config) ? 1 : 0;
-  const ni = pad + 1;
-  const rows = wreg ? ni : 1;
-  const column = isColumnChunkRule(config);
-  const col = column ? 1 : 0;
-  const TV = BH * d.T * d.dv;
-  const CC = BH * nck * C * C;
+  const windowDelta = isWindowDeltaChunkRule(config) ? 1 : 0;
+  const slots = pad + 1;
+  const rows = windowDelta ? slots : 1;
+  const column = isPerColumnChunkRule(config);
+  const perColumn = column ? 1 : 0;
+  const tokenValueFloats = BH * d.T * d.dv;
+  const chunkSquareFloats = BH * nck * C * C;
   const sizes: [ChunkUniformField, number][] = [
-    ["LG", BH * d.T],
-    ["GK", BH * d.T],
-    ["DG", BH * d.T],
-    ["DP", BH * d.T],
-    ["DST", BH * d.T],
-    ["DEC", BH * nck],
-    ["Z", BH * nck],
-    ["DS", BH * nck * S],
-    ["SIN", BH * nck * S],
-    ["GB", BH * nck * S],
-    ["SFIN", BH * S],
-    ["UV", BH * nck * 2 * S],
-    ["SPX", BH * nck * pad * d.dk],
-    ["SPY", BH * nck * pad * d.dv],
-    ["CON", BH * nck * (C + pad) * (pad + 1)],
-    ["GA", delta * BH * d.T],
-    ["AM", delta * (1 - wreg) * BH * nck * C * C],
-    ["U0", delta * BH * nck * C * rows * d.dv],
-    ["VV", delta * BH * nck * C * rows * d.dk],
-    ["KM", delta * BH * nck * d.dk * d.dk],
-    ["WW", delta * BH * d.T * rows * d.dv],
-    ["QD", delta * (1 - wreg) * BH * d.T * rows * d.dv],
-    ["DW", delta * BH * d.T * rows * d.dv],
-    ["DR", delta * BH * d.T * rows * d.dv],
-    ["LN", delta * BH * nck * S],
-    ["D0C", delta * BH * nck * S],
-    ["DAS", delta * BH * d.T],
-    ["DBS", delta * BH * d.T],
-    ["DMM", BH * nck * C * (C + pad)],
-    ["EXJ", BH * nck * (C + pad)],
-    ["DQB", BH * d.T * d.dk],
-    ["YM", delta * BH * nck * C * C],
-    ["RB", delta * BH * d.T],
-    ["CL", col * TV],
-    ["CA", col * TV],
-    ["CB", col * TV],
-    ["CW", col * TV],
-    ["CX", col * TV],
-    ["CQ", col * TV],
-    ["CR", col * TV],
-    ["CDA", col * TV],
-    ["CDB", col * TV],
-    ["CDG", col * TV],
-    ["KX", col * CC],
-    ["KQ", col * CC],
-    ["DKQ", col * CC],
-    ["DKX", col * CC],
-    ["CU", col * BH * nck * 2 * S],
-    ["CE", col * TV],
-    ["CG", col * TV],
-    ["CF", col * TV],
-    ["CS", col * BH * d.T],
-    ["CZ", col * TV],
-    ["CY", col * TV],
-    ["DXR", wreg * BH * d.T * ni * d.dk],
-    ["EIG", wreg * BH * d.T * ni],
-    ["KP", wreg * BH * nck * (C + pad) ** 2],
+    ["logDecay", BH * d.T],
+    ["writeGain", BH * d.T],
+    ["dWriteGain", BH * d.T],
+    ["dLogDecay", BH * d.T],
+    ["dStatistic", BH * d.T],
+    ["chunkDecay", BH * nck],
+    ["exitBaseKind", BH * nck],
+    ["chunkStateIncrement", BH * nck * S],
+    ["entryState", BH * nck * S],
+    ["dExitState", BH * nck * S],
+    ["finalState", BH * S],
+    ["dBaseReadout", BH * nck * 2 * S],
+    ["dxPrecedingPairs", BH * nck * pad * d.dk],
+    ["dyPrecedingPairs", BH * nck * pad * d.dv],
+    ["dWriteGainTerms", BH * nck * (C + pad) * (pad + 1)],
+    ["eraseGain", delta * BH * d.T],
+    ["solveMatrix", delta * (1 - windowDelta) * BH * nck * C * C],
+    ["pseudoValuesConstant", delta * BH * nck * C * rows * d.dv],
+    ["pseudoValuesStateFactor", delta * BH * nck * C * rows * d.dk],
+    ["transitionMatrix", delta * BH * nck * d.dk * d.dk],
+    ["pseudoValues", delta * BH * d.T * rows * d.dv],
+    ["dPseudoValuesReadout", delta * (1 - windowDelta) * BH * d.T * rows * d.dv],
+    ["dPseudoValues", delta * BH * d.T * rows * d.dv],
+    ["dRightHandSide", delta * BH * d.T * rows * d.dv],
+    ["reverseScanLink", delta * BH * nck * S],
+    ["dS0Parts", delta * BH * nck * S],
+    ["dEraseGain", delta * BH * d.T],
+    ["dDeltaWriteGain", delta * BH * d.T],
+    ["decayWeightsReadout", BH * nck * C * (C + pad)],
+    ["decayWeightsExit", BH * nck * (C + pad)],
+    ["dqBase", BH * d.T * d.dk],
+    ["decayWeightsSolve", delta * BH * nck * C * C],
+    ["decayWeightsSolveBase", delta * BH * d.T],
+    ["columnLogDecaySum", perColumn * tokenValueFloats],
+    ["columnEraseGain", perColumn * tokenValueFloats],
+    ["columnWriteGain", perColumn * tokenValueFloats],
+    ["columnPseudoValues", perColumn * tokenValueFloats],
+    ["columnKeyDotBase", perColumn * tokenValueFloats],
+    ["columnDPseudoValuesReadout", perColumn * tokenValueFloats],
+    ["columnDRightHandSide", perColumn * tokenValueFloats],
+    ["columnDEraseGain", perColumn * tokenValueFloats],
+    ["columnDWriteGain", perColumn * tokenValueFloats],
+    ["columnDLogDecay", perColumn * tokenValueFloats],
+    ["keyGram", perColumn * chunkSquareFloats],
+    ["queryKeyGram", perColumn * chunkSquareFloats],
+    ["dQueryKeyGram", perColumn * chunkSquareFloats],
+    ["dKeyGram", perColumn * chunkSquareFloats],
+    ["columnDBaseReadout", perColumn * BH * nck * 2 * S],
+    ["columnDqBaseWeights", perColumn * tokenValueFloats],
+    ["columnDxExitWeights", perColumn * tokenValueFloats],
+    ["columnDxBaseWeights", perColumn * tokenValueFloats],
+    ["startsInChunk", perColumn * BH * d.T],
+    ["columnBaseDecayShare", perColumn * tokenValueFloats],
+    ["columnKeyDotDExit", perColumn * tokenValueFloats],
+    ["dxInstanceRows", windowDelta * BH * d.T * slots * d.dk],
+    ["topEigenvector", windowDelta * BH * d.T * slots],
+    ["pairGram", windowDelta * BH * nck * (C + pad) ** 2],
   ];
   const offsets: Partial<Record<ChunkUniformField, number>> = {};
   let total = 0;
@@ -225,8 +225,8 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
     const used = !column || COLUMN_SECTIONS.has(name);
     if (used && (backward || FORWARD_SECTIONS.has(name))) total += size;
   }
-  // falcon3's QD (read last by wlnk) shares DR's floats (written first by wsolvet, after it)
-  if (wreg) offsets.QD = offsets.DR;
+  // falcon3's dPseudoValuesReadout (read last by window_scan_link) shares dRightHandSide's floats (written first by window_solve_transposed, after it)
+  if (windowDelta) offsets.dPseudoValuesReadout = offsets.dRightHandSide;
   return { offsets, total, nck };
 }
 
@@ -253,52 +253,73 @@ export interface GradOffsets {
 
 /** The forward passes of a rule, in dispatch order. */
 function forwardPasses(config: RuleConfig): readonly ChunkPass[] {
-  if (isColumnChunkRule(config)) return COLUMN_FORWARD;
-  if (isWindowRegChunkRule(config)) return ["coef", "wgram", "wsolve", "wtrans", "dscan", "wwfix", "wout"];
+  if (isPerColumnChunkRule(config)) return PER_COLUMN_FORWARD;
+  if (isWindowDeltaChunkRule(config)) {
+    return [
+      "coef",
+      "window_pair_gram",
+      "window_solve",
+      "window_transition",
+      "delta_state_scan",
+      "window_pseudo_values",
+      "window_readout",
+    ];
+  }
   return isDeltaChunkRule(config)
-    ? ["coef", "amat", "solve", "trans", "dscan", "wfix", "out"]
+    ? ["coef", "solve_matrix", "solve", "trans", "delta_state_scan", "pseudo_values", "out"]
     : ["coef", "local", "scan", "out"];
 }
 
 /** The backward passes of a rule (recomputing the forward states first), in dispatch order. */
 function backwardPasses(config: RuleConfig): readonly ChunkPass[] {
-  if (isColumnChunkRule(config)) return COLUMN_BACKWARD;
-  if (isWindowRegChunkRule(config)) {
+  if (isPerColumnChunkRule(config)) return PER_COLUMN_BACKWARD;
+  if (isWindowDeltaChunkRule(config)) {
     return [
       ...forwardPasses(config).slice(0, -1),
       "uv",
-      "wcolsq",
-      "wlnk",
-      "rscan2",
-      "wcols",
-      "wsolvet",
-      "wdq",
-      "wpairs",
-      "coefd",
-      "coefd2",
-      "ws0part",
-      "s0sum",
-      "wgather",
+      "window_readout_dw",
+      "window_scan_link",
+      "delta_reverse_scan",
+      "window_row_grads",
+      "window_solve_transposed",
+      "window_query_grads",
+      "window_solve_input_grads",
+      "delta_decay_grads",
+      "delta_coef_grads",
+      "window_s0_grad_parts",
+      "s0_grad_sum",
+      "window_pair_gather",
     ];
   }
   if (!isDeltaChunkRule(config)) {
-    return ["coef", "local", "scan", "uv", "rscan", "dq", "cols", "coefb1", "coefb2", "rowfix"];
+    return [
+      "coef",
+      "local",
+      "scan",
+      "uv",
+      "reverse_scan",
+      "dq",
+      "cols",
+      "decay_grads",
+      "coef_grads",
+      "pair_row_grads",
+    ];
   }
-  const stat: ChunkPass[] = statKind(config.rule) === "none" ? [] : ["rowfix"];
+  const stat: ChunkPass[] = statKind(config.rule) === "none" ? [] : ["pair_row_grads"];
   return [
     ...forwardPasses(config).slice(0, -1),
     "uv",
-    "colsq",
-    "lnk",
-    "rscan2",
+    "readout_dw",
+    "scan_link",
+    "delta_reverse_scan",
     "cols",
-    "solvet",
+    "solve_transposed",
     "dq",
     "pairs",
-    "coefd",
-    "coefd2",
-    "s0part",
-    "s0sum",
+    "delta_decay_grads",
+    "delta_coef_grads",
+    "s0_grad_parts",
+    "s0_grad_sum",
     ...stat,
   ];
 }
@@ -384,7 +405,13 @@ export function createChunkKernels(rt: GpuRuntime, workspaceLimit: number) {
         out: o.buffer,
       });
       const bytes = d.B * d.H * d.dk * d.dv * 4;
-      rt.encoder().copyBufferToBuffer(cw.buffer, (layout.offsets.SFIN ?? 0) * 4, state.buffer, 0, bytes);
+      rt.encoder().copyBufferToBuffer(
+        cw.buffer,
+        (layout.offsets.finalState ?? 0) * 4,
+        state.buffer,
+        0,
+        bytes,
+      );
       rt.pool.release(cw.buffer);
     },
 

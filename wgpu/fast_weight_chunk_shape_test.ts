@@ -5,7 +5,7 @@
 
 import { ruleConfig } from "../src/rules/config.ts";
 import { chunkShape } from "./fast_weight_chunk.ts";
-import { CHUNK_PASSES, chunkSharedFloats, chunkWork } from "./shaders/fast_weight_chunk.ts";
+import { CHUNK_PASSES, chunkSharedFloats, chunkWork } from "./shaders/chunk_wgsl.ts";
 import { SCAN_COLUMNS, WINDOW_TILE_ROWS } from "./shaders/chunk_wgsl.ts";
 
 const WEBGPU_DEFAULT_SHARED = 16384;
@@ -58,12 +58,12 @@ Deno.test("chunk passes spread over B*H*chunks*tiles workgroups, not B*H", () =>
     const groups = chunkWork(pass, s, config.window - 1, d.B, d.T);
     // the scans over chunks: one invocation per state element (additive: B*H*Dk*Dv/64 workgroups)
     // or one workgroup per SCAN_COLUMNS value columns (delta: an invocation per key row), or one per
-    // value column (the per-column rules' cscan and crscan: an invocation per chunk row or key row)
-    const floor = pass === "scan" || pass === "rscan"
+    // value column (the per-column rules' column_state_scan and column_reverse_scan: an invocation per chunk row or key row)
+    const floor = pass === "scan" || pass === "reverse_scan"
       ? (BH * d.dk * d.dv) / 64
-      : pass === "dscan" || pass === "rscan2"
+      : pass === "delta_state_scan" || pass === "delta_reverse_scan"
       ? BH * Math.ceil(d.dv / SCAN_COLUMNS)
-      : pass === "cscan" || pass === "crscan"
+      : pass === "column_state_scan" || pass === "column_reverse_scan"
       ? BH * d.dv
       : chunks;
     if (groups < floor) throw new Error(`${pass}: ${groups} workgroups, expected at least ${floor}`);
@@ -76,7 +76,7 @@ Deno.test("chunkShape sizes falcon3's tiles by its W instance rows per step", ()
   const s = chunkShape(ruleConfig("falcon3"), d, 64, WEBGPU_DEFAULT_SHARED);
   const f = chunkSharedFloats(ruleConfig("falcon3"), s);
   if (Object.values(f).some((x) => x > limit)) throw new Error(`tiles overflow: ${JSON.stringify(f)}`);
-  // wcols and wpairs take WINDOW_TILE_ROWS instance rows (whole steps) where the memory allows more
+  // window_row_grads and window_solve_input_grads take WINDOW_TILE_ROWS instance rows (whole steps) where the memory allows more
   for (const window of [1, 2, 4]) {
     const big = chunkShape(ruleConfig("falcon3", { window }), d, 64, 49152);
     const steps = WINDOW_TILE_ROWS / window;

@@ -1,7 +1,7 @@
 /**
- * The chunk-parallel WebGPU kernels (`shaders/fast_weight_chunk.ts`, additive rules;
- * `shaders/fast_weight_chunk_delta.ts`, delta rules; `shaders/fast_weight_chunk_column.ts`, the
- * per-column rules falcon2 and falcon2a; `shaders/fast_weight_chunk_window_reg.ts`, falcon3) against
+ * The chunk-parallel WebGPU kernels (`shaders/fast_weight_chunk_additive.ts`, additive rules;
+ * `shaders/fast_weight_chunk_delta.ts`, delta rules; `shaders/fast_weight_chunk_per_column.ts`, the
+ * per-column rules falcon2 and falcon2a; `shaders/fast_weight_chunk_window_delta.ts`, falcon3) against
  * the float64 reference backend and against the WebGPU recurrent kernels: both alignments, several
  * chunks with a partial last one, partial tiles, packed starts mid-chunk, a non-zero S0,
  * continuation from a carry, the parallel form (one chunk), `Dk != Dv`, and the clamp binding at

@@ -6,7 +6,9 @@
  * @module
  */
 
-import { GpuBufferPool, GpuTensor, pooledBytes } from "./tensor.ts";
+import { type Binding, GpuBufferPool, GpuTensor, pooledBytes } from "./tensor.ts";
+
+export type { Binding } from "./tensor.ts";
 
 /** Host-data buffers up to this many bytes are cached by content ({@linkcode GpuRuntime.temp}). */
 export const CONSTANT_CACHE_BYTES = 4096;
@@ -17,14 +19,26 @@ export const READ_BATCH_BYTES = 65536;
 /** Most cached bind groups before the cache starts over. */
 export const BIND_GROUP_CACHE_ENTRIES = 4096;
 
+/**
+ * Flush intervals in which small storage data must have been asked for before it is cached by content
+ * ({@linkcode GpuRuntime.temp}): more than a training step has (~4), so data of one batch is uploaded.
+ */
+export const PROMOTE_AFTER_FLUSHES = 12;
+
+/** Most small storage contents whose recurrence is counted before the count starts over. */
+export const SIGHTING_ENTRIES = 4096;
+
 /** Most cached host-data buffers before the cache starts over. */
 export const CONSTANT_CACHE_ENTRIES = 1024;
 
+/**
+ * Dispatches recorded before the open encoder is submitted: the device starts on a long op sequence
+ * (a training step is ~750 dispatches) while the host still records the rest of it.
+ */
+export const FLUSH_DISPATCHES = 96;
+
 /** Largest workgroup count per dispatch dimension that WebGPU guarantees. */
 export const MAX_GROUPS_PER_DIM = 65535;
-
-/** A binding: a whole buffer. */
-export type Binding = GPUBuffer;
 
 /** Pipelines, the open command encoder, temporaries and the buffer pool of one device. */
 export class GpuRuntime {
@@ -34,7 +48,12 @@ export class GpuRuntime {
   readonly pool: GpuBufferPool;
   readonly #pipelines = new Map<string, GPUComputePipeline>();
   #encoder: GPUCommandEncoder | null = null;
+  /** A clear not recorded yet, extended by clears of the bytes right after it ({@linkcode GpuRuntime.clear}). */
+  #pendingClear: { buffer: GPUBuffer; offset: number; end: number } | null = null;
   #pass: GPUComputePassEncoder | null = null;
+  /** The pipeline and bind group last set on the open pass. */
+  #passPipeline: GPUComputePipeline | null = null;
+  #passBindGroup: GPUBindGroup | null = null;
   #temporaries: GPUBuffer[] = [];
   /** Bind groups by pipeline and buffer identities ({@linkcode GpuRuntime.dispatch}). */
   readonly #bindGroups = new Map<string, GPUBindGroup>();
@@ -49,19 +68,58 @@ export class GpuRuntime {
     resolve: (data: ArrayBuffer) => void;
     reject: (e: unknown) => void;
   }[] = [];
-  /** Pooled buffers filled by `#uploadTemp`, given back at the next flush. */
-  #uploads: GPUBuffer[] = [];
-  /** Small immutable host-data buffers by usage and content: a training step repeats the same ones. */
-  readonly #constants = new Map<string, GPUBuffer>();
+  /** Deferred reads ({@linkcode GpuRuntime.readBytesLater}) waiting for one transfer. */
+  #deferred: { snapshot: GPUBuffer; bytes: number; size: number; settle: Promise<ArrayBuffer> | null }[] = [];
+  /** Dispatches recorded since the last flush (the encoder is submitted every {@linkcode FLUSH_DISPATCHES}). */
+  #dispatchesSinceFlush = 0;
+  /** Small immutable host-data buffers by usage and content hash: a training step repeats the same ones. */
+  readonly #constants = new Map<string, { bytes: Uint8Array; buffer: GPUBuffer }[]>();
+  #constantCount = 0;
+  /**
+   * Snapshot buffers of reads, apart from {@linkcode GpuRuntime.pool}: reads are transferred at times
+   * that vary from step to step, and taking their buffers from the tensor pool would hand a step's
+   * tensors different buffers each step (so its bind groups would miss the cache).
+   */
+  readonly #snapshotPool: GpuBufferPool;
+  /** Work held back until a command may touch `buffer` ({@linkcode GpuRuntime.hold}). */
+  #held: { buffer: GPUBuffer; run: () => void } | null = null;
+  /** Scratch words of {@linkcode GpuRuntime.uniform} (three views of one buffer). */
+  #scratch = scratchWords(64);
+  /** Flushes so far (for {@linkcode GpuRuntime.temp}'s count of the intervals a content recurs in). */
+  #flushes = 0;
+  /** Small storage contents not cached yet: the last flush interval each was asked for in, and how many. */
+  readonly #sightings = new Map<string, { flush: number; count: number }>();
+  /** Buffers for uploads that no recorded command uses (refilled at each flush). */
+  readonly #uploadPool: GpuBufferPool;
+  /**
+   * Uploads by content hash, with the flush interval each was last asked for in: kept (and reused by
+   * identical data) while every interval asks for it, given back to the upload pool at the end of the
+   * first interval that does not.
+   */
+  readonly #uploadsByContent = new Map<
+    string,
+    { bytes: Uint8Array; buffer: GPUBuffer; interval: number }[]
+  >();
   #retired: GPUBuffer[] = [];
   #profile: { querySet: GPUQuerySet; resolve: GPUBuffer; labels: string[]; capacity: number } | null = null;
   #zero: GPUBuffer | null = null;
   #errors: string[] = [];
+  /**
+   * Host waits on the device so far: buffer maps (reads) and queue syncs. Each costs a round trip
+   * (about 11 ms in Deno 2.9); tests count them.
+   */
+  readonly waits = { maps: 0, syncs: 0 };
+
+  /** The device's `maxStorageBufferBindingSize` (read once: a WebIDL getter per tensor adds up). */
+  readonly #maxBinding: number;
 
   /** A runtime on `device`; validation errors are collected and thrown by the next read or sync. */
   constructor(device: GPUDevice) {
     this.device = device;
+    this.#maxBinding = device.limits.maxStorageBufferBindingSize;
     this.pool = new GpuBufferPool(device);
+    this.#uploadPool = new GpuBufferPool(device);
+    this.#snapshotPool = new GpuBufferPool(device);
     device.addEventListener("uncapturederror", (e) => {
       const err = (e as GPUUncapturedErrorEvent).error;
       this.#errors.push(err?.message ?? String(err));
@@ -98,9 +156,50 @@ export class GpuRuntime {
 
   /** The open command encoder (created on demand), with no compute pass open (for copies and clears). */
   encoder(): GPUCommandEncoder {
+    if (this.#held) this.releaseHeld();
+    return this.#openEncoder();
+  }
+
+  /** The encoder for a copy from or to `buffers`: held work runs first only when it writes one of them. */
+  #copyEncoder(...buffers: GPUBuffer[]): GPUCommandEncoder {
+    if (this.#held && buffers.includes(this.#held.buffer)) this.releaseHeld();
+    return this.#openEncoder();
+  }
+
+  /** Copy `bytes` bytes from `src` at `srcOffset` to `dst` at `dstOffset`, in order with the other commands. */
+  copy(src: GPUBuffer, srcOffset: number, dst: GPUBuffer, dstOffset: number, bytes: number): void {
+    this.#copyEncoder(src, dst).copyBufferToBuffer(src, srcOffset, dst, dstOffset, bytes);
+  }
+
+  /** {@linkcode GpuRuntime.encoder} for a command that touches none of the held work's buffers. */
+  #openEncoder(): GPUCommandEncoder {
     this.#endPass();
     if (!this.#encoder) this.#encoder = this.device.createCommandEncoder();
+    if (this.#pendingClear) {
+      const { buffer, offset, end } = this.#pendingClear;
+      this.#pendingClear = null;
+      this.#encoder.clearBuffer(buffer, offset, end - offset);
+    }
     return this.#encoder;
+  }
+
+  /**
+   * Zero `bytes` bytes of `buffer` from byte `offset` (multiples of 4), in order with the commands
+   * around it. Clears of consecutive ranges of one buffer recorded one after another (the gradients of
+   * a block, zeroed parameter by parameter) become one clear: the clear is held until another command
+   * is recorded.
+   */
+  clear(buffer: GPUBuffer, offset: number, bytes: number): void {
+    if (bytes === 0) return;
+    if (this.#held?.buffer === buffer) this.releaseHeld();
+    const pending = this.#pendingClear;
+    if (pending && pending.buffer === buffer && pending.end === offset) {
+      pending.end = offset + bytes;
+      return;
+    }
+    if (pending) this.#openEncoder();
+    this.#endPass();
+    this.#pendingClear = { buffer, offset, end: offset + bytes };
   }
 
   /**
@@ -108,17 +207,17 @@ export class GpuRuntime {
    * scope, so a dispatch still sees the writes of the one before it); a copy or clear ends it.
    */
   #computePass(): GPUComputePassEncoder {
-    if (!this.#pass) this.#pass = this.encoder().beginComputePass();
+    if (!this.#pass) this.#pass = this.#openEncoder().beginComputePass();
     return this.#pass;
   }
 
   /** While profiling (and below capacity): a pass of its own for one dispatch, with timestamps at its ends. */
-  #timedPass(label: string): GPUComputePassEncoder | null {
+  #timedPass(pipeline: GPUComputePipeline): GPUComputePassEncoder | null {
     const profile = this.#profile;
     if (!profile || profile.labels.length >= profile.capacity) return null;
     const n = profile.labels.length;
-    profile.labels.push(label);
-    return this.encoder().beginComputePass({
+    profile.labels.push(pipeline.label);
+    return this.#openEncoder().beginComputePass({
       timestampWrites: {
         querySet: profile.querySet,
         beginningOfPassWriteIndex: 2 * n,
@@ -131,6 +230,8 @@ export class GpuRuntime {
     if (this.#pass) {
       this.#pass.end();
       this.#pass = null;
+      this.#passPipeline = null;
+      this.#passBindGroup = null;
     }
   }
 
@@ -145,25 +246,44 @@ export class GpuRuntime {
     bindings: readonly Binding[],
     groups: readonly [number, number?, number?],
   ) {
-    const seen = new Set<GPUBuffer>();
-    const snapshots: GPUBuffer[] = [];
-    const resolved = bindings.map((buffer) => {
-      if (!seen.has(buffer) || !(buffer.usage & GPUBufferUsage.COPY_SRC)) {
-        seen.add(buffer);
-        return buffer;
+    if (this.#held) {
+      for (const b of bindings) {
+        if (bufferOf(b) === this.#held.buffer) {
+          this.releaseHeld();
+          break;
+        }
       }
-      const copy = this.pool.acquire(buffer.size);
-      this.encoder().copyBufferToBuffer(buffer, 0, copy, 0, buffer.size);
-      snapshots.push(copy);
-      return copy;
-    });
+    }
+    let snapshots: GPUBuffer[] | null = null;
+    let resolved = bindings;
+    for (let i = 1; i < bindings.length; i++) {
+      const buffer = bufferOf(bindings[i]);
+      let earlier = false;
+      for (let j = 0; j < i && !earlier; j++) earlier = bufferOf(resolved[j]) === buffer;
+      if (!earlier || !(buffer.usage & GPUBufferUsage.COPY_SRC)) continue;
+      // the same buffer (or another view into it) is bound before: bind a copy of this range instead
+      const binding = bindings[i];
+      const offset = binding instanceof GPUBuffer ? 0 : binding.offset;
+      const size = binding instanceof GPUBuffer ? buffer.size : binding.size;
+      const copy = this.pool.acquire(size);
+      this.#openEncoder().copyBufferToBuffer(buffer, offset, copy, 0, size);
+      (snapshots ??= []).push(copy);
+      if (resolved === bindings) resolved = [...bindings];
+      (resolved as Binding[])[i] = copy;
+    }
     const bindGroup = this.#bindGroup(pipeline, resolved);
-    const pass = this.#timedPass(pipeline.label) ?? this.#computePass();
-    pass.setPipeline(pipeline);
-    pass.setBindGroup(0, bindGroup);
+    const pass = this.#timedPass(pipeline) ?? this.#computePass();
+    // the open pass keeps its pipeline and bind group between dispatches: set only what changed
+    if (pass !== this.#pass || this.#passPipeline !== pipeline) pass.setPipeline(pipeline);
+    if (pass !== this.#pass || this.#passBindGroup !== bindGroup) pass.setBindGroup(0, bindGroup);
+    if (pass === this.#pass) {
+      this.#passPipeline = pipeline;
+      this.#passBindGroup = bindGroup;
+    }
     pass.dispatchWorkgroups(groups[0], groups[1] ?? 1, groups[2] ?? 1);
     if (pass !== this.#pass) pass.end();
-    for (const b of snapshots) this.pool.release(b);
+    if (snapshots) { for (const b of snapshots) this.pool.release(b); }
+    if (++this.#dispatchesSinceFlush >= FLUSH_DISPATCHES) this.flush();
   }
 
   /**
@@ -172,15 +292,18 @@ export class GpuRuntime {
    * ~28 us on the H200 host (~10 ms of a 351-dispatch step). Entries naming a destroyed buffer are
    * never asked for again; the cache starts over past {@linkcode BIND_GROUP_CACHE_ENTRIES}.
    */
-  #bindGroup(pipeline: GPUComputePipeline, buffers: readonly GPUBuffer[]): GPUBindGroup {
+  #bindGroup(pipeline: GPUComputePipeline, bindings: readonly Binding[]): GPUBindGroup {
     let key = `${this.#idOf(pipeline)}`;
-    for (const b of buffers) key += `,${this.#idOf(b)}`;
+    for (const b of bindings) key += `,${this.#idOf(b)}`;
     let group = this.#bindGroups.get(key);
     if (!group) {
       if (this.#bindGroups.size >= BIND_GROUP_CACHE_ENTRIES) this.#bindGroups.clear();
       group = this.device.createBindGroup({
         layout: pipeline.getBindGroupLayout(0),
-        entries: buffers.map((buffer, binding) => ({ binding, resource: { buffer } })),
+        entries: bindings.map((b, binding) => ({
+          binding,
+          resource: b instanceof GPUBuffer ? { buffer: b } : b,
+        })),
       });
       this.#bindGroups.set(key, group);
     }
@@ -197,40 +320,58 @@ export class GpuRuntime {
   }
 
   /**
-   * A read-only buffer holding `data`. Up to {@linkcode CONSTANT_CACHE_BYTES} bytes it comes from a
-   * cache by content (uniforms and small host-side integer arrays recur every step; creating a buffer
-   * per dispatch dominated small steps); larger ones are destroyed after the next flush.
+   * A read-only buffer holding `data`, for the commands recorded before the next flush. Up to
+   * {@linkcode CONSTANT_CACHE_BYTES} bytes it comes from a cache by content (uniforms and small
+   * host-side integer arrays recur every step; creating a buffer per dispatch dominated small steps),
+   * except small storage data that has not recurred yet (the data of one batch), which is uploaded like
+   * larger storage data ({@linkcode GpuRuntime.upload}).
    */
   temp(data: ArrayBufferView, usage: "uniform" | "storage"): GPUBuffer {
     if (data.byteLength > CONSTANT_CACHE_BYTES) {
-      return usage === "storage" ? this.#uploadTemp(data) : this.#createTemp(data, usage);
+      return usage === "storage" ? this.upload(data) : this.#createTemp(data, usage);
     }
     const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-    const key = `${usage}:${bytes.join(",")}`;
-    let buffer = this.#constants.get(key);
+    const key = contentKey(usage, bytes);
+    const hits = this.#constants.get(key);
+    let buffer = hits?.find((c) => sameBytes(c.bytes, bytes))?.buffer;
+    if (!buffer && usage === "storage" && !this.#recurs(key)) return this.upload(data, key);
     if (!buffer) {
-      if (this.#constants.size >= CONSTANT_CACHE_ENTRIES) {
+      if (this.#constantCount >= CONSTANT_CACHE_ENTRIES) {
         // start over; the old buffers may still be bound by recorded commands: destroy after the flush
-        this.#retired.push(...this.#constants.values());
+        for (const list of this.#constants.values()) for (const c of list) this.#retired.push(c.buffer);
         this.#constants.clear();
+        this.#constantCount = 0;
       }
       buffer = this.#createBuffer(data, usage);
-      this.#constants.set(key, buffer);
+      const entry = { bytes: bytes.slice(), buffer };
+      if (hits && this.#constants.has(key)) hits.push(entry);
+      else this.#constants.set(key, [entry]);
+      this.#constantCount++;
     }
     return buffer;
   }
 
   /**
-   * Large host data (per-call step tables, token ids) go through `queue.writeBuffer` into a pooled
-   * buffer, given back to the pool at the flush that submits its users: a mapped-at-creation buffer of
-   * 256 KiB took ~9 ms to fill on the H200 (Deno 2.9.6), `writeBuffer` a fraction of that. The flush
-   * first submits every command recorded so far, since a pooled buffer may still be bound by them.
+   * Large host data (per-call step tables, token ids, targets) in a storage buffer, with no flush: an
+   * upload buffer is written by `queue.writeBuffer` (which runs before the commands recorded so far
+   * are submitted), so it is taken only from buffers that no recorded command uses: the upload pool.
+   * The same data uploaded again (the sequence starts of every short convolution of a step, the targets
+   * of the loss forward and backward) reuses the first upload for as long as every flush interval asks
+   * for it; an upload goes back to the pool at the end of the first interval that does not (its last
+   * commands were submitted before). A mapped-at-creation buffer of 256 KiB took ~9 ms to fill on the
+   * H200 (Deno 2.9.6), a flush per upload was a submit each, and a `writeBuffer` costs ~40 us of host
+   * time for 2 KiB on the software adapter (so data of one batch is written once, not once per flush).
    */
-  #uploadTemp(data: ArrayBufferView): GPUBuffer {
-    const bytes = Math.max(16, Math.ceil(data.byteLength / 16) * 16);
-    const buffer = this.pool.acquire(bytes);
-    this.flush();
+  upload(data: ArrayBufferView, key?: string): GPUBuffer {
     const src = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    key ??= contentKey("storage", src);
+    const earlier = this.#uploadsByContent.get(key)?.find((u) => sameBytes(u.bytes, src));
+    if (earlier) {
+      earlier.interval = this.#flushes;
+      return earlier.buffer;
+    }
+    const bytes = Math.max(16, Math.ceil(data.byteLength / 16) * 16);
+    const buffer = this.#uploadPool.acquire(bytes);
     let words: Uint8Array<ArrayBuffer>;
     if (data.byteLength % 4 === 0 && data.buffer instanceof ArrayBuffer) {
       words = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
@@ -239,8 +380,64 @@ export class GpuRuntime {
       words.set(src);
     }
     this.device.queue.writeBuffer(buffer, 0, words);
-    this.#uploads.push(buffer);
+    const list = this.#uploadsByContent.get(key);
+    const entry = { bytes: src.slice(), buffer, interval: this.#flushes };
+    if (list) list.push(entry);
+    else this.#uploadsByContent.set(key, [entry]);
     return buffer;
+  }
+
+  /**
+   * Whether small storage data of content `key` has now been asked for in {@linkcode PROMOTE_AFTER_FLUSHES}
+   * flush intervals (counting this one): data that recurs step after step (a step table of batches
+   * without sequence starts) is then cached by {@linkcode GpuRuntime.temp}; data of one batch (token
+   * ids, targets, sequence starts) never gets there and is uploaded, into buffers that the same call of
+   * every step gets again ({@linkcode GpuBufferPool}), so the bind groups that use it stay cached.
+   */
+  #recurs(key: string): boolean {
+    const seen = this.#sightings.get(key);
+    if (!seen) {
+      if (this.#sightings.size >= SIGHTING_ENTRIES) this.#sightings.clear();
+      this.#sightings.set(key, { flush: this.#flushes, count: 1 });
+      return false;
+    }
+    if (seen.flush !== this.#flushes) {
+      seen.flush = this.#flushes;
+      seen.count++;
+    }
+    return seen.count >= PROMOTE_AFTER_FLUSHES;
+  }
+
+  /**
+   * Hold `run` (which records commands writing `buffer`) back until a dispatch binds `buffer`, a clear of
+   * it, any other command through {@linkcode GpuRuntime.encoder} (copies, reads) or a flush: then it runs
+   * first, so every later command sees its writes. Work held for another buffer runs now.
+   */
+  hold(buffer: GPUBuffer, run: () => void): void {
+    if (this.#held && this.#held.buffer !== buffer) this.releaseHeld();
+    this.#held = { buffer, run };
+  }
+
+  /** The buffer of the work held back, if any. */
+  get heldBuffer(): GPUBuffer | null {
+    return this.#held?.buffer ?? null;
+  }
+
+  /** Record the held work now. */
+  releaseHeld(): void {
+    const held = this.#held;
+    this.#held = null;
+    held?.run();
+  }
+
+  /** Destroy `buffer` after the next flush (recorded commands may still use it). */
+  retire(buffer: GPUBuffer): void {
+    this.#retired.push(buffer);
+  }
+
+  /** A new read-only storage buffer holding `data`, owned by the caller (tables that live as long as it). */
+  storageBuffer(data: ArrayBufferView): GPUBuffer {
+    return this.#createBuffer(data, "storage");
   }
 
   #createTemp(data: ArrayBufferView, usage: "uniform" | "storage"): GPUBuffer {
@@ -265,14 +462,18 @@ export class GpuRuntime {
 
   /** A uniform buffer of 32-bit words: integers as u32/i32 bit patterns, other numbers as f32. */
   uniform(words: readonly { u?: number; i?: number; f?: number }[]): GPUBuffer {
-    const buf = new ArrayBuffer(Math.max(16, words.length * 4));
-    const view = new DataView(buf);
-    words.forEach((w, k) => {
-      if (w.u !== undefined) view.setUint32(k * 4, w.u, true);
-      else if (w.i !== undefined) view.setInt32(k * 4, w.i, true);
-      else view.setFloat32(k * 4, w.f ?? 0, true);
-    });
-    return this.temp(new Uint8Array(buf), "uniform");
+    // built in a scratch buffer (temp() copies what it keeps): no allocation per dispatch
+    const n = Math.max(4, words.length);
+    if (this.#scratch.u.length < n) this.#scratch = scratchWords(2 * n);
+    const { u, i, f } = this.#scratch;
+    u.fill(0, 0, n);
+    for (let k = 0; k < words.length; k++) {
+      const w = words[k];
+      if (w.u !== undefined) u[k] = w.u;
+      else if (w.i !== undefined) i[k] = w.i;
+      else f[k] = w.f ?? 0;
+    }
+    return this.temp(new Uint8Array(u.buffer, 0, n * 4), "uniform");
   }
 
   /** A small zero storage buffer for optional bindings that are absent. */
@@ -290,36 +491,45 @@ export class GpuRuntime {
   tensor(shape: readonly number[], zero: boolean): GpuTensor {
     const size = shape.reduce((a, b) => a * b, 1);
     const bytes = pooledBytes(size);
-    const limit = this.device.limits.maxStorageBufferBindingSize;
+    const limit = this.#maxBinding;
     if (bytes > limit) {
       throw new RangeError(
         `a tensor of shape [${shape}] needs ${bytes} bytes, above this device's maxStorageBufferBindingSize (${limit})`,
       );
     }
     const buffer = this.pool.acquire(bytes);
-    if (zero) this.encoder().clearBuffer(buffer);
+    if (zero) this.clear(buffer, 0, bytes);
     return new GpuTensor(shape, buffer);
   }
 
   /** Submit the recorded commands and free the temporaries. */
   flush(): void {
+    if (this.#held) this.releaseHeld();
+    this.#dispatchesSinceFlush = 0;
+    this.#flushes++;
+    if (this.#pendingClear) this.#openEncoder();
     this.#endPass();
     if (this.#encoder) {
       this.device.queue.submit([this.#encoder.finish()]);
       this.#encoder = null;
     }
     for (const b of this.#temporaries) b.destroy();
-    for (const b of this.#uploads) this.pool.release(b);
-    this.#uploads = [];
+    // uploads the interval just submitted did not use: no recorded command needs them any more
+    for (const [key, list] of this.#uploadsByContent) {
+      const kept = list.filter((u) => u.interval === this.#flushes - 1);
+      for (const u of list) if (u.interval !== this.#flushes - 1) this.#uploadPool.release(u.buffer);
+      if (kept.length === 0) this.#uploadsByContent.delete(key);
+      else if (kept.length !== list.length) this.#uploadsByContent.set(key, kept);
+    }
     for (const b of this.#retired) b.destroy();
     this.#temporaries = [];
     this.#retired = [];
   }
 
-  /** Write host data into a buffer after everything recorded so far. */
-  write(buffer: GPUBuffer, data: Float32Array<ArrayBuffer>): void {
+  /** Write host data into a buffer (from byte `offset`) after everything recorded so far. */
+  write(buffer: GPUBuffer, data: Float32Array<ArrayBuffer>, offset = 0): void {
     this.flush();
-    this.device.queue.writeBuffer(buffer, 0, data);
+    this.device.queue.writeBuffer(buffer, offset, data);
   }
 
   /**
@@ -329,24 +539,69 @@ export class GpuRuntime {
    * batch is mapped once in a microtask. A training step reads its loss and one partial sum per
    * parameter: mapped one by one, those reads cost ~60 ms per step on the H200.
    */
-  readBytes(src: GPUBuffer, bytes: number): Promise<ArrayBuffer> {
+  readBytes(src: GPUBuffer, bytes: number, offset = 0): Promise<ArrayBuffer> {
     const size = Math.max(16, Math.ceil(bytes / 16) * 16);
-    if (size > READ_BATCH_BYTES) return this.#readAlone(src, bytes, size);
-    const snapshot = this.pool.acquire(size);
-    this.encoder().copyBufferToBuffer(src, 0, snapshot, 0, Math.min(size, src.size));
+    if (size > READ_BATCH_BYTES) return this.#readAlone(src, bytes, size, offset);
+    const snapshot = this.#snapshotPool.acquire(size);
+    this.#copyEncoder(src).copyBufferToBuffer(src, offset, snapshot, 0, Math.min(size, src.size - offset));
     return new Promise((resolve, reject) => {
       if (this.#reads.length === 0) queueMicrotask(() => this.#readBatch());
       this.#reads.push({ snapshot, bytes, size, resolve, reject });
     });
   }
 
-  async #readAlone(src: GPUBuffer, bytes: number, size: number): Promise<ArrayBuffer> {
+  /**
+   * A read of `bytes` bytes of `src` whose value is snapshotted on the GPU now and whose transfer
+   * waits until the returned function is first called; then every deferred read not yet transferred
+   * moves in one map. A map waits for the device in Deno 2.9 (its call blocks the thread until the
+   * queue has run the commands submitted so far), so a training step defers its reads and collects
+   * them a few steps later, in one round trip for several steps.
+   */
+  readBytesLater(src: GPUBuffer, bytes: number, offset = 0): () => Promise<ArrayBuffer> {
+    const size = Math.max(16, Math.ceil(bytes / 16) * 16);
+    const snapshot = this.#snapshotPool.acquire(size);
+    this.#copyEncoder(src).copyBufferToBuffer(src, offset, snapshot, 0, Math.min(size, src.size - offset));
+    const entry = { snapshot, bytes, size, settle: null as Promise<ArrayBuffer> | null };
+    this.#deferred.push(entry);
+    return () => {
+      if (!entry.settle) this.#transferDeferred();
+      return entry.settle!;
+    };
+  }
+
+  /** Map every deferred read not yet transferred together (one staging buffer, one map). */
+  #transferDeferred(): void {
+    const entries = this.#deferred;
+    this.#deferred = [];
+    let total = 0;
+    const offsets = entries.map((e) => (total += e.size) - e.size);
+    const staging = this.device.createBuffer({
+      size: total,
+      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+    });
+    const enc = this.encoder();
+    entries.forEach((e, i) => enc.copyBufferToBuffer(e.snapshot, 0, staging, offsets[i], e.size));
+    this.flush();
+    for (const e of entries) this.#snapshotPool.release(e.snapshot);
+    this.waits.maps++;
+    const mapped = staging.mapAsync(GPUMapMode.READ).then(() => {
+      const all = staging.getMappedRange(0, total);
+      const outs = entries.map((e, i) => all.slice(offsets[i], offsets[i] + e.bytes));
+      staging.unmap();
+      this.throwErrors();
+      return outs;
+    }).finally(() => staging.destroy());
+    entries.forEach((e, i) => e.settle = mapped.then((outs) => outs[i]));
+  }
+
+  async #readAlone(src: GPUBuffer, bytes: number, size: number, offset: number): Promise<ArrayBuffer> {
     const staging = this.device.createBuffer({
       size,
       usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
     });
-    this.encoder().copyBufferToBuffer(src, 0, staging, 0, Math.min(size, src.size));
+    this.#copyEncoder(src).copyBufferToBuffer(src, offset, staging, 0, Math.min(size, src.size - offset));
     this.flush();
+    this.waits.maps++;
     await staging.mapAsync(GPUMapMode.READ);
     const out = staging.getMappedRange(0, size).slice(0, bytes);
     staging.unmap();
@@ -368,8 +623,9 @@ export class GpuRuntime {
     const enc = this.encoder();
     reads.forEach((r, i) => enc.copyBufferToBuffer(r.snapshot, 0, staging, offsets[i], r.size));
     this.flush();
-    for (const r of reads) this.pool.release(r.snapshot);
+    for (const r of reads) this.#snapshotPool.release(r.snapshot);
     try {
+      this.waits.maps++;
       await staging.mapAsync(GPUMapMode.READ);
       const all = staging.getMappedRange(0, total);
       const outs = reads.map((r, i) => all.slice(offsets[i], offsets[i] + r.bytes));
@@ -441,9 +697,45 @@ export class GpuRuntime {
   /** Wait until the device finished everything submitted. */
   async sync(): Promise<void> {
     this.flush();
+    this.waits.syncs++;
     await this.device.queue.onSubmittedWorkDone();
     this.throwErrors();
   }
+}
+
+/** `count` 32-bit words seen as u32, i32 and f32 (platform byte order: little-endian, as WebGPU's). */
+function scratchWords(count: number): { u: Uint32Array; i: Int32Array; f: Float32Array } {
+  const buffer = new ArrayBuffer(count * 4);
+  return { u: new Uint32Array(buffer), i: new Int32Array(buffer), f: new Float32Array(buffer) };
+}
+
+/** The buffer a binding binds (all of it or a range). */
+export function bufferOf(binding: Binding): GPUBuffer {
+  return binding instanceof GPUBuffer ? binding : binding.buffer;
+}
+
+/** A cache key of `bytes` for `usage`: the length and an FNV-1a hash of the 32-bit words (equal data, equal key). */
+export function contentKey(usage: string, bytes: Uint8Array): string {
+  let h = 0x811c9dc5;
+  const words = bytes.byteLength >>> 2;
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  for (let i = 0; i < words; i++) h = Math.imul(h ^ view.getUint32(i * 4, true), 0x01000193);
+  for (let i = words * 4; i < bytes.byteLength; i++) h = Math.imul(h ^ bytes[i], 0x01000193);
+  return `${usage}:${bytes.byteLength}:${h >>> 0}`;
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.byteLength !== b.byteLength) return false;
+  const words = a.byteLength >>> 2;
+  if (a.byteOffset % 4 === 0 && b.byteOffset % 4 === 0) {
+    const wa = new Int32Array(a.buffer, a.byteOffset, words);
+    const wb = new Int32Array(b.buffer, b.byteOffset, words);
+    for (let i = 0; i < words; i++) if (wa[i] !== wb[i]) return false;
+  } else {
+    for (let i = 0; i < words * 4; i++) if (a[i] !== b[i]) return false;
+  }
+  for (let i = words * 4; i < a.byteLength; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 /** One pipeline's share of a profile: its label, summed GPU nanoseconds and dispatch count. */

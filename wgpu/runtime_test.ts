@@ -1,20 +1,48 @@
 import assert from "node:assert/strict";
 import { gpuTest } from "./_test_util.ts";
-import { CONSTANT_CACHE_BYTES } from "./runtime.ts";
+import { CONSTANT_CACHE_BYTES, PROMOTE_AFTER_FLUSHES } from "./runtime.ts";
 import { createWebGpuBackend } from "./backend.ts";
 
-gpuTest("temp() hands out one cached buffer per small content and a fresh one for large data", (gpu) => {
-  const rt = gpu.runtime;
-  const a = rt.uniform([{ u: 3 }, { f: 0.5 }]);
-  assert.equal(rt.uniform([{ u: 3 }, { f: 0.5 }]), a);
-  assert.notEqual(rt.uniform([{ u: 4 }, { f: 0.5 }]), a);
-  // same bytes, other usage: another buffer
-  assert.notEqual(rt.temp(new Uint32Array([3, 0x3f000000]), "storage"), a);
-  const big = new Int32Array(CONSTANT_CACHE_BYTES / 4 + 1);
-  assert.notEqual(rt.temp(big, "storage"), rt.temp(big, "storage"));
-  rt.flush();
-  return Promise.resolve();
-});
+gpuTest(
+  "temp() hands out one cached buffer per small content, and one upload per large content until the flush",
+  (gpu) => {
+    const rt = gpu.runtime;
+    const a = rt.uniform([{ u: 3 }, { f: 0.5 }]);
+    assert.equal(rt.uniform([{ u: 3 }, { f: 0.5 }]), a);
+    assert.notEqual(rt.uniform([{ u: 4 }, { f: 0.5 }]), a);
+    // same bytes, other usage: another buffer
+    assert.notEqual(rt.temp(new Uint32Array([3, 0x3f000000]), "storage"), a);
+    const big = new Int32Array(CONSTANT_CACHE_BYTES / 4 + 1);
+    const other = big.slice();
+    other[7] = 1;
+    const first = rt.temp(big, "storage");
+    assert.equal(rt.temp(big.slice(), "storage"), first); // equal content: the same upload
+    assert.notEqual(rt.temp(other, "storage"), first);
+    rt.flush();
+    return Promise.resolve();
+  },
+);
+
+gpuTest(
+  "uploads recorded between two flushes each reach the dispatch that uses them (no flush per upload)",
+  async (gpu) => {
+    // two large id lists, each read by an embedding lookup recorded before the other list is uploaded
+    const V = 5;
+    const table = gpu.fromArray(Array.from({ length: V * 2 }, (_, i) => i), [V, 2]);
+    const n = CONSTANT_CACHE_BYTES / 4 + 3;
+    const ids1 = Int32Array.from({ length: n }, (_, i) => i % V);
+    const ids2 = Int32Array.from({ length: n }, (_, i) => (3 * i + 1) % V);
+    const out1 = gpu.zeros([n, 2]);
+    const out2 = gpu.zeros([n, 2]);
+    gpu.embeddingForward(out1, table, ids1);
+    gpu.embeddingForward(out2, table, ids2);
+    const [r1, r2] = await Promise.all([gpu.read(out1), gpu.read(out2)]);
+    for (let i = 0; i < n; i++) {
+      assert.equal(r1[2 * i + 1], 2 * ids1[i] + 1, `out1 row ${i}`);
+      assert.equal(r2[2 * i + 1], 2 * ids2[i] + 1, `out2 row ${i}`);
+    }
+  },
+);
 
 gpuTest("dispatches recorded into one compute pass see each other's writes, around copies", async (gpu) => {
   // x -> 2x -> 2x + x -> copy -> (2x + x) * x, all recorded before one read
@@ -58,8 +86,12 @@ gpuTest(
   async (gpu) => {
     const rt = gpu.runtime;
     const n = CONSTANT_CACHE_BYTES / 4 + 3;
-    // flushed: the buffer went back to the pool, so an upload of the same size reuses it
+    // asked for again in the next flush interval: the same upload (written once)
     const first = rt.temp(new Int32Array(n).fill(1), "storage");
+    rt.flush();
+    assert.equal(rt.temp(new Int32Array(n).fill(1), "storage"), first);
+    // an interval without it: the buffer went back to the pool, so an upload of the same size reuses it
+    rt.flush();
     rt.flush();
     const a = rt.temp(Int32Array.from({ length: n }, (_, i) => i * 7 - 5), "storage");
     assert.equal(a, first);
@@ -100,5 +132,53 @@ gpuTest(
     gpu.add(y, x, x); // same pipeline and buffers as the first: cached group
     assert.deepEqual(Array.from(await gpu.read(y)), [2, 4]);
     assert.deepEqual(Array.from(await gpu.read(z)), [3, 6]);
+  },
+);
+
+gpuTest("the buffer pool hands out the free buffer made first, whatever order they came back in", (gpu) => {
+  const pool = gpu.runtime.pool;
+  const bytes = 4096 + 48; // a size no other test uses
+  const [a, b, c] = [pool.acquire(bytes), pool.acquire(bytes), pool.acquire(bytes)];
+  assert.ok(a !== b && b !== c && a !== c);
+  pool.release(b);
+  pool.release(c);
+  pool.release(a);
+  assert.deepEqual([pool.acquire(bytes), pool.acquire(bytes), pool.acquire(bytes)], [a, b, c]);
+  for (const x of [c, a, b]) pool.release(x);
+  return Promise.resolve();
+});
+
+gpuTest(
+  "small storage data is uploaded (into the same buffer each flush interval) until it recurs, then cached",
+  async (gpu) => {
+    const rt = gpu.runtime;
+    rt.flush();
+    const data = Int32Array.from({ length: 37 }, (_, i) => 1000 + i);
+    const uploads = new Set<GPUBuffer>();
+    for (let k = 1; k < PROMOTE_AFTER_FLUSHES; k++) {
+      const buffer = rt.temp(data, "storage");
+      assert.equal(
+        rt.temp(data.slice(), "storage"),
+        buffer,
+        "the same data twice in one interval: one upload",
+      );
+      uploads.add(buffer);
+      rt.flush();
+    }
+    assert.equal(uploads.size, 1, "each interval's first small upload gets the same pooled buffer");
+    const cached = rt.temp(data, "storage");
+    assert.ok(!uploads.has(cached), "recurring data moves to the cache");
+    rt.flush();
+    assert.equal(rt.temp(data, "storage"), cached);
+    // data of one batch each interval (e.g. token ids) reaches its dispatch through the reused upload
+    const V = 6;
+    const table = gpu.fromArray(Array.from({ length: V }, (_, i) => i * 10), [V, 1]);
+    for (let k = 0; k < 3; k++) {
+      const ids = Int32Array.from({ length: 9 }, (_, i) => (i * (k + 1) + k) % V);
+      const out = gpu.zeros([9, 1]);
+      gpu.embeddingForward(out, table, ids);
+      assert.deepEqual(Array.from(await gpu.read(out)), Array.from(ids, (id) => id * 10), `batch ${k}`);
+      gpu.dispose(out);
+    }
   },
 );

@@ -17,13 +17,20 @@ export function convertCommand() {
       "convert a checkpoint: a native .safetensors file <-> an hf directory (config.json + model.safetensors)",
     )
     .argument("<in>", "input checkpoint: a native .safetensors file or an hf directory")
-    .argument("<out>", "output path (written to a temporary name, renamed when complete)")
+    .argument(
+      "<out>",
+      "output path (written to a temporary name, renamed when complete); an existing one is refused without --force",
+    )
     .addOption(new Option("--to <format>", "output format").choices(FORMATS).makeOptionMandatory())
     .addOption(
       new Option("--dtype <dtype>", "weight dtype of the output (default: keep)").choices(CONVERT_DTYPES),
     )
     .option("--drop-optimizer", "leave the optimizer state out of a native output")
     .option("--allow-nonfinite", "convert weights holding NaN or infinity instead of refusing them")
+    .option(
+      "--force",
+      "replace an existing output file, or an existing hf export directory (never a directory with other files)",
+    )
     .option("--json", "print the report as JSON")
     .action(async (input, output, options) => {
       const report = await convertCheckpoint(input, output, {
@@ -31,6 +38,7 @@ export function convertCommand() {
         dtype: options.dtype,
         dropOptimizer: options.dropOptimizer ?? false,
         allowNonfinite: options.allowNonfinite ?? false,
+        force: options.force ?? false,
       });
       if (options.json) {
         console.log(JSON.stringify({ input, output, ...report }, null, 2));

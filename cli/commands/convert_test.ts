@@ -9,19 +9,11 @@ import { type BadFile, badFiles } from "../../fixtures/bad_checkpoints/generate.
 import { listDir, tinyCheckpointBytes, tinyConfig } from "../../src/convert/_test_checkpoints.ts";
 import { parameterCount } from "../../src/model/params.ts";
 import { runCli } from "../_run_in_process.ts";
+import { withTempDir } from "../../src/testing/temp_dir.ts";
 
 const BAD_DIR = new URL("../../fixtures/bad_checkpoints/", import.meta.url).pathname;
 
 const run = runCli;
-
-async function withDir(fn: (dir: string) => Promise<void>): Promise<void> {
-  const dir = await Deno.makeTempDir({ prefix: "falcon_cli_convert_" });
-  try {
-    await fn(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
 
 const BAD = await badFiles();
 
@@ -50,7 +42,7 @@ function checkRefusal(bad: BadFile, path: string, result: { code: number; err: s
 
 for (const bad of BAD) {
   Deno.test(`falcon convert and inspect refuse ${bad.name} (${bad.fault}) with exit 2 and leave no output`, async () => {
-    await withDir(async (dir) => {
+    await withTempDir(async (dir) => {
       const path = `${BAD_DIR}${bad.name}`;
       checkRefusal(bad, path, await run(["inspect", path]));
       checkRefusal(bad, path, await run(["convert", path, `${dir}/out`, "--to", "hf"]));
@@ -61,7 +53,7 @@ for (const bad of BAD) {
 }
 
 Deno.test("--allow-nonfinite converts a checkpoint holding NaN", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const path = `${BAD_DIR}nonfinite_weight.safetensors`;
     const r = await run(["convert", path, `${dir}/out`, "--to", "hf", "--allow-nonfinite"]);
     assert.equal(r.code, 0, r.err);
@@ -70,7 +62,7 @@ Deno.test("--allow-nonfinite converts a checkpoint holding NaN", async () => {
 });
 
 Deno.test("falcon convert refuses an output path equal to the input (file, directory, via symlink, inside)", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const native = `${dir}/n.safetensors`;
     const original = await tinyCheckpointBytes();
     await Deno.writeFile(native, original);
@@ -95,7 +87,7 @@ Deno.test("falcon convert refuses an output path equal to the input (file, direc
 });
 
 Deno.test("falcon convert refuses a missing input, a non-empty output directory and bad options with exit 2", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     let r = await run(["convert", `${dir}/nope.safetensors`, `${dir}/o`, "--to", "hf"]);
     assert.equal(r.code, 2);
     assert.match(r.err, /nope\.safetensors: no such file/);
@@ -115,7 +107,7 @@ Deno.test("falcon convert refuses a missing input, a non-empty output directory 
 });
 
 Deno.test("falcon convert prints the largest relative change; falcon inspect shows format, config, tensors and size", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const config = tinyConfig({ mixer: "falcon3", tieEmbeddings: false });
     const native = `${dir}/n.safetensors`;
     await Deno.writeFile(native, await tinyCheckpointBytes(config, { dtype: "f32", optimizer: true }));
@@ -129,7 +121,7 @@ Deno.test("falcon convert prints the largest relative change; falcon inspect sho
     assert.equal(r.code, 0, r.err);
     const report = JSON.parse(r.out);
     assert.equal(report.format, "hf");
-    assert.equal(report.version, 1);
+    assert.equal(report.version, 2);
     assert.deepEqual(report.config, config);
     assert.equal(report.parameterCount, parameterCount(config));
     assert.equal(report.storedParameters, parameterCount(config));
@@ -144,11 +136,49 @@ Deno.test("falcon convert prints the largest relative change; falcon inspect sho
 
     r = await run(["inspect", native]);
     assert.equal(r.code, 0, r.err);
-    assert.match(r.out, new RegExp(`^${native}: native checkpoint, format version 1`, "m"));
+    assert.match(r.out, new RegExp(`^${native}: native checkpoint, format version 2`, "m"));
     assert.match(r.out, /model: falcon3, prefix alignment/);
     assert.match(r.out, new RegExp(`parameters: ${parameterCount(config)}`));
     assert.match(r.out, /optimizer\.m\.embed\s+F32\s+\[14, 8\]/);
     assert.match(r.out, /layers\.1\.mixer\.q_conv\s+F32\s+\[8, 4\]/);
     assert.match(r.out, new RegExp(`total size: .*\\(${(await Deno.stat(native)).size} bytes\\)`));
+  });
+});
+
+Deno.test("inspect shows a checkpoint's digest; an edited file is refused by inspect, convert, predict and eval", async () => {
+  await withTempDir(async (dir) => {
+    const native = `${dir}/n.safetensors`;
+    const bytes = await tinyCheckpointBytes(tinyConfig({ mixer: "falcon3a" }));
+    await Deno.writeFile(native, bytes);
+    let r = await run(["inspect", native]);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /^digest: sha256:[0-9a-f]{64} \(verified\)$/m);
+    // a JSON-valid edit of the rule: the container and config still parse
+    const text = new TextDecoder("latin1").decode(bytes).replace("falcon3a", "falcon1a");
+    const edited = Uint8Array.from(text, (c) => c.charCodeAt(0));
+    await Deno.writeFile(`${dir}/edited.safetensors`, edited);
+    for (
+      const args of [
+        ["inspect", `${dir}/edited.safetensors`],
+        ["convert", `${dir}/edited.safetensors`, `${dir}/out.safetensors`, "--to", "native"],
+        ["predict", `${dir}/edited.safetensors`, "--prompt", "1+2=", "--backend", "ref"],
+        ["eval", `${dir}/edited.safetensors`, "--lengths", "1", "--samples", "2", "--backend", "ref"],
+      ]
+    ) {
+      r = await run(args);
+      assert.equal(r.code, 2, `${args[0]}: exit ${r.code}\n${r.out}\n${r.err}`);
+      assert.match(r.err, /edited\.safetensors: content digest mismatch/, args[0]);
+    }
+    // a file from before digests loads; inspect says it has none
+    const { readSafetensors, writeSafetensors } = await import("../../src/checkpoint/safetensors.ts");
+    const { tensors, metadata: { content_digest: _, ...metadata } } = readSafetensors(bytes, "n");
+    await Deno.writeFile(`${dir}/old.safetensors`, writeSafetensors(tensors, metadata));
+    r = await run(["inspect", `${dir}/old.safetensors`]);
+    assert.equal(r.code, 0, r.err);
+    assert.match(
+      r.out,
+      /^digest: no digest \(written before falcon stored digests; integrity not checked\)$/m,
+    );
+    assert.deepEqual(await listDir(dir), ["edited.safetensors", "n.safetensors", "old.safetensors"]);
   });
 });

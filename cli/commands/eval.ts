@@ -1,13 +1,14 @@
 /**
  * `falcon eval`: score checkpoints side by side on the same seeded test sets (addition length
  * extrapolation, mqar recall by number of pairs, text bits per byte) and write a table, JSON, CSV
- * and a plot. The work is done by `evaluateCheckpoints` in `src/eval/run.ts`.
+ * and a plot. Addition also reports accuracy per place value (places at or beyond each
+ * checkpoint's training length are the extrapolation) and the no-extrapolation reference. The work is done by `evaluateCheckpoints` in `src/eval/run.ts`.
  *
  * @module
  */
 
 import { Command, Option } from "@commander-js/extra-typings";
-import { BACKEND_CHOICES, selectBackend } from "../../src/backend_select.ts";
+import { BACKEND_CHOICES, selectBackend } from "../../backend_select.ts";
 import type { EvalProgress } from "../../src/eval/evaluate.ts";
 import { parseLengths } from "../../src/eval/lengths.ts";
 import { type EvalCheckpoint, loadEvalCheckpoint } from "../../src/eval/load.ts";
@@ -15,8 +16,10 @@ import { EVAL_TASKS, type EvalReport, type EvalTask, reportJson } from "../../sr
 import { reportCsv } from "../../src/eval/csv.ts";
 import { evaluateCheckpoints, heldOutRange } from "../../src/eval/run.ts";
 import { formatTable } from "../../src/eval/table.ts";
+import { EVAL_DEFAULTS } from "../../src/eval/in_distribution.ts";
 import type { MqarConfig, TextConfig } from "../../src/tasks/mod.ts";
 import { UsageError } from "../errors.ts";
+import { checkOutputFile, refuseSharedPaths } from "../../src/output_path.ts";
 import { parseThreads, threadsOption } from "../threads_option.ts";
 import { gpuMatmulOption } from "../gpu_matmul_option.ts";
 
@@ -98,7 +101,10 @@ export function evalCommand() {
       "score checkpoints side by side on the same seeded test sets: teacher-forced accuracy per operand length " +
         "(addition) or number of pairs (mqar), or bits per byte (text)",
     )
-    .argument("<checkpoints...>", "falcon checkpoints (.safetensors) to compare")
+    .argument(
+      "<checkpoints...>",
+      "falcon checkpoints to compare (.safetensors files or hf export directories)",
+    )
     .addOption(
       new Option("--task <task>", "task to evaluate (default: the first checkpoint's)").choices(EVAL_TASKS),
     )
@@ -106,13 +112,31 @@ export function evalCommand() {
       "--lengths <list>",
       `operand lengths or pair counts: N, A-B, comma lists (addition default ${DEFAULT_ADDITION_LENGTHS})`,
     )
-    .option("--samples <n>", "test sequences per length (text: at most this many windows)", "100")
-    .option("--seed <n>", "seed of the test sets", "0")
-    .option("--batch-size <n>", "rows per batch", "32")
+    .option(
+      "--samples <n>",
+      "test sequences per length (text: at most this many windows)",
+      String(EVAL_DEFAULTS.samples),
+    )
+    .option("--seed <n>", "seed of the test sets", String(EVAL_DEFAULTS.seed))
+    .option("--batch-size <n>", "rows per batch", String(EVAL_DEFAULTS.batchSize))
+    .option(
+      "--hint-offset <n>",
+      "addition with index hints: the hint id of answer place 0 (the operands stay the same; only the hints move)",
+      "0",
+    )
     .option("--text <file>", "held-out text file (text task)")
+    .option(
+      "--label <name>",
+      "a name for each checkpoint's column, once per checkpoint in their order (default: rule, alignment, seed)",
+      (value: string, previous: string[]) => [...previous, value],
+      [] as string[],
+    )
     .option("--json <file>", "write the report as JSON")
     .option("--csv <file>", "write the report as CSV")
-    .option("--plot <file>", "write accuracy against length as .svg or .png")
+    .option(
+      "--plot <file>",
+      "write accuracy against length as .svg or .png (addition: a second panel, accuracy per place value)",
+    )
     .addOption(
       new Option("--plot-metric <metric>", "rate to plot").choices(["digit", "exact"] as const).default(
         "digit",
@@ -125,9 +149,26 @@ export function evalCommand() {
       const samples = positiveInt("--samples", o.samples);
       const seed = nonNegativeInt("--seed", o.seed);
       const batchSize = positiveInt("--batch-size", o.batchSize);
+      const hintOffset = nonNegativeInt("--hint-offset", o.hintOffset);
       if (o.plot && !/\.(svg|png)$/i.test(o.plot)) {
         throw new UsageError(`--plot ${o.plot}: the file name must end in .svg or .png`);
       }
+      if (o.label.length > 0 && o.label.length !== paths.length) {
+        throw new UsageError(
+          `--label: give one per checkpoint, in their order: ${paths.length} checkpoint(s), ${o.label.length} label(s)`,
+        );
+      }
+      // every output path before any work: a bad one fails now, not after the evaluation
+      const outputs = [
+        { what: "--json", path: o.json },
+        { what: "--csv", path: o.csv },
+        { what: "--plot", path: o.plot },
+      ].filter((x): x is { what: string; path: string } => typeof x.path === "string");
+      await refuseSharedPaths(outputs, [
+        ...paths.map((path) => ({ what: "checkpoint", path })),
+        ...(o.text ? [{ what: "--text", path: o.text }] : []),
+      ]);
+      for (const { what, path } of outputs) await checkOutputFile(what, path);
       const threads = parseThreads(o.threads);
       const backend = await selectBackend(o.backend, {
         threads,
@@ -136,7 +177,12 @@ export function evalCommand() {
       });
       // loading and evaluation throw InputError (a UsageError's base: exit 2) for bad files and mismatches
       const checkpoints: EvalCheckpoint[] = [];
-      for (const path of paths) checkpoints.push(await loadEvalCheckpoint(path, backend));
+      for (const [i, path] of paths.entries()) {
+        const loaded = await loadEvalCheckpoint(path, backend);
+        checkpoints.push(
+          o.label[i] === undefined ? loaded : { ...loaded, meta: { ...loaded.meta, label: o.label[i] } },
+        );
+      }
       const task = o.task ?? (checkpoints[0].task.task as EvalTask);
       const other = checkpoints.find((c) => c.task.task !== task);
       if (other) {
@@ -174,7 +220,7 @@ export function evalCommand() {
       try {
         report = await evaluateCheckpoints(
           checkpoints,
-          { task, keys, samples, seed, batchSize, text },
+          { task, keys, samples, seed, batchSize, hintOffset, text },
           bar?.update,
         );
       } finally {

@@ -55,18 +55,36 @@ Deno.test("falcon eval compares two checkpoints and writes the table, JSON, CSV 
     const { code, out, err } = await run([...args, ...files]);
     assert(code === 0, `exit code ${code}\n${out}\n${err}`);
     const header = out.split("\n")[1].split(/\s{2,}/);
-    assert(header.join("|") === "length|falcon1a prefix s0|transformer s1", `header: ${header}`);
-    assert(/avg 1-2 /.test(out) && /avg 3-3 /.test(out), `range rows missing:\n${out}`);
+    // both checkpoints were trained on 2 digits: one no-extrapolation reference column, L = 2
+    assert(header.join("|") === "length|falcon1a prefix s0|transformer s1|ref L=2", `header: ${header}`);
+    // a range of one length reads "only 3", not "avg 3-3" (issue 18)
+    assert(
+      /avg 1-2 /.test(out) && /only 3 /.test(out) && !/avg 3-3/.test(out),
+      `range rows missing:\n${out}`,
+    );
+    assert(
+      /per place value/.test(out) && /places 0-1 /.test(out) && /places >= 2 /.test(out),
+      `place rows:\n${out}`,
+    );
     const report = JSON.parse(await Deno.readTextFile(`${dir}/r.json`));
     assert(report.keys.join(",") === "1,2,3" && report.checkpoints.length === 2, "json keys / checkpoints");
     assert(
       report.checkpoints[0].groups.every((g: { sequences: number }) => g.sequences === 3),
       "3 samples per length",
     );
+    const places = report.checkpoints[0].places;
+    assert(
+      places.trainLength === 2 && places.extrapolation.from === 2,
+      `json places: ${JSON.stringify(places)}`,
+    );
+    assert(report.checkpoints[1].reference.extrapolation.from === 3, "json reference");
     const csv = (await Deno.readTextFile(`${dir}/r.csv`)).trim().split("\n");
-    assert(csv.length === 1 + 2 * (3 + 2), `csv has ${csv.length} lines`);
+    // per checkpoint: 3 lengths + 2 means, the places + 2 pooled, 3 reference lengths + 2 reference means
+    const expected = 1 + 2 * (3 + 2 + places.perPlace.length + 2 + 3 + 2);
+    assert(csv.length === expected, `csv has ${csv.length} lines, expected ${expected}`);
     const svg = await Deno.readTextFile(`${dir}/r.svg`);
     assert(svg.includes("Operand length (digits)") && svg.includes("train length 2"), "svg titles");
+    assert(svg.includes("Place value of the answer digit (0 = units)"), "svg per-place panel");
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
@@ -88,6 +106,9 @@ Deno.test("falcon eval exits 2 with a clear message on bad input", async () => {
   const { dir, a } = await fixture();
   try {
     await Deno.writeTextFile(`${dir}/junk.safetensors`, "not a checkpoint");
+    const hinted = `${dir}/hinted.safetensors`;
+    const hintedTask = additionConfig({ maxDigits: 2, operandOrder: "lsd", indexHints: 6 });
+    await writeTinyCheckpoint(hinted, hintedTask, ADDITION_VOCAB_SIZE + 6, { mixer: "falcon1a" }, 0);
     const cases: [string[], RegExp][] = [
       [["eval", `${dir}/junk.safetensors`], /junk\.safetensors is not a falcon checkpoint/],
       [["eval", `${dir}/none.safetensors`], /none\.safetensors does not exist/],
@@ -98,6 +119,15 @@ Deno.test("falcon eval exits 2 with a clear message on bad input", async () => {
       [["eval", a, "--samples", "0"], /--samples must be an integer >= 1, got "0"/],
       [["eval", a, "--plot", `${dir}/x.pdf`], /must end in \.svg or \.png/],
       [["eval", a, "--task", "addition", "--text", `${dir}/t.txt`], /--text applies to the text task only/],
+      [["eval", a, "--hint-offset", "-1"], /--hint-offset/],
+      [
+        ["eval", a, "--hint-offset", "1"],
+        /a\.safetensors: addition: hint offset 1 given but the task has no index hints/,
+      ],
+      [
+        ["eval", hinted, "--lengths", "3", "--hint-offset", "3"],
+        /from hint id 3; the task has indexHints = 6/,
+      ],
     ];
     for (const [args, pattern] of cases) {
       const { code, err } = await run([...args, "--backend", "ref"]);
@@ -107,6 +137,10 @@ Deno.test("falcon eval exits 2 with a clear message on bad input", async () => {
         `${args.join(" ")}: message ${JSON.stringify(err)} does not match ${pattern}`,
       );
     }
+    // in range, the offset is applied and named in the table's legend
+    const shifted = await run(["eval", hinted, "--lengths", "1-2", "--hint-offset", "3", "--backend", "ref"]);
+    assert(shifted.code === 0, `--hint-offset 3: exit ${shifted.code}\n${shifted.err}`);
+    assert(/seed 0, hints from id 3/.test(shifted.out), `legend without the offset: ${shifted.out}`);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
@@ -121,6 +155,11 @@ Deno.test("falcon eval scores mqar by number of pairs and text in bits per byte"
     assert(m.code === 0, `mqar exit ${m.code}\n${m.err}`);
     assert(m.out.split("\n")[1].startsWith("pairs "), `mqar header:\n${m.out}`);
     assert(/avg 1-2 /.test(m.out) && /avg 3-4 /.test(m.out), `mqar default pairs 1-4 split at 2:\n${m.out}`);
+    // titled by its metric, recall (issue 18)
+    assert(
+      /^mqar: teacher-forced recall % \(per query\)/.test(m.out) && !/digit accuracy/.test(m.out),
+      m.out,
+    );
     const tooMany = await run(["eval", `${dir}/m.safetensors`, "--lengths", "5", "--backend", "ref"]);
     assert(tooMany.code === 2 && /5 pairs need 5 distinct keys/.test(tooMany.err), tooMany.err);
 

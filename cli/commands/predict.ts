@@ -1,13 +1,15 @@
 /**
  * `falcon predict`: greedy continuation of a prompt by a trained checkpoint. For addition it
  * prints the decoded number and whether it is right; `--json` adds the per-position logits of the
- * prompt. The work is `loadForPrediction` and `predict` in `src/train/predict.ts`.
+ * prompt. An addition prompt `a+b=` is rebuilt in the checkpoint's format (the printed line shows the
+ * tokens the model saw, hints included). The work is `loadForPrediction` and `predict` in
+ * `src/train/predict.ts`.
  *
  * @module
  */
 
 import { Command, Option } from "@commander-js/extra-typings";
-import { BACKEND_CHOICES, selectBackend } from "../../src/backend_select.ts";
+import { BACKEND_CHOICES, selectBackend } from "../../backend_select.ts";
 import { TASKS } from "../../src/tasks/types.ts";
 import { loadForPrediction, predict } from "../../src/train/predict.ts";
 import { parseThreads, threadsOption } from "../threads_option.ts";
@@ -18,7 +20,7 @@ import { UsageError } from "../errors.ts";
 export function predictCommand() {
   return new Command("predict")
     .description("greedy prediction from a checkpoint (addition: the decoded sum and whether it is right)")
-    .argument("<checkpoint>", "a falcon checkpoint (.safetensors)")
+    .argument("<checkpoint>", "a falcon checkpoint (.safetensors file or hf export directory)")
     .requiredOption("--prompt <text>", 'prompt, e.g. "12345+678=" (mqar: "k1 v2 k1"; text: any text)')
     .option(
       "--max-tokens <n>",
@@ -44,6 +46,8 @@ export function predictCommand() {
       const backend = await selectBackend(o.backend, {
         threads: parseThreads(o.threads),
         gpuMatmul: o.gpuMatmul,
+        // says which backend auto chose, and that --gpu-matmul f16 was not applied when it is not webgpu
+        onNote: (note) => console.error(note),
       }).catch((err) => {
         throw new UsageError(`--backend ${o.backend}: ${err.message}`);
       });
@@ -56,7 +60,7 @@ export function predictCommand() {
         console.log(JSON.stringify({ checkpoint: path, step: state.step, task: task.config.task, ...p }));
         return;
       }
-      console.log(`${p.prompt}${p.completion}`);
+      console.log(`${p.promptText}${p.completion}`);
       if (p.addition) {
         const verdict = p.addition.correct ? "right" : `wrong (expected ${p.addition.expected})`;
         console.log(`answer ${p.addition.answer || "(none)"}: ${verdict}`);

@@ -7,7 +7,7 @@
 import { Command, Option } from "@commander-js/extra-typings";
 import { FORMS } from "../../src/rules/config.ts";
 import { allPassed, type FileResult, verifyDirectory } from "../../src/verify/verify_dir.ts";
-import { BACKEND_CHOICES, releaseBackend, selectBackend } from "../../src/backend_select.ts";
+import { BACKEND_CHOICES, releaseBackend, selectBackend } from "../../backend_select.ts";
 import { parseThreads, threadsOption } from "../threads_option.ts";
 
 function formatResult(r: FileResult): string {
@@ -47,11 +47,16 @@ export function verifyCommand() {
     .option("--json", "print one JSON report instead of text")
     .action(async (options) => {
       const backend = await selectBackend(options.backend, { threads: parseThreads(options.threads) });
+      // progress per vector on stderr (also with --json): one vector can take minutes on a software GPU
       const results = await verifyDirectory(
         backend,
         options.vectors,
         { form: options.form, chunkSize: options.chunkSize },
-        options.json ? undefined : (r) => console.log(formatResult(r)),
+        (r, seconds) => {
+          if (!options.json) console.log(formatResult(r));
+          console.error(`  ${r.file}: ${seconds.toFixed(1)} s`);
+        },
+        (p) => console.error(`[${p.index}/${p.total}] ${p.file} ...`),
       );
       releaseBackend(backend);
       const passed = allPassed(results);

@@ -115,3 +115,14 @@ Deno.test({
     assert(out.includes("22 passed, 0 failed (backend webgpu"), `summary missing:\n${out}`);
   },
 });
+
+Deno.test("falcon verify shows progress per vector on stderr before each file runs, with --json too", async () => {
+  for (const json of [false, true]) {
+    const { code, err } = await run(["verify", "--vectors", FIXTURES, ...(json ? ["--json"] : [])]);
+    assert(code === 0, `exit code ${code}`);
+    const starts = err.split("\n").filter((l) => /^\[\d+\/22\] \S+\.json \.\.\.$/.test(l));
+    assert(starts.length === 22, `expected 22 progress lines, got ${starts.length}:\n${err}`);
+    assert(starts[0].startsWith("[1/22] ") && starts[21].startsWith("[22/22] "), starts.join("\n"));
+    assert(/^ {2}\S+\.json: \d+\.\d s$/m.test(err), `time per vector missing:\n${err}`);
+  }
+});

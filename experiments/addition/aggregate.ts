@@ -40,6 +40,11 @@ export const PAPER: Readonly<Record<string, { extrapolation?: number; atMax?: nu
 
 /** One variant's summary over its seeds. */
 export interface VariantSummary {
+  /**
+   * The variant's name on the results page: the experiment's own name for it where it gives one
+   * (`transformer`, `transformer-plain`: see `plan.ts`), else the mixer.
+   */
+  readonly variant: string;
   /** Mixer. */
   readonly mixer: string;
   /** Alignment (`-` for the Transformer). */
@@ -54,26 +59,42 @@ export interface VariantSummary {
   readonly extrapolationExact: MeanSd;
   /** Digit accuracy at the longest evaluated length. */
   readonly atMax: MeanSd;
+  /** Digit accuracy pooled over the answer places >= Ltrain (the per-place extrapolation measure). */
+  readonly placesBeyond: MeanSd;
   /** Per-length digit accuracy and exact match averaged over seeds (for the plot). */
   readonly perLength: GroupAccuracy[];
   /** The paper's figures, where the paper gives them (Falcon rules: prefix alignment only). */
   readonly paper: { extrapolation?: number; atMax?: number };
 }
 
-function variantKey(c: CheckpointResult): string {
-  return c.mixer === "transformer" ? "transformer|-" : `${c.mixer}|${c.alignment}`;
+/** Variant name, mixer and alignment of a checkpoint (`-`: the Transformer has no alignment). */
+function variantOf(c: CheckpointResult, names: ReadonlyMap<string, string>) {
+  const alignment = c.mixer === "transformer" ? "-" : c.alignment;
+  return { variant: names.get(c.path) ?? c.mixer, mixer: c.mixer, alignment };
 }
 
-/** Summarise a report's checkpoints per variant, in the order variants first appear. */
-export function summariseVariants(report: EvalReport): VariantSummary[] {
-  const byVariant = new Map<string, CheckpointResult[]>();
+/**
+ * Summarise a report's checkpoints per variant, in the order variants first appear. `names` maps
+ * a checkpoint path to its variant's own name (checkpoints not in it are grouped by mixer and
+ * alignment), so two Transformer variants of one experiment stay apart.
+ */
+export function summariseVariants(
+  report: EvalReport,
+  names: ReadonlyMap<string, string> = new Map(),
+): VariantSummary[] {
+  const byVariant = new Map<
+    string,
+    { variant: string; mixer: string; alignment: string; runs: CheckpointResult[] }
+  >();
   for (const c of report.checkpoints) {
-    const key = variantKey(c);
-    byVariant.set(key, [...(byVariant.get(key) ?? []), c]);
+    const id = variantOf(c, names);
+    const key = `${id.variant}|${id.mixer}|${id.alignment}`;
+    const group = byVariant.get(key) ?? { ...id, runs: [] };
+    group.runs.push(c);
+    byVariant.set(key, group);
   }
   const maxKey = Math.max(...report.keys);
-  return [...byVariant.entries()].map(([key, runs]) => {
-    const [mixer, alignment] = key.split("|");
+  return [...byVariant.values()].map(({ variant, mixer, alignment, runs }) => {
     const perLength = report.keys.map((k) => {
       const groups = runs.map((r) => r.groups.find((g) => g.key === k)).filter((g) => g !== undefined);
       return {
@@ -86,6 +107,7 @@ export function summariseVariants(report: EvalReport): VariantSummary[] {
     });
     const paperRow = PAPER[mixer];
     return {
+      variant,
       mixer,
       alignment,
       seeds: runs.map((r) => r.seed ?? NaN),
@@ -93,6 +115,8 @@ export function summariseVariants(report: EvalReport): VariantSummary[] {
       extrapolation: meanSd(runs.map((r) => r.extrapolation?.digitAccuracy ?? NaN)),
       extrapolationExact: meanSd(runs.map((r) => r.extrapolation?.exactMatch ?? NaN)),
       atMax: meanSd(runs.map((r) => r.groups.find((g) => g.key === maxKey)?.digitAccuracy ?? NaN)),
+      // absent in results stored before the per-place metric: then n = 0 ("-" on the page)
+      placesBeyond: meanSd(runs.map((r) => r.places?.extrapolation?.digitAccuracy ?? NaN)),
       perLength,
       paper: paperRow && (mixer === "transformer" || !mixer.startsWith("falcon") || alignment === "prefix")
         ? paperRow
@@ -113,9 +137,9 @@ export function meanReport(report: EvalReport, summaries: readonly VariantSummar
       alignment: s.alignment,
       seed: null,
       trainLength,
-      label: `${s.mixer === "transformer" ? s.mixer : `${s.mixer} ${s.alignment}`} (${s.seeds.length} seed${
-        s.seeds.length === 1 ? "" : "s"
-      })`,
+      label: `${
+        s.alignment === "-" || s.variant !== s.mixer ? s.variant : `${s.mixer} ${s.alignment}`
+      } (${s.seeds.length} seed${s.seeds.length === 1 ? "" : "s"})`,
       groups: s.perLength,
       inDistribution: trainLength === null ? null : rangeAverage(s.perLength, 1, trainLength),
       extrapolation: trainLength === null || last <= trainLength

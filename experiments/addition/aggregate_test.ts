@@ -59,3 +59,33 @@ Deno.test("meanReport() has one line per variant with the seed means, ready to p
   assertEquals(mean.checkpoints[0].groups[1].sequences, 10);
   assertAlmostEquals(mean.checkpoints[0].extrapolation!.digitAccuracy, 0.5, 1e-15);
 });
+
+Deno.test("summariseVariants() keeps two Transformer variants apart by the names the experiment gives", () => {
+  const run = (path: string, seed: number, right: number) =>
+    accuracyResult(
+      { path, mixer: "transformer", alignment: "same-step", seed, trainLength: 1 },
+      `transformer s${seed}`,
+      new Map([[1, { tokens: 10, correctTokens: right, sequences: 5, exactSequences: 1 }]]),
+    );
+  const r: EvalReport = {
+    ...report(),
+    keys: [1],
+    checkpoints: [run("a/0", 0, 10), run("a/1", 1, 8), run("b/0", 0, 3)],
+  };
+  const names = new Map([["a/0", "transformer"], ["a/1", "transformer"], ["b/0", "transformer-plain"]]);
+  const [conv, plain] = summariseVariants(r, names);
+  assertEquals([conv.variant, conv.mixer, conv.alignment, conv.seeds], ["transformer", "transformer", "-", [
+    0,
+    1,
+  ]]);
+  assertEquals([plain.variant, plain.seeds], ["transformer-plain", [0]]);
+  assertAlmostEquals(conv.inDistribution.mean, 0.9, 1e-15);
+  assertAlmostEquals(plain.inDistribution.mean, 0.3, 1e-15);
+  assertEquals(meanReport(r, [conv, plain]).checkpoints.map((c) => c.label), [
+    "transformer (2 seeds)",
+    "transformer-plain (1 seed)",
+  ]);
+  // without names every Transformer checkpoint is one variant, named by its mixer
+  const [all] = summariseVariants(r);
+  assertEquals([all.variant, all.seeds.length], ["transformer", 3]);
+});

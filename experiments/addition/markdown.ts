@@ -1,11 +1,12 @@
 /**
- * The results page of the addition experiment (`docs/results/addition.md`).
+ * The results page of the addition experiment (`docs/results/addition-PLAN.md`).
  *
  * @module
  */
 
+import { noExtrapolationReference } from "../../src/eval/reference.ts";
 import type { MeanSd, VariantSummary } from "./aggregate.ts";
-import type { Plan } from "./plan.ts";
+import { describeVariant, type Plan } from "./plan.ts";
 
 /** What one training run did. */
 export interface RunRecord {
@@ -41,6 +42,8 @@ export interface ExperimentInfo {
   readonly wallSeconds: number;
   /** Runs whose stored result this call reused instead of training (from an earlier, interrupted call). */
   readonly reusedRuns?: number;
+  /** Runs of the plan with no result yet (a page written with `--stored-only` before the plan finished). */
+  readonly missingRuns?: readonly string[];
   /** Every training run. */
   readonly runs: readonly RunRecord[];
   /** File name of the plot, relative to the page. */
@@ -55,6 +58,10 @@ export function formatMeanSd(m: MeanSd): string {
   const mean = (100 * m.mean).toFixed(1);
   return m.n === 1 ? mean : `${mean} ± ${(100 * m.sd).toFixed(1)}`;
 }
+
+/** The paper's setting (SPEC section 8): trained on 32 digits, evaluated on 1..48. */
+const PAPER_TRAIN_LENGTH = 32;
+const PAPER_LENGTHS = Array.from({ length: 48 }, (_, i) => i + 1);
 
 function paperCell(v: number | undefined): string {
   return v === undefined ? "" : (100 * v).toFixed(1);
@@ -94,10 +101,21 @@ export function renderMarkdown(info: ExperimentInfo, summaries: readonly Variant
           `runs were reused from an earlier call; each run's own training time is in the table below)`
         : `total wall time: ${duration(info.wallSeconds)}`),
   );
+  if (info.missingRuns && info.missingRuns.length > 0) {
+    lines.push(
+      `- **Partial:** ${info.missingRuns.length} of the plan's ${
+        info.runs.length + info.missingRuns.length
+      } runs have no result yet (${info.missingRuns.join(", ")}); the summary covers the runs below only.`,
+    );
+  }
   lines.push(
     `- Model (every variant): ${m.layers} layers, width ${m.dModel}, ${m.heads} heads, chunk ${m.chunkSize}` +
       (m.ffnHidden ? `, MLP ${m.ffnHidden}` : "") + "; SPEC section 7 defaults otherwise.",
   );
+  for (const v of plan.variants) {
+    const described = describeVariant(v);
+    if (described) lines.push(`- Variant ${described}.`);
+  }
   lines.push(
     `- Training (every run): ${t.steps} steps, batch ${t.batchSize} rows x ${t.seqLen} tokens (packed), ` +
       `lr ${t.lr} (warmup ${t.warmupSteps}, cosine to ${t.minLrRatio} x), weight decay ${t.weightDecay}, ` +
@@ -118,22 +136,43 @@ export function renderMarkdown(info: ExperimentInfo, summaries: readonly Variant
     `| rule | alignment | seeds | digit acc ${first}-${L} | digit acc ${
       L + 1
     }-${last} | digit acc at ${last} | ` +
-      `exact match ${L + 1}-${last} | paper 33-48 | paper at 48 |`,
+      `exact match ${L + 1}-${last} | paper 33-48 | paper at 48 | digit acc places >= ${L} |`,
   );
-  lines.push("|---|---|---|---|---|---|---|---|---|");
+  lines.push("|---|---|---|---|---|---|---|---|---|---|");
   for (const s of summaries) {
     lines.push(
-      `| ${s.mixer} | ${s.alignment} | ${s.seeds.length} | ${formatMeanSd(s.inDistribution)} | ` +
+      `| ${s.variant} | ${s.alignment} | ${s.seeds.length} | ${formatMeanSd(s.inDistribution)} | ` +
         `${formatMeanSd(s.extrapolation)} | ${formatMeanSd(s.atMax)} | ${
           formatMeanSd(s.extrapolationExact)
         } | ` +
-        `${paperCell(s.paper.extrapolation)} | ${paperCell(s.paper.atMax)} |`,
+        `${paperCell(s.paper.extrapolation)} | ${paperCell(s.paper.atMax)} | ${
+          formatMeanSd(s.placesBeyond)
+        } |`,
     );
   }
+  const ref = noExtrapolationReference(L, plan.lengths);
+  const paperRef = noExtrapolationReference(PAPER_TRAIN_LENGTH, PAPER_LENGTHS);
+  const refAt = (r: typeof ref, length: number) => r.perLength.find((g) => g.key === length)?.digitAccuracy;
+  const one = (v: number | undefined) => formatMeanSd({ mean: v ?? NaN, sd: 0, n: v === undefined ? 0 : 1 });
+  lines.push(
+    `| no extrapolation (reference) | - | - | ${one(ref.inDistribution?.digitAccuracy)} | ` +
+      `${one(ref.extrapolation?.digitAccuracy)} | ${one(refAt(ref, last))} | ${
+        one(ref.extrapolation?.exactMatch)
+      } | ` +
+      `${paperCell(paperRef.extrapolation?.digitAccuracy)} | ${paperCell(refAt(paperRef, 48))} | 10.0 |`,
+  );
   lines.push("");
   lines.push(
     "Paper figures (SPEC section 8): 124M-class models trained on 32 digits, average over 33-48 digits and at 48 " +
       "digits; they compare the shape of the result (ranking, fall-off past the training length), not the level.",
+  );
+  lines.push("");
+  lines.push(
+    `No extrapolation (reference): the expected score of a model right on every answer place < ${L} and guessing ` +
+      "(10%) beyond, in expectation over the test sets' sums (src/eval/reference.ts); in the paper columns, the same " +
+      `model at the paper's setting (trained on ${PAPER_TRAIN_LENGTH} digits). A length average above it needs ` +
+      `digits beyond the training length; the last column pools the answer digits of places >= ${L} over every ` +
+      "test sum, where that reference scores 10%.",
   );
   lines.push("");
   lines.push(`![digit accuracy by operand length, seed means](${info.plotFile})`);

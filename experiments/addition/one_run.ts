@@ -7,13 +7,13 @@
  * @module
  */
 
-import { type BackendChoice, releaseBackend, selectBackend } from "../../src/backend_select.ts";
+import { type BackendChoice, releaseBackend, selectBackend } from "../../backend_select.ts";
 import { loadEvalCheckpoint } from "../../src/eval/load.ts";
 import { type EvalReport, jsonWithNulls } from "../../src/eval/report.ts";
 import { atomicWriteFile } from "../../src/checkpoint/atomic_write.ts";
 import { evaluateCheckpoints } from "../../src/eval/run.ts";
 import { modelConfig } from "../../src/model/config.ts";
-import { ADDITION_VOCAB_SIZE, additionConfig } from "../../src/tasks/mod.ts";
+import { additionConfig, additionVocabulary } from "../../src/tasks/mod.ts";
 import { trainConfig } from "../../src/train/config.ts";
 import { train } from "../../src/train/trainer.ts";
 import type { RunRecord } from "./markdown.ts";
@@ -36,10 +36,15 @@ export function resultPath(runsDir: string, variant: Variant, seed: number): str
   return `${runsDir}/${runName(variant, seed)}/result.json`;
 }
 
-/** The setup of one run as a string: plan fields that change its result, the variant and the seed. */
+/**
+ * The setup of one run as a string: plan fields that change its result, the variant and the seed.
+ * The addition format options appear only when the plan sets any, so results stored before they
+ * existed (default format) keep their fingerprints.
+ */
 export function runFingerprint(plan: Plan, variant: Variant, seed: number): string {
   const { model, train, maxDigits, lengths, samples, evalSeed } = plan;
-  return JSON.stringify({ model, train, maxDigits, lengths, samples, evalSeed, variant, seed });
+  const task = Object.values(plan.task).some((v) => v !== undefined) ? { task: plan.task } : {};
+  return JSON.stringify({ model, train, maxDigits, ...task, lengths, samples, evalSeed, variant, seed });
 }
 
 /** The stored result of a run when it exists and matches the setup; null otherwise. */
@@ -81,9 +86,11 @@ export async function trainAndEvaluate(
 ): Promise<RunResult> {
   const { log } = options;
   const name = runName(variant, seed);
+  const task = additionConfig({ ...plan.task, maxDigits: plan.maxDigits });
   const model = modelConfig({
     ...plan.model,
-    vocabSize: ADDITION_VOCAB_SIZE,
+    ...variant.model,
+    vocabSize: additionVocabulary(task).size,
     mixer: variant.mixer,
     alignment: variant.alignment,
   });
@@ -94,7 +101,7 @@ export async function trainAndEvaluate(
     trained = await train({
       backend,
       model,
-      task: additionConfig({ maxDigits: plan.maxDigits }),
+      task,
       train: tc,
       runDir: `${options.runsDir}/${name}`,
       onProgress: (p) => {

@@ -11,15 +11,46 @@ import type { ModelConfig } from "../../src/model/types.ts";
 import type { Alignment } from "../../src/rules/config.ts";
 import type { MixerName } from "../../src/model/types.ts";
 import { preset } from "../../src/train/presets.ts";
+import { type AdditionConfig, additionConfig, additionExampleLength } from "../../src/tasks/addition.ts";
 import type { TrainConfig } from "../../src/train/config.ts";
 
-/** One model variant: a mixer and, for fast-weight mixers, an alignment. */
+/** Model fields a variant sets over the plan's: the architecture of the Transformer baseline. */
+export type VariantModel = Partial<Pick<ModelConfig, "shortConv" | "qkNorm">>;
+
+/** One model variant: a mixer, for fast-weight mixers an alignment, and its own model fields. */
 export interface Variant {
   /** Mixer of every block. */
   readonly mixer: MixerName;
   /** Pair alignment (ignored by the Transformer). */
   readonly alignment: Alignment;
+  /**
+   * Name of the variant in run directories and on the results page (default: the mixer, and
+   * `mixer-alignment` for run directories of fast-weight mixers).
+   */
+  readonly name?: string;
+  /** Model fields of this variant over the plan's (none: the SPEC section 7 defaults). */
+  readonly model?: VariantModel;
 }
+
+/**
+ * The Transformer as the experiment runs it: RoPE softmax attention with the same short
+ * convolution (width 4, SiLU) on q, k, v as the fast-weight mixers and parameter-free QK RMS-norm
+ * (issue 15: without them it did not learn what the others learn).
+ */
+export const TRANSFORMER: Variant = {
+  mixer: "transformer",
+  alignment: "same-step",
+  name: "transformer",
+  model: { shortConv: true, qkNorm: "rms" },
+};
+
+/** The plain Transformer baseline (no short convolution, no QK norm): in no plan, one variant away. */
+export const TRANSFORMER_PLAIN: Variant = {
+  mixer: "transformer",
+  alignment: "same-step",
+  name: "transformer-plain",
+  model: { shortConv: false, qkNorm: "none" },
+};
 
 /** The full list: the four Falcon rules under both alignments, the baselines, the Transformer. */
 export const FULL_VARIANTS: readonly Variant[] = [
@@ -35,13 +66,13 @@ export const FULL_VARIANTS: readonly Variant[] = [
     mixer,
     alignment: "same-step" as const,
   })),
-  { mixer: "transformer", alignment: "same-step" },
+  TRANSFORMER,
 ];
 
 /** The smoke list: one Falcon rule and the Transformer. */
 export const SMOKE_VARIANTS: readonly Variant[] = [
   { mixer: "falcon1a", alignment: "prefix" },
-  { mixer: "transformer", alignment: "same-step" },
+  TRANSFORMER,
 ];
 
 /** Everything the driver needs to run the experiment. */
@@ -58,6 +89,11 @@ export interface Plan {
   readonly train: Partial<TrainConfig>;
   /** Largest training operand length `Ltrain`. */
   readonly maxDigits: number;
+  /**
+   * Addition format options of every run (operand and answer order, BOS, index hints, equal
+   * lengths, curriculum; SPEC section 8); `maxDigits` is the field above. Empty: the default format.
+   */
+  readonly task: AdditionPlanOptions;
   /** Evaluated operand lengths. */
   readonly lengths: readonly number[];
   /** Test sequences per length. */
@@ -65,6 +101,9 @@ export interface Plan {
   /** Seed of the test sets. */
   readonly evalSeed: number;
 }
+
+/** The addition format options a plan may set. */
+export type AdditionPlanOptions = Partial<Omit<AdditionConfig, "task" | "maxDigits">>;
 
 /** Overrides from the command line. */
 export interface PlanOverrides {
@@ -79,22 +118,42 @@ export interface PlanOverrides {
 const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
 
 /**
- * Plan names: `full` (the paper's data at a size the budget allows), `paper` (the paper's size too),
+ * Plan names: `full` (the paper's data at a size the budget allows), `gpu` (the same data in the
+ * format a recurrent model can learn, sized for the GPU machine), `paper` (the paper's size too),
  * `lab` (3-digit training, fast), `smoke` (seconds).
  */
-export const PLAN_NAMES = ["full", "paper", "lab", "smoke"] as const;
+export const PLAN_NAMES = ["full", "gpu", "paper", "lab", "smoke"] as const;
 
 /** A plan name. */
 export type PlanName = typeof PLAN_NAMES[number];
 
+/**
+ * The addition format of the `gpu` plan (SPEC section 8.1's leads): operands written units first like
+ * the answer (so place i of both operands and of the sum come in the same order), a BOS token (under
+ * prefix alignment the first step writes nothing), index hints before every digit (64 ids: the
+ * offsets seen in training, 0..31, cover the places 32..47 evaluation asks for, so a place beyond the
+ * training length has a hint id the model has met), and a length curriculum from 8 digits to 32 over
+ * the first 30% of the steps (without it the loss stayed flat for millions of tokens at L = 32).
+ */
+export const GPU_PLAN_FORMAT: AdditionPlanOptions = {
+  operandOrder: "lsd",
+  format: "lsd",
+  bos: true,
+  indexHints: 64,
+  curriculum: { startDigits: 8, fraction: 0.3 },
+};
+
 /** What distinguishes the plans; everything else is shared. */
 const PLANS: Record<PlanName, {
   preset: "addition" | "lab" | "tiny";
+  model?: Partial<ModelConfig>;
+  train?: Partial<TrainConfig>;
   variants: readonly Variant[];
   seeds: number;
   steps?: number;
   seqLen?: number;
   maxDigits: number;
+  task?: AdditionPlanOptions;
   maxLength: number;
   samples: number;
 }> = {
@@ -109,6 +168,21 @@ const PLANS: Record<PlanName, {
     steps: 800,
     seqLen: 128,
     maxDigits: 32,
+    maxLength: 48,
+    samples: 100,
+  },
+  // SPEC section 8's data in the learnable format (GPU_PLAN_FORMAT) on the GPU machine: a 2-layer,
+  // 128-wide model (4 heads of 32), 32 rows of ~200 tokens per step (one 32-digit example with BOS and
+  // hints is 198 tokens), 3000 steps = 19M tokens per run (the probes needed 15-30M)
+  gpu: {
+    preset: "lab",
+    model: { dModel: 128, heads: 4, ffnHidden: 256, chunkSize: 64 },
+    train: { batchSize: 32, lr: 3e-3, warmupSteps: 200 },
+    variants: FULL_VARIANTS,
+    seeds: 3,
+    steps: 3000,
+    maxDigits: 32,
+    task: GPU_PLAN_FORMAT,
     maxLength: 48,
     samples: 100,
   },
@@ -154,28 +228,64 @@ export function makePlan(name: PlanName, overrides: PlanOverrides = {}): Plan {
   const spec = PLANS[name];
   const p = preset(spec.preset);
   const steps = overrides.steps ?? spec.steps ?? p.train.steps ?? 1;
+  const task = spec.task ?? {};
+  const longest = additionExampleLength(additionConfig({ ...task, maxDigits: spec.maxDigits }));
   return {
     name,
     variants: spec.variants,
     seeds: range(0, (overrides.seeds ?? spec.seeds) - 1),
-    model: p.model,
+    model: { ...p.model, ...spec.model },
     train: {
       ...p.train,
+      ...spec.train,
       steps,
-      seqLen: spec.seqLen ?? p.train.seqLen,
-      warmupSteps: Math.min(p.train.warmupSteps ?? 0, Math.floor(steps / 10)),
+      seqLen: Math.max(spec.seqLen ?? p.train.seqLen ?? 0, longest),
+      warmupSteps: Math.min(spec.train?.warmupSteps ?? p.train.warmupSteps ?? 0, Math.floor(steps / 10)),
       checkpointEvery: 0,
     },
     maxDigits: spec.maxDigits,
+    task,
     lengths: range(1, spec.maxLength),
     samples: overrides.samples ?? spec.samples,
     evalSeed: 1234,
   };
 }
 
-/** Directory name of one run: `falcon1a-prefix-s0`, `transformer-s2`. */
+/** A variant's name in run directories: its own name, else `transformer` or `falcon1a-prefix`. */
+export function variantName(variant: Variant): string {
+  return variant.name ??
+    (variant.mixer === "transformer" ? variant.mixer : `${variant.mixer}-${variant.alignment}`);
+}
+
+/** Directory name of one run: `falcon1a-prefix-s0`, `transformer-s2`, `transformer-plain-s0`. */
 export function runName(variant: Variant, seed: number): string {
-  return variant.mixer === "transformer"
-    ? `${variant.mixer}-s${seed}`
-    : `${variant.mixer}-${variant.alignment}-s${seed}`;
+  return `${variantName(variant)}-s${seed}`;
+}
+
+/**
+ * What a variant with its own model fields runs, in words: `transformer: RoPE softmax attention
+ * with the short convolution (width 4, SiLU) on q, k, v and QK RMS-norm (shortConv true, qkNorm rms)`.
+ * Null for a variant without them (SPEC defaults).
+ */
+export function describeVariant(variant: Variant): string | null {
+  if (!variant.model) return null;
+  const { shortConv, qkNorm } = variant.model;
+  const parts = [
+    shortConv === undefined
+      ? null
+      : shortConv
+      ? "the short convolution (width 4, SiLU) on q, k, v"
+      : "no short convolution",
+    qkNorm === undefined
+      ? null
+      : qkNorm === "none"
+      ? "no QK norm"
+      : `QK ${qkNorm === "rms" ? "RMS" : "L2"}-norm`,
+  ].filter((p) => p !== null);
+  const what = variant.mixer === "transformer" ? "RoPE softmax attention" : variant.mixer;
+  const plain = variant.mixer === "transformer" && shortConv === false && qkNorm === "none"
+    ? " (the plain Transformer)"
+    : "";
+  const fields = Object.entries(variant.model).map(([k, v]) => `${k} ${v}`).join(", ");
+  return `${variantName(variant)}: ${what} with ${parts.join(" and ")}${plain} (${fields})`;
 }

@@ -1,5 +1,14 @@
 import { assertEquals, assertThrows } from "../../src/eval/_assert.ts";
-import { FULL_VARIANTS, makePlan, runName } from "./plan.ts";
+import { runFingerprint } from "./one_run.ts";
+import {
+  describeVariant,
+  FULL_VARIANTS,
+  makePlan,
+  runName,
+  TRANSFORMER,
+  TRANSFORMER_PLAIN,
+  variantName,
+} from "./plan.ts";
 
 Deno.test("makePlan('full') trains 14 variants x 3 seeds of one size on 32 digits and evaluates 1..48", () => {
   const plan = makePlan("full");
@@ -39,4 +48,36 @@ Deno.test("makePlan() applies --steps/--seeds/--samples, caps warmup at a tenth 
   assertEquals(smoke.variants.map((v) => runName(v, 0)), ["falcon1a-prefix-s0", "transformer-s0"]);
   assertEquals([smoke.seeds.length, smoke.model.dModel, smoke.maxDigits], [1, 32, 3]);
   assertThrows(() => makePlan("full", { seeds: 0 }), RangeError, "--seeds must be an integer >= 1, got 0");
+});
+
+Deno.test("the plans' Transformer runs with short conv and QK RMS-norm; the plain one is a variant away", () => {
+  for (const name of ["full", "lab", "smoke"] as const) {
+    const transformers = makePlan(name).variants.filter((v) => v.mixer === "transformer");
+    assertEquals(transformers, [TRANSFORMER]);
+  }
+  assertEquals(TRANSFORMER.model, { shortConv: true, qkNorm: "rms" });
+  assertEquals(TRANSFORMER_PLAIN.model, { shortConv: false, qkNorm: "none" });
+  assertEquals([runName(TRANSFORMER, 1), runName(TRANSFORMER_PLAIN, 0)], [
+    "transformer-s1",
+    "transformer-plain-s0",
+  ]);
+  assertEquals(variantName({ mixer: "falcon3", alignment: "same-step" }), "falcon3-same-step");
+  assertEquals(
+    describeVariant(TRANSFORMER),
+    "transformer: RoPE softmax attention with the short convolution (width 4, SiLU) on q, k, v and QK RMS-norm " +
+      "(shortConv true, qkNorm rms)",
+  );
+  assertEquals(
+    describeVariant(TRANSFORMER_PLAIN),
+    "transformer-plain: RoPE softmax attention with no short convolution and no QK norm (the plain Transformer) " +
+      "(shortConv false, qkNorm none)",
+  );
+  assertEquals(describeVariant(FULL_VARIANTS[0]), null);
+  // a stored result of one Transformer is never reused for the other
+  const plan = makePlan("lab");
+  assertEquals(runFingerprint(plan, TRANSFORMER, 0) === runFingerprint(plan, TRANSFORMER_PLAIN, 0), false);
+});
+
+Deno.test("every plan trains on the default addition format until a plan sets one", () => {
+  for (const name of ["full", "paper", "lab", "smoke"] as const) assertEquals(makePlan(name).task, {});
 });

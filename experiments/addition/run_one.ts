@@ -4,7 +4,7 @@
  *
  * ```
  * deno run --allow-read --allow-write experiments/addition/run_one.ts --plan full [--steps N]
- *   [--seeds N] [--samples N] --mixer falcon1a --alignment prefix --seed 0 --runs DIR
+ *   [--seeds N] [--samples N] --variant falcon1a-prefix --seed 0 --runs DIR
  *   [--backend wasm] [--threads 1]
  * ```
  *
@@ -12,9 +12,9 @@
  */
 
 import { parseArgs } from "node:util";
-import { BACKEND_CHOICES, type BackendChoice } from "../../src/backend_select.ts";
+import { BACKEND_CHOICES, type BackendChoice } from "../../backend_select.ts";
 import { trainAndEvaluate } from "./one_run.ts";
-import { makePlan, type PlanName } from "./plan.ts";
+import { makePlan, type PlanName, variantName } from "./plan.ts";
 
 function int(name: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
@@ -30,8 +30,7 @@ if (import.meta.main) {
       steps: { type: "string" },
       seeds: { type: "string" },
       samples: { type: "string" },
-      mixer: { type: "string" },
-      alignment: { type: "string" },
+      variant: { type: "string" },
       seed: { type: "string" },
       runs: { type: "string" },
       backend: { type: "string", default: "wasm" },
@@ -49,9 +48,13 @@ if (import.meta.main) {
       seeds: int("seeds", values.seeds),
       samples: int("samples", values.samples),
     });
-    const variant = plan.variants.find((v) => v.mixer === values.mixer && v.alignment === values.alignment);
+    const variant = plan.variants.find((v) => variantName(v) === values.variant);
     if (!variant) {
-      throw new RangeError(`plan ${plan.name} has no variant ${values.mixer} ${values.alignment}`);
+      throw new RangeError(
+        `plan ${plan.name} has no variant "${values.variant}"; expected one of ${
+          plan.variants.map(variantName).join(", ")
+        }`,
+      );
     }
     const seed = int("seed", values.seed) ?? 0;
     await trainAndEvaluate(plan, variant, seed, {

@@ -1,4 +1,4 @@
-import { assertEquals, assertThrows } from "../../src/eval/_assert.ts";
+import { assertEquals, assertRejects, assertThrows } from "../../src/eval/_assert.ts";
 import { childArgs, costliestFirst, mapWithJobs, parseDriverArgs, runExperiment } from "./run.ts";
 
 Deno.test("parseDriverArgs() reads the options and names a bad one", () => {
@@ -16,6 +16,14 @@ Deno.test("parseDriverArgs() reads the options and names a bad one", () => {
     () => parseDriverArgs(["--steps", "0"]),
     RangeError,
     `--steps must be an integer >= 1, got "0"`,
+  );
+  assertEquals(parseDriverArgs(["--jobs", "auto"]).jobs, "auto");
+  assertEquals(parseDriverArgs(["--jobs", "3"]).jobs, 3);
+  assertEquals(parseDriverArgs([]).jobs, 1);
+  assertThrows(
+    () => parseDriverArgs(["--jobs", "many"]),
+    RangeError,
+    `--jobs must be an integer >= 1 or auto, got "many"`,
   );
 });
 
@@ -46,6 +54,15 @@ Deno.test("runExperiment() trains, evaluates and writes the page, JSON and plot 
       true,
     );
     assertEquals(/\| transformer-s0 \| \d+ \| 2 \| \d+\.\d{4} \|/.test(md), true);
+    // the page says which Transformer ran, and names it in the summary
+    assertEquals(
+      md.includes(
+        "- Variant transformer: RoPE softmax attention with the short convolution (width 4, SiLU) on q, k, v " +
+          "and QK RMS-norm (shortConv true, qkNorm rms).",
+      ),
+      true,
+    );
+    assertEquals(/\| transformer \| - \| 1 \|/.test(md), true);
     const json = JSON.parse(await Deno.readTextFile(paths.jsonPath));
     assertEquals(json.summaries.length, 2);
     assertEquals(json.report.checkpoints.length, 2);
@@ -62,15 +79,68 @@ Deno.test("runExperiment() trains, evaluates and writes the page, JSON and plot 
       "falcon1a prefix s0",
       "transformer s0",
     ]);
-    // a second call with the same plan reuses both stored results instead of training again
+    // a second call with the same plan reuses both stored results instead of training again (and
+    // --jobs auto, with nothing left to train, runs in this process)
     const again: string[] = [];
-    await runExperiment(options, "deno task experiment:addition --smoke", (l) => again.push(l));
+    await runExperiment(
+      { ...options, jobs: "auto" },
+      "deno task experiment:addition --smoke",
+      (l) => again.push(l),
+    );
+    assertEquals(
+      again.some((l) => /^--jobs auto: 1 at once \(0 runs to train on the CPU, \d+ cores\)$/.test(l)),
+      true,
+    );
     assertEquals(again.filter((l) => l.includes(": reusing ")).length, 2);
     assertEquals(again.some((l) => l.startsWith("training")), false);
     assertEquals((await Deno.readTextFile(paths.markdownPath)).includes("2 of 2 runs were reused"), true);
     assertEquals(
       JSON.parse(await Deno.readTextFile(paths.jsonPath)).report.checkpoints,
       json.report.checkpoints,
+    );
+    // --stored-only with a second seed in the plan: trains nothing, summarises the stored seed-0 runs and
+    // names the two seed-1 runs as missing on the page
+    const storedOnly = parseDriverArgs([
+      "--smoke",
+      "--steps",
+      "2",
+      "--samples",
+      "2",
+      "--seeds",
+      "2",
+      "--backend",
+      "ref",
+      "--runs",
+      `${dir}/runs`,
+      "--out",
+      `${dir}/out`,
+      "--stored-only",
+    ]);
+    const partial: string[] = [];
+    await runExperiment(
+      storedOnly,
+      "deno task experiment:addition --smoke --stored-only",
+      (l) => partial.push(l),
+    );
+    assertEquals(partial.some((l) => l.startsWith("training")), false);
+    const partialMd = await Deno.readTextFile(paths.markdownPath);
+    assertEquals(
+      partialMd.includes(
+        "- **Partial:** 2 of the plan's 4 runs have no result yet (falcon1a-prefix-s1, transformer-s1)",
+      ),
+      true,
+    );
+    assertEquals(JSON.parse(await Deno.readTextFile(paths.jsonPath)).report.checkpoints.length, 2);
+    // and with nothing stored it says so instead of writing an empty page
+    await assertRejects(
+      () =>
+        runExperiment(
+          { ...storedOnly, runsDir: `${dir}/empty` },
+          "deno task experiment:addition --smoke --stored-only",
+          () => {},
+        ),
+      RangeError,
+      "--stored-only: no stored result of plan smoke",
     );
   } finally {
     await Deno.remove(dir, { recursive: true });

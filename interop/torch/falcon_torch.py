@@ -1,7 +1,10 @@
 """Falcon fast-weight attention in plain PyTorch: every rule of SPEC sections 3 and 6 in its
 recurrent form, and the model of SPEC section 7 loaded from an `hf` export of `falcon convert`.
+The model's mixers run in a fast form by default (`fast_weight`, FORMS): the rule's fla op where
+one maps exactly and fla and CUDA are present (falcon_fla.py), else the chunk-parallel form
+(falcon_chunked.py); `recurrent` is the oracle below.
 
-One file, no dependency but `torch` (1.13 from Debian's python3-torch, or 2.x). Safetensors files
+No dependency but `torch` (1.13 from Debian's python3-torch, or 2.x); fla is optional. Safetensors files
 are parsed here with `struct` and `json` (no `safetensors` package); no field of a file is ever
 evaluated as code.
 
@@ -235,7 +238,8 @@ def fast_weight_recurrent(
             else:
                 stat = (x * x).sum(1)
             noop = sentinel | (stat == 0)
-            lam = lb[:, t] * stat if coupling else lb[:, t]
+            # coupled ridge: the statistic is a stop-gradient multiplier (SPEC section 3)
+            lam = lb[:, t] * stat.detach() if coupling else lb[:, t]
             den = stat + lam + eps
             eta = bt[:, t] / den[:, None]  # [N, Dv] or [N, 1]
             alpha_raw = eta * lam[:, None]
@@ -278,6 +282,48 @@ def fast_weight_recurrent(
         "window_valid": valid.reshape(lead + (W,)),
     }
     return o.reshape(lead + (T, dv)), new_carry
+
+
+FORMS = ("auto", "fla", "chunked", "recurrent")
+
+
+def fast_weight(rule, q, k, v, beta=None, lambdabar=None, form="auto", chunk=64, **options):
+    """One rule over `[B, H, T, ...]` inputs in the form asked for; returns `o [B, H, T, Dv]`.
+
+    `recurrent`: `fast_weight_recurrent`; `chunked`: the chunk-parallel form of falcon_chunked.py
+    (`chunk` positions per chunk); `fla`: the rule's fla op (falcon_fla.py; needs fla, CUDA, CUDA
+    inputs and a rule with an fla op, else ValueError); `auto`: `fla` where it applies (and, for
+    fla's bf16-only delta rule, inputs in bf16 or fp16; for its gated ops, where fla does not refuse their
+    backward: `falcon_fla.gated_backward_refused`), else `chunked`.
+    Options as `fast_weight_recurrent` (S0 and starts included; no carry).
+    """
+    if form not in FORMS:
+        raise ValueError("unknown form %r; expected one of %s" % (form, ", ".join(FORMS)))
+    if form == "recurrent":
+        return fast_weight_recurrent(rule, q, k, v, beta, lambdabar, **options)[0]
+    import falcon_chunked
+    import falcon_fla
+
+    if form in ("auto", "fla"):
+        ops = falcon_fla.fla_ops() if q.is_cuda else None
+        op = falcon_fla.FLA_OPS.get(rule)
+        half = q.dtype in (torch.bfloat16, torch.float16)
+        usable = ops is not None and op is not None and options.get("S0") is None
+        if usable and form == "auto":
+            if op in falcon_fla.HALF_ONLY_OPS:
+                usable = half
+            elif torch.is_grad_enabled():
+                usable = not falcon_fla.gated_backward_refused()
+        if usable:
+            return falcon_fla.fast_weight_fla(rule, q, k, v, beta, lambdabar, ops=ops, **options)
+        if form == "fla":
+            why = (
+                "rule %r has no fla op" % rule if op is None
+                else "S0 is not supported by the fla forms" if options.get("S0") is not None
+                else "fla is not importable, no CUDA device is present or the inputs are not on it"
+            )
+            raise ValueError("form fla: %s" % why)
+    return falcon_chunked.fast_weight_chunked(rule, q, k, v, beta, lambdabar, chunk=chunk, **options)[0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -374,6 +420,66 @@ def read_safetensors(path):
         if b0 < a1:
             raise CheckpointError("%s: tensors %r and %r overlap" % (path, an, bn))
     return tensors, metadata
+
+
+_DTYPE_NAMES = {torch_dtype: name for name, (torch_dtype, _) in _DTYPES.items()}
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """Write `tensors` (dict name -> torch.Tensor, written in sorted name order, contiguous,
+    little-endian) and string `metadata` as a safetensors file at `path`."""
+    if sys.byteorder != "little":
+        raise CheckpointError("%s: safetensors data is little-endian; big-endian hosts are not supported" % path)
+    header = {}
+    chunks = []
+    offset = 0
+    for name in sorted(tensors):
+        t = tensors[name].detach().to("cpu").contiguous()
+        if t.dtype not in _DTYPE_NAMES:
+            raise CheckpointError("%s: tensor %r has dtype %s, which safetensors here cannot hold" % (path, name, t.dtype))
+        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        header[name] = {"dtype": _DTYPE_NAMES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        chunks.append(raw)
+        offset += len(raw)
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for raw in chunks:
+            f.write(raw)
+
+
+def save_hf(model, directory, config):
+    """Write `model`'s weights and `config` (a dict; `torch_dtype` is set from the weights) as an
+    hf export at `directory`: written into `directory.tmp`, renamed when complete (an existing
+    directory is replaced)."""
+    state = {name: t for name, t in model.state_dict().items()}
+    dtypes = {t.dtype for t in state.values()}
+    if len(dtypes) != 1:
+        raise CheckpointError("%s: the weights have several dtypes %s" % (directory, sorted(map(str, dtypes))))
+    torch_dtype = str(dtypes.pop()).replace("torch.", "")
+    tmp = directory.rstrip("/") + ".tmp"
+    if os.path.isdir(tmp):
+        for name in os.listdir(tmp):
+            os.remove(os.path.join(tmp, name))
+    else:
+        os.makedirs(tmp)
+    write_safetensors(os.path.join(tmp, "model.safetensors"), state, {"format": "pt"})
+    with open(os.path.join(tmp, "config.json"), "w") as f:
+        json.dump(dict(config, torch_dtype=torch_dtype), f, indent=2)
+        f.write("\n")
+    if os.path.isdir(directory):
+        old = directory.rstrip("/") + ".old"
+        os.rename(directory, old)
+        os.rename(tmp, directory)
+        for name in os.listdir(old):
+            os.remove(os.path.join(old, name))
+        os.rmdir(old)
+    else:
+        os.rename(tmp, directory)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -485,6 +591,7 @@ class FastWeightAttention(torch.nn.Module):
         if cfg["use_output_gate"]:
             self.g_proj = lin(D, D)
         self.o_proj = lin(D, D)
+        self.form = "auto"
 
     def _coefficient(self, x, plan, proj, const):
         if plan is None:
@@ -513,7 +620,7 @@ class FastWeightAttention(torch.nn.Module):
             beta = beta.permute(0, 2, 1)  # [B, H, T]
         lam = torch.zeros(Bn, H, T, dtype=x.dtype, device=x.device) if lam is None else lam.permute(0, 2, 1)
         retnet_g = torch.tensor(cfg.get("retnet_decay") or [retnet_decay(h) for h in range(H)], dtype=x.dtype)
-        o, _ = fast_weight_recurrent(
+        o = fast_weight(
             cfg["rule"],
             q,
             k,
@@ -530,6 +637,8 @@ class FastWeightAttention(torch.nn.Module):
             mamba_A=cfg.get("mamba_A", 1.0),
             retnet_g=retnet_g.to(x.device)[None, :],
             starts=starts[:, None, :],
+            form=self.form,
+            chunk=cfg.get("chunk_size", 64),
         )
         o = rms_norm(o, self.o_norm.weight, cfg.get("norm_eps", 1e-6))  # [B, H, T, Dv]
         y = o.transpose(1, 2).reshape(Bn, T, D)
@@ -539,27 +648,47 @@ class FastWeightAttention(torch.nn.Module):
 
 
 class SoftmaxAttention(torch.nn.Module):
-    """Transformer baseline mixer: causal softmax attention with RoPE (positions restart at each
-    sequence start; attention does not cross starts)."""
+    """Transformer baseline mixer: q/k/v projections, with use_short_conv the causal depthwise conv
+    + SiLU (as the fast-weight mixer), with qk_norm "rms" the parameter-free RMS norm of q and k per
+    head (before RoPE), causal softmax attention with RoPE (positions restart at each sequence
+    start; attention does not cross starts), output projection. qk_norm "none" and no conv is the
+    plain Transformer (and what every layout-version-1 Transformer ran)."""
 
     def __init__(self, cfg):
         super().__init__()
         self.cfg = cfg
         D, H = cfg["hidden_size"], cfg["num_heads"]
         self.H, self.Dh = H, D // H
+        if cfg["qk_norm"] not in ("rms", "none"):
+            raise ValueError("the transformer takes qk_norm rms or none, got %r" % (cfg["qk_norm"],))
         self.q_proj = torch.nn.Linear(D, D, bias=False)
         self.k_proj = torch.nn.Linear(D, D, bias=False)
         self.v_proj = torch.nn.Linear(D, D, bias=False)
+        if cfg["use_short_conv"]:
+            W = cfg.get("conv_size", 4)
+            self.q_conv1d = torch.nn.Conv1d(D, D, W, groups=D, bias=False)
+            self.k_conv1d = torch.nn.Conv1d(D, D, W, groups=D, bias=False)
+            self.v_conv1d = torch.nn.Conv1d(D, D, W, groups=D, bias=False)
         self.o_proj = torch.nn.Linear(D, D, bias=False)
+
+    def _head(self, x, name, starts):
+        Bn, T, D = x.shape
+        u = getattr(self, name + "_proj")(x)
+        if self.cfg["use_short_conv"]:
+            u = short_conv(u, getattr(self, name + "_conv1d").weight, starts)
+        u = u.reshape(Bn, T, self.H, self.Dh)
+        if name != "v":
+            u = normalize_qk(u, self.cfg["qk_norm"], self.cfg.get("eps_rms", 1e-6))
+        return u
 
     def forward(self, x, starts):
         Bn, T, D = x.shape
         H, Dh = self.H, self.Dh
         seq = _sequence_starts(starts, Bn, T, x.device)
         pos = torch.arange(T, device=x.device)[None, :] - seq
-        q = rope(self.q_proj(x).reshape(Bn, T, H, Dh), pos, self.cfg["rope_theta"])
-        k = rope(self.k_proj(x).reshape(Bn, T, H, Dh), pos, self.cfg["rope_theta"])
-        v = self.v_proj(x).reshape(Bn, T, H, Dh)
+        q = rope(self._head(x, "q", starts), pos, self.cfg["rope_theta"])
+        k = rope(self._head(x, "k", starts), pos, self.cfg["rope_theta"])
+        v = self._head(x, "v", starts)
         scores = torch.einsum("bthd,bshd->bhts", q, k) / math.sqrt(Dh)
         t_idx = torch.arange(T, device=x.device)
         allowed = (t_idx[None, :, None] >= t_idx[None, None, :]) & (t_idx[None, None, :] >= seq[:, :, None])
@@ -615,15 +744,27 @@ class _Backbone(torch.nn.Module):
 class FalconLM(torch.nn.Module):
     """The language model of SPEC section 7 with the hf parameter names of `falcon convert --to hf`.
 
-    `forward(ids [B, T] long, starts [B, T] bool or None) -> logits [B, T, V]`.
+    `forward(ids [B, T] long, starts [B, T] bool or None) -> logits [B, T, V]`. `form` (one of
+    FORMS, default `auto`) picks how the fast-weight mixers run (`fast_weight`).
     """
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, form="auto"):
         super().__init__()
         self.cfg = cfg
         self.model = _Backbone(cfg)
         if not cfg["tie_word_embeddings"]:
             self.lm_head = torch.nn.Linear(cfg["hidden_size"], cfg["vocab_size"], bias=False)
+        self.set_form(form)
+
+    def set_form(self, form):
+        """Run every fast-weight mixer in `form` (auto, fla, chunked or recurrent)."""
+        if form not in FORMS:
+            raise ValueError("unknown form %r; expected one of %s" % (form, ", ".join(FORMS)))
+        self.form = form
+        for block in self.model.layers:
+            if isinstance(block.attn, FastWeightAttention):
+                block.attn.form = form
+        return self
 
     def forward(self, ids, starts=None):
         if starts is None:
@@ -656,11 +797,24 @@ REQUIRED_CONFIG = (
 )
 
 
-def load_hf(directory, dtype=torch.float32):
-    """Load an `hf` export (config.json + model.safetensors) into a FalconLM of `dtype`.
+HF_FORMAT_VERSION = 2
 
-    Refuses (CheckpointError) a config without a required field, an unknown rule, and a tensor set
-    that differs from the model's: every missing and every unexpected name is listed.
+
+def config_as_trained(cfg):
+    """The config of an export as its falcon ran it: layout version 1 ran every Transformer plain
+    (no short conv, no QK norm) whatever use_short_conv and qk_norm said; version 2 honours them."""
+    if cfg.get("falcon_format_version", 1) < 2 and cfg["rule"] == "transformer":
+        return dict(cfg, use_short_conv=False, qk_norm="none")
+    return cfg
+
+
+def load_hf(directory, dtype=torch.float32, form="auto"):
+    """Load an `hf` export (config.json + model.safetensors) into a FalconLM of `dtype` whose
+    fast-weight mixers run in `form` (FORMS).
+
+    Refuses (CheckpointError) a config without a required field, an unknown rule or layout version,
+    and a tensor set that differs from the model's: every missing and every unexpected name is
+    listed. A layout-version-1 Transformer is loaded plain (`config_as_trained`).
     """
     cfg_path = os.path.join(directory, "config.json")
     with open(cfg_path) as f:
@@ -675,7 +829,18 @@ def load_hf(directory, dtype=torch.float32):
             raise CheckpointError("%s: missing field %s" % (cfg_path, key))
     if cfg["rule"] not in RULES + ("transformer",):
         raise CheckpointError("%s: field rule %r is not a known rule" % (cfg_path, cfg["rule"]))
-    model = FalconLM(cfg)
+    version = cfg.get("falcon_format_version", 1)
+    if type(version) is not int or not 1 <= version <= HF_FORMAT_VERSION:
+        raise CheckpointError(
+            "%s: field falcon_format_version %r is not supported (expected 1 to %d)"
+            % (cfg_path, version, HF_FORMAT_VERSION)
+        )
+    cfg = config_as_trained(cfg)
+    if cfg["rule"] == "transformer" and cfg["qk_norm"] not in ("rms", "none"):
+        raise CheckpointError(
+            "%s: field qk_norm %r: the transformer takes rms or none" % (cfg_path, cfg["qk_norm"])
+        )
+    model = FalconLM(cfg, form)
     st_path = os.path.join(directory, "model.safetensors")
     tensors, _ = read_safetensors(st_path)
     own = model.state_dict()
@@ -705,6 +870,7 @@ def main(argv):
     p.add_argument("--starts", default="", help="comma-separated positions where a new sequence starts")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     p.add_argument("--json", action="store_true", help="print {dir: [[logit, ...], ...]} as JSON")
+    p.add_argument("--form", choices=FORMS, default="auto", help="how the fast-weight mixers run")
     args = p.parse_args(argv)
     dtype = torch.float64 if args.dtype == "float64" else torch.float32
     try:
@@ -719,7 +885,7 @@ def main(argv):
     results = {}
     for d in args.hf_dirs:
         try:
-            model = load_hf(d, dtype)
+            model = load_hf(d, dtype, args.form)
         except (CheckpointError, OSError) as err:
             print("falcon_torch: %s" % err, file=sys.stderr)
             return 2

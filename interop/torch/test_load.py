@@ -108,6 +108,36 @@ def main():
         bad = os.path.join(root, "tied")
         export(bad, model, dict(CONFIG, tie_word_embeddings=True))
         results.append(expect_error("extra lm_head for a tied config", lambda: ft.load_hf(bad), "lm_head.weight"))
+        bad = os.path.join(root, "future")
+        export(bad, model, dict(CONFIG, falcon_format_version=3))
+        results.append(
+            expect_error("layout version 3", lambda: ft.load_hf(bad), "config.json", "falcon_format_version")
+        )
+
+        # layout version 1 ran every Transformer plain, whatever use_short_conv and qk_norm said
+        plain_cfg = dict(CONFIG, rule="transformer", use_short_conv=False, qk_norm="none", falcon_format_version=2)
+        plain = ft.FalconLM(plain_cfg).double()
+        with torch.no_grad():
+            for p in plain.parameters():
+                p.add_(torch.randn_like(p) * 0.1)
+        v1 = os.path.join(root, "transformer_v1")
+        export(v1, plain, dict(plain_cfg, use_short_conv=True, qk_norm="rms", falcon_format_version=1))
+        loaded = ft.load_hf(v1, torch.float64)
+        err = (loaded(ids) - plain(ids)).abs().max().item()
+        results.append((
+            err == 0.0 and not loaded.cfg["use_short_conv"] and loaded.cfg["qk_norm"] == "none",
+            "a version-1 Transformer export loads plain (max abs diff %g against the plain model)" % err,
+        ))
+        # version 2 honours the fields: the same tensors no longer match a config with short conv
+        bad = os.path.join(root, "transformer_v2_no_conv")
+        export(bad, plain, dict(plain_cfg, use_short_conv=True))
+        results.append(expect_error("version-2 Transformer with use_short_conv but no conv tensors",
+                                    lambda: ft.load_hf(bad), "model.layers.0.attn.q_conv1d.weight"))
+        normed_cfg = dict(plain_cfg, qk_norm="rms")
+        normed = os.path.join(root, "transformer_v2_rms")
+        export(normed, plain, normed_cfg)
+        err = (ft.load_hf(normed, torch.float64)(ids) - plain(ids)).abs().max().item()
+        results.append((err > 1e-6, "qk_norm rms changes a version-2 Transformer's logits (max diff %g)" % err))
     finally:
         shutil.rmtree(root)
     failed = 0

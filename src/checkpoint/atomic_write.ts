@@ -14,6 +14,15 @@ export function temporaryPathFor(path: string): string {
   return `${dir}.${base}.${Deno.pid}.${crypto.randomUUID().slice(0, 8)}.tmp`;
 }
 
+/**
+ * Whether `name` (a bare file name) is a temporary file {@linkcode temporaryPathFor} made for the
+ * file named `base`: `.<base>.<pid>.<id>.tmp`. One left behind means a write was killed midway.
+ */
+export function isTemporaryNameFor(name: string, base: string): boolean {
+  const prefix = `.${base}.`;
+  return name.startsWith(prefix) && /^\d+\.[0-9a-f]{8}\.tmp$/.test(name.slice(prefix.length));
+}
+
 /** Write `bytes` to `path` atomically; on failure the temporary file is removed and `path` is untouched. */
 export async function atomicWriteFile(path: string, bytes: Uint8Array): Promise<void> {
   const tmp = temporaryPathFor(path);

@@ -7,18 +7,35 @@
  * - in `__metadata__` (all strings): `format` = `falcon-checkpoint`, `format_version` =
  *   {@linkcode CHECKPOINT_FORMAT_VERSION}, `step`, `rng_state` (the data stream's 32-bit state),
  *   and the JSON of the model, task and training configurations (`model_config`, `task_config`,
- *   `train_config`).
+ *   `train_config`); optionally `elapsed_seconds` (training time up to `step`, summed over
+ *   resumes) and `run_config` (JSON: the preset and the overrides the run was started with); and
+ *   `content_digest`, the SHA-256 of the header and data (`digest.ts`), checked on every read: a
+ *   file edited or corrupted after it was written is refused. A file without a digest (written
+ *   before digests existed) still loads.
+ *
+ * Version 2 (current): every mixer honours `shortConv` and `qkNorm`. Version-1 files still load:
+ * a version-1 Transformer ran plain whatever its config said, so its `model_config` is read with
+ * `shortConv: false, qkNorm: "none"` (`format_upgrade.ts`); fast-weight configs load unchanged.
+ *
+ * Reading normalises the task configuration ({@linkcode normalizeTaskConfig}): an addition
+ * checkpoint saved before the format options existed loads with the defaults that mean its format
+ * (operands msd, no BOS, no index hints, no curriculum).
  *
  * @module
  */
 
 import type { ModelConfig } from "../model/types.ts";
-import type { TaskConfig } from "../tasks/mod.ts";
+import { normalizeTaskConfig, type TaskConfig } from "../tasks/mod.ts";
 import { atomicWriteFile } from "./atomic_write.ts";
+import { verifyContentDigest, withContentDigest } from "./digest.ts";
+import { modelConfigAsTrained } from "./format_upgrade.ts";
 import { readSafetensors, type SafeTensor, SafetensorsError, writeSafetensors } from "./safetensors.ts";
 
-/** Version of the checkpoint layout this code writes and reads. */
-export const CHECKPOINT_FORMAT_VERSION = 1;
+/** Version of the checkpoint layout this code writes (and the newest it reads). */
+export const CHECKPOINT_FORMAT_VERSION = 2;
+
+/** The oldest version {@linkcode decodeCheckpoint} reads (`falcon convert` also upgrades version 0). */
+export const OLDEST_READABLE_FORMAT_VERSION = 1;
 
 /** Value of the `format` metadata key. */
 export const CHECKPOINT_FORMAT = "falcon-checkpoint";
@@ -49,6 +66,10 @@ export interface CheckpointState {
   readonly adamM: Record<string, FloatTensor>;
   /** AdamW second moments by parameter name. */
   readonly adamV: Record<string, FloatTensor>;
+  /** Seconds of training up to `step`, summed over resumes (absent in older files). */
+  readonly elapsedSeconds?: number;
+  /** How the run was configured: the preset and the overrides given (JSON object; absent in older files). */
+  readonly runConfig?: Record<string, unknown>;
 }
 
 const M_PREFIX = "optimizer.m.";
@@ -71,7 +92,7 @@ export function encodeCheckpoint(state: CheckpointState): Uint8Array {
   }
   for (const [name, t] of Object.entries(state.adamM)) tensors[M_PREFIX + name] = toSafe(t);
   for (const [name, t] of Object.entries(state.adamV)) tensors[V_PREFIX + name] = toSafe(t);
-  return writeSafetensors(tensors, {
+  const metadata: Record<string, string> = {
     format: CHECKPOINT_FORMAT,
     format_version: String(CHECKPOINT_FORMAT_VERSION),
     step: String(state.step),
@@ -79,10 +100,16 @@ export function encodeCheckpoint(state: CheckpointState): Uint8Array {
     model_config: JSON.stringify(state.model),
     task_config: JSON.stringify(state.task),
     train_config: JSON.stringify(state.train),
-  });
+  };
+  if (state.elapsedSeconds !== undefined) metadata.elapsed_seconds = String(state.elapsedSeconds);
+  if (state.runConfig !== undefined) metadata.run_config = JSON.stringify(state.runConfig);
+  return withContentDigest(writeSafetensors(tensors, metadata));
 }
 
-/** Parse and validate a checkpoint; errors name `fileName` and the field. */
+/**
+ * Parse and validate a checkpoint of format version 1 or 2; errors name `fileName` and the field.
+ * The model config of an older version is read as that version ran it (see the module doc).
+ */
 export function decodeCheckpoint(bytes: Uint8Array, fileName: string): CheckpointState {
   const { tensors, metadata } = readSafetensors(bytes, fileName);
   const fail = (msg: string): never => {
@@ -95,13 +122,18 @@ export function decodeCheckpoint(bytes: Uint8Array, fileName: string): Checkpoin
       }, expected "${CHECKPOINT_FORMAT}" (not a falcon checkpoint)`,
     );
   }
-  if (metadata.format_version !== String(CHECKPOINT_FORMAT_VERSION)) {
+  const version = Number(metadata.format_version);
+  if (
+    !/^\d+$/.test(metadata.format_version ?? "") || version < OLDEST_READABLE_FORMAT_VERSION ||
+    version > CHECKPOINT_FORMAT_VERSION
+  ) {
     fail(
       `__metadata__.format_version ${
         JSON.stringify(metadata.format_version)
-      } is not supported (expected ${CHECKPOINT_FORMAT_VERSION})`,
+      } is not supported (expected ${OLDEST_READABLE_FORMAT_VERSION} to ${CHECKPOINT_FORMAT_VERSION})`,
     );
   }
+  verifyContentDigest(bytes, fileName); // after the version check: a newer file is refused as such
   const integer = (key: string): number => {
     const v = Number(metadata[key]);
     if (!/^\d+$/.test(metadata[key] ?? "") || !Number.isSafeInteger(v)) {
@@ -138,15 +170,33 @@ export function decodeCheckpoint(bytes: Uint8Array, fileName: string): Checkpoin
   const rngState = integer("rng_state");
   const task = json("task_config");
   if (typeof task.task !== "string") fail(`__metadata__.task_config has no "task" name`);
+  let taskConfig: TaskConfig;
+  try {
+    taskConfig = normalizeTaskConfig(task as unknown as TaskConfig);
+  } catch (err) {
+    if (!(err instanceof RangeError)) throw err;
+    fail(`__metadata__.task_config: ${err.message}`);
+  }
+  let elapsedSeconds: number | undefined;
+  if (metadata.elapsed_seconds !== undefined) {
+    elapsedSeconds = Number(metadata.elapsed_seconds);
+    if (!(Number.isFinite(elapsedSeconds) && elapsedSeconds >= 0)) {
+      fail(`__metadata__.elapsed_seconds ${JSON.stringify(metadata.elapsed_seconds)} is not a number >= 0`);
+    }
+  }
+  const runConfig = metadata.run_config === undefined ? undefined : json("run_config");
   return {
     step,
     rngState,
-    model: json("model_config") as unknown as ModelConfig,
-    task: task as unknown as TaskConfig,
+    // the config of the model as the file's version ran it (a version-1 Transformer is plain)
+    model: modelConfigAsTrained(json("model_config"), version) as unknown as ModelConfig,
+    task: taskConfig!,
     train: json("train_config"),
     params: Object.fromEntries(params),
     adamM: Object.fromEntries(adamM),
     adamV: Object.fromEntries(adamV),
+    ...(elapsedSeconds === undefined ? {} : { elapsedSeconds }),
+    ...(runConfig === undefined ? {} : { runConfig }),
   };
 }
 

@@ -7,3 +7,5 @@
 export * from "./safetensors.ts";
 export * from "./atomic_write.ts";
 export * from "./checkpoint.ts";
+export * from "./digest.ts";
+export * from "./format_upgrade.ts";

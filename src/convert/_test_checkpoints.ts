@@ -6,6 +6,7 @@
  */
 
 import { type CheckpointState, encodeCheckpoint, type FloatTensor } from "../checkpoint/checkpoint.ts";
+import { readSafetensors, writeSafetensors } from "../checkpoint/safetensors.ts";
 import { modelConfig } from "../model/config.ts";
 import { createModel } from "../model/falcon_lm.ts";
 import type { ModelConfig } from "../model/types.ts";
@@ -63,6 +64,28 @@ export async function tinyCheckpointBytes(
   options: TinyCheckpointOptions = {},
 ): Promise<Uint8Array> {
   return encodeCheckpoint(await tinyCheckpointState(config, options));
+}
+
+/**
+ * A Transformer checkpoint as format version 1 wrote it: `format_version` 1, the config it was
+ * built from (the defaults `shortConv: true, qkNorm: "rms"`, which version 1 ignored for the
+ * Transformer) and the tensors of the plain model version 1 ran (no convolutions). Also returns
+ * the state of that plain model (`shortConv: false, qkNorm: "none"`).
+ */
+export async function versionOneTransformer(
+  overrides: Partial<ModelConfig> = {},
+): Promise<{ bytes: Uint8Array; plain: CheckpointState }> {
+  const plain = await tinyCheckpointState(
+    tinyConfig({ mixer: "transformer", ...overrides, shortConv: false, qkNorm: "none" }),
+    { dtype: "f32", optimizer: true },
+  );
+  const asWritten = { ...plain, model: { ...plain.model, shortConv: true, qkNorm: "rms" as const } };
+  // version 1 stored no content digest
+  const { tensors, metadata: { content_digest: _, ...metadata } } = readSafetensors(
+    encodeCheckpoint(asWritten),
+    "v2",
+  );
+  return { bytes: writeSafetensors(tensors, { ...metadata, format_version: "1" }), plain };
 }
 
 /** Names of the entries of a directory, sorted. */

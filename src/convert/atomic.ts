@@ -6,16 +6,21 @@
  * @module
  */
 
+import { resolve } from "node:path";
 import { CheckpointError } from "./errors.ts";
 
-/** The absolute, symlink-resolved form of `path`; for a path that does not exist yet, its resolved parent plus its name. */
+/**
+ * The absolute, symlink-resolved form of `path`; for a path that does not exist yet, its resolved
+ * parent plus its name, with `.` and `..` folded first (`Deno.realPath` of such a path folds them or
+ * not depending on the permission flags: with `-A` it does not).
+ */
 export async function resolvePath(path: string): Promise<string> {
   try {
     return await Deno.realPath(path);
   } catch (err) {
     if (!(err instanceof Deno.errors.NotFound)) throw err;
   }
-  const abs = absolute(path).replace(/\/+$/, "");
+  const abs = resolve(path);
   const slash = abs.lastIndexOf("/");
   const parent = slash <= 0 ? "/" : abs.slice(0, slash);
   const name = abs.slice(slash + 1);
@@ -26,10 +31,6 @@ export async function resolvePath(path: string): Promise<string> {
     if (!(err instanceof Deno.errors.NotFound)) throw err;
   }
   return realParent === "/" ? `/${name}` : `${realParent}/${name}`;
-}
-
-function absolute(path: string): string {
-  return path.startsWith("/") ? path : `${Deno.cwd()}/${path}`;
 }
 
 /**
@@ -73,28 +74,69 @@ export async function writeFileAtomic(path: string, write: (tmp: string) => Prom
 }
 
 /**
+ * Check an output directory before any work: an existing file at `path` is refused, and so is an
+ * existing non-empty directory unless `replace` is set; even then only a directory holding
+ * nothing but `replaceable` files (an earlier export) is replaced, never one with other files.
+ * Returns whether a non-empty directory will be replaced.
+ */
+export async function checkOutputDirectory(
+  path: string,
+  options: { readonly replace?: boolean; readonly replaceable?: readonly string[] } = {},
+): Promise<boolean> {
+  let info: Deno.FileInfo;
+  try {
+    info = await Deno.stat(path);
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return false;
+    throw err;
+  }
+  if (!info.isDirectory) throw new CheckpointError(path, "output exists and is not a directory");
+  const names: string[] = [];
+  for await (const e of Deno.readDir(path)) names.push(e.name);
+  if (names.length === 0) return false;
+  if (!options.replace) {
+    throw new CheckpointError(
+      path,
+      "output directory exists and is not empty; pass --force to replace it, or choose another",
+    );
+  }
+  const foreign = names.filter((n) => !(options.replaceable ?? []).includes(n)).sort();
+  if (foreign.length > 0) {
+    throw new CheckpointError(
+      path,
+      `output directory holds files that are not part of an export (${foreign.join(", ")}); ` +
+        "--force replaces only an earlier export: remove them or choose another directory",
+    );
+  }
+  return true;
+}
+
+/**
  * Write a directory atomically: `write` fills a fresh temporary sibling directory, which is then
  * renamed to `path`. An existing non-empty directory at `path` is refused (nothing is overwritten
- * file by file); an existing file at `path` is refused too.
+ * file by file) unless `replace` allows it ({@linkcode checkOutputDirectory}): then the old
+ * directory is moved aside, the new one renamed in and the old one removed. An existing file at
+ * `path` is refused too.
  */
-export async function writeDirAtomic(path: string, write: (tmpDir: string) => Promise<void>): Promise<void> {
-  try {
-    const info = await Deno.stat(path);
-    if (!info.isDirectory) throw new CheckpointError(path, "output exists and is not a directory");
-    for await (const _ of Deno.readDir(path)) {
-      throw new CheckpointError(
-        path,
-        "output directory exists and is not empty; remove it or choose another",
-      );
-    }
-  } catch (err) {
-    if (!(err instanceof Deno.errors.NotFound)) throw err;
-  }
+export async function writeDirAtomic(
+  path: string,
+  write: (tmpDir: string) => Promise<void>,
+  options: { readonly replace?: boolean; readonly replaceable?: readonly string[] } = {},
+): Promise<void> {
+  const replacing = await checkOutputDirectory(path, options);
   const tmp = temporaryName(path);
   await Deno.mkdir(tmp);
   try {
     await write(tmp);
-    await Deno.rename(tmp, path);
+    if (replacing) {
+      const old = temporaryName(path);
+      await Deno.rename(path, old);
+      await Deno.rename(tmp, path);
+      await Deno.remove(old, { recursive: true });
+    } else {
+      await Deno.remove(path).catch(() => {}); // an empty directory: rename needs it gone on some systems
+      await Deno.rename(tmp, path);
+    }
   } catch (err) {
     await Deno.remove(tmp, { recursive: true }).catch(() => {});
     throw err;

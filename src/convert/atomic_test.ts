@@ -2,18 +2,10 @@ import assert from "node:assert/strict";
 import { listDir } from "./_test_checkpoints.ts";
 import { refuseSamePath, resolvePath, writeDirAtomic, writeFileAtomic } from "./atomic.ts";
 import { CheckpointError } from "./errors.ts";
-
-async function withDir(fn: (dir: string) => Promise<void>): Promise<void> {
-  const dir = await Deno.realPath(await Deno.makeTempDir({ prefix: "falcon_atomic_" }));
-  try {
-    await fn(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+import { withTempDir } from "../testing/temp_dir.ts";
 
 Deno.test("a write that fails leaves neither the output nor a temporary file or directory", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const boom = new Error("disk full");
     await assert.rejects(() =>
       writeFileAtomic(`${dir}/out.safetensors`, async (tmp) => {
@@ -30,7 +22,7 @@ Deno.test("a write that fails leaves neither the output nor a temporary file or 
 });
 
 Deno.test("a complete write appears under the output name only", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     await writeFileAtomic(`${dir}/a`, (tmp) => Deno.writeTextFile(tmp, "A"));
     await writeDirAtomic(`${dir}/d`, (tmp) => Deno.writeTextFile(`${tmp}/f`, "F"));
     await Deno.mkdir(`${dir}/empty`);
@@ -43,7 +35,7 @@ Deno.test("a complete write appears under the output name only", async () => {
 });
 
 Deno.test("refuseSamePath() sees through relative paths, trailing slashes and symlinks", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     await Deno.writeTextFile(`${dir}/in`, "x");
     await Deno.symlink(`${dir}/in`, `${dir}/alias`);
     await assert.rejects(() => refuseSamePath(`${dir}/in`, `${dir}/alias`), /output path is the input/);

@@ -8,7 +8,8 @@
  */
 
 import type { ConvertDtype, WeightDtype } from "./dtype.ts";
-import { refuseSamePath, writeDirAtomic, writeFileAtomic } from "./atomic.ts";
+import { checkOutputDirectory, refuseSamePath, writeDirAtomic, writeFileAtomic } from "./atomic.ts";
+import { checkOutputFile, checkWritableDirectory, parentOf } from "../output_path.ts";
 import { CheckpointError } from "./errors.ts";
 import { encodeHf, HF_FILES } from "./hf_export.ts";
 import { type CheckpointFormat, loadAnyCheckpoint } from "./load.ts";
@@ -26,6 +27,8 @@ export interface ConvertOptions {
   readonly dropOptimizer?: boolean;
   /** Convert weights holding NaN or infinity instead of refusing them. */
   readonly allowNonfinite?: boolean;
+  /** Replace an existing output file, or an existing hf export directory (default: refuse them). */
+  readonly force?: boolean;
 }
 
 /** What a conversion did. */
@@ -81,6 +84,14 @@ export async function convertCheckpoint(
       output,
       `--dtype ${options.dtype}: native checkpoints hold F32 or F64 weights (the trainer's dtypes); use --to hf`,
     );
+  }
+  // the output before the input is read: a bad path fails at once
+  const replaceable = [HF_FILES.config, HF_FILES.weights];
+  if (options.to === "native") {
+    await checkOutputFile("output", output, { overwrite: options.force, overwriteFlag: "--force" });
+  } else {
+    await checkWritableDirectory("output", parentOf(output), output);
+    await checkOutputDirectory(output, { replace: options.force, replaceable });
   }
   const ckpt = await loadAnyCheckpoint(input);
   const notes = [...ckpt.notes];
@@ -140,7 +151,7 @@ export async function convertCheckpoint(
     await writeDirAtomic(output, async (tmp) => {
       await Deno.writeTextFile(`${tmp}/${HF_FILES.config}`, files.config);
       await Deno.writeFile(`${tmp}/${HF_FILES.weights}`, files.weights);
-    });
+    }, { replace: options.force, replaceable });
   }
   return {
     from: ckpt.format,

@@ -1,24 +1,22 @@
 import assert from "node:assert/strict";
 import { decodeCheckpoint, encodeCheckpoint } from "../checkpoint/checkpoint.ts";
 import { readSafetensors, writeSafetensors } from "../checkpoint/safetensors.ts";
-import { listDir, tinyCheckpointBytes, tinyCheckpointState, tinyConfig } from "./_test_checkpoints.ts";
+import {
+  listDir,
+  tinyCheckpointBytes,
+  tinyCheckpointState,
+  tinyConfig,
+  versionOneTransformer,
+} from "./_test_checkpoints.ts";
 import { convertCheckpoint } from "./convert.ts";
 import { f16BitsToF32 } from "./dtype.ts";
 import { CheckpointError } from "./errors.ts";
 import { HF_FILES } from "./hf_export.ts";
 import { inspectCheckpoint } from "./inspect.ts";
-
-async function withDir(fn: (dir: string) => Promise<void>): Promise<void> {
-  const dir = await Deno.makeTempDir({ prefix: "falcon_convert_" });
-  try {
-    await fn(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+import { withTempDir } from "../testing/temp_dir.ts";
 
 Deno.test("native -> hf -> native is bit-identical in f32 (and in f64) for every mixer family", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const cases = [
       { mixer: "falcon2" as const, dtype: "f32" as const },
       { mixer: "falcon3a" as const, dtype: "f64" as const },
@@ -47,7 +45,7 @@ Deno.test("native -> hf -> native is bit-identical in f32 (and in f64) for every
 });
 
 Deno.test("hf export transposes [in, out] matrices to [out, in] and reshapes convolutions to [C, 1, 4]", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const state = await tinyCheckpointState(tinyConfig({ mixer: "falcon1" }), { dtype: "f32" });
     await Deno.writeFile(`${dir}/n.safetensors`, encodeCheckpoint(state));
     await convertCheckpoint(`${dir}/n.safetensors`, `${dir}/hf`, { to: "hf" });
@@ -72,7 +70,7 @@ Deno.test("hf export transposes [in, out] matrices to [out, in] and reshapes con
 });
 
 Deno.test("a checkpoint with optimizer state: hf drops it, and the round trip equals --drop-optimizer", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     await Deno.writeFile(
       `${dir}/n.safetensors`,
       await tinyCheckpointBytes(tinyConfig(), { dtype: "f32", optimizer: true }),
@@ -104,7 +102,7 @@ Deno.test("a checkpoint with optimizer state: hf drops it, and the round trip eq
 });
 
 Deno.test("--dtype f16 and bf16 round to nearest even and report the largest relative change", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const state = await tinyCheckpointState(tinyConfig(), { dtype: "f32" });
     await Deno.writeFile(`${dir}/n.safetensors`, encodeCheckpoint(state));
     const f16 = await convertCheckpoint(`${dir}/n.safetensors`, `${dir}/f16`, { to: "hf", dtype: "f16" });
@@ -133,7 +131,7 @@ Deno.test("--dtype f16 and bf16 round to nearest even and report the largest rel
 });
 
 Deno.test("--to native with --dtype f16 is refused before anything is written", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     await Deno.writeFile(`${dir}/n.safetensors`, await tinyCheckpointBytes());
     await assert.rejects(
       () => convertCheckpoint(`${dir}/n.safetensors`, `${dir}/o.safetensors`, { to: "native", dtype: "f16" }),
@@ -144,11 +142,12 @@ Deno.test("--to native with --dtype f16 is refused before anything is written", 
   });
 });
 
-Deno.test("a version-0 native file (no format_version) is upgraded on load with a note", async () => {
-  await withDir(async (dir) => {
-    const v1 = await tinyCheckpointBytes(tinyConfig(), { dtype: "f32" });
-    const { tensors, metadata } = readSafetensors(v1, "v1");
-    const { format_version: _, ...v0meta } = metadata;
+Deno.test("a version-0 native file (no format_version) is upgraded on load with a note per version", async () => {
+  await withTempDir(async (dir) => {
+    const current = await tinyCheckpointBytes(tinyConfig(), { dtype: "f32" });
+    const { tensors, metadata } = readSafetensors(current, "v2");
+    // version 0 had no content digest either
+    const { format_version: _, content_digest: _digest, ...v0meta } = metadata;
     await Deno.writeFile(`${dir}/v0.safetensors`, writeSafetensors(tensors, v0meta));
     const report = await inspectCheckpoint(`${dir}/v0.safetensors`);
     assert.equal(report.version, 0);
@@ -156,19 +155,76 @@ Deno.test("a version-0 native file (no format_version) is upgraded on load with 
       report.notes.some((n) => n.includes("version 0") && n.includes("version 1")),
       report.notes.join(),
     );
-    const converted = await convertCheckpoint(`${dir}/v0.safetensors`, `${dir}/v1.safetensors`, {
+    const converted = await convertCheckpoint(`${dir}/v0.safetensors`, `${dir}/v2.safetensors`, {
       to: "native",
     });
-    assert.ok(converted.notes.length === 1);
-    assert.deepEqual(await Deno.readFile(`${dir}/v1.safetensors`), v1);
+    // 0 -> 1 -> 2; a falcon1 config is the same in every version
+    assert.deepEqual(converted.notes, [
+      "upgraded native format version 0 (no format_version key) to version 1",
+      "upgraded native format version 1 to version 2",
+    ]);
+    assert.deepEqual(await Deno.readFile(`${dir}/v2.safetensors`), current);
+  });
+});
+
+Deno.test("a version-1 Transformer converts to the version-2 file of the plain model it ran, native and hf", async () => {
+  await withTempDir(async (dir) => {
+    const { bytes, plain } = await versionOneTransformer();
+    await Deno.writeFile(`${dir}/v1.safetensors`, bytes);
+    const report = await inspectCheckpoint(`${dir}/v1.safetensors`);
+    assert.equal(report.version, 1);
+    assert.ok(
+      report.notes.some((n) => /Transformer.*shortConv false, qkNorm "none"/.test(n)),
+      report.notes.join(),
+    );
+    await convertCheckpoint(`${dir}/v1.safetensors`, `${dir}/v2.safetensors`, { to: "native" });
+    assert.deepEqual(await Deno.readFile(`${dir}/v2.safetensors`), encodeCheckpoint(plain));
+    await convertCheckpoint(`${dir}/v1.safetensors`, `${dir}/hf`, { to: "hf" });
+    const config = JSON.parse(await Deno.readTextFile(`${dir}/hf/${HF_FILES.config}`));
+    assert.deepEqual([config.falcon_format_version, config.use_short_conv, config.qk_norm], [
+      2,
+      false,
+      "none",
+    ]);
+  });
+});
+
+Deno.test("a version-1 hf Transformer export loads plain; a version-2 one with use_short_conv needs its conv tensors", async () => {
+  await withTempDir(async (dir) => {
+    const plain = await tinyCheckpointState(
+      tinyConfig({ mixer: "transformer", shortConv: false, qkNorm: "none" }),
+      {
+        dtype: "f32",
+      },
+    );
+    await Deno.writeFile(`${dir}/n.safetensors`, encodeCheckpoint(plain));
+    await convertCheckpoint(`${dir}/n.safetensors`, `${dir}/hf`, { to: "hf" });
+    const path = `${dir}/hf/${HF_FILES.config}`;
+    const config = JSON.parse(await Deno.readTextFile(path));
+    // what a version-1 export of that model said: the defaults, which version 1 ignored
+    const asWritten = { ...config, falcon_format_version: 1, use_short_conv: true, qk_norm: "rms" };
+    await Deno.writeTextFile(path, JSON.stringify(asWritten));
+    const report = await inspectCheckpoint(`${dir}/hf`);
+    assert.equal(report.version, 1);
+    assert.ok(
+      report.notes.some((n) => n.includes("version 1") && n.includes("Transformer")),
+      report.notes.join(),
+    );
+    await convertCheckpoint(`${dir}/hf`, `${dir}/back.safetensors`, { to: "native" });
+    assert.deepEqual(await Deno.readFile(`${dir}/back.safetensors`), encodeCheckpoint(plain));
+    await Deno.writeTextFile(path, JSON.stringify({ ...asWritten, falcon_format_version: 2 }));
+    await assert.rejects(
+      () => convertCheckpoint(`${dir}/hf`, `${dir}/o.safetensors`, { to: "native" }),
+      (e: Error) => e instanceof CheckpointError && e.message.includes("model.layers.0.attn.q_conv1d.weight"),
+    );
   });
 });
 
 Deno.test("a native file from a newer falcon or with a non-integer version is refused, naming the field", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const { tensors, metadata } = readSafetensors(await tinyCheckpointBytes(), "x");
     for (
-      const [version, pattern] of [["2", /format_version 2 is newer/], [
+      const [version, pattern] of [["3", /format_version 3 is newer/], [
         "1.5",
         /format_version "1.5" is not an integer/,
       ]]
@@ -183,7 +239,7 @@ Deno.test("a native file from a newer falcon or with a non-integer version is re
 });
 
 Deno.test("an hf export whose config.json no longer matches its tensors is refused, listing the names", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     await Deno.writeFile(`${dir}/n.safetensors`, await tinyCheckpointBytes(tinyConfig({ mixer: "falcon1" })));
     await convertCheckpoint(`${dir}/n.safetensors`, `${dir}/hf`, { to: "hf" });
     const path = `${dir}/hf/${HF_FILES.config}`;
@@ -211,7 +267,7 @@ Deno.test("an hf export whose config.json no longer matches its tensors is refus
 });
 
 Deno.test("the converted native checkpoint loads with the checkpoint reader and keeps every config", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const state = await tinyCheckpointState(tinyConfig({ mixer: "retnet" }), {
       dtype: "f64",
       optimizer: true,
@@ -232,7 +288,7 @@ Deno.test("the converted native checkpoint loads with the checkpoint reader and 
 });
 
 Deno.test("a hostile config.json is refused naming config.json and the field", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     await Deno.writeFile(`${dir}/n.safetensors`, await tinyCheckpointBytes());
     await convertCheckpoint(`${dir}/n.safetensors`, `${dir}/hf`, { to: "hf" });
     const path = `${dir}/hf/${HF_FILES.config}`;
@@ -241,7 +297,10 @@ Deno.test("a hostile config.json is refused naming config.json and the field", a
       ["{ rule: falcon1 ", /config\.json: not JSON/],
       ["[1, 2]", /config\.json: not a JSON object/],
       [JSON.stringify({ ...config, model_type: "llama" }), /config\.json: model_type is "llama"/],
-      [JSON.stringify({ ...config, falcon_format_version: 7 }), /falcon_format_version 7 is not supported/],
+      [
+        JSON.stringify({ ...config, falcon_format_version: 7 }),
+        /falcon_format_version 7 is not supported \(expected 1 to 2\)/,
+      ],
       [JSON.stringify({ ...config, vocab_size: undefined }), /config\.json: missing field vocab_size/],
       [JSON.stringify({ ...config, rule: "falcon9" }), /config\.json: .*mixer "falcon9"/],
       [

@@ -11,14 +11,23 @@ import { headDim, validateModelConfig } from "../model/config.ts";
 import { SHORT_CONV_WIDTH } from "../model/params.ts";
 import type { ModelConfig } from "../model/types.ts";
 import { retnetDecay } from "../rules/config.ts";
+import { modelConfigAsTrained } from "../checkpoint/format_upgrade.ts";
 import type { WeightDtype } from "./dtype.ts";
 import { CheckpointError } from "./errors.ts";
 
 /** `model_type` of an hf export. */
 export const HF_MODEL_TYPE = "falcon_fast_weight";
 
-/** Version of the hf export layout (`falcon_format_version` in `config.json`). */
-export const HF_FORMAT_VERSION = 1;
+/**
+ * Version of the hf export layout (`falcon_format_version` in `config.json`) this code writes.
+ * Version 2: the Transformer honours `use_short_conv` and `qk_norm` (its `{q,k,v}_conv1d` tensors
+ * exist with `use_short_conv`). Version 1 exports still load: their Transformer ran plain, so it is
+ * read with `use_short_conv` false and `qk_norm` `none`, as the native format's version 1.
+ */
+export const HF_FORMAT_VERSION = 2;
+
+/** The oldest hf layout version {@linkcode parseHfConfig} reads. */
+export const OLDEST_HF_FORMAT_VERSION = 1;
 
 /** Constants of the model that `ModelConfig` does not hold; an hf export states them for PyTorch. */
 export interface ModelConstants {
@@ -115,6 +124,10 @@ export interface ParsedHfConfig {
   readonly dtype: WeightDtype;
   /** The native checkpoint metadata it carried (`falcon_metadata`), verbatim. */
   readonly nativeMetadata: Record<string, string>;
+  /** The layout version it declares (`falcon_format_version`, before any upgrade). */
+  readonly version: number;
+  /** One line per upgrade applied on load (a version-1 Transformer read as plain). */
+  readonly notes: string[];
 }
 
 /**
@@ -140,17 +153,29 @@ export function parseHfConfig(text: string, path: string): ParsedHfConfig {
     );
   }
   const version = obj.falcon_format_version;
-  if (version !== HF_FORMAT_VERSION) {
+  if (
+    typeof version !== "number" || !Number.isInteger(version) || version < OLDEST_HF_FORMAT_VERSION ||
+    version > HF_FORMAT_VERSION
+  ) {
     throw new CheckpointError(
       path,
-      `falcon_format_version ${JSON.stringify(version)} is not supported (expected ${HF_FORMAT_VERSION})`,
+      `falcon_format_version ${
+        JSON.stringify(version)
+      } is not supported (expected ${OLDEST_HF_FORMAT_VERSION} ` +
+        `to ${HF_FORMAT_VERSION})`,
     );
   }
-  const fields: Record<string, unknown> = {};
+  const given: Record<string, unknown> = {};
   for (const [field, key] of Object.entries(KEYS)) {
     if (!(key in obj)) throw new CheckpointError(path, `missing field ${key}`);
-    fields[field] = obj[key];
+    given[field] = obj[key];
   }
+  // a version-1 Transformer ran plain whatever use_short_conv and qk_norm said
+  const fields = modelConfigAsTrained(given, version);
+  const notes = fields === given ? [] : [
+    `upgraded hf layout version 1 to version 2: a version-1 Transformer ran without short convolution ` +
+    `and QK norm, so it is read with use_short_conv false, qk_norm "none"`,
+  ];
   const config = fields as unknown as ModelConfig;
   try {
     validateModelConfig(config);
@@ -188,5 +213,5 @@ export function parseHfConfig(text: string, path: string): ParsedHfConfig {
   }
   // copy field by field: no key of the file reaches the config object but the known ones
   const clean = Object.fromEntries(Object.keys(KEYS).map((f) => [f, fields[f]])) as unknown as ModelConfig;
-  return { config: clean, dtype: dtypeEntry[0] as WeightDtype, nativeMetadata };
+  return { config: clean, dtype: dtypeEntry[0] as WeightDtype, nativeMetadata, version, notes };
 }

@@ -55,15 +55,16 @@ export function encodeHf(model: ModelWeights): { config: string; weights: Uint8A
 }
 
 /**
- * Read an hf export from its two files. Validates the container and `config.json`; maps every
- * tensor to its native name and layout (an unknown tensor name is refused). The caller checks the
+ * Read an hf export from its two files. Validates the container and `config.json` (an older layout
+ * version is upgraded, with notes); maps every tensor to its native name and layout (an unknown
+ * tensor name is refused). The caller checks the
  * weights against the config (`validateWeights`).
  */
 export function decodeHf(
   configText: string,
   weightBytes: Uint8Array,
   paths: { config: string; weights: string },
-): ModelWeights {
+): ModelWeights & { readonly version: number; readonly notes: string[] } {
   const parsed = parseHfConfig(configText, paths.config);
   const { tensors } = decodeSafetensors(weightBytes, paths.weights);
   const weights = new Map<string, RawTensor>();
@@ -92,6 +93,8 @@ export function decodeHf(
     weights: ordered,
     dtype: parsed.dtype,
     nativeMetadata: parsed.nativeMetadata,
+    version: parsed.version,
+    notes: parsed.notes,
   };
 }
 

@@ -49,6 +49,8 @@ export interface InspectReport {
   readonly totalBytes: number;
   /** Notes from loading (format upgrades). */
   readonly notes: string[];
+  /** The content digest of a native file (verified: a mismatch is refused on load), or null when it has none. */
+  readonly digest: string | null;
   /** Why `falcon convert` would refuse the weights (missing or extra tensors, wrong shapes, NaN/Inf); empty when none. */
   readonly problems: string[];
 }
@@ -100,6 +102,7 @@ export async function inspectCheckpoint(path: string): Promise<InspectReport> {
     metadata,
     totalBytes: c.files.reduce((n, f) => n + f.bytes, 0),
     notes: c.notes,
+    digest: c.digest.state === "verified" ? c.digest.digest : null,
     problems: problemsOf([
       () => validateWeights(c.weightsPath, c.config, c.weights, c.describe),
       () => validateOptimizer(c.weightsPath, c.weights, c.optimizer),
@@ -130,6 +133,11 @@ export function formatInspect(r: InspectReport): string {
     `${r.config.layers} layers, dModel ${r.config.dModel}, ${r.config.heads} heads, vocab ${r.config.vocabSize}`,
     `config: ${JSON.stringify(r.config)}`,
     `parameters: ${r.parameterCount}`,
+    r.digest === null
+      ? `digest: no digest (${
+        r.format === "hf" ? "an hf export" : "written before falcon stored digests"
+      }; integrity not checked)`
+      : `digest: ${r.digest} (verified)`,
   ];
   for (const [k, v] of Object.entries(r.metadata)) lines.push(`${k}: ${v}`);
   const width = Math.max(...r.tensors.map((t) => t.name.length), 4);

@@ -6,9 +6,9 @@
  * @module
  */
 
+import type { DigestStatus } from "../checkpoint/digest.ts";
 import type { ModelConfig } from "../model/types.ts";
 import { CheckpointError } from "./errors.ts";
-import { HF_FORMAT_VERSION } from "./hf_config.ts";
 import { decodeHf, HF_FILES, hfName } from "./hf_export.ts";
 import { hfPlacement, hfShape } from "./hf_layout.ts";
 import { decodeNative, parseModelConfigField } from "./native_format.ts";
@@ -39,6 +39,8 @@ export interface LoadedCheckpoint {
   readonly metadata: Record<string, string>;
   /** Notes from loading (format upgrades). */
   readonly notes: string[];
+  /** The native file's content digest (verified on load), or absent (older files, hf exports). */
+  readonly digest: DigestStatus;
   /** The files read, with their sizes in bytes. */
   readonly files: { path: string; bytes: number }[];
   /** The file that holds the tensors (named in weight errors). */
@@ -95,6 +97,7 @@ async function loadNative(path: string): Promise<LoadedCheckpoint> {
     optimizer: native.optimizer,
     metadata,
     notes: native.notes,
+    digest: native.digest,
     files: [{ path, bytes: bytes.length }],
     weightsPath: path,
     describe: (n) => n,
@@ -131,12 +134,13 @@ async function loadHf(dir: string): Promise<LoadedCheckpoint> {
   if (!keep) metadata.model_config = JSON.stringify(hf.config);
   return {
     format: "hf",
-    version: HF_FORMAT_VERSION,
+    version: hf.version,
     config: hf.config,
     weights: hf.weights,
     optimizer: new Map(),
     metadata,
-    notes: [],
+    notes: hf.notes,
+    digest: { state: "absent" },
     files: [{ path: paths.config, bytes: configBytes.length }, {
       path: paths.weights,
       bytes: weightBytes.length,

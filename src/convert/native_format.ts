@@ -3,23 +3,32 @@
  * raw tensors (every bit kept), the metadata strings verbatim, older format versions upgraded on
  * load with a note, and the weights checked against the model configuration.
  *
- * Layout (format version 1): parameters under their names (`parameterSpecs` order), AdamW moments
+ * Layout (format versions 1 and 2): parameters under their names (`parameterSpecs` order), AdamW moments
  * under `optimizer.m.<name>` and `optimizer.v.<name>`; `__metadata__` holds `format`
  * (`falcon-checkpoint`), `format_version`, `step`, `rng_state`, `model_config`, `task_config`,
  * `train_config` (JSON strings).
  *
  * Version 0 is the layout before `format_version` existed (the same tensors and keys, no version
- * key). No release wrote it; it is the tested entry of the upgrade table, so a later layout change
- * adds one function here and every reader of this module upgrades old files.
+ * key). No release wrote it; it is the tested entry of the upgrade table. Version 1 differs from 2
+ * only in what a Transformer's `model_config` means: version 1 ran every Transformer plain, so the
+ * upgrade writes `shortConv: false, qkNorm: "none"` into a Transformer's config
+ * (`checkpoint/format_upgrade.ts`) and leaves every other file's metadata as it was.
  *
  * @module
  */
 
 import { CHECKPOINT_FORMAT, CHECKPOINT_FORMAT_VERSION } from "../checkpoint/checkpoint.ts";
+import {
+  DIGEST_KEY,
+  type DigestStatus,
+  verifyContentDigest,
+  withContentDigest,
+} from "../checkpoint/digest.ts";
+import { modelConfigTextAsTrained } from "../checkpoint/format_upgrade.ts";
 import { validateModelConfig } from "../model/config.ts";
 import { parameterSpecs } from "../model/params.ts";
 import type { ModelConfig } from "../model/types.ts";
-import { CheckpointError } from "./errors.ts";
+import { asCheckpointError, CheckpointError } from "./errors.ts";
 import { decodeSafetensors, encodeSafetensors } from "./safetensors_io.ts";
 import type { RawTensor } from "./tensor_set.ts";
 
@@ -40,6 +49,8 @@ export interface NativeContents {
   readonly version: number;
   /** One line per upgrade applied on load. */
   readonly notes: string[];
+  /** The content digest: verified, or absent (a file written before digests). */
+  readonly digest: DigestStatus;
 }
 
 /** An upgrade from version `v` to `v + 1` of the raw metadata and tensors; returns its note. */
@@ -50,6 +61,14 @@ const UPGRADES: Readonly<Record<number, Upgrade>> = {
   0: (metadata) => {
     metadata.format_version = "1";
     return "upgraded native format version 0 (no format_version key) to version 1";
+  },
+  1: (metadata) => {
+    metadata.format_version = "2";
+    const plain = modelConfigTextAsTrained(metadata.model_config, 1);
+    if (plain === null) return "upgraded native format version 1 to version 2";
+    metadata.model_config = plain;
+    return "upgraded native format version 1 to version 2: a version-1 Transformer ran without short " +
+      'convolution and QK norm, so its model_config now says shortConv false, qkNorm "none"';
   },
 };
 
@@ -126,6 +145,9 @@ export function decodeNative(bytes: Uint8Array, path: string): NativeContents {
     );
   }
   const { version, notes } = upgradeNative(path, metadata, tensors);
+  // after the version check: a file from a newer falcon is refused as such
+  const digest = asCheckpointError(path, () => verifyContentDigest(bytes, path));
+  delete metadata[DIGEST_KEY]; // it describes these bytes only; a writer computes its own
   const config = parseModelConfigField(path, metadata.model_config, "__metadata__.model_config");
   const weights = new Map<string, RawTensor>();
   const optimizer = new Map<string, RawTensor>();
@@ -133,7 +155,7 @@ export function decodeNative(bytes: Uint8Array, path: string): NativeContents {
     if (OPTIMIZER_PREFIXES.some((p) => name.startsWith(p))) optimizer.set(name, t);
     else weights.set(name, t);
   }
-  return { config, weights, optimizer, metadata, version, notes };
+  return { config, weights, optimizer, metadata, version, notes, digest };
 }
 
 /** Metadata keys the native writer puts first, in its order. */
@@ -150,7 +172,8 @@ const METADATA_ORDER = [
 /**
  * Encode a native checkpoint in the layout of `src/checkpoint/checkpoint.ts`: parameters in
  * `parameterSpecs` order, then `optimizer.m.*` and `optimizer.v.*` in the same order; metadata in
- * the writer's key order (any other keys after), `format` and `format_version` set to current.
+ * the writer's key order (any other keys after), `format` and `format_version` set to current,
+ * and a fresh content digest (any digest in `metadata` is dropped).
  */
 export function encodeNative(
   config: ModelConfig,
@@ -175,15 +198,16 @@ export function encodeNative(
   for (const name of optimizer.keys()) {
     if (!known.has(name)) throw new RangeError(`optimizer tensor ${name} belongs to no parameter`);
   }
+  const { [DIGEST_KEY]: _stale, ...carried } = metadata;
   const meta: Record<string, string> = {
-    ...metadata,
+    ...carried,
     format: CHECKPOINT_FORMAT,
     format_version: String(CHECKPOINT_FORMAT_VERSION),
   };
   const ordered: Record<string, string> = {};
   for (const key of METADATA_ORDER) if (key in meta) ordered[key] = meta[key];
   for (const [key, value] of Object.entries(meta)) if (!(key in ordered)) ordered[key] = value;
-  return encodeSafetensors(entries, ordered);
+  return withContentDigest(encodeSafetensors(entries, ordered));
 }
 
 /** Check the optimizer tensors: each belongs to a parameter and has its shape. */

@@ -22,6 +22,7 @@ import { createTask } from "../tasks/mod.ts";
 import { main } from "../../cli/main.ts";
 import { maxAbsDiff, Rng } from "../testing/compare.ts";
 import { convertCheckpoint } from "./convert.ts";
+import { torchTest } from "../testing/torch_python.ts";
 import { roundParametersToF32 } from "./from_model.ts";
 
 const SCRIPT = new URL("../../interop/torch/falcon_torch.py", import.meta.url).pathname;
@@ -30,37 +31,10 @@ const TOLERANCE = 1e-4;
 /** Torch in float64 with the same (f32-valued) weights: the two implementations agree to rounding. */
 const TOLERANCE_F64 = 1e-9;
 
-function envGranted(): boolean {
-  return Deno.permissions.querySync({ name: "env" }).state === "granted";
-}
-
-function runGranted(command: string): boolean {
-  return Deno.permissions.querySync({ name: "run", command }).state === "granted";
-}
-
-/** The first of FALCON_PYTHON, python3, /usr/bin/python3 that may be run and can import torch, or why none can. */
-function findTorchPython(): { python: string } | { reason: string } {
-  const env = envGranted() ? Deno.env.get("FALCON_PYTHON") : undefined;
-  const candidates = [...(env ? [env] : []), "python3", "/usr/bin/python3"];
-  const allowed = candidates.filter(runGranted);
-  if (allowed.length === 0) return { reason: `no --allow-run permission for ${candidates.join(", ")}` };
-  for (const python of allowed) {
-    try {
-      const out = new Deno.Command(python, { args: ["-c", "import torch"], stdout: "null", stderr: "null" })
-        .outputSync();
-      if (out.success) return { python };
-    } catch {
-      // not installed: try the next
-    }
-  }
-  return { reason: `no python with torch among ${allowed.join(", ")}` };
-}
-
-const required = envGranted() && Deno.env.get("FALCON_REQUIRE_TORCH") === "1";
-const found = findTorchPython();
-const missing = "reason" in found ? found.reason : null;
-
-/** Tiny models: every mixer, both alignments and parameterisations, tied and untied heads. */
+/**
+ * Tiny models: every mixer, both alignments and parameterisations, tied and untied heads, and the
+ * Transformer with and without its short convolution and QK norm.
+ */
 const CASES: Partial<ModelConfig>[] = [
   { mixer: "falcon1" },
   { mixer: "falcon2", alignment: "same-step" },
@@ -73,7 +47,9 @@ const CASES: Partial<ModelConfig>[] = [
   { mixer: "mamba2", alignment: "same-step", qkNorm: "l2" },
   { mixer: "deltanet", alignment: "same-step" },
   { mixer: "gated_deltanet", parameterisation: "const" },
-  { mixer: "transformer" },
+  { mixer: "transformer" }, // short conv and QK RMS-norm (the defaults)
+  { mixer: "transformer", shortConv: false, qkNorm: "none" }, // the plain Transformer
+  { mixer: "transformer", qkNorm: "none", tieEmbeddings: false }, // short conv only
 ];
 const IDS = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7];
 const STARTS = [9]; // a second sequence starts at position 9
@@ -125,16 +101,9 @@ function caseName(c: Partial<ModelConfig>): string {
   return Object.entries(c).map(([k, v]) => `${k}=${v}`).join(",");
 }
 
-Deno.test({
-  name: missing === null
-    ? "falcon_torch.py logits match FalconLM logits for every mixer (max abs < 1e-4 in f32, < 1e-9 in f64)"
-    : required
-    ? `falcon_torch.py parity with FalconLM (fails: FALCON_REQUIRE_TORCH=1 but ${missing})`
-    : `falcon_torch.py parity with FalconLM (ignored: ${missing}; FALCON_REQUIRE_TORCH=1 makes this a failure)`,
-  ignore: missing !== null && !required,
-  async fn() {
-    if (missing !== null) throw new Error(`FALCON_REQUIRE_TORCH=1 but ${missing}`);
-    const python = (found as { python: string }).python;
+torchTest(
+  "falcon_torch.py logits match FalconLM logits for every mixer (max abs < 1e-4 in f32, < 1e-9 in f64)",
+  async (python) => {
     const root = await Deno.makeTempDir({ prefix: "falcon_parity_" });
     try {
       const expected = new Map<string, Float32Array | Float64Array>();
@@ -144,9 +113,9 @@ Deno.test({
         await train(model, 200 + i);
         // the f32 export then holds exactly the weights the model computes with
         await roundParametersToF32(model);
-        const native = `${root}/${c.mixer as MixerName}.safetensors`;
+        const native = `${root}/${i}-${c.mixer as MixerName}.safetensors`;
         await saveNative(model, native);
-        const dir = `${root}/${c.mixer as MixerName}`;
+        const dir = `${root}/${i}-${c.mixer as MixerName}`;
         const report = await convertCheckpoint(native, dir, { to: "hf", dtype: "f32" });
         ok(report.maxRelativeChange === 0, `${caseName(c)}: f32 rounding was not exact`);
         const starts = new Uint8Array(IDS.length);
@@ -196,7 +165,7 @@ Deno.test({
       await Deno.remove(root, { recursive: true });
     }
   },
-});
+);
 
 /** Run the CLI in-process, capturing stdout. */
 async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
@@ -215,16 +184,9 @@ async function cli(args: string[]): Promise<{ code: number; out: string; err: st
   }
 }
 
-Deno.test({
-  name: missing === null
-    ? "falcon convert --to hf, then falcon_torch.py, reproduces falcon predict --json prompt logits (max abs < 1e-4)"
-    : required
-    ? `falcon predict vs falcon_torch.py (fails: FALCON_REQUIRE_TORCH=1 but ${missing})`
-    : `falcon predict vs falcon_torch.py (ignored: ${missing}; FALCON_REQUIRE_TORCH=1 makes this a failure)`,
-  ignore: missing !== null && !required,
-  async fn() {
-    if (missing !== null) throw new Error(`FALCON_REQUIRE_TORCH=1 but ${missing}`);
-    const python = (found as { python: string }).python;
+torchTest(
+  "falcon convert --to hf, then falcon_torch.py, reproduces falcon predict --json prompt logits (max abs < 1e-4)",
+  async (python) => {
     const root = await Deno.makeTempDir({ prefix: "falcon_predict_parity_" });
     try {
       const config = modelConfig({
@@ -263,20 +225,21 @@ Deno.test({
       await Deno.remove(root, { recursive: true });
     }
   },
-});
+);
 
-const PY_TESTS = ["test_rules.py", "test_safetensors.py", "test_load.py"];
+const PY_TESTS = [
+  "test_rules.py",
+  "test_safetensors.py",
+  "test_load.py",
+  "test_forms.py",
+  "test_train_inputs.py",
+];
 
-Deno.test({
-  name: missing === null
-    ? `interop/torch/${PY_TESTS.join(", ")} pass (rules vs fixtures/vectors, hostile files, loader)`
-    : required
-    ? `interop/torch Python tests (fail: FALCON_REQUIRE_TORCH=1 but ${missing})`
-    : `interop/torch Python tests (ignored: ${missing}; FALCON_REQUIRE_TORCH=1 makes this a failure)`,
-  ignore: missing !== null && !required,
-  async fn() {
-    if (missing !== null) throw new Error(`FALCON_REQUIRE_TORCH=1 but ${missing}`);
-    const python = (found as { python: string }).python;
+torchTest(
+  `interop/torch/${
+    PY_TESTS.join(", ")
+  } pass (rules vs fixtures/vectors, hostile files, loader, fast forms vs recurrent, train_ddp inputs)`,
+  async (python) => {
     for (const test of PY_TESTS) {
       const path = new URL(`../../interop/torch/${test}`, import.meta.url).pathname;
       const out = await new Deno.Command(python, { args: [path] }).output();
@@ -285,4 +248,4 @@ Deno.test({
       ok(/^\d+ passed, 0 failed$/m.test(text), `${test}: no summary line:\n${text}`);
     }
   },
-});
+);

@@ -1,6 +1,10 @@
 /**
  * CSV form of an evaluation report: one row per checkpoint and test group, plus one row per
  * checkpoint for each range mean (`row` = `in_distribution` / `extrapolation`) or for the text task.
+ * Addition adds, per checkpoint: `place` rows (key = place value, tokens = answer digits of that
+ * place), `places_in_range` and `places_extrapolation` (key = `from-to` places, pooled over digits),
+ * and the no-extrapolation reference at its training length: `reference` rows per length (tokens =
+ * expected answer digits) and `reference_in_distribution` / `reference_extrapolation`.
  *
  * @module
  */
@@ -45,6 +49,32 @@ export function reportCsv(report: EvalReport): string {
     }
     for (
       const [row, avg] of [["in_distribution", c.inDistribution], ["extrapolation", c.extrapolation]] as const
+    ) {
+      if (avg) {
+        push([row, `${avg.from}-${avg.to}`, null, avg.groups, avg.digitAccuracy, avg.exactMatch, null, null]);
+      }
+    }
+    for (const p of c.places?.perPlace ?? []) {
+      push(["place", p.place, p.tokens, null, p.digitAccuracy, null, null, null]);
+    }
+    for (
+      const [row, range] of [
+        ["places_in_range", c.places?.inRange],
+        ["places_extrapolation", c.places?.extrapolation],
+      ] as const
+    ) {
+      if (range) {
+        push([row, `${range.from}-${range.to}`, range.tokens, null, range.digitAccuracy, null, null, null]);
+      }
+    }
+    for (const g of c.reference?.perLength ?? []) {
+      push(["reference", g.key, g.tokens, null, g.digitAccuracy, g.exactMatch, null, null]);
+    }
+    for (
+      const [row, avg] of [
+        ["reference_in_distribution", c.reference?.inDistribution],
+        ["reference_extrapolation", c.reference?.extrapolation],
+      ] as const
     ) {
       if (avg) {
         push([row, `${avg.from}-${avg.to}`, null, avg.groups, avg.digitAccuracy, avg.exactMatch, null, null]);

@@ -13,11 +13,14 @@ import type { Batch, LanguageModel } from "../model/types.ts";
 import {
   type AccuracyTally,
   addBits,
+  addPlaceAccuracy,
   addTeacherForced,
   type BitsTally,
   emptyAccuracyTally,
   emptyBitsTally,
-  type ScoredBatch,
+  emptyPlaceTally,
+  type PlacedBatch,
+  type PlaceTally,
 } from "./metrics.ts";
 
 /** What the loop needs of a model: its vocabulary size and its logits. */
@@ -43,7 +46,7 @@ export interface Metric<T> {
   /** A zero tally. */
   empty(): T;
   /** Add one batch's logits. */
-  add(tally: T, logits: ArrayLike<number>, batch: ScoredBatch, vocabSize: number): void;
+  add(tally: T, logits: ArrayLike<number>, batch: PlacedBatch, vocabSize: number): void;
 }
 
 /** Teacher-forced digit accuracy (targets equal to `eosId` excluded) and exact match (all included). */
@@ -51,6 +54,26 @@ export function teacherForced(eosId?: number): Metric<AccuracyTally> {
   return {
     empty: emptyAccuracyTally,
     add: (tally, logits, batch, vocabSize) => addTeacherForced(tally, logits, batch, vocabSize, eosId),
+  };
+}
+
+/** An accuracy tally with the per-place counts of the same predictions (addition). */
+export interface PlacedAccuracyTally extends AccuracyTally {
+  /** Per place value counts (EOS excluded). */
+  places: PlaceTally;
+}
+
+/**
+ * Teacher-forced digit accuracy and exact match as {@linkcode teacherForced}, plus the per-place
+ * counts from the batch's `places`, from the same logits (one model call per batch).
+ */
+export function teacherForcedByPlace(eosId?: number): Metric<PlacedAccuracyTally> {
+  return {
+    empty: () => ({ ...emptyAccuracyTally(), places: emptyPlaceTally() }),
+    add(tally, logits, batch, vocabSize) {
+      addTeacherForced(tally, logits, batch, vocabSize, eosId);
+      addPlaceAccuracy(tally.places, logits, batch, vocabSize);
+    },
   };
 }
 

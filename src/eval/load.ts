@@ -6,7 +6,8 @@
  */
 
 import type { Backend } from "../rules/backend.ts";
-import { type CheckpointState, loadCheckpoint } from "../checkpoint/mod.ts";
+import type { CheckpointState } from "../checkpoint/mod.ts";
+import { loadCheckpointState } from "../convert/checkpoint_state.ts";
 import { createModel } from "../model/mod.ts";
 import type { LanguageModel } from "../model/types.ts";
 import type { TaskConfig } from "../tasks/mod.ts";
@@ -66,10 +67,9 @@ export function modelFromState(backend: Backend, state: CheckpointState, path: s
 export async function loadEvalCheckpoint(path: string, backend: Backend): Promise<EvalCheckpoint> {
   let state: CheckpointState;
   try {
-    state = await loadCheckpoint(path);
+    state = await loadCheckpointState(path); // a native file or an hf export directory
   } catch (err) {
     if (err instanceof Deno.errors.NotFound) throw new InputError(`checkpoint ${path} does not exist`);
-    if (err instanceof Deno.errors.IsADirectory) throw new InputError(`checkpoint ${path} is a directory`);
     if (err instanceof Error && !(err instanceof Deno.errors.PermissionDenied)) {
       throw new InputError(`${path} is not a falcon checkpoint: ${err.message}`);
     }

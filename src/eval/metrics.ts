@@ -14,6 +14,10 @@
  *   (the trainer's `teacherForcedAccuracy` uses the same rule).
  * - **exact match**: a sequence is exact when every one of its scored positions, EOS INCLUDED, is
  *   right. Sequences without a scored position (padding) are not counted.
+ * - **per place value** (addition): the same argmax at every answer digit, counted by the digit's
+ *   place value (0 = units; the batch's `places`), over every sum evaluated. Places at or beyond the
+ *   training length `Ltrain` are digits no training sum had: their pooled accuracy is the
+ *   extrapolation measure, which the per-length average mixes with in-range places.
  * - **bits per byte** (byte-level text): mean over scored positions of `-log2 softmax(logits)[target]`.
  *
  * Shapes: `B` rows, `T` positions, `V` vocabulary; logits are `[B, T, V]` row-major.
@@ -279,5 +283,166 @@ export function summariseAddition(
     perLength,
     inDistribution: rangeAverage(perLength, 1, trainLength),
     extrapolation: maxLength > trainLength ? rangeAverage(perLength, trainLength + 1, maxLength) : null,
+  };
+}
+
+/**
+ * Per place value counts of teacher-forced answer digits, over every sum fed in (any operand
+ * length). A place value `p` is the digit's power of ten (0 = units), read from the batch's
+ * `places`; positions with place -1 (operands, symbols, EOS, padding) are not counted.
+ */
+export interface PlaceTally {
+  /** `total[p]`: scored answer digits of place `p` (0 where none was seen). */
+  total: number[];
+  /** `correct[p]`: of those, digits whose argmax equals the target. */
+  correct: number[];
+}
+
+/** A place tally with nothing counted. */
+export function emptyPlaceTally(): PlaceTally {
+  return { total: [], correct: [] };
+}
+
+/** The parts of a batch the per-place metric reads (`places` is required here). */
+export type PlacedBatch = ScoredBatch & { readonly places?: Int16Array };
+
+/**
+ * Add the teacher-forced predictions of one batch's answer digits to `tally`, per place value:
+ * positions with weight > 0 and `places[i] >= 0`. Throws a RangeError when the batch has no
+ * `places` (its task does not mark answer places) or when their length is not `B*T`.
+ *
+ * @example
+ * ```ts
+ * import { addPlaceAccuracy, emptyPlaceTally } from "./metrics.ts";
+ * // one row of two answer digits: the units (place 0) right, the tens (place 1) wrong
+ * const batch = {
+ *   B: 1, T: 2, targets: Int32Array.of(1, 1), weights: Float32Array.of(1, 1),
+ *   starts: Uint8Array.of(1, 0), places: Int16Array.of(0, 1),
+ * };
+ * const tally = emptyPlaceTally();
+ * addPlaceAccuracy(tally, Float32Array.of(0, 1, 1, 0), batch, 2);
+ * if (tally.correct.join() !== "1,0" || tally.total.join() !== "1,1") throw new Error("unexpected tally");
+ * ```
+ */
+export function addPlaceAccuracy(
+  tally: PlaceTally,
+  logits: ArrayLike<number>,
+  batch: PlacedBatch,
+  vocabSize: number,
+): void {
+  checkShapes(logits, batch, vocabSize);
+  const { places } = batch;
+  const n = batch.B * batch.T;
+  if (places === undefined) {
+    throw new RangeError("batch.places is missing: the per-place metric needs the answer digits' places");
+  }
+  if (places.length !== n) {
+    throw new RangeError(`batch.places length ${places.length} does not match B*T = ${n}`);
+  }
+  for (let i = 0; i < n; i++) {
+    const place = places[i];
+    if (place < 0 || !(batch.weights[i] > 0)) continue;
+    while (tally.total.length <= place) {
+      tally.total.push(0);
+      tally.correct.push(0);
+    }
+    tally.total[place]++;
+    if (argmax(logits, i * vocabSize, vocabSize) === batch.targets[i]) tally.correct[place]++;
+  }
+}
+
+/** Sum of place tallies (e.g. the tallies of every operand length), as a new tally. */
+export function mergePlaceTallies(tallies: Iterable<PlaceTally>): PlaceTally {
+  const out = emptyPlaceTally();
+  for (const t of tallies) {
+    for (let p = 0; p < t.total.length; p++) {
+      while (out.total.length <= p) {
+        out.total.push(0);
+        out.correct.push(0);
+      }
+      out.total[p] += t.total[p];
+      out.correct[p] += t.correct[p];
+    }
+  }
+  return out;
+}
+
+/** Accuracy at one place value, over all the sums evaluated. */
+export interface PlaceAccuracy {
+  /** Place value (0 = units). */
+  readonly place: number;
+  /** Answer digits of this place scored. */
+  readonly tokens: number;
+  /** Of those, predicted right. */
+  readonly correctTokens: number;
+  /** `correctTokens / tokens` (NaN when none was scored). */
+  readonly digitAccuracy: number;
+}
+
+/** Accuracy pooled over a range of places: every digit weighs the same. */
+export interface PlaceRangeAccuracy {
+  /** First place of the range (inclusive). */
+  readonly from: number;
+  /** Last place of the range with a scored digit (inclusive). */
+  readonly to: number;
+  /** Answer digits scored in the range. */
+  readonly tokens: number;
+  /** Fraction of them predicted right. */
+  readonly digitAccuracy: number;
+}
+
+/** Per-place rates of a tally, place 0 up to the highest place seen. */
+export function placeAccuracies(tally: PlaceTally): PlaceAccuracy[] {
+  return tally.total.map((tokens, place) => ({
+    place,
+    tokens,
+    correctTokens: tally.correct[place],
+    digitAccuracy: tokens > 0 ? tally.correct[place] / tokens : NaN,
+  }));
+}
+
+/**
+ * Digit accuracy pooled over places `from..to` (inclusive; `to` defaults to the highest place seen):
+ * null when no digit of those places was scored.
+ */
+export function placeRangeAccuracy(
+  places: readonly PlaceAccuracy[],
+  from: number,
+  to = Infinity,
+): PlaceRangeAccuracy | null {
+  const inRange = places.filter((p) => p.place >= from && p.place <= to && p.tokens > 0);
+  if (inRange.length === 0) return null;
+  const tokens = inRange.reduce((s, p) => s + p.tokens, 0);
+  const correct = inRange.reduce((s, p) => s + p.correctTokens, 0);
+  return { from, to: inRange[inRange.length - 1].place, tokens, digitAccuracy: correct / tokens };
+}
+
+/**
+ * Per-place accuracy split at the training length `Ltrain` (SPEC section 8): places `< Ltrain` are
+ * in range; places `>= Ltrain` are digits no training sum had (the carry digit of two `Ltrain`-digit
+ * operands, place `Ltrain`, counts beyond too), and their pooled accuracy is the extrapolation.
+ */
+export interface PlaceSummary {
+  /** Training length `Ltrain`. */
+  readonly trainLength: number;
+  /** Per place value, 0 up to the highest place seen. */
+  readonly perPlace: PlaceAccuracy[];
+  /** Pooled over places `0..Ltrain-1`. */
+  readonly inRange: PlaceRangeAccuracy | null;
+  /** Pooled over places `>= Ltrain`: the extrapolation measure. */
+  readonly extrapolation: PlaceRangeAccuracy | null;
+}
+
+/** Summarise a place tally against the training length. */
+export function summarisePlaces(tally: PlaceTally, trainLength: number): PlaceSummary {
+  if (!Number.isInteger(trainLength) || trainLength < 1) {
+    throw new RangeError(`trainLength must be an integer >= 1, got ${trainLength}`);
+  }
+  const perPlace = placeAccuracies(tally);
+  return {
+    trainLength,
+    perPlace,
+    inRange: placeRangeAccuracy(perPlace, 0, trainLength - 1),
+    extrapolation: placeRangeAccuracy(perPlace, trainLength),
   };
 }

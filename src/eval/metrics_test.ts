@@ -2,14 +2,20 @@ import { assertAlmostEquals, assertEquals, assertThrows } from "./_assert.ts";
 import {
   accuracyRates,
   addBits,
+  addPlaceAccuracy,
   addTeacherForced,
   argmax,
   bitsPerByte,
   emptyAccuracyTally,
   emptyBitsTally,
+  emptyPlaceTally,
   groupAccuracies,
+  mergePlaceTallies,
+  placeAccuracies,
+  placeRangeAccuracy,
   rangeAverage,
   summariseAddition,
+  summarisePlaces,
 } from "./metrics.ts";
 
 /**
@@ -138,4 +144,73 @@ Deno.test("rangeAverage() is null when no evaluated group falls in the range", (
   );
   assertEquals(rangeAverage(groups, 1, 4), null);
   assertEquals(rangeAverage(groups, 1, 5)?.digitAccuracy, 1);
+});
+
+/**
+ * B = 1, T = 6, V = 3; two sequences (start at 0 and 3). Positions and what they predict:
+ * 0: place 0, target 1, argmax 1 (right)   1: place 1, target 2, argmax 0 (wrong)
+ * 2: EOS (place -1, weighted: never counted) 3: place 0, target 0, argmax 0 (right)
+ * 4: place 2, target 1, argmax 1 but weight 0 (not scored)  5: place 1, target 2, argmax 2 (right)
+ * Hand count: place 0 2/2, place 1 1/2, place 2 0/0.
+ */
+const PLACED = {
+  batch: {
+    B: 1,
+    T: 6,
+    targets: Int32Array.of(1, 2, 2, 0, 1, 2),
+    weights: Float32Array.of(1, 1, 1, 1, 0, 1),
+    starts: Uint8Array.of(1, 0, 0, 1, 0, 0),
+    places: Int16Array.of(0, 1, -1, 0, 2, 1),
+  },
+  logits: Float32Array.of(0, 1, 0, 1, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0, 1),
+};
+
+Deno.test("addPlaceAccuracy() counts scored answer digits per place value, skipping place -1 and weight 0", () => {
+  const tally = emptyPlaceTally();
+  addPlaceAccuracy(tally, PLACED.logits, PLACED.batch, 3);
+  // place 2 was only seen at weight 0: it grows no slot
+  assertEquals(tally, { total: [2, 2], correct: [2, 1] });
+  addPlaceAccuracy(tally, PLACED.logits, PLACED.batch, 3);
+  assertEquals(tally, { total: [4, 4], correct: [4, 2] });
+  assertEquals(placeAccuracies(tally).map((p) => [p.place, p.tokens, p.digitAccuracy]), [[0, 4, 1], [
+    1,
+    4,
+    0.5,
+  ]]);
+});
+
+Deno.test("addPlaceAccuracy() names a batch without places or with places of the wrong length", () => {
+  const { places: _, ...unplaced } = PLACED.batch;
+  assertThrows(
+    () => addPlaceAccuracy(emptyPlaceTally(), PLACED.logits, unplaced, 3),
+    RangeError,
+    "batch.places",
+  );
+  assertThrows(
+    () =>
+      addPlaceAccuracy(emptyPlaceTally(), PLACED.logits, { ...PLACED.batch, places: Int16Array.of(0) }, 3),
+    RangeError,
+    "batch.places length 1 does not match B*T = 6",
+  );
+});
+
+Deno.test("summarisePlaces() pools digits below and at-or-above the training length, every digit weighing the same", () => {
+  // places 0..3: 10/10, 8/10, 1/4, 0/2 right
+  const tally = mergePlaceTallies([
+    { total: [6, 6, 4], correct: [6, 4, 1] },
+    { total: [4, 4, 0, 2], correct: [4, 4, 0, 0] },
+  ]);
+  assertEquals(tally, { total: [10, 10, 4, 2], correct: [10, 8, 1, 0] });
+  const summary = summarisePlaces(tally, 2);
+  assertEquals(summary.inRange, { from: 0, to: 1, tokens: 20, digitAccuracy: 0.9 });
+  // pooled 1 of 6, not the mean of 1/4 and 0/2
+  assertEquals(summary.extrapolation, { from: 2, to: 3, tokens: 6, digitAccuracy: 1 / 6 });
+  assertEquals(summarisePlaces(tally, 4).extrapolation, null);
+  assertEquals(placeRangeAccuracy(summary.perPlace, 1, 2), {
+    from: 1,
+    to: 2,
+    tokens: 14,
+    digitAccuracy: 9 / 14,
+  });
+  assertThrows(() => summarisePlaces(tally, 0), RangeError, "trainLength must be an integer >= 1, got 0");
 });

@@ -1,7 +1,8 @@
 /**
- * Evaluation (SPEC section 8): teacher-forced accuracy and bits per byte, the streaming evaluation
- * loop over several checkpoints, seeded test sets, and the report formats (table, JSON, CSV, SVG
- * plot). PNG rendering lives in `png.ts` and is imported on demand (it loads a 2.5 MB WASM module).
+ * Evaluation (SPEC section 8): teacher-forced accuracy (per length and per place value), the
+ * no-extrapolation reference, bits per byte, the streaming evaluation loop over several
+ * checkpoints, the periodic evaluation during training, seeded test sets, and the report formats
+ * (table, JSON, CSV, SVG plot). PNG rendering lives in `png.ts` and is imported on demand (it loads a 2.5 MB WASM module).
  *
  * @example
  * ```ts
@@ -16,7 +17,9 @@
  */
 
 export * from "./metrics.ts";
+export * from "./reference.ts";
 export * from "./evaluate.ts";
+export * from "./periodic.ts";
 export * from "./test_sets.ts";
 export * from "./lengths.ts";
 export * from "./load.ts";

@@ -1,6 +1,7 @@
 /**
  * Accuracy against operand length (or number of mqar pairs), one line per checkpoint, the training
- * length marked by a dashed rule. Built as a Vega-Lite 6 spec, compiled to Vega 6 and rendered
+ * length marked by a dashed rule; for addition a second panel of accuracy per place value (the
+ * extrapolation: places at or beyond the training length). Built as a Vega-Lite 6 spec, compiled to Vega 6 and rendered
  * headless (`renderer: "none"`, `view.toSVG()`): no browser, no DOM.
  *
  * @module
@@ -25,32 +26,10 @@ export function plotTitles(
   return { x, y };
 }
 
-/** The Vega-Lite spec of the plot (a layer of lines, points and one rule per training length). */
-export function plotSpec(report: EvalReport, metric: PlotMetric = "digitAccuracy"): vl.TopLevelSpec {
-  if (report.task === "text") {
-    throw new RangeError(
-      "the text task has a single number per checkpoint (bits per byte); there is nothing to plot",
-    );
-  }
-  const titles = plotTitles(report, metric);
-  const values = report.checkpoints.flatMap((c) =>
-    c.groups.map((g) => ({
-      checkpoint: c.label,
-      key: g.key,
-      value: Number.isFinite(g[metric]) ? g[metric] : null,
-    }))
-  );
-  const trainLengths = [...new Set(report.checkpoints.map((c) => c.trainLength).filter((l) => l !== null))];
-  const rules = trainLengths.map((l) => ({ key: l, text: `train length ${l}` }));
+/** A checkpoint's line colour: the same scheme and order in every panel. */
+function colorEncoding(report: EvalReport) {
   const order = report.checkpoints.map((c) => c.label);
-  const x = {
-    field: "key",
-    type: "quantitative" as const,
-    title: titles.x,
-    scale: { zero: false, nice: false },
-    axis: { format: "d", tickMinStep: 1 },
-  };
-  const color = {
+  return {
     field: "checkpoint",
     type: "nominal" as const,
     title: "Checkpoint",
@@ -59,12 +38,40 @@ export function plotSpec(report: EvalReport, metric: PlotMetric = "digitAccuracy
     scale: { scheme: order.length <= 10 ? "tableau10" : "tableau20" },
     legend: { labelLimit: 400 },
   };
+}
+
+/**
+ * One panel: lines and points of `values` (`checkpoint`, `key`, `value`) and, per checkpoint, a
+ * dashed rule at its training length in its own line colour, labelled in that colour (labels of
+ * several checkpoints stack upwards from the bottom).
+ */
+function linePanel(
+  report: EvalReport,
+  values: { checkpoint: string; key: number; value: number | null }[],
+  titles: { x: string; y: string },
+  title: string,
+  ruleText: (trainLength: number) => string,
+) {
+  const rules = report.checkpoints
+    .filter((c) => c.trainLength !== null)
+    .map((c, i) => ({
+      checkpoint: c.label,
+      key: c.trainLength,
+      text: ruleText(c.trainLength!),
+      labelY: 0.03 + 0.06 * i,
+    }));
+  const color = colorEncoding(report);
+  const x = {
+    field: "key",
+    type: "quantitative" as const,
+    title: titles.x,
+    scale: { zero: false, nice: false },
+    axis: { format: "d", tickMinStep: 1 },
+  };
   return {
-    $schema: "https://vega.github.io/schema/vega-lite/v6.json",
     width: 560,
     height: 320,
-    background: "white",
-    title: `${report.task}: ${titles.y.toLowerCase()} by ${report.keyName}`,
+    title,
     layer: [
       {
         data: { values },
@@ -88,16 +95,74 @@ export function plotSpec(report: EvalReport, metric: PlotMetric = "digitAccuracy
       },
       {
         data: { values: rules },
-        mark: { type: "rule", strokeDash: [4, 4], color: "#555" },
-        encoding: { x: { field: "key", type: "quantitative" } },
+        mark: { type: "rule", strokeDash: [4, 4], strokeWidth: 1.5 },
+        encoding: { x: { field: "key", type: "quantitative" }, color },
       },
       {
         data: { values: rules },
-        mark: { type: "text", align: "left", dx: 4, dy: 6, baseline: "top", color: "#555" },
-        encoding: { x: { field: "key", type: "quantitative" }, y: { value: 0 }, text: { field: "text" } },
+        mark: { type: "text", align: "left", dx: 4, baseline: "middle" },
+        encoding: {
+          x: { field: "key", type: "quantitative" },
+          y: { field: "labelY", type: "quantitative" },
+          text: { field: "text" },
+          color,
+        },
       },
     ],
-  } as vl.TopLevelSpec;
+  };
+}
+
+/** Axis titles of the per-place panel. */
+export const PLACE_PLOT_TITLES = {
+  x: "Place value of the answer digit (0 = units)",
+  y: "Digit accuracy at that place (teacher-forced)",
+} as const;
+
+/**
+ * The Vega-Lite spec of the plot: the rate by operand length (or pairs), one line per checkpoint,
+ * a dashed rule per training length. When checkpoints have per-place results (addition), a second
+ * panel below shows the digit accuracy per place value over every test sum, the rule at place `L`
+ * marking where the places no training sum had begin; both panels share the colours and the legend.
+ */
+export function plotSpec(report: EvalReport, metric: PlotMetric = "digitAccuracy"): vl.TopLevelSpec {
+  if (report.task === "text") {
+    throw new RangeError(
+      "the text task has a single number per checkpoint (bits per byte); there is nothing to plot",
+    );
+  }
+  const titles = plotTitles(report, metric);
+  const values = report.checkpoints.flatMap((c) =>
+    c.groups.map((g) => ({
+      checkpoint: c.label,
+      key: g.key,
+      value: Number.isFinite(g[metric]) ? g[metric] : null,
+    }))
+  );
+  const lengths = linePanel(
+    report,
+    values,
+    titles,
+    `${report.task}: ${titles.y.toLowerCase()} by ${report.keyName}`,
+    (l) => `train length ${l}`,
+  );
+  const head = { $schema: "https://vega.github.io/schema/vega-lite/v6.json", background: "white" };
+  const placed = report.checkpoints.filter((c) => c.places);
+  if (placed.length === 0) return { ...head, ...lengths } as vl.TopLevelSpec;
+  const placeValues = placed.flatMap((c) =>
+    c.places!.perPlace.filter((p) => p.tokens > 0).map((p) => ({
+      checkpoint: c.label,
+      key: p.place,
+      value: Number.isFinite(p.digitAccuracy) ? p.digitAccuracy : null,
+    }))
+  );
+  const places = linePanel(
+    report,
+    placeValues,
+    PLACE_PLOT_TITLES,
+    `${report.task}: digit accuracy by place value over every test sum (places >= L: none in training)`,
+    (l) => `L=${l}`,
+  );
+  return { ...head, vconcat: [lengths, places], resolve: { scale: { color: "shared" } } } as vl.TopLevelSpec;
 }
 
 /** Render the plot to an SVG document. */

@@ -5,15 +5,20 @@
  * @module
  */
 
+import type { PlacedAccuracyTally } from "./evaluate.ts";
 import {
   type AccuracyTally,
   bitsPerByte,
   type BitsTally,
   groupAccuracies,
   type GroupAccuracy,
+  mergePlaceTallies,
+  type PlaceSummary,
   type RangeAverage,
   rangeAverage,
+  summarisePlaces,
 } from "./metrics.ts";
+import { type NoExtrapolationReference, noExtrapolationReference } from "./reference.ts";
 
 /** Tasks `falcon eval` knows. */
 export const EVAL_TASKS = ["addition", "mqar", "text"] as const;
@@ -33,6 +38,8 @@ export interface CheckpointMeta {
   readonly seed: number | null;
   /** Training length `Ltrain` (addition: max operand digits; mqar: max pairs), when the task has one. */
   readonly trainLength: number | null;
+  /** A name the user gave it (`falcon eval --label`), used as its column label. */
+  readonly label?: string;
 }
 
 /** One checkpoint's results. */
@@ -47,6 +54,17 @@ export interface CheckpointResult extends CheckpointMeta {
   readonly extrapolation: RangeAverage | null;
   /** Text task: bits per byte, byte perplexity and scored bytes. */
   readonly text: { bitsPerByte: number; perplexity: number; bytes: number } | null;
+  /**
+   * Addition: digit accuracy per place value over every test sum, pooled below and at-or-above the
+   * training length (the latter is the extrapolation measure). Absent or null for other tasks (and
+   * in reports written before it existed).
+   */
+  readonly places?: PlaceSummary | null;
+  /**
+   * Addition: the no-extrapolation reference at this checkpoint's training length over the same
+   * lengths (`reference.ts`: analytic, in expectation). Absent or null for other tasks.
+   */
+  readonly reference?: NoExtrapolationReference | null;
 }
 
 /** A whole evaluation. */
@@ -61,6 +79,8 @@ export interface EvalReport {
   readonly samples: number;
   /** Base seed of the test sets. */
   readonly seed: number;
+  /** Addition with index hints evaluated at a non-zero hint offset (absent: offset 0). */
+  readonly hintOffset?: number;
   /** ISO date of the run. */
   readonly date: string;
   /** Per checkpoint, in the order given. */
@@ -69,9 +89,10 @@ export interface EvalReport {
 
 /**
  * `falcon1a prefix s0`: rule, alignment and seed (`s?` when unknown). The Transformer has no fast
- * state, so no alignment: `transformer s0`.
+ * state, so no alignment: `transformer s0`. A label the user gave (`meta.label`) is used as it is.
  */
 export function checkpointLabel(meta: CheckpointMeta): string {
+  if (meta.label !== undefined) return meta.label;
   const seed = `s${meta.seed ?? "?"}`;
   return meta.mixer === "transformer" ? `${meta.mixer} ${seed}` : `${meta.mixer} ${meta.alignment} ${seed}`;
 }
@@ -104,6 +125,26 @@ export function accuracyResult(
     inDistribution: L === null ? rangeAverage(groups, first, last) : rangeAverage(groups, first, L),
     extrapolation: L === null || last <= L ? null : rangeAverage(groups, L + 1, last),
     text: null,
+  };
+}
+
+/**
+ * Result of an addition evaluation: {@linkcode accuracyResult}'s per-length rates and means, plus
+ * the per-place summary (the place tallies of every length summed, split at the training length)
+ * and the no-extrapolation reference for the evaluated lengths. Without a training length both are
+ * null.
+ */
+export function additionResult(
+  meta: CheckpointMeta,
+  label: string,
+  tallies: ReadonlyMap<number, PlacedAccuracyTally>,
+): CheckpointResult {
+  const L = meta.trainLength;
+  const places = mergePlaceTallies([...tallies.values()].map((t) => t.places));
+  return {
+    ...accuracyResult(meta, label, tallies),
+    places: L === null ? null : summarisePlaces(places, L),
+    reference: L === null ? null : noExtrapolationReference(L, [...tallies.keys()]),
   };
 }
 

@@ -8,17 +8,30 @@
 
 import { InputError } from "../errors.ts";
 import type { AdditionConfig, MqarConfig, TextConfig } from "../tasks/mod.ts";
-import { ADDITION_EOS_ID, fnv1aHex, TEXT_TRAIN_FRACTION } from "../tasks/mod.ts";
+import {
+  ADDITION_EOS_ID,
+  ADDITION_FORMAT_FIELDS,
+  additionConfig,
+  fnv1aHex,
+  TEXT_TRAIN_FRACTION,
+} from "../tasks/mod.ts";
 import {
   BITS,
   type EvalProgress,
   evaluateModels,
   TEACHER_FORCED,
-  teacherForced,
+  teacherForcedByPlace,
   type TestGroup,
 } from "./evaluate.ts";
 import type { EvalCheckpoint } from "./load.ts";
-import { accuracyResult, type EvalReport, type EvalTask, textResult, uniqueLabels } from "./report.ts";
+import {
+  accuracyResult,
+  additionResult,
+  type EvalReport,
+  type EvalTask,
+  textResult,
+  uniqueLabels,
+} from "./report.ts";
 import { additionGroups, mqarGroups, textGroup } from "./test_sets.ts";
 
 /** What to evaluate. */
@@ -33,6 +46,11 @@ export interface EvalOptions {
   readonly seed: number;
   /** Rows per batch. */
   readonly batchSize: number;
+  /**
+   * Addition with index hints: the hint id of answer place 0 (default 0, as in training's plans); the
+   * operands stay the same, only the hint tokens move. Non-zero without hints is an InputError.
+   */
+  readonly hintOffset?: number;
   /** Text task: the held-out file's bytes and name. */
   readonly text?: { readonly bytes: Uint8Array; readonly name: string };
   /** Date to record (default now). */
@@ -67,12 +85,17 @@ function sameTaskConfigs(checkpoints: readonly EvalCheckpoint[], task: EvalTask)
         `${c.meta.path} has vocabulary ${c.model.config.vocabSize}, ${first.meta.path} has ${first.model.config.vocabSize}`,
       );
     }
-    if (task === "addition" && (c.task as AdditionConfig).format !== (first.task as AdditionConfig).format) {
-      throw new InputError(
-        `${c.meta.path} writes answers ${(c.task as AdditionConfig).format}, ${first.meta.path} ${
-          (first.task as AdditionConfig).format
-        }: they need different test sets`,
-      );
+    if (task === "addition") {
+      const a = additionConfig(c.task as AdditionConfig);
+      const b = additionConfig(first.task as AdditionConfig);
+      const field = ADDITION_FORMAT_FIELDS.find((f) => a[f] !== b[f]);
+      if (field !== undefined) {
+        throw new InputError(
+          `${c.meta.path} has addition ${field} ${JSON.stringify(a[field])}, ${first.meta.path} ${
+            JSON.stringify(b[field])
+          }: they need different test sets`,
+        );
+      }
     }
     if (task === "mqar") {
       const a = c.task as MqarConfig;
@@ -88,10 +111,19 @@ function sameTaskConfigs(checkpoints: readonly EvalCheckpoint[], task: EvalTask)
 
 /** The test groups for `options`, built from the first checkpoint's task config. */
 export function buildGroups(first: EvalCheckpoint, options: EvalOptions): TestGroup[] {
-  const { keys, samples, seed, batchSize } = options;
+  const { keys, samples, seed, batchSize, hintOffset = 0 } = options;
+  if (hintOffset !== 0 && options.task !== "addition") {
+    throw new InputError(`the hint offset applies to the addition task only, not ${options.task}`);
+  }
   switch (options.task) {
     case "addition":
-      return additionGroups(first.task as AdditionConfig, keys, samples, seed, batchSize);
+      try {
+        return additionGroups(first.task as AdditionConfig, keys, samples, seed, batchSize, hintOffset);
+      } catch (err) {
+        // a length beyond the checkpoint's hint ids
+        if (err instanceof RangeError) throw new InputError(`${first.meta.path}: ${err.message}`);
+        throw err;
+      }
     case "mqar": {
       const config = first.task as MqarConfig;
       const tooMany = keys.find((p) => p > config.keys);
@@ -130,6 +162,7 @@ export async function evaluateCheckpoints(
     task: options.task,
     samples: options.samples,
     seed: options.seed,
+    ...(options.hintOffset ? { hintOffset: options.hintOffset } : {}),
     date: (options.date ?? new Date()).toISOString(),
   };
   if (options.task === "text") {
@@ -141,12 +174,21 @@ export async function evaluateCheckpoints(
       checkpoints: metas.map((m, i) => textResult(m, labels[i], tallies[i].get(0)!)),
     };
   }
-  const metric = options.task === "addition" ? teacherForced(ADDITION_EOS_ID) : TEACHER_FORCED;
-  const tallies = await evaluateModels(models, groups, metric, onProgress);
+  const keys = groups.map((g) => g.key);
+  if (options.task === "addition") {
+    const tallies = await evaluateModels(models, groups, teacherForcedByPlace(ADDITION_EOS_ID), onProgress);
+    return {
+      ...base,
+      keyName: "length",
+      keys,
+      checkpoints: metas.map((m, i) => additionResult(m, labels[i], tallies[i])),
+    };
+  }
+  const tallies = await evaluateModels(models, groups, TEACHER_FORCED, onProgress);
   return {
     ...base,
-    keyName: options.task === "mqar" ? "pairs" : "length",
-    keys: groups.map((g) => g.key),
+    keyName: "pairs",
+    keys,
     checkpoints: metas.map((m, i) => accuracyResult(m, labels[i], tallies[i])),
   };
 }

@@ -14,21 +14,22 @@ import type { Batch } from "../model/types.ts";
 import {
   ADDITION_PAD_ID,
   type AdditionConfig,
-  additionExample,
-  additionText,
+  additionConfig,
+  additionExampleLength,
+  additionTestStream,
   createMqarTask,
   DataRng,
   deriveSeed,
   type Example,
   type MqarConfig,
   mqarConfig,
-  randomOperand,
 } from "../tasks/mod.ts";
 import type { TestGroup } from "./evaluate.ts";
 
 /**
  * One example per row, row length `T`; the same layout as the tasks module's packing
- * (`ids[i] = tokens[i]`, `targets[i] = tokens[i+1]`, `weights[i] = loss[i+1]`, the rest PAD, weight 0).
+ * (`ids[i] = tokens[i]`, `targets[i] = tokens[i+1]`, `weights[i] = loss[i+1]`, the rest PAD, weight 0;
+ * for examples with place values `places[i] = places_of_example[i+1]`, -1 elsewhere).
  */
 export function rowsBatch(examples: readonly Example[], T: number, padId: number): Batch {
   const B = examples.length;
@@ -37,6 +38,7 @@ export function rowsBatch(examples: readonly Example[], T: number, padId: number
   const targets = new Int32Array(B * T).fill(padId);
   const weights = new Float32Array(B * T);
   const starts = new Uint8Array(B * T);
+  let places: Int16Array | undefined;
   examples.forEach((ex, row) => {
     const n = ex.tokens.length;
     if (n > T) throw new RangeError(`rowsBatch: an example of ${n} tokens does not fit a row of T = ${T}`);
@@ -46,8 +48,12 @@ export function rowsBatch(examples: readonly Example[], T: number, padId: number
     ids.set(ex.tokens, base);
     targets.set(ex.tokens.subarray(1), base);
     for (let i = 0; i + 1 < n; i++) weights[base + i] = ex.loss[i + 1];
+    if (ex.places) {
+      places ??= new Int16Array(B * T).fill(-1);
+      places.set(ex.places.subarray(1), base);
+    }
   });
-  return { B, T, ids, targets, weights, starts };
+  return places ? { B, T, ids, targets, weights, starts, places } : { B, T, ids, targets, weights, starts };
 }
 
 function checkCounts(samples: number, batchSize: number): void {
@@ -82,23 +88,35 @@ function streamGroup(
   };
 }
 
-/** Test groups for addition: per length, `samples` sums of two operands of exactly that many digits. */
+/**
+ * Test groups for addition: per length, `samples` sums of two operands of exactly that many digits,
+ * written in `config`'s format (operand and answer order, BOS, hints from `hintOffset`, default 0):
+ * the streams of {@linkcode additionTestStream}. A length needing more hint ids than `config` has is
+ * a RangeError. The operands do not depend on the offset: only the hint tokens move.
+ */
 export function additionGroups(
   config: AdditionConfig,
   lengths: readonly number[],
   samples: number,
   seed: number,
   batchSize: number,
+  hintOffset = 0,
 ): TestGroup[] {
+  const format = additionConfig(config);
   return lengths.map((digits) => {
     if (!Number.isInteger(digits) || digits < 1) {
       throw new RangeError(`addition length must be >= 1, got ${digits}`);
     }
-    return streamGroup(digits, samples, batchSize, 3 * digits + 4, ADDITION_PAD_ID, () => {
-      const rng = new DataRng(deriveSeed(seed, `eval:addition:len=${digits}`));
-      return () =>
-        additionExample(additionText(randomOperand(rng, digits), randomOperand(rng, digits), config.format));
-    });
+    additionTestStream(digits, seed, format, hintOffset); // checks the hint range before any batch is drawn
+    const T = additionExampleLength(format, digits);
+    return streamGroup(
+      digits,
+      samples,
+      batchSize,
+      T,
+      ADDITION_PAD_ID,
+      () => additionTestStream(digits, seed, format, hintOffset),
+    );
   });
 }
 

@@ -1,6 +1,14 @@
 import { assertEquals, assertThrows } from "./_assert.ts";
 import { additionGroups, mqarGroups, rowsBatch, textGroup } from "./test_sets.ts";
-import { ADDITION_PAD_ID, additionConfig, additionTestSet, mqarConfig, packBatch } from "../tasks/mod.ts";
+import {
+  ADDITION_PAD_ID,
+  additionConfig,
+  additionExampleLength,
+  additionTestSet,
+  createAdditionTask,
+  mqarConfig,
+  packBatch,
+} from "../tasks/mod.ts";
 import type { Batch } from "../model/types.ts";
 
 function collect(iterable: Iterable<Batch> | AsyncIterable<Batch>): Batch[] {
@@ -73,4 +81,34 @@ Deno.test("textGroup() predicts every held-out byte after the first exactly once
   const capped = collect(textGroup(bytes, 10, 33, 5, 2, 8).batches());
   assertEquals(capped.length, 1);
   assertEquals(capped[0].weights.reduce((s, w) => s + w, 0), 8);
+});
+
+Deno.test("additionGroups() writes the configuration's format: lsd operands, BOS, hints from h_0, answer places", () => {
+  const config = additionConfig({ maxDigits: 3, operandOrder: "lsd", bos: true, indexHints: 6 });
+  const task = createAdditionTask(config);
+  const [group] = additionGroups(config, [3], 4, 2, 4);
+  const [batch] = collect(group.batches());
+  assertEquals(batch.T, additionExampleLength(config, 3));
+  const expected = additionTestSet(3, 4, 2, config);
+  for (let r = 0; r < batch.B; r++) {
+    const row = [...batch.ids.subarray(r * batch.T, (r + 1) * batch.T)];
+    const tokens = row.slice(0, row.indexOf(ADDITION_PAD_ID) < 0 ? row.length : row.indexOf(ADDITION_PAD_ID));
+    assertEquals(tokens, [...expected[r].tokens]);
+    // "^[0]d[1]d[2]d+[0]..." : hints at offset 0, units digit first
+    assertEquals(
+      /^\^\[0\]\d\[1\]\d\[2\]\d\+\[0\]\d\[1\]\d\[2\]\d=\[0\]\d\[1\]\d\[2\]\d(\[3\]1)?\$$/.test(
+        task.decode(tokens),
+      ),
+      true,
+    );
+    // places of the scored digit targets count 0, 1, 2 (, 3); nothing else has a place
+    const places = [...batch.places!.subarray(r * batch.T, (r + 1) * batch.T)].filter((p) => p >= 0);
+    assertEquals(places, Array.from({ length: places.length }, (_, i) => i));
+    assertEquals(places.length === 3 || places.length === 4, true);
+  }
+  assertThrows(
+    () => additionGroups(config, [6], 1, 0, 1),
+    RangeError,
+    "operands of 6 digits need 7 hint ids",
+  );
 });

@@ -19,7 +19,7 @@
  */
 
 import type { Activation } from "../rules/backend.ts";
-import { isPerColumnRule, type RuleName } from "../rules/config.ts";
+import { isPerColumnRule, ruleEntry, type RuleName, type StreamKind } from "../rules/catalog.ts";
 
 /** One coefficient stream: `slot = scale * activation(z)`. */
 export interface CoefficientStream {
@@ -49,36 +49,32 @@ const LAMBDA_INIT = -4;
 /** Initial pre-activation of Mamba-2's dt: `softplus(-3) ~ 0.049`. */
 const DT_INIT = -3;
 
-/** The coefficient streams of `rule` (table in the module doc). */
-export function coefficientPlan(rule: RuleName, betaMax: number): CoefficientPlan {
-  const lambda: CoefficientStream = {
-    activation: "softplus",
-    scale: 1,
-    perColumn: false,
-    bias: true,
-    init: LAMBDA_INIT,
-  };
-  const gate = (scale: number, perColumn = false): CoefficientStream => ({
-    activation: "sigmoid",
-    scale,
-    perColumn,
-    bias: false,
-    init: 0,
-  });
-  switch (rule) {
-    case "linear":
-    case "retnet":
-      return { beta: null, lambda: null };
-    case "mamba2":
-      return {
-        beta: { activation: "softplus", scale: 1, perColumn: false, bias: true, init: DT_INIT },
-        lambda: null,
-      };
-    case "deltanet":
-      return { beta: gate(1), lambda: null };
-    case "gated_deltanet":
-      return { beta: gate(1), lambda };
+/** The stream of one catalog stream kind; `null` for `none`. */
+function stream(kind: StreamKind, betaMax: number, perColumn: boolean): CoefficientStream | null {
+  switch (kind) {
+    case "none":
+      return null;
+    case "step-gate":
+      return { activation: "sigmoid", scale: betaMax, perColumn, bias: false, init: 0 };
+    case "unit-gate":
+      return { activation: "sigmoid", scale: 1, perColumn, bias: false, init: 0 };
+    case "dt":
+      return { activation: "softplus", scale: 1, perColumn, bias: true, init: DT_INIT };
+    case "ridge":
+      return { activation: "softplus", scale: 1, perColumn: false, bias: true, init: LAMBDA_INIT };
     default:
-      return { beta: gate(betaMax, isPerColumnRule(rule)), lambda };
+      throw new TypeError(`unknown coefficient stream kind "${kind satisfies never}"`);
   }
+}
+
+/**
+ * The coefficient streams of `rule` (table in the module doc), from the catalog's `betaStream`
+ * and `lambdaStream`; an unknown rule is an `UnknownRuleError`.
+ */
+export function coefficientPlan(rule: RuleName, betaMax: number): CoefficientPlan {
+  const entry = ruleEntry(rule);
+  return {
+    beta: stream(entry.betaStream, betaMax, isPerColumnRule(rule)),
+    lambda: stream(entry.lambdaStream, betaMax, false),
+  };
 }

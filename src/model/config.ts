@@ -19,7 +19,8 @@ export function defaultFfnHidden(dModel: number): number {
  * A complete, validated {@linkcode ModelConfig}: SPEC defaults for everything not overridden.
  *
  * Defaults: vocabSize 256, dModel 128, layers 2, heads 4, ffnHidden `defaultFfnHidden(dModel)`,
- * mixer falcon1, alignment prefix, qkNorm rms (l2 for deltanet and gated_deltanet), shortConv on,
+ * mixer falcon1, alignment prefix, qkNorm rms (l2 for deltanet and gated_deltanet), shortConv on
+ * (every mixer, the Transformer included: the plain Transformer is `shortConv: false, qkNorm: "none"`),
  * outputGate on, parameterisation token, betaMax 2, window 4, chunkSize 64, tied embeddings,
  * ropeBase 10000.
  *
@@ -82,6 +83,12 @@ export function validateModelConfig(config: ModelConfig): void {
   }
   if (config.dModel % config.heads !== 0) {
     throw new RangeError(`dModel ${config.dModel} is not divisible by heads ${config.heads}`);
+  }
+  if (config.mixer === "transformer" && config.qkNorm === "l2") {
+    throw new RangeError(
+      `the transformer takes qkNorm "rms" or "none", got "l2" (unit-norm q and k would bound its ` +
+        `attention logits by 1/sqrt(head size))`,
+    );
   }
   if (config.mixer === "transformer" && headDim(config) % 2 !== 0) {
     throw new RangeError(

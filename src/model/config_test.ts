@@ -44,6 +44,10 @@ Deno.test("modelConfig() rejects invalid fields with messages that name them", (
   expectRangeError(() => modelConfig({ layers: 0 }), /layers must be an integer >= 1, got 0/);
   expectRangeError(() => modelConfig({ mixer: "gpt" as "linear" }), /unknown mixer "gpt"/);
   expectRangeError(() => modelConfig({ mixer: "transformer", dModel: 6, heads: 2 }), /even head size/);
+  expectRangeError(
+    () => modelConfig({ mixer: "transformer", qkNorm: "l2" }),
+    /the transformer takes qkNorm "rms" or "none", got "l2"/,
+  );
   expectRangeError(() => modelConfig({ betaMax: 0 }), /betaMax/);
 });
 
@@ -79,8 +83,16 @@ Deno.test("parameterSpecs() names every parameter stably and omits slots a rule 
     throw new Error(`mamba2 const: ${m2}`);
   }
   const tr = names("transformer", { tieEmbeddings: false });
-  if (tr.some((n) => n.includes("conv") || n.includes("o_norm")) || !tr.includes("lm_head:8x5")) {
+  if (
+    !["q", "k", "v"].every((p) => tr.includes(`layers.0.mixer.${p}_conv:8x4`)) ||
+    tr.some((n) => n.includes("o_norm") || n.startsWith("layers.0.mixer.gate_proj")) ||
+    !tr.includes("lm_head:8x5")
+  ) {
     throw new Error(`transformer: ${tr}`);
+  }
+  const plain = names("transformer", { shortConv: false, qkNorm: "none" });
+  if (plain.some((n) => n.includes("conv")) || !plain.includes("layers.0.mixer.out_proj:8x8")) {
+    throw new Error(`plain transformer: ${plain}`);
   }
 });
 

@@ -211,6 +211,18 @@ export class FalconLM implements LanguageModel {
 
   /** Zero the gradients, run forward and backward; returns the weighted loss sum and the weight sum. */
   async forwardBackward(batch: Batch): Promise<{ loss: number; weight: number }> {
+    const losses = await this.backend.read(this.recordForwardBackward(batch));
+    let loss = 0;
+    for (const x of losses) loss += x;
+    return { loss, weight: batchWeight(batch) };
+  }
+
+  /**
+   * Zero the gradients and record forward and backward without reading anything back; returns the
+   * per-position weighted losses `[B*T]` (valid until the next forward), for a caller that keeps the
+   * step on the device.
+   */
+  recordForwardBackward(batch: Batch): Tensor {
     const be = this.backend;
     for (const p of this.#params) be.fill(p.grad, 0);
     const acts = this.#forward(batch);
@@ -242,10 +254,7 @@ export class FalconLM implements LanguageModel {
       be.rmsNormBackward(dh, attnNorm.grad, dNorm1, acts.hIn[l], attnNorm.value, acts.rstd1[l]);
     }
     be.embeddingBackward(embed.grad, dh, batch.ids);
-    const losses = await be.read(acts.losses);
-    let loss = 0;
-    for (const x of losses) loss += x;
-    return { loss, weight: batchWeight(batch) };
+    return acts.losses;
   }
 }
 

@@ -41,6 +41,9 @@ const VARIANTS: [string, MixerName, Partial<ModelConfig>][] = [
   ["mamba2, const", "mamba2", { parameterisation: "const", layers: 1 }],
   ["gated_deltanet, same-step", "gated_deltanet", { alignment: "same-step", layers: 1 }],
   ["transformer, untied", "transformer", { tieEmbeddings: false, layers: 1 }],
+  ["transformer, plain (no conv, no QK norm)", "transformer", { shortConv: false, qkNorm: "none" }],
+  ["transformer, short conv only", "transformer", { qkNorm: "none", layers: 1 }],
+  ["transformer, QK RMS-norm only", "transformer", { shortConv: false, layers: 1 }],
 ];
 
 for (const [label, mixer, overrides] of VARIANTS) {

@@ -2,6 +2,7 @@
  * The fast-weight mixer (SPEC section 7), per layer with `H` heads and `Dk = Dv = D / H`:
  *
  *     q, k, v = x Wq, x Wk, x Wv              then, with shortConv, silu(causal depthwise conv, width 4)
+ *                                              (qkv_projection.ts, shared with the attention mixer)
  *     beta      = plan.beta(x)                 (coefficients.ts: betaMax*sigmoid, softplus dt, sigmoid b)
  *     lambdabar = plan.lambda(x)               (softplus(x W_lambda + b_lambda), or a learned constant)
  *     o         = rule(q, k, v, beta, lambdabar)  via backend.fastWeightForward; the kernel applies the
@@ -25,13 +26,11 @@ import { coefficientPlan, type CoefficientStream } from "./coefficients.ts";
 import { headDim } from "./config.ts";
 import { broadcastBackward, broadcastForward, linearBackward, linearForward, reshaped } from "./linear.ts";
 import type { Mixer, MixerOptions, ParamLookup, StepContext } from "./mixer.ts";
+import { type Qkv, QkvProjection } from "./qkv_projection.ts";
 import type { ModelConfig, NamedParam } from "./types.ts";
 
 /** RMSNorm stabiliser of the per-head output norm (SPEC eps_rms). */
 const NORM_EPS = 1e-6;
-
-const QKV = ["q", "k", "v"] as const;
-type Qkv = (typeof QKV)[number];
 
 /** Parameters of one coefficient stream: a projection (+ bias) for `token`, a constant for `const`. */
 interface StreamParams {
@@ -45,8 +44,6 @@ interface StreamParams {
 interface FastWeightActs {
   readonly B: number;
   readonly T: number;
-  /** (B, T, D) projections before the short convolution (shortConv only: the conv's input). */
-  readonly pre: Record<Qkv, Tensor | null>;
   /** (B, T, H, Dk) raw q, k, v given to the kernel. */
   readonly heads: Record<Qkv, Tensor>;
   /** (B, T, H), or (B, T, H, Dv) for falcon2/2a: beta pre-activation (null when the rule has no beta). */
@@ -85,8 +82,7 @@ export class FastWeightMixer implements Mixer {
   readonly #config: ModelConfig;
   readonly #rule: RuleConfig;
   readonly #form: FormOptions;
-  readonly #proj: Record<Qkv, NamedParam>;
-  readonly #conv: Record<Qkv, NamedParam> | null;
+  readonly #qkv: QkvProjection;
   readonly #beta: StreamParams | null;
   readonly #lambda: StreamParams | null;
   readonly #oNorm: NamedParam;
@@ -106,10 +102,7 @@ export class FastWeightMixer implements Mixer {
     this.#config = config;
     this.#rule = modelRuleConfig(config, options.coupling);
     this.#form = { form: options.form, chunkSize: config.chunkSize };
-    this.#proj = { q: param(`${prefix}.q_proj`), k: param(`${prefix}.k_proj`), v: param(`${prefix}.v_proj`) };
-    this.#conv = config.shortConv
-      ? { q: param(`${prefix}.q_conv`), k: param(`${prefix}.k_conv`), v: param(`${prefix}.v_conv`) }
-      : null;
+    this.#qkv = new QkvProjection(backend, config, prefix, param);
     const plan = coefficientPlan(this.#rule.rule, config.betaMax);
     const streamParams = (key: string, stream: CoefficientStream | null): StreamParams | null => {
       if (!stream) return null;
@@ -140,15 +133,9 @@ export class FastWeightMixer implements Mixer {
     const { dModel: D, heads: H } = this.#config;
     const flat = [B, T, D];
     const heads = [B, T, H, headDim(this.#config)];
-    const conv = this.#conv !== null;
     this.#acts = {
       B,
       T,
-      pre: {
-        q: conv ? be.zeros(flat) : null,
-        k: conv ? be.zeros(flat) : null,
-        v: conv ? be.zeros(flat) : null,
-      },
       heads: { q: be.zeros(heads), k: be.zeros(heads), v: be.zeros(heads) },
       betaPre: this.#beta ? be.zeros(this.#betaShape(B, T)) : null,
       beta: be.zeros(this.#betaShape(B, T)),
@@ -165,7 +152,6 @@ export class FastWeightMixer implements Mixer {
 
   #disposeActs(acts: FastWeightActs): void {
     const all = [
-      ...Object.values(acts.pre),
       ...Object.values(acts.heads),
       acts.betaPre,
       acts.beta,
@@ -219,18 +205,7 @@ export class FastWeightMixer implements Mixer {
   forward(ctx: StepContext, x: Tensor, out: Tensor): void {
     const be = this.#be;
     const acts = this.#ensure(ctx.B, ctx.T);
-    const flatShape = [ctx.B, ctx.T, this.#config.dModel];
-    const flat = ctx.ws.get("mixer.flat", flatShape);
-    for (const n of QKV) {
-      const pre = acts.pre[n];
-      if (pre && this.#conv) {
-        linearForward(be, pre, x, this.#proj[n]);
-        be.shortConvForward(flat, pre, this.#conv[n].value, ctx.starts);
-      } else {
-        linearForward(be, flat, x, this.#proj[n]);
-      }
-      be.copy(acts.heads[n], flat);
-    }
+    this.#qkv.forward(ctx, x, acts.heads);
     if (this.#beta && acts.betaPre) {
       this.#streamForward(ctx, x, this.#beta, acts.betaPre, "beta");
       be.activationForward(this.#beta.stream.activation, acts.beta, acts.betaPre, this.#beta.stream.scale);
@@ -290,19 +265,8 @@ export class FastWeightMixer implements Mixer {
     if (this.#lambda && acts.lambdaPre) {
       this.#streamBackward(ctx, x, dx, this.#lambda, acts.lambdaPre, g.dlambdabar, "lambda");
     }
-    const dFlat = ctx.ws.get("mixer.dFlat", flatShape);
     const dHeads: Record<Qkv, Tensor> = { q: g.dq, k: g.dk, v: g.dv };
-    for (const n of QKV) {
-      be.copy(dFlat, dHeads[n]);
-      const pre = acts.pre[n];
-      if (pre && this.#conv) {
-        const dPre = ctx.ws.get("mixer.dPre", flatShape, true);
-        be.shortConvBackward(dPre, this.#conv[n].grad, dFlat, pre, this.#conv[n].value, ctx.starts);
-        linearBackward(be, dx, dPre, x, this.#proj[n]);
-      } else {
-        linearBackward(be, dx, dFlat, x, this.#proj[n]);
-      }
-    }
+    this.#qkv.backward(ctx, x, dHeads, dx);
     for (const t of [g.dq, g.dk, g.dv, g.dbeta, g.dlambdabar, g.ds0, g.dCarryState]) be.dispose(t);
   }
 }

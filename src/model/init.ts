@@ -35,13 +35,28 @@ export function initialValues(spec: ParamSpec, seed: number): Float64Array {
   }
 }
 
-/** Allocate every parameter of `specs` on `backend` with its initial value and a zero gradient. */
+/**
+ * Allocate every parameter of `specs` on `backend` with its initial value and a zero gradient. Where
+ * the backend has `zerosBlock`, the values are one block and the gradients another (in the order of
+ * `specs`), so the optimizer's ops over all of them run in one pass; the values are the same.
+ */
 export function createParameters(backend: Backend, specs: readonly ParamSpec[], seed: number): NamedParam[] {
   if (!Number.isInteger(seed)) throw new RangeError(`seed must be an integer, got ${seed}`);
-  return specs.map((spec) => ({
-    name: spec.name,
-    value: backend.fromArray(initialValues(spec, seed), spec.shape),
-    grad: backend.zeros(spec.shape),
-    decay: spec.decay,
-  }));
+  if (!backend.zerosBlock) {
+    return specs.map((spec) => ({
+      name: spec.name,
+      value: backend.fromArray(initialValues(spec, seed), spec.shape),
+      grad: backend.zeros(spec.shape),
+      decay: spec.decay,
+    }));
+  }
+  const shapes = specs.map((spec) => spec.shape);
+  const values = backend.zerosBlock(shapes);
+  const grads = backend.zerosBlock(shapes);
+  return specs.map((spec, i) => {
+    const initial = backend.fromArray(initialValues(spec, seed), spec.shape);
+    backend.copy(values[i], initial);
+    backend.dispose(initial);
+    return { name: spec.name, value: values[i], grad: grads[i], decay: spec.decay };
+  });
 }

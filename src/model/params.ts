@@ -10,7 +10,7 @@
  * | `embed` | `[V, D]` | always (also the LM head when tied) |
  * | `layers.{i}.attn_norm` | `[D]` | always (RMSNorm before the mixer) |
  * | `layers.{i}.mixer.q_proj`, `k_proj`, `v_proj` | `[D, D]` | always |
- * | `layers.{i}.mixer.q_conv`, `k_conv`, `v_conv` | `[D, 4]` | fast-weight mixer with `shortConv` |
+ * | `layers.{i}.mixer.q_conv`, `k_conv`, `v_conv` | `[D, 4]` | `shortConv` (every mixer, the Transformer's too) |
  * | `layers.{i}.mixer.beta_proj` | `[D, H]` (`[D, D]` for falcon2/2a) | rule uses beta, `token` |
  * | `layers.{i}.mixer.beta_bias` | `[H]` | mamba2, `token` |
  * | `layers.{i}.mixer.beta_const` | `[H]` (`[D]`, head-major, for falcon2/2a) | rule uses beta, `const` |
@@ -25,8 +25,13 @@
  * | `final_norm` | `[D]` | always |
  * | `lm_head` | `[D, V]` | `tieEmbeddings` false |
  *
- * The Transformer mixer has only `q_proj`, `k_proj`, `v_proj` and `out_proj` (RoPE attention; it
- * ignores `shortConv` and `outputGate`).
+ * The Transformer mixer has `q_proj`, `k_proj`, `v_proj`, the convolutions with `shortConv`, and
+ * `out_proj` (RoPE attention, `attention_mixer.ts`). It honours `shortConv` and `qkNorm` (`rms`:
+ * parameter-free RMS norm of q and k per head; `none`) like the fast-weight mixers; it has no output
+ * norm and no gate, and the fields of the fast-weight rules (`outputGate`, `alignment`,
+ * `parameterisation`, `betaMax`, `window`, `chunkSize`) do not change it. The plain Transformer
+ * baseline is `shortConv: false, qkNorm: "none"`. Checkpoints of format version 1 ran every
+ * Transformer plain whatever these two fields said; they load as plain (`checkpoint/format_upgrade.ts`).
  *
  * @module
  */
@@ -78,10 +83,10 @@ function streamSpecs(
   return specs;
 }
 
-function mixerSpecs(config: ModelConfig, prefix: string, residualGain: number): ParamSpec[] {
+/** `q_proj`, `k_proj`, `v_proj` and, with `shortConv`, `q_conv`, `k_conv`, `v_conv` (`qkv_projection.ts`). */
+function qkvSpecs(config: ModelConfig, prefix: string): ParamSpec[] {
   const D = config.dModel;
   const specs = ["q_proj", "k_proj", "v_proj"].map((p) => matrix(`${prefix}.${p}`, D, D));
-  if (config.mixer === "transformer") return [...specs, matrix(`${prefix}.out_proj`, D, D, residualGain)];
   if (config.shortConv) {
     for (const p of ["q_conv", "k_conv", "v_conv"]) {
       specs.push({
@@ -92,6 +97,13 @@ function mixerSpecs(config: ModelConfig, prefix: string, residualGain: number): 
       });
     }
   }
+  return specs;
+}
+
+function mixerSpecs(config: ModelConfig, prefix: string, residualGain: number): ParamSpec[] {
+  const D = config.dModel;
+  const specs = qkvSpecs(config, prefix);
+  if (config.mixer === "transformer") return [...specs, matrix(`${prefix}.out_proj`, D, D, residualGain)];
   const plan = coefficientPlan(config.mixer, config.betaMax);
   specs.push(...streamSpecs(prefix, "beta", plan.beta, config));
   specs.push(...streamSpecs(prefix, "lambda", plan.lambda, config));

@@ -27,11 +27,14 @@ export interface ModelConfig {
   readonly mixer: MixerName;
   /** Pair alignment of fast-weight mixers. */
   readonly alignment: Alignment;
-  /** q/k normalisation (default: rms; l2 for deltanet and gated_deltanet). */
+  /**
+   * q/k normalisation per head (default: rms; l2 for deltanet and gated_deltanet). The fast-weight
+   * kernels apply it; the Transformer applies `rms` before RoPE and refuses `l2`.
+   */
   readonly qkNorm: QkNorm;
-  /** Causal depthwise short convolution (width 4) with SiLU on q, k, v. */
+  /** Causal depthwise short convolution (width 4) with SiLU on q, k, v (every mixer). */
   readonly shortConv: boolean;
-  /** SiLU output gate. */
+  /** SiLU output gate (fast-weight mixers; the Transformer has none). */
   readonly outputGate: boolean;
   /** `token`: data-dependent beta and lambdabar; `const`: learned per-head scalars. */
   readonly parameterisation: "token" | "const";
@@ -61,6 +64,12 @@ export interface Batch {
   readonly weights: Float32Array;
   /** Sequence-start flags `[B * T]`. */
   readonly starts: Uint8Array;
+  /**
+   * Addition: the place value (0 = units) of the answer digit each position predicts, aligned
+   * with `targets` `[B * T]`; -1 where the target is not an answer digit (padding, EOS, operands,
+   * hints). Absent for tasks without place values. Models ignore it; the per-place metric reads it.
+   */
+  readonly places?: Int16Array;
 }
 
 /** The sum of a batch's loss weights (the supervised positions): the mean loss's denominator. */
@@ -96,6 +105,12 @@ export interface LanguageModel {
    * awaited), so a caller may queue reductions of the gradients before awaiting the loss.
    */
   forwardBackward(batch: Batch): Promise<{ loss: number; weight: number }>;
+  /**
+   * Optional: what `forwardBackward` does, without reading the loss back: returns the per-position
+   * weighted losses `[B*T]` on the backend (valid until the next forward), so that a training step can
+   * stay on the device (`StepGuard` of the kernel interface).
+   */
+  recordForwardBackward?(batch: Batch): Tensor;
   /** Logits `[B, T, V]` of a batch (no gradient). */
   logits(batch: Pick<Batch, "B" | "T" | "ids" | "starts">): Promise<Float32Array | Float64Array>;
 }

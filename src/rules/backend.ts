@@ -148,6 +148,58 @@ export interface AdamWParams {
   readonly gradScale: number;
 }
 
+/**
+ * Gradient clipping and the divergence guard of a device-resident training step: an
+ * {@linkcode DenseOps.adamw} given a guard takes its clipping factor from statistics that
+ * {@linkcode DenseOps.accumulateSum} summed on the device in the same step, so no value has to come
+ * back to the host between steps.
+ */
+export interface StepGuard {
+  /** `[2]`: the step's loss sum (`stats[0]`) and sum of squared gradients (`stats[1]`), accumulated this step. */
+  readonly stats: Tensor;
+  /**
+   * `[1]`: the halt flag, sticky across steps. A guarded update whose `stats` are not finite, or that
+   * finds the flag set, changes nothing and sets the flag; the caller clears it (`fill(halted, 0)`).
+   */
+  readonly halted: Tensor;
+  /** The gradient norm is `sqrt(stats[1]) * normScale` (e.g. `1 / weight` for a mean loss). */
+  readonly normScale: number;
+  /** Clip the gradient norm to this (0: no clipping). */
+  readonly clipNorm: number;
+}
+
+/**
+ * The gradient scale a guarded AdamW applies: `gradScale * clipFactor`, where the clipping factor
+ * scales a norm above `clipNorm` down to it; `null` (no update) when the step's statistics are not
+ * finite or the halt flag is set. Every backend computes this in its own precision.
+ */
+export function guardedGradScale(
+  lossSum: number,
+  gradSquares: number,
+  halted: number,
+  guard: Pick<StepGuard, "normScale" | "clipNorm">,
+  gradScale: number,
+): number | null {
+  if (halted !== 0 || !Number.isFinite(lossSum) || !Number.isFinite(gradSquares)) return null;
+  const norm = Math.sqrt(gradSquares) * Math.abs(guard.normScale);
+  const clip = guard.clipNorm > 0 && norm > guard.clipNorm ? guard.clipNorm / norm : 1;
+  return gradScale * clip;
+}
+
+/** One parameter of {@linkcode DenseOps.adamwMany}: its value, gradient, moments and weight decay. */
+export interface AdamWSlot {
+  /** The parameter, updated in place. */
+  readonly param: Tensor;
+  /** Its gradient. */
+  readonly grad: Tensor;
+  /** First moment, updated in place. */
+  readonly m: Tensor;
+  /** Second moment, updated in place. */
+  readonly v: Tensor;
+  /** Weight decay applies (false for norms and biases). */
+  readonly decay: boolean;
+}
+
 /** Dense ops the model needs; every forward has its backward. */
 export interface DenseOps {
   /** `out[M, N] (+)= op(a)[M, K] op(b)[K, N]`; leading dimensions are flattened into rows. */
@@ -231,24 +283,67 @@ export interface DenseOps {
     ropeBase: number,
     starts?: Uint8Array,
   ): void;
-  /** One AdamW step in place on `param`, `m`, `v`. `decay` false skips weight decay (norms, biases). */
-  adamw(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, params: AdamWParams, decay: boolean): void;
+  /**
+   * One AdamW step in place on `param`, `m`, `v`. `decay` false skips weight decay (norms, biases).
+   * With a `guard`, gradients are also multiplied by the clipping factor of the step's gradient norm
+   * and nothing changes when the step diverged ({@linkcode StepGuard}, {@linkcode guardedGradScale}).
+   */
+  adamw(
+    param: Tensor,
+    grad: Tensor,
+    m: Tensor,
+    v: Tensor,
+    params: AdamWParams,
+    decay: boolean,
+    guard?: StepGuard,
+  ): void;
+  /**
+   * {@linkcode DenseOps.adamw} over several parameters, in the order given, with the same arithmetic
+   * per element (the result is bit for bit that of one `adamw` per slot). Optional: a backend that
+   * has it may update all of them in one pass (WebGPU, over tensors of one `zerosBlock`); callers loop
+   * over `adamw` where it is absent.
+   */
+  adamwMany?(slots: readonly AdamWSlot[], params: AdamWParams, guard?: StepGuard): void;
   /** Sum of squares of the elements (for gradient-norm clipping); read back to the host. */
   sumSquares(x: Tensor): Promise<number>;
+  /**
+   * `out[index] += sum over xs of sum(x)`, or of `sum(x^2)` with `squares`, where the data lives (no
+   * read back): the statistics of a device-resident training step ({@linkcode StepGuard}). Summed in a
+   * fixed order (deterministic), the tensors in the order given.
+   */
+  accumulateSum(out: Tensor, index: number, xs: readonly Tensor[], squares: boolean): void;
 }
 
 /** A complete backend: tensor storage plus every kernel. */
 export interface Backend extends FastWeightOps, DenseOps {
   /** Which implementation this is. */
   readonly name: BackendName;
+  /**
+   * Ops are queued on a device and a read waits for the queue (WebGPU): a caller should record the
+   * next work before it awaits a read. False where every op has finished when it returns (CPU).
+   */
+  readonly queued: boolean;
   /** Element type of its tensors. */
   readonly dtype: DType;
   /** A zero-filled tensor. */
   zeros(shape: readonly number[]): Tensor;
+  /**
+   * Zero tensors of `shapes` laid out one after another in one block of storage (optional): for tensors
+   * that a training step walks together, so that ops over all of them (AdamW over the parameters, the
+   * sum of squared gradients, zeroing the gradients) run in one pass where the backend can (WebGPU).
+   * Each tensor behaves as one from `zeros`; callers use `zeros` where this is absent.
+   */
+  zerosBlock?(shapes: readonly (readonly number[])[]): Tensor[];
   /** A tensor holding a copy of `data` (converted to the backend's dtype). */
   fromArray(data: ArrayLike<number>, shape: readonly number[]): Tensor;
   /** Copy a tensor's elements back to the host. */
   read(t: Tensor): Promise<Float32Array | Float64Array>;
+  /**
+   * A read whose value is taken now (later ops do not change it) but whose transfer waits until the
+   * returned function is first called: a queued backend moves every read deferred so far in one
+   * transfer then, so a caller can keep recording work and collect several reads with one round trip.
+   */
+  readLater(t: Tensor): () => Promise<Float32Array | Float64Array>;
   /** Copy `src` into `dst` (same size). */
   copy(dst: Tensor, src: Tensor): void;
   /** Release a tensor's storage (a no-op where garbage collection does it). */

@@ -1,26 +1,12 @@
 /**
- * Rule names, alignments and the per-call configuration of a fast-weight rule (SPEC sections 1-3, 6).
+ * Rule names (from the catalog, `catalog.ts`), alignments and the per-call configuration of a
+ * fast-weight rule (SPEC sections 1-3, 6).
  *
  * @module
  */
 
-/** Every fast-weight rule the project implements: the six Falcon rules and the SPEC section 6 baselines. */
-export const RULES = [
-  "falcon1",
-  "falcon2",
-  "falcon3",
-  "falcon1a",
-  "falcon2a",
-  "falcon3a",
-  "linear",
-  "retnet",
-  "mamba2",
-  "deltanet",
-  "gated_deltanet",
-] as const;
-
-/** A fast-weight rule name (SPEC sections 3 and 6). */
-export type RuleName = typeof RULES[number];
+export * from "./catalog.ts";
+import { ruleEntry, type RuleName } from "./catalog.ts";
 
 /** Which pair is written at step t (SPEC section 2). */
 export const ALIGNMENTS = ["prefix", "same-step"] as const;
@@ -34,26 +20,14 @@ export const QK_NORMS = ["rms", "l2", "none"] as const;
 /** `rms` (default), `l2` (default for deltanet and gated_deltanet) or `none`. */
 export type QkNorm = typeof QK_NORMS[number];
 
+/** Default RMSNorm stabiliser `eps_rms` of the `rms` q/k normalisation (SPEC section 1). */
+export const DEFAULT_EPS_RMS = 1e-6;
+
 /** The three equivalent forms of SPEC section 4. */
 export const FORMS = ["recurrent", "chunk", "parallel"] as const;
 
 /** `recurrent` (the oracle), `chunk` (chunk-parallel) or `parallel` (masked parallel, one chunk). */
 export type Form = typeof FORMS[number];
-
-/** Rules with a per-value-column `beta` of shape `[B, T, H, Dv]` (Falcon-2 and Falcon-2A). */
-export function isPerColumnRule(rule: RuleName): boolean {
-  return rule === "falcon2" || rule === "falcon2a";
-}
-
-/** Rules with a sliding window of `B` pairs (Falcon-3 and Falcon-3A). */
-export function isWindowRule(rule: RuleName): boolean {
-  return rule === "falcon3" || rule === "falcon3a";
-}
-
-/** Rules of the Falcon family (normalised step size, clamp, coupled ridge). */
-export function isFalconRule(rule: RuleName): boolean {
-  return rule.startsWith("falcon");
-}
 
 /** Configuration of one fast-weight rule call. Every field has the SPEC default (see {@linkcode ruleConfig}). */
 export interface RuleConfig {
@@ -84,10 +58,7 @@ export function ruleConfig(
   rule: RuleName,
   overrides: Partial<Omit<RuleConfig, "rule">> = {},
 ): RuleConfig {
-  if (!(RULES as readonly string[]).includes(rule)) {
-    throw new RangeError(`unknown rule "${rule}"; expected one of ${RULES.join(", ")}`);
-  }
-  const defaultNorm: QkNorm = rule === "deltanet" || rule === "gated_deltanet" ? "l2" : "rms";
+  const defaultNorm: QkNorm = ruleEntry(rule).defaultQkNorm;
   const config: RuleConfig = {
     rule,
     alignment: "prefix",
@@ -96,7 +67,7 @@ export function ruleConfig(
     window: 4,
     eps: 1e-6,
     epsGamma: 1e-3,
-    epsRms: 1e-6,
+    epsRms: DEFAULT_EPS_RMS,
     ...overrides,
   };
   if (!Number.isInteger(config.window) || config.window < 1) {

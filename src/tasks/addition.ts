@@ -1,55 +1,42 @@
 /**
  * The addition task (SPEC section 8): `a+b=c<eos>` with operands of independently drawn lengths in
- * `[1, L]` digits and no leading zero; the answer `c` is written least-significant digit first
- * (`lsd`, the default) or most-significant first (`msd`). The operands are always written
- * most-significant digit first. Loss falls only on the answer tokens, EOS included.
+ * `[1, L]` digits and no leading zero. Loss falls only on the answer tokens, EOS included.
  *
- * Vocabulary (14 tokens): `0`-`9` are ids 0-9, `+` is 10, `=` is 11, EOS is 12, PAD is 13.
- * In text, EOS is written `$` and PAD `_`.
+ * The format options (operand and answer digit order, BOS, index hints, equal-length operands, a
+ * length curriculum) are fields of {@linkcode AdditionConfig} (`addition_config.ts`); how an example
+ * is written, its vocabulary and its text form are in `addition_format.ts`; the curriculum's
+ * schedule in `addition_curriculum.ts`. This module samples training examples and builds the seeded
+ * test sets; it re-exports the other three.
+ *
+ * Sampling a training example draws, from the stream, in this order: the first operand's length
+ * (in `[1, L(step)]`, `L(step)` the curriculum's length, `L` without one) and its digits, the second
+ * operand's length (not drawn with `equalLength`: it is the first's) and its digits, then with index
+ * hints the offset `o` uniform in `[0, H - (L + 1)]`. With the default options this is exactly the
+ * first version's stream. Evaluation examples (`split` `eval`, the test sets, prompts) use hint
+ * offset 0 and no curriculum.
  *
  * @module
  */
 
+import { type AdditionConfig, additionConfig, type AdditionFormat } from "./addition_config.ts";
+import { curriculumDigits } from "./addition_curriculum.ts";
+import {
+  ADDITION_EOS_ID,
+  ADDITION_PAD_ID,
+  additionExample,
+  additionExampleLength,
+  additionText,
+  additionVocabulary,
+  checkHintRange,
+  decodeAdditionTokens,
+  encodeAdditionText,
+} from "./addition_format.ts";
 import { DataRng, deriveSeed } from "./rng.ts";
 import type { Example, Task } from "./types.ts";
 
-/** Id of `+`. */
-export const PLUS_ID = 10;
-/** Id of `=`. */
-export const EQUALS_ID = 11;
-/** Id of the end-of-sequence token (text form `$`). */
-export const ADDITION_EOS_ID = 12;
-/** Id of the padding token (text form `_`). */
-export const ADDITION_PAD_ID = 13;
-/** Vocabulary size of the addition task. */
-export const ADDITION_VOCAB_SIZE = 14;
-
-const SYMBOLS = "0123456789+=$_";
-
-/** Order of the answer digits. */
-export type AdditionFormat = "lsd" | "msd";
-
-/** Configuration of the addition task. */
-export interface AdditionConfig {
-  /** Always `addition`. */
-  readonly task: "addition";
-  /** Largest operand length `L` in digits (the paper trains on 32). */
-  readonly maxDigits: number;
-  /** Answer digit order (default `lsd`). */
-  readonly format: AdditionFormat;
-}
-
-/** Build an {@linkcode AdditionConfig}, filling defaults and validating. */
-export function additionConfig(overrides: Partial<Omit<AdditionConfig, "task">> = {}): AdditionConfig {
-  const config: AdditionConfig = { task: "addition", maxDigits: 32, format: "lsd", ...overrides };
-  if (!Number.isInteger(config.maxDigits) || config.maxDigits < 1) {
-    throw new RangeError(`addition: maxDigits must be an integer >= 1, got ${config.maxDigits}`);
-  }
-  if (config.format !== "lsd" && config.format !== "msd") {
-    throw new RangeError(`addition: format must be lsd or msd, got "${config.format}"`);
-  }
-  return config;
-}
+export * from "./addition_config.ts";
+export * from "./addition_curriculum.ts";
+export * from "./addition_format.ts";
 
 /** A random operand of exactly `digits` digits, no leading zero (a 1-digit operand may be 0). */
 export function randomOperand(rng: DataRng, digits: number): string {
@@ -58,92 +45,81 @@ export function randomOperand(rng: DataRng, digits: number): string {
   return s;
 }
 
-/** The text of one example: `a+b=` then the answer in `format` order, then `$` (EOS). */
-export function additionText(a: string, b: string, format: AdditionFormat): string {
-  const sum = (BigInt(a) + BigInt(b)).toString();
-  const answer = format === "lsd" ? [...sum].reverse().join("") : sum;
-  return `${a}+${b}=${answer}$`;
-}
-
-function encodeAddition(text: string): Int32Array {
-  const out = new Int32Array(text.length);
-  for (let i = 0; i < text.length; i++) {
-    const id = SYMBOLS.indexOf(text[i]);
-    if (id < 0) {
-      throw new RangeError(
-        `addition: character "${text[i]}" at index ${i} is not in the vocabulary (digits, +, =, $ for EOS)`,
-      );
-    }
-    out[i] = id;
-  }
-  return out;
-}
-
-/** Encode an example text and mark every token after `=` (the answer and EOS) as supervised. */
-export function additionExample(text: string): Example {
-  const tokens = encodeAddition(text);
-  const loss = new Uint8Array(tokens.length);
-  const eq = text.indexOf("=");
-  if (eq < 0) throw new RangeError(`addition: example "${text}" has no "="`);
-  loss.fill(1, eq + 1);
-  return { tokens, loss };
-}
-
-/** Create the addition task. */
-export function createAdditionTask(config: AdditionConfig): Task<AdditionConfig> {
+/** Create the addition task (the configuration is normalised through {@linkcode additionConfig}). */
+export function createAdditionTask(options: AdditionConfig): Task<AdditionConfig> {
+  const config = additionConfig(options);
   const L = config.maxDigits;
+  const H = config.indexHints;
   return {
     config,
-    vocabSize: ADDITION_VOCAB_SIZE,
+    vocabSize: additionVocabulary(config).size,
     padId: ADDITION_PAD_ID,
     eosId: ADDITION_EOS_ID,
-    maxExampleLength: 3 * L + 4, // a (L) + b (L) + '+' '=' + answer (L + 1) + EOS
-    sample(rng) {
-      const a = randomOperand(rng, rng.int(1, L));
-      const b = randomOperand(rng, rng.int(1, L));
-      return additionExample(additionText(a, b, config.format));
+    maxExampleLength: additionExampleLength(config),
+    sample(rng, split, progress) {
+      const training = split === "train";
+      const longest = curriculumDigits(config, training ? progress : undefined);
+      const lengthA = rng.int(1, longest);
+      const a = randomOperand(rng, lengthA);
+      const b = randomOperand(rng, config.equalLength ? lengthA : rng.int(1, longest));
+      const offset = H > 0 && training ? rng.int(0, H - (L + 1)) : 0;
+      return additionExample(additionText(a, b, config, offset), config);
     },
-    encode: encodeAddition,
-    decode: (tokens) => Array.from(tokens, (id) => SYMBOLS[id] ?? `<${id}>`).join(""),
+    encode: (text) => encodeAdditionText(text, config),
+    decode: (tokens) => decodeAdditionTokens(tokens, config),
   };
 }
 
+function asConfig(config: AdditionConfig | AdditionFormat): AdditionConfig {
+  return typeof config === "string" ? additionConfig({ format: config }) : additionConfig(config);
+}
+
 /**
- * The test set for one operand length: `count` examples whose operands BOTH have exactly `digits`
- * digits, drawn from a stream seeded by `deriveSeed(seed, "eval:addition:len=<digits>")`, so each
- * length has its own seeded set and none shares the training stream's seed.
+ * The test stream for one operand length: examples whose operands BOTH have exactly `digits` digits,
+ * in `config`'s format with hints at offset 0, drawn from a stream seeded by
+ * `deriveSeed(seed, "eval:addition:len=<digits>")` (so each length has its own seeded set and none
+ * shares the training stream's seed). Throws a RangeError when `digits` is not an integer >= 1 or
+ * needs more hint ids than `config` has.
+ */
+export function additionTestStream(
+  digits: number,
+  seed: number,
+  config: AdditionConfig | AdditionFormat = "lsd",
+  hintOffset = 0,
+): () => Example {
+  if (!Number.isInteger(digits) || digits < 1) {
+    throw new RangeError(`additionTestSet: digits must be an integer >= 1, got ${digits}`);
+  }
+  const c = asConfig(config);
+  checkHintRange(c, digits, hintOffset);
+  const rng = new DataRng(deriveSeed(seed, `eval:addition:len=${digits}`));
+  return () =>
+    additionExample(additionText(randomOperand(rng, digits), randomOperand(rng, digits), c, hintOffset), c);
+}
+
+/**
+ * The test set for one operand length: the first `count` examples of
+ * {@linkcode additionTestStream}`(digits, seed, config)` (a bare answer order means the default
+ * format with that answer order).
  */
 export function additionTestSet(
   digits: number,
   count: number,
   seed: number,
-  format: AdditionFormat = "lsd",
+  config: AdditionConfig | AdditionFormat = "lsd",
 ): Example[] {
-  if (!Number.isInteger(digits) || digits < 1) {
-    throw new RangeError(`additionTestSet: digits must be an integer >= 1, got ${digits}`);
-  }
+  const next = additionTestStream(digits, seed, config);
   if (!Number.isInteger(count) || count < 1) {
     throw new RangeError(`additionTestSet: count must be an integer >= 1, got ${count}`);
   }
-  const rng = new DataRng(deriveSeed(seed, `eval:addition:len=${digits}`));
-  const out: Example[] = [];
-  for (let i = 0; i < count; i++) {
-    out.push(additionExample(additionText(randomOperand(rng, digits), randomOperand(rng, digits), format)));
-  }
-  return out;
+  return Array.from({ length: count }, next);
 }
 
 /**
- * Parse an addition prompt `a+b=` (digits only). Returns the operands, or null when the text is not
- * of that form.
+ * Parse an addition prompt `a+b=` (plain digits, most-significant first, whatever the task's format).
+ * Returns the operands, or null when the text is not of that form.
  */
 export function parseAdditionPrompt(prompt: string): { a: string; b: string } | null {
   const m = /^(\d+)\+(\d+)=$/.exec(prompt);
   return m ? { a: m[1], b: m[2] } : null;
-}
-
-/** Decode a generated answer (digits, optionally followed by EOS) in `format` order to a number string. */
-export function decodeAdditionAnswer(answer: string, format: AdditionFormat): string {
-  const digits = answer.replace(/\$.*$/, "");
-  return format === "lsd" ? [...digits].reverse().join("") : digits;
 }

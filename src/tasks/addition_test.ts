@@ -4,6 +4,8 @@ import {
   additionConfig,
   additionExample,
   additionTestSet,
+  additionTestStream,
+  additionText,
   createAdditionTask,
   decodeAdditionAnswer,
   parseAdditionPrompt,
@@ -52,6 +54,37 @@ Deno.test("addition supervises exactly the answer tokens and EOS", () => {
   assert.deepEqual(Array.from(ex.loss), [0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1]);
 });
 
+Deno.test("additionExample() gives answer digits their place value in the answer order, -1 elsewhere", () => {
+  // 12 + 345 = 357: lsd answer "753" has places 0 1 2, msd answer "357" has places 2 1 0
+  assert.deepEqual(Array.from(additionExample("12+345=753$").places!), [
+    -1,
+    -1,
+    -1,
+    -1,
+    -1,
+    -1,
+    -1,
+    0,
+    1,
+    2,
+    -1,
+  ]);
+  assert.deepEqual(
+    Array.from(additionExample("12+345=357$", additionConfig({ format: "msd" })).places!),
+    [-1, -1, -1, -1, -1, -1, -1, 2, 1, 0, -1],
+  );
+  // a carry makes the answer one digit longer than the operands: 95 + 7 = 102, msd "102" -> places 2 1 0
+  assert.deepEqual(
+    Array.from(additionExample("95+7=102$", additionConfig({ format: "msd" })).places!).slice(5),
+    [2, 1, 0, -1],
+  );
+  const task = createAdditionTask(additionConfig({ maxDigits: 4, format: "msd" }));
+  const ex = task.sample(new DataRng(5), "train");
+  const answer = task.decode(ex.tokens).split("=")[1].replace("$", "");
+  const expected = [...answer].map((_, j) => answer.length - 1 - j);
+  assert.deepEqual(Array.from(ex.places!).filter((p) => p >= 0), expected);
+});
+
 Deno.test("addition sampling is deterministic for a seed and differs across seeds", () => {
   const task = createAdditionTask(additionConfig({ maxDigits: 8 }));
   const draw = (seed: number) => {
@@ -89,4 +122,63 @@ Deno.test("parseAdditionPrompt accepts a+b= and nothing else", () => {
   assert.deepEqual(parseAdditionPrompt("12345+678="), { a: "12345", b: "678" });
   assert.equal(parseAdditionPrompt("12345+678"), null);
   assert.equal(parseAdditionPrompt("1+2=3"), null);
+});
+
+Deno.test("equalLength draws one length for both training operands; the default draws two", () => {
+  const lengths = (equalLength: boolean) => {
+    const task = createAdditionTask(additionConfig({ maxDigits: 5, equalLength }));
+    const rng = new DataRng(2);
+    return Array.from({ length: 300 }, () => {
+      const text = task.decode(task.sample(rng, "train").tokens);
+      return text.slice(0, text.indexOf("=")).split("+").map((s) => s.length);
+    });
+  };
+  const equal = lengths(true);
+  assert.ok(equal.every(([a, b]) => a === b));
+  assert.deepEqual(new Set(equal.map(([a]) => a)), new Set([1, 2, 3, 4, 5]));
+  assert.ok(lengths(false).some(([a, b]) => a !== b));
+});
+
+Deno.test("additionTestSet writes the configuration's format with hints at offset 0, same draws as the default", () => {
+  const config = additionConfig({ maxDigits: 4, operandOrder: "lsd", bos: true, indexHints: 9 });
+  const task = createAdditionTask(config);
+  const plain = additionTestSet(4, 10, 3).map((e) => createAdditionTask(additionConfig()).decode(e.tokens));
+  const formatted = additionTestSet(4, 10, 3, config).map((e) => task.decode(e.tokens));
+  formatted.forEach((text, i) => {
+    // the same sum, written with BOS, reversed operands and hints from h_0
+    const [a, b] = plain[i].slice(0, plain[i].indexOf("=")).split("+");
+    assert.equal(text, additionText(a, b, config, 0));
+    assert.match(text, /^\^\[0\]\d\[1\]\d\[2\]\d\[3\]\d\+\[0\]/);
+  });
+  // a bare answer order still means the default format with that order
+  assert.deepEqual(
+    additionTestSet(2, 3, 1, "msd"),
+    additionTestSet(2, 3, 1, additionConfig({ format: "msd" })),
+  );
+  // a length beyond the hint ids is refused
+  assert.throws(() => additionTestSet(9, 1, 0, config), /operands of 9 digits need 10 hint ids/);
+});
+
+Deno.test("additionTestStream at a hint offset writes the same sums with every hint id moved by the offset", () => {
+  const config = additionConfig({ maxDigits: 4, operandOrder: "lsd", bos: true, indexHints: 9 });
+  const task = createAdditionTask(config);
+  const atZero = additionTestStream(4, 3, config);
+  const atThree = additionTestStream(4, 3, config, 3);
+  for (let i = 0; i < 5; i++) {
+    const zero = task.decode(atZero().tokens);
+    const three = task.decode(atThree().tokens);
+    assert.equal(three, zero.replace(/\[(\d)\]/g, (_, h) => `[${Number(h) + 3}]`));
+    assert.match(three, /^\^\[3\]\d\[4\]\d\[5\]\d\[6\]\d\+\[3\]/);
+  }
+  // 4-digit operands need places 0..4: from id 4 that is id 8, the last of 9; from id 5 it does not fit
+  additionTestStream(4, 3, config, 4);
+  assert.throws(
+    () => additionTestStream(4, 3, config, 5),
+    /need 5 hint ids \(places 0\.\.4\) from hint id 5; the task has indexHints = 9/,
+  );
+  assert.throws(() => additionTestStream(4, 3, config, -1), /hint offset must be an integer >= 0, got -1/);
+  assert.throws(
+    () => additionTestStream(4, 3, additionConfig(), 1),
+    /hint offset 1 given but the task has no index hints/,
+  );
 });

@@ -35,6 +35,15 @@ export function createTask(config: TaskConfig, corpus?: Uint8Array): Task {
   }
 }
 
+/**
+ * A stored task configuration in its current form: an addition configuration is normalised
+ * through {@linkcode additionConfig} (fields a configuration saved before they existed take the
+ * defaults that mean the old format); the other tasks are returned as they are.
+ */
+export function normalizeTaskConfig(config: TaskConfig): TaskConfig {
+  return config.task === "addition" ? additionConfig(config) : config;
+}
+
 /** Whether a string names a task. */
 export function isTaskName(name: string): name is TaskName {
   return (TASKS as readonly string[]).includes(name);

@@ -21,6 +21,20 @@ export interface Example {
   readonly tokens: Int32Array;
   /** 1 where the token is a supervised target, else 0 (same length as `tokens`). */
   readonly loss: Uint8Array;
+  /**
+   * Addition: for each token, the place value (0 = units) of the digit it is when it is an ANSWER
+   * digit, else -1 (operand digits, hints, symbols, EOS). Same length as `tokens`. Absent for tasks
+   * without place values.
+   */
+  readonly places?: Int16Array;
+}
+
+/** Where a training stream is: the 1-based step whose batch is being assembled, of `steps` in all. */
+export interface SampleProgress {
+  /** 1-based step being assembled. */
+  readonly step: number;
+  /** Total steps of the run. */
+  readonly steps: number;
 }
 
 /** Which part of the data an example comes from (matters for `text`, where eval is a held-out tail). */
@@ -38,8 +52,11 @@ export interface Task<C extends { readonly task: TaskName } = { readonly task: T
   readonly eosId?: number;
   /** Longest example the sampler produces. */
   readonly maxExampleLength: number;
-  /** Draw one example from `rng`. */
-  sample(rng: DataRng, split: Split): Example;
+  /**
+   * Draw one example from `rng`. `progress` (training only) lets a task change its examples over
+   * the run (the addition length curriculum); without it a task samples its full distribution.
+   */
+  sample(rng: DataRng, split: Split, progress?: SampleProgress): Example;
   /** Text to token ids; throws a RangeError naming the first character outside the vocabulary. */
   encode(text: string): Int32Array;
   /** Token ids to text. */

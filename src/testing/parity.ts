@@ -57,15 +57,20 @@ export interface FastWeightCase {
 export const PARITY_TOLERANCE = { forward: 1e-5, backward: 1e-4 } as const;
 
 /**
- * The cases of the suite. `small` uses the shared small sizes ({@linkcode SMALL_HEADS}, chunk size
- * {@linkcode SMALL_CHUNK}: quick to compile on software GPU adapters in CI) at three `T`; `full` adds
- * the earlier small shapes (chunk sizes 8 and 16, `d_k` / `d_v` up to 9) and the SPEC section 4 shape
- * (`T = 1024`, `d_k = d_v = 64`, chunk size 64).
+ * The cases of the suite, three per rule, alignment and form (packed starts with S0, a split call with
+ * a carry, the clamp at every step). `small` keeps shapes tiny: varied head and chunk sizes (chunk
+ * sizes 8 and 16, `d_k` / `d_v` from 3 to 9) or, with `oneKernelShape` (a backend whose kernels are
+ * compiled per head size and chunk size, slowly, on a software adapter), the shared small sizes
+ * ({@linkcode SMALL_HEADS}, chunk size {@linkcode SMALL_CHUNK}) for all three, the kernels that the
+ * other WebGPU tests compile too. `full` runs the varied sizes, the shared small sizes and the SPEC
+ * section 4 shape (`T = 1024`, `d_k = d_v = 64`, chunk size 64).
  */
 export function fastWeightCases(
   level: TestLevel = "small",
   forms: readonly Form[] = ["chunk"],
+  oneKernelShape = false,
 ): FastWeightCase[] {
+  const uniform = oneKernelShape && level === "small";
   const cases: FastWeightCase[] = [];
   let seed = 1;
   for (const rule of RULES) {
@@ -81,11 +86,13 @@ export function fastWeightCases(
           split: false,
           clampEveryStep: false,
         };
-        const small = { ...base, ...SMALL_HEADS, chunkSize: SMALL_CHUNK };
-        cases.push({ ...small, B: 2, T: 37, packed: true, s0: true, seed: seed++ });
-        cases.push({ ...small, B: 1, T: 19, split: true, seed: seed++ });
-        cases.push({ ...small, B: 1, T: 33, clampEveryStep: true, seed: seed++ });
-        if (level === "full") {
+        if (oneKernelShape || level === "full") {
+          const small = { ...base, ...SMALL_HEADS, chunkSize: SMALL_CHUNK };
+          cases.push({ ...small, B: 2, T: 37, packed: true, s0: true, seed: seed++ });
+          cases.push({ ...small, B: 1, T: 19, split: true, seed: seed++ });
+          cases.push({ ...small, B: 1, T: 33, clampEveryStep: true, seed: seed++ });
+        }
+        if (!uniform) {
           cases.push({
             ...base,
             chunkSize: 16,
@@ -108,6 +115,8 @@ export function fastWeightCases(
             clampEveryStep: true,
             seed: seed++,
           });
+        }
+        if (level === "full") {
           cases.push({ ...base, chunkSize: 64, B: 1, H: 1, T: 1024, dk: 64, dv: 64, seed: seed++ });
         }
       }
@@ -313,6 +322,8 @@ export async function registerFastWeightParity(
     level?: TestLevel;
     forms?: readonly Form[];
     close?: (backend: Backend) => void | Promise<void>;
+    /** Small cases share one kernel shape per rule (see {@linkcode fastWeightCases}). */
+    oneKernelShape?: boolean;
   } = {},
 ): Promise<void> {
   const backend = await makeBackend();
@@ -332,7 +343,7 @@ export async function registerFastWeightParity(
     sanitizeOps: false,
     async fn(t) {
       try {
-        for (const c of fastWeightCases(level, options.forms)) {
+        for (const c of fastWeightCases(level, options.forms, options.oneKernelShape)) {
           await t.step(caseLabel(c), async () => assertParity(c, await runFastWeightCase(backend, c, ref)));
         }
       } finally {

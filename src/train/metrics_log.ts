@@ -4,6 +4,8 @@
  * @module
  */
 
+import { atomicWriteFile } from "../checkpoint/atomic_write.ts";
+
 /** One logged training step. */
 export interface StepMetrics {
   /** 1-based optimizer step. */
@@ -16,8 +18,16 @@ export interface StepMetrics {
   readonly gradNorm: number;
   /** Supervised tokens (sum of loss weights) in the batch. */
   readonly tokens: number;
-  /** Seconds since this process started training. */
+  /** Seconds of training since the run's first step, summed over every resume. */
   readonly elapsed: number;
+}
+
+/** One periodic evaluation (`TrainSetup.evaluate`), logged right after the line of its step. */
+export interface EvalRecord {
+  /** The step after which the model was evaluated. */
+  readonly step: number;
+  /** What the evaluation measured (names and meanings are the evaluation's own). */
+  readonly eval: Readonly<Record<string, number>>;
 }
 
 /** Appends JSON lines to a file, creating it when missing. */
@@ -31,8 +41,9 @@ export class MetricsLog {
   }
 
   /**
-   * Drop the records of steps after `step` (a resume from a checkpoint at `step` redoes them).
-   * A missing file is left missing.
+   * Drop the records of steps after `step` (a resume from a checkpoint at `step` redoes them):
+   * every line whose `step` is larger, step lines and eval lines alike. A missing file is left
+   * missing. The file is replaced atomically (a full disk leaves it as it was).
    */
   async truncateAfter(step: number): Promise<void> {
     let text: string;
@@ -51,7 +62,38 @@ export class MetricsLog {
         return true; // not ours to judge: keep it
       }
     });
-    await Deno.writeTextFile(this.#path, kept.map((l) => l + "\n").join(""));
+    await atomicWriteFile(this.#path, this.#encoder.encode(kept.map((l) => l + "\n").join("")));
+  }
+
+  /**
+   * The step lines (those with a numeric `loss`) in file order; a missing file has none. Used on
+   * resume for what the run did before its checkpoint.
+   */
+  async stepLines(): Promise<{ step: number; loss: number; elapsed?: number }[]> {
+    let text: string;
+    try {
+      text = await Deno.readTextFile(this.#path);
+    } catch (err) {
+      if (err instanceof Deno.errors.NotFound) return [];
+      throw err;
+    }
+    const lines: { step: number; loss: number; elapsed?: number }[] = [];
+    for (const line of text.split("\n")) {
+      if (line.trim() === "") continue;
+      try {
+        const r = JSON.parse(line);
+        if (typeof r.step === "number" && typeof r.loss === "number") {
+          lines.push({
+            step: r.step,
+            loss: r.loss,
+            elapsed: typeof r.elapsed === "number" ? r.elapsed : undefined,
+          });
+        }
+      } catch {
+        // not a step line
+      }
+    }
+    return lines;
   }
 
   /** Append one record as a line. */

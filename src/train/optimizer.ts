@@ -6,7 +6,7 @@
  */
 
 import type { NamedParam } from "../model/types.ts";
-import type { Backend, Tensor } from "../rules/backend.ts";
+import type { AdamWSlot, Backend, StepGuard, Tensor } from "../rules/backend.ts";
 import type { TrainConfig } from "./config.ts";
 
 /** AdamW moments for a fixed list of parameters. */
@@ -17,15 +17,30 @@ export class AdamW {
   readonly v: Map<string, Tensor> = new Map();
   readonly #backend: Backend;
   readonly #params: NamedParam[];
+  /** Every parameter with its moments, in parameter order (for `adamwMany`). */
+  readonly #slots: AdamWSlot[];
 
-  /** Zero moments for every parameter. */
+  /**
+   * Zero moments for every parameter: two blocks (`zerosBlock`, in parameter order) where the backend
+   * has them, so that with parameters and gradients in blocks too an update is one pass.
+   */
   constructor(backend: Backend, params: NamedParam[]) {
     this.#backend = backend;
     this.#params = params;
-    for (const p of params) {
-      this.m.set(p.name, backend.zeros(p.value.shape));
-      this.v.set(p.name, backend.zeros(p.value.shape));
-    }
+    const shapes = params.map((p) => p.value.shape);
+    const ms = backend.zerosBlock ? backend.zerosBlock(shapes) : shapes.map((s) => backend.zeros(s));
+    const vs = backend.zerosBlock ? backend.zerosBlock(shapes) : shapes.map((s) => backend.zeros(s));
+    params.forEach((p, i) => {
+      this.m.set(p.name, ms[i]);
+      this.v.set(p.name, vs[i]);
+    });
+    this.#slots = params.map((p, i) => ({
+      param: p.value,
+      grad: p.grad,
+      m: ms[i],
+      v: vs[i],
+      decay: p.decay,
+    }));
   }
 
   /** L2 norm of all gradients together, each multiplied by `scale`. */
@@ -40,13 +55,15 @@ export class AdamW {
 
   /**
    * One update with learning rate `lr` at the 1-based `step`; gradients are multiplied by
-   * `gradScale` first (mean-loss normalisation times the clipping factor).
+   * `gradScale` first (mean-loss normalisation times the clipping factor). With a `guard` the
+   * clipping factor comes from the device's statistics instead (`StepGuard` of the kernel interface).
    */
   step(
     config: Pick<TrainConfig, "beta1" | "beta2" | "eps" | "weightDecay">,
     lr: number,
     step: number,
     gradScale: number,
+    guard?: StepGuard,
   ): void {
     const params = {
       lr,
@@ -57,9 +74,11 @@ export class AdamW {
       step,
       gradScale,
     };
-    for (const p of this.#params) {
-      this.#backend.adamw(p.value, p.grad, this.m.get(p.name)!, this.v.get(p.name)!, params, p.decay);
+    if (this.#backend.adamwMany) {
+      this.#backend.adamwMany(this.#slots, params, guard);
+      return;
     }
+    for (const s of this.#slots) this.#backend.adamw(s.param, s.grad, s.m, s.v, params, s.decay, guard);
   }
 }
 

@@ -5,12 +5,20 @@
  * @module
  */
 
-import { type CheckpointState, loadCheckpoint } from "../checkpoint/checkpoint.ts";
+import type { CheckpointState } from "../checkpoint/checkpoint.ts";
+import { loadCheckpointState } from "../convert/checkpoint_state.ts";
 import { InputError } from "../errors.ts";
 import { modelFromState } from "../eval/load.ts";
 import type { LanguageModel } from "../model/types.ts";
 import type { Backend } from "../rules/backend.ts";
-import { type AdditionConfig, decodeAdditionAnswer, parseAdditionPrompt } from "../tasks/addition.ts";
+import {
+  type AdditionConfig,
+  additionPromptText,
+  additionVocabulary,
+  checkHintRange,
+  decodeAdditionAnswer,
+  parseAdditionPrompt,
+} from "../tasks/addition.ts";
 import { createTask } from "../tasks/mod.ts";
 import type { Task } from "../tasks/types.ts";
 import { argmax, type LogitsModel } from "./accuracy.ts";
@@ -29,10 +37,9 @@ export interface LoadedCheckpoint {
 export async function loadForPrediction(path: string, backend: Backend): Promise<LoadedCheckpoint> {
   let state: CheckpointState;
   try {
-    state = await loadCheckpoint(path);
+    state = await loadCheckpointState(path); // a native file or an hf export directory
   } catch (err) {
     if (err instanceof Deno.errors.NotFound) throw new InputError(`checkpoint ${path} does not exist`);
-    if (err instanceof Deno.errors.IsADirectory) throw new InputError(`checkpoint ${path} is a directory`);
     throw err;
   }
   let task: Task;
@@ -49,9 +56,14 @@ export async function loadForPrediction(path: string, backend: Backend): Promise
 export interface Prediction {
   /** The prompt as given. */
   readonly prompt: string;
-  /** Generated text (decoded tokens, EOS included when produced). */
+  /**
+   * The prompt as the model saw it: for addition, `a+b=` rebuilt in the checkpoint's format
+   * (operand order, BOS, hints at offset 0); otherwise the prompt itself.
+   */
+  readonly promptText: string;
+  /** Generated text (decoded tokens, EOS included when produced; addition: inserted hints too). */
   readonly completion: string;
-  /** Generated token ids. */
+  /** Generated token ids (addition with index hints: the hints the generator inserted too). */
   readonly tokens: number[];
   /** Whether generation stopped at EOS (false: the token budget ran out). */
   readonly stoppedAtEos: boolean;
@@ -61,10 +73,71 @@ export interface Prediction {
   readonly addition?: { readonly answer: string; readonly expected: string; readonly correct: boolean };
 }
 
+/** What the generator needs to write the hints of an addition answer itself. */
+interface HintPlan {
+  /** Id of `h_0` (hint `h_p` is `firstHintId + p`, offset 0); the hints are the vocabulary's last ids. */
+  readonly firstHintId: number;
+  /** Place of the k-th answer digit written. */
+  readonly places: readonly number[];
+  /** Answer digits that certainly come (the generator writes their hints without asking the model). */
+  readonly certain: number;
+}
+
 /**
- * Greedy continuation of `prompt`, at most `maxTokens` tokens (default: addition the longest
- * possible answer plus EOS, mqar 1 (the recalled value), text 64).
- * An addition prompt must read `a+b=`. Throws an InputError for text outside the vocabulary.
+ * The hints of an addition answer in `config`'s format, or null without hints. The sum of operands
+ * of at most `n` digits has `n` or `n + 1` digits (`n = max(|a|, |b|)`). With an lsd answer the
+ * places are `0, 1, ..., n`: the hints of the first `n` digits are written unasked, and after the
+ * n-th digit the model decides between EOS and the carry digit `n` (whose hint the generator then
+ * writes). With an msd answer the first digit's place is the answer's length minus one, which the
+ * model would have to know before writing it: the generator takes it from the true sum, the same
+ * information the hints give in training and in teacher-forced evaluation.
+ */
+function hintPlan(config: AdditionConfig, a: string, b: string): HintPlan | null {
+  const vocab = additionVocabulary(config);
+  if (vocab.firstHintId === null) return null;
+  const first = vocab.firstHintId;
+  const n = Math.max(a.length, b.length);
+  if (config.format === "lsd") {
+    return {
+      firstHintId: first,
+      places: Array.from({ length: n + 1 }, (_, p) => p),
+      certain: n,
+    };
+  }
+  const length = (BigInt(a) + BigInt(b)).toString().length;
+  return {
+    firstHintId: first,
+    places: Array.from({ length }, (_, k) => length - 1 - k),
+    certain: length,
+  };
+}
+
+/** The prompt ids of `prompt` for `task` (addition: rebuilt in the task's format). */
+function promptIds(task: Task, prompt: string, operands: { a: string; b: string } | null) {
+  let text = prompt;
+  try {
+    if (operands) {
+      const config = task.config as AdditionConfig;
+      checkHintRange(config, Math.max(operands.a.length, operands.b.length));
+      text = additionPromptText(operands.a, operands.b, config);
+    }
+    return { text, ids: task.encode(text) };
+  } catch (err) {
+    if (err instanceof RangeError) throw new InputError(`--prompt: ${err.message}`);
+    throw err;
+  }
+}
+
+/**
+ * Greedy continuation of `prompt`, at most `maxTokens` tokens chosen by the model (default:
+ * addition the longest possible answer plus EOS, mqar 1 (the recalled value), text 64).
+ * An addition prompt must read `a+b=` (plain digits, most-significant first); it is rebuilt in the
+ * checkpoint's format. With index hints the model never writes a hint: the generator inserts the
+ * hint of each answer place before the model writes that place's token (see `hintPlan` for the
+ * carry digit and the msd answer order), and the model's greedy choice is the argmax over the
+ * tokens other than the hints (never targets in training, so their logits mean nothing); inserted
+ * hints do not count against `maxTokens`.
+ * Throws an InputError for text outside the vocabulary.
  */
 export async function predict(
   model: LogitsModel,
@@ -78,36 +151,49 @@ export async function predict(
   if (isAddition && !operands) {
     throw new InputError(`--prompt "${prompt}" is not an addition prompt of the form 12345+678=`);
   }
-  let ids: Int32Array;
-  try {
-    ids = task.encode(prompt);
-  } catch (err) {
-    if (err instanceof RangeError) throw new InputError(`--prompt: ${err.message}`);
-    throw err;
-  }
+  const { text: promptText, ids } = promptIds(task, prompt, operands);
   if (ids.length === 0) throw new InputError("--prompt is empty");
   // addition: the longest possible answer and EOS; mqar: the one recalled value; text: 64 bytes
   const budget = maxTokens ??
     (operands ? Math.max(operands.a.length, operands.b.length) + 2 : task.config.task === "mqar" ? 1 : 64);
+  const plan = operands ? hintPlan(task.config as AdditionConfig, operands.a, operands.b) : null;
   const seq = Array.from(ids);
   let promptLogits: number[][] = [];
   const tokens: number[] = [];
   let stoppedAtEos = false;
-  for (let n = 0; n < budget; n++) {
+  let written = 0; // answer tokens the model has written (each takes one place of the plan)
+  const push = (id: number) => {
+    tokens.push(id);
+    seq.push(id);
+  };
+  const choose = async () => {
     const T = seq.length;
     const starts = new Uint8Array(T);
     starts[0] = 1;
     const logits = await model.logits({ B: 1, T, ids: Int32Array.from(seq), starts });
-    if (n === 0) {
-      promptLogits = Array.from({ length: T }, (_, t) => Array.from(logits.subarray(t * V, (t + 1) * V)));
+    if (promptLogits.length === 0) {
+      promptLogits = Array.from(
+        { length: ids.length },
+        (_, t) => Array.from(logits.subarray(t * V, (t + 1) * V)),
+      );
     }
-    const next = argmax(logits, (T - 1) * V, V);
-    tokens.push(next);
-    seq.push(next);
+    // hints are never targets: with hints the model chooses among the other tokens (hint ids are last)
+    return argmax(logits, (T - 1) * V, plan ? plan.firstHintId : V);
+  };
+  for (let n = 0; n < budget; n++) {
+    if (plan && written < plan.certain) push(plan.firstHintId + plan.places[written]);
+    let next = await choose();
+    if (plan && written >= plan.certain && written < plan.places.length && next !== task.eosId) {
+      // the model continues the answer: the generator writes the next digit's hint, the model the digit
+      push(plan.firstHintId + plan.places[written]);
+      next = await choose();
+    }
+    push(next);
     if (next === task.eosId) {
       stoppedAtEos = true;
       break;
     }
+    written++;
   }
   const completion = task.decode(tokens);
   let addition: Prediction["addition"];
@@ -116,5 +202,5 @@ export async function predict(
     const expected = (BigInt(operands.a) + BigInt(operands.b)).toString();
     addition = { answer, expected, correct: stoppedAtEos && answer === expected };
   }
-  return { prompt, completion, tokens, stoppedAtEos, promptLogits, addition };
+  return { prompt, promptText, completion, tokens, stoppedAtEos, promptLogits, addition };
 }

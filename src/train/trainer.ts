@@ -10,24 +10,32 @@
  *
  * Run directory layout: `checkpoint.safetensors` (latest checkpoint, replaced atomically) and
  * `metrics.jsonl` (one line per step, appended across resumes; a resume first drops the lines of
- * steps after its checkpoint, which it redoes).
+ * steps after its checkpoint, which it redoes). With `evaluate`, every N-th step also gets a line
+ * `{ "step": s, "eval": {...} }` right after its step line (dropped on resume like the others).
+ * A step line's `elapsed` counts the run's training time from its first step, over every resume
+ * (the checkpoint stores it as `elapsedSeconds`).
+ *
+ * A checkpoint or metrics line that cannot be written (a full disk, a file system gone read-only)
+ * stops the run with a {@linkcode RunWriteError} naming the file, the step and the last good
+ * checkpoint, which is kept (checkpoints are replaced atomically).
  *
  * @module
  */
 
 import { type CheckpointState, saveCheckpoint } from "../checkpoint/checkpoint.ts";
 import { createModel as createFalconModel } from "../model/falcon_lm.ts";
+import { describeFsError } from "../output_path.ts";
 import { batchWeight, type LanguageModel, type ModelConfig } from "../model/types.ts";
 import type { Backend, Tensor } from "../rules/backend.ts";
-import { createTask, type TaskConfig } from "../tasks/mod.ts";
+import { createTask, normalizeTaskConfig, type TaskConfig } from "../tasks/mod.ts";
 import { packBatch } from "../tasks/packing.ts";
 import { DataRng, deriveSeed } from "../tasks/rng.ts";
 import type { Task } from "../tasks/types.ts";
 import { type TrainConfig, validateTrainConfig } from "./config.ts";
 import { MetricsLog } from "./metrics_log.ts";
 import { readTensors, writeTensors } from "./model_state.ts";
-import { AdamW, clipFactor } from "./optimizer.ts";
 import { learningRate } from "./schedule.ts";
+import { createTrainStep, type PendingStep } from "./train_step.ts";
 
 /** File name of the latest checkpoint inside a run directory. */
 export const CHECKPOINT_FILE = "checkpoint.safetensors";
@@ -37,10 +45,10 @@ export const METRICS_FILE = "metrics.jsonl";
 /** Builds a model (the default is `createModel` of `src/model/falcon_lm.ts`). */
 export type ModelFactory = (backend: Backend, config: ModelConfig, seed: number) => LanguageModel;
 
-/** Progress of a run, reported after every step and every checkpoint. */
+/** Progress of a run, reported after every step, every checkpoint and every periodic evaluation. */
 export interface TrainProgress {
-  /** `step` after an optimizer step, `checkpoint` after a save. */
-  readonly event: "step" | "checkpoint";
+  /** `step` after an optimizer step, `checkpoint` after a save, `eval` after a periodic evaluation. */
+  readonly event: "step" | "checkpoint" | "eval";
   /** Steps done so far (1-based step just finished). */
   readonly step: number;
   /** Total steps of the run. */
@@ -59,6 +67,8 @@ export interface TrainProgress {
   readonly etaSeconds: number;
   /** Checkpoint path (`checkpoint` events). */
   readonly checkpointPath?: string;
+  /** What the evaluation measured (`eval` events; the record logged to metrics.jsonl). */
+  readonly evaluation?: Readonly<Record<string, number>>;
 }
 
 /** Everything a run needs. */
@@ -81,8 +91,25 @@ export interface TrainSetup {
   readonly signal?: AbortSignal;
   /** Called after every step and checkpoint. */
   readonly onProgress?: (progress: TrainProgress) => void;
+  /** How the run was configured (preset and overrides), stored in the checkpoint as `run_config`. */
+  readonly runConfig?: Record<string, unknown>;
   /** Model constructor (tests inject small models). */
   readonly createModel?: ModelFactory;
+  /**
+   * Step strategy (`train_step.ts`): `device` keeps clipping and the divergence guard on the device and
+   * settles steps asynchronously, `host` reads the loss and norm back every step; default `device` on a
+   * queued backend (WebGPU) when the model can record a step, else `host`.
+   */
+  readonly stepStrategy?: "host" | "device";
+  /**
+   * Periodic evaluation: after every `every`-th step's metrics line, `run(model, step)` is awaited
+   * and its result logged as `{ "step": s, "eval": {...} }`. It may read the model (logits) but must
+   * not train it or draw from the training stream, so the losses do not depend on it.
+   */
+  readonly evaluate?: {
+    readonly every: number;
+    readonly run: (model: LanguageModel, step: number) => Promise<Record<string, number>>;
+  };
 }
 
 /** Outcome of {@linkcode train}. */
@@ -103,6 +130,15 @@ export interface TrainResult {
   readonly tokensPerSecond: number;
   /** Seconds spent in this call. */
   readonly elapsedSeconds: number;
+  /** Seconds of training of the whole run (before a resume too). */
+  readonly totalElapsedSeconds: number;
+  /**
+   * Mean loss of every step of the run from step 1 that is known (before a resume: from the
+   * metrics log), in order; `runLosses[i]` is step `runFirstStep + i`.
+   */
+  readonly runLosses: number[];
+  /** 1-based step number of `runLosses[0]`. */
+  readonly runFirstStep: number;
   /** Path of the checkpoint written last. */
   readonly checkpointPath: string;
   /** The trained model (for evaluation). */
@@ -124,6 +160,38 @@ export class TrainingDivergedError extends Error {
   }
 }
 
+/**
+ * A checkpoint or metrics line could not be written: the message names the file, the step, why
+ * (e.g. `no space left on device (ENOSPC)`) and the last good checkpoint, which is kept.
+ */
+export class RunWriteError extends Error {
+  /** Always `RunWriteError`. */
+  override name = "RunWriteError";
+  /** The file that could not be written. */
+  readonly path: string;
+  /** Step of the last checkpoint written (or resumed from), or null when there is none. */
+  readonly lastGoodStep: number | null;
+
+  /** `path` could not be written at `step`; `lastGoodStep` is the step of the checkpoint kept. */
+  constructor(
+    path: string,
+    step: number,
+    lastGoodStep: number | null,
+    checkpointPath: string,
+    cause: unknown,
+  ) {
+    super(
+      `cannot write ${path} at step ${step}: ${describeFsError(cause)}; ` +
+        (lastGoodStep === null
+          ? "no checkpoint was written yet"
+          : `the last good checkpoint (step ${lastGoodStep}) is kept: ${checkpointPath}`),
+      { cause },
+    );
+    this.path = path;
+    this.lastGoodStep = lastGoodStep;
+  }
+}
+
 function sameJson(a: unknown, b: unknown): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
 }
@@ -134,6 +202,10 @@ function sameJson(a: unknown, b: unknown): boolean {
  */
 export function validateSetup(setup: TrainSetup, task: Task): void {
   validateTrainConfig(setup.train);
+  const every = setup.evaluate?.every;
+  if (every !== undefined && !(Number.isInteger(every) && every >= 1)) {
+    throw new RangeError(`evaluate.every must be an integer >= 1, got ${every}`);
+  }
   if (setup.task.task === "text" && !setup.corpus) {
     throw new RangeError("the text task needs its corpus bytes");
   }
@@ -152,7 +224,8 @@ export function validateSetup(setup: TrainSetup, task: Task): void {
     if (r.task.task !== setup.task.task) {
       throw new RangeError(`the checkpoint is from task "${r.task.task}", not "${setup.task.task}"`);
     }
-    if (!sameJson(r.task, setup.task)) {
+    // normalised: a configuration saved before a field existed equals one with its default
+    if (!sameJson(normalizeTaskConfig(r.task), normalizeTaskConfig(setup.task))) {
       throw new RangeError(
         `the checkpoint's task config ${JSON.stringify(r.task)} differs from ${JSON.stringify(setup.task)}`,
       );
@@ -181,11 +254,13 @@ export async function train(setup: TrainSetup): Promise<TrainResult> {
   validateSetup(setup, task);
   await Deno.mkdir(setup.runDir, { recursive: true });
   const checkpointPath = `${setup.runDir}/${CHECKPOINT_FILE}`;
-  const log = new MetricsLog(`${setup.runDir}/${METRICS_FILE}`);
+  const metricsPath = `${setup.runDir}/${METRICS_FILE}`;
+  const log = new MetricsLog(metricsPath);
 
   const model = (setup.createModel ?? createFalconModel)(backend, setup.model, deriveSeed(tc.seed, "init"));
   const params = model.parameters();
-  const optimizer = new AdamW(backend, params);
+  const stepper = createTrainStep(backend, model, tc, { strategy: setup.stepStrategy });
+  const optimizer = stepper.optimizer;
   const paramMap = namedMap(params, (p) => p.value);
   let step = 0;
   let rng = new DataRng(deriveSeed(tc.seed, "train"));
@@ -196,7 +271,31 @@ export async function train(setup: TrainSetup): Promise<TrainResult> {
     writeTensors(backend, optimizer.v, r.adamV, "checkpoint optimizer.v");
     step = r.step;
     rng = new DataRng(r.rngState);
-    await log.truncateAfter(step); // steps logged after the checkpoint are about to be redone
+  }
+  let savedStep: number | null = r ? r.step : null;
+  const written = async (path: string, write: () => Promise<void>, at: number) => {
+    try {
+      await write();
+    } catch (err) {
+      if (err instanceof Deno.errors.NotCapable) throw err;
+      if (err instanceof Error && typeof (err as { code?: unknown }).code === "string") {
+        throw new RunWriteError(path, at, savedStep, checkpointPath, err);
+      }
+      throw err;
+    }
+  };
+  // what the run did before this call: its losses and its training time
+  let priorLosses: number[] = [];
+  let priorElapsed = 0;
+  if (r) {
+    // steps logged after the checkpoint are about to be redone
+    await written(metricsPath, () => log.truncateAfter(r.step), r.step);
+    const lines = (await log.stepLines()).filter((l) => l.step <= r.step);
+    // the losses of steps 1..r.step when the log holds each once, in order (else none)
+    if (lines.length === r.step && lines.every((l, i) => l.step === i + 1)) {
+      priorLosses = lines.map((l) => l.loss);
+    }
+    priorElapsed = r.elapsedSeconds ?? lines.at(-1)?.elapsed ?? 0;
   }
 
   const save = async () => {
@@ -215,8 +314,11 @@ export async function train(setup: TrainSetup): Promise<TrainResult> {
       params: paramData,
       adamM,
       adamV,
+      elapsedSeconds: priorElapsed + elapsed(),
+      ...(setup.runConfig === undefined ? {} : { runConfig: setup.runConfig }),
     };
-    await saveCheckpoint(checkpointPath, state);
+    await written(checkpointPath, () => saveCheckpoint(checkpointPath, state), step);
+    savedStep = step;
   };
 
   const parameterCount = params.reduce((n, p) => n + p.value.size, 0);
@@ -235,12 +337,15 @@ export async function train(setup: TrainSetup): Promise<TrainResult> {
     peakRssBytes,
     tokensPerSecond: tokensSeen / Math.max(elapsed(), 1e-9),
     elapsedSeconds: elapsed(),
+    totalElapsedSeconds: priorElapsed + elapsed(),
+    runLosses: priorLosses.length === firstStep - 1 ? [...priorLosses, ...losses] : [...losses],
+    runFirstStep: priorLosses.length === firstStep - 1 ? 1 : firstStep,
     checkpointPath,
     model,
     taskInstance: task,
   });
   let last = { loss: NaN, lr: 0, gradNorm: NaN };
-  const progress = (event: TrainProgress["event"]) => {
+  const progress = (event: TrainProgress["event"], evaluation?: Record<string, number>) => {
     const secs = elapsed();
     const done = step - firstStep + 1;
     setup.onProgress?.({
@@ -252,41 +357,71 @@ export async function train(setup: TrainSetup): Promise<TrainResult> {
       elapsedSeconds: secs,
       etaSeconds: done > 0 ? (secs / done) * (tc.steps - step) : NaN,
       checkpointPath: event === "checkpoint" ? checkpointPath : undefined,
+      ...(evaluation === undefined ? {} : { evaluation }),
     });
   };
 
-  while (step < tc.steps) {
+  // steps recorded but not yet settled (the device step runs up to `stepper.lag` steps ahead)
+  const inFlight: { pending: PendingStep; lr: number; weight: number; tokens: number }[] = [];
+  let recorded = step;
+  const settleOldest = async () => {
+    const { pending, lr, weight, tokens } = inFlight.shift()!;
+    const { loss: meanLoss, gradNorm, halted } = await pending.outcome();
+    if (!Number.isFinite(meanLoss)) throw new TrainingDivergedError(pending.step, `loss is ${meanLoss}`);
+    if (!Number.isFinite(gradNorm)) {
+      throw new TrainingDivergedError(pending.step, `gradient norm is ${gradNorm}`);
+    }
+    if (halted) {
+      throw new TrainingDivergedError(pending.step, "the device found a non-finite loss or gradient sum");
+    }
+    step = pending.step;
+    tokensSeen += tokens;
+    losses.push(meanLoss);
+    last = { loss: meanLoss, lr, gradNorm };
+    peakRssBytes = Math.max(peakRssBytes, Deno.memoryUsage().rss);
+    const line = { step, loss: meanLoss, lr, gradNorm, tokens: weight, elapsed: priorElapsed + elapsed() };
+    await written(metricsPath, () => log.append(line), step);
+    progress("step");
+  };
+  // every recorded step settled: the parameters on the backend are those after `step`
+  const settleAll = async () => {
+    while (inFlight.length > 0) await settleOldest();
+  };
+
+  while (recorded < tc.steps) {
     if (setup.signal?.aborted) {
+      await settleAll();
       await save();
       progress("checkpoint");
       return result("interrupted");
     }
-    const next = step + 1;
-    const batch = packBatch(() => task.sample(rng, "train"), tc.batchSize, tc.seqLen, task.padId);
+    const next = recorded + 1;
+    // the host assembles this batch while the device still runs the steps in flight
+    const batch = packBatch(
+      () => task.sample(rng, "train", { step: next, steps: tc.steps }),
+      tc.batchSize,
+      tc.seqLen,
+      task.padId,
+    );
     const weight = batchWeight(batch);
     if (!(weight > 0)) throw new RangeError(`step ${next}: the batch has no supervised tokens`);
-    // forward + backward and the gradient reductions are all recorded before waiting on either
-    // read: one device round trip per step instead of two (the GPU backend's sync is ~11 ms)
-    const lossRead = model.forwardBackward(batch);
-    const normRead = optimizer.gradNorm(1 / weight);
-    const [{ loss }, gradNorm] = await Promise.all([lossRead, normRead]);
-    const meanLoss = loss / weight;
-    if (!Number.isFinite(meanLoss)) throw new TrainingDivergedError(next, `loss is ${meanLoss}`);
-    if (!Number.isFinite(gradNorm)) throw new TrainingDivergedError(next, `gradient norm is ${gradNorm}`);
     const lr = learningRate(next, tc);
-    optimizer.step(tc, lr, next, clipFactor(gradNorm, tc.clipNorm) / weight);
-    step = next;
-    tokensSeen += batch.B * batch.T;
-    losses.push(meanLoss);
-    last = { loss: meanLoss, lr, gradNorm };
-    peakRssBytes = Math.max(peakRssBytes, Deno.memoryUsage().rss);
-    await log.append({ step, loss: meanLoss, lr, gradNorm, tokens: weight, elapsed: elapsed() });
-    progress("step");
-    if (tc.checkpointEvery > 0 && step % tc.checkpointEvery === 0 && step < tc.steps) {
+    inFlight.push({ pending: stepper.run(batch, next, lr), lr, weight, tokens: batch.B * batch.T });
+    recorded = next;
+    while (inFlight.length > stepper.lag) await settleOldest();
+    if (setup.evaluate && next % setup.evaluate.every === 0) {
+      await settleAll(); // the model evaluated is the one after step `next`, not a later one
+      const record = { step: next, eval: await setup.evaluate.run(model, next) };
+      await written(metricsPath, () => log.append(record), next);
+      progress("eval", record.eval);
+    }
+    if (tc.checkpointEvery > 0 && next % tc.checkpointEvery === 0 && next < tc.steps) {
+      await settleAll();
       await save();
       progress("checkpoint");
     }
   }
+  await settleAll();
   await save();
   progress("checkpoint");
   return result("completed");

@@ -33,15 +33,33 @@ export async function vectorFiles(dir: string): Promise<string[]> {
   return files.sort();
 }
 
-/** Verify every vector file of `dir`; a malformed file becomes an error entry and the others still run. */
+/** Where a directory run stands, reported before each file starts. */
+export interface VerifyProgress {
+  /** File about to run. */
+  readonly file: string;
+  /** Its 1-based position. */
+  readonly index: number;
+  /** Files in the directory. */
+  readonly total: number;
+}
+
+/**
+ * Verify every vector file of `dir`; a malformed file becomes an error entry and the others still
+ * run. `onStart` is told before each file (a vector can take minutes on a slow backend), `onFile`
+ * after it with its result and the seconds it took.
+ */
 export async function verifyDirectory(
   backend: Backend,
   dir: string,
   options: FormOptions = {},
-  onFile?: (result: FileResult) => void,
+  onFile?: (result: FileResult, seconds: number) => void,
+  onStart?: (progress: VerifyProgress) => void,
 ): Promise<FileResult[]> {
   const results: FileResult[] = [];
-  for (const file of await vectorFiles(dir)) {
+  const files = await vectorFiles(dir);
+  for (const [i, file] of files.entries()) {
+    onStart?.({ file, index: i + 1, total: files.length });
+    const t0 = performance.now();
     let result: FileResult;
     try {
       const text = await Deno.readTextFile(`${dir}/${file}`);
@@ -55,7 +73,7 @@ export async function verifyDirectory(
     } catch (err) {
       result = { file, error: err instanceof Error ? err.message : String(err) };
     }
-    onFile?.(result);
+    onFile?.(result, (performance.now() - t0) / 1000);
     results.push(result);
   }
   return results;

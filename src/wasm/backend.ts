@@ -20,6 +20,7 @@
 import { type Backend, shapeSize, type Tensor } from "../rules/backend.ts";
 import { WasmContext } from "./context.ts";
 import { wasmDenseOps } from "./dense.ts";
+import { DENSE_OP, DenseJobs } from "./dense_jobs.ts";
 import { wasmFastWeightOps } from "./fast_weight.ts";
 import { Heap } from "./heap.ts";
 import { createMemory, instantiate, type WasmFlavour, wasmModule } from "./module.ts";
@@ -67,9 +68,11 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   });
   await pool.ready();
   const ctx = new WasmContext(heap, pool, exports);
+  const jobs = new DenseJobs(ctx);
   const fill = (t: WasmTensor, v: number) => heap.f32.fill(v, t.ptr >>> 2, (t.ptr >>> 2) + t.size);
   return {
     name: "wasm",
+    queued: false,
     dtype: "f32",
     flavour,
     threads,
@@ -95,11 +98,16 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
       const p = ctx.ptr(t, "read") >>> 2;
       return Promise.resolve(heap.f32.slice(p, p + t.size));
     },
+    readLater(t: Tensor) {
+      const p = ctx.ptr(t, "readLater") >>> 2;
+      const value = heap.f32.slice(p, p + t.size);
+      return () => Promise.resolve(value);
+    },
     copy(dst: Tensor, src: Tensor): void {
       const d = ctx.ptr(dst, "dst");
       const s = ctx.ptr(src, "src");
       if (dst.size !== src.size) throw new RangeError(`copy: sizes differ (${dst.size} vs ${src.size})`);
-      heap.f32.copyWithin(d >>> 2, s >>> 2, (s >>> 2) + src.size);
+      jobs.elements(DENSE_OP.COPY, src.size, 1, [d, s]);
     },
     dispose(t: Tensor): void {
       const p = ctx.ptr(t, "dispose");

@@ -1,13 +1,26 @@
 /**
  * The dense ops of the WASM backend (DenseOps of src/rules/backend.ts): argument checks on the
  * TypeScript side, the work in the kernels of assembly/. GEMM runs on the thread pool (row or
- * column bands: gemm_grid.ts); the other ops run on the calling thread. Backward ops accumulate into their gradients.
+ * column bands: gemm_grid.ts), and so do the element-wise ops, AdamW, RMSNorm, the short
+ * convolution, the embedding and the cross-entropy (bands of elements, rows, columns or channels:
+ * dense_jobs.ts) once they are large enough; the sum of squares (one float64 sum, in order) and the
+ * attention baseline run on the calling thread. No op allocates: the GEMM and dense jobs reuse one parameter block each. Backward ops
+ * accumulate into their gradients.
  *
  * @module
  */
 
-import type { Activation, AdamWParams, DenseOps, MatmulOptions, Tensor } from "../rules/backend.ts";
+import {
+  type Activation,
+  type AdamWParams,
+  type DenseOps,
+  guardedGradScale,
+  type MatmulOptions,
+  type StepGuard,
+  type Tensor,
+} from "../rules/backend.ts";
 import type { WasmContext } from "./context.ts";
+import { DENSE_OP, DenseJobs, ELEMENT_ALIGN } from "./dense_jobs.ts";
 import { gemmGrid } from "./gemm_grid.ts";
 
 const ACTIVATION_ID: Record<Activation, number> = { sigmoid: 0, softplus: 1, silu: 2 };
@@ -18,6 +31,14 @@ const G_COUNT = 14;
 /** Work (multiply-adds) below which GEMM stays on one thread. */
 const GEMM_PARALLEL_MIN = 1 << 18;
 
+/**
+ * Rough cost of one element in cheap element operations (dense_jobs.ts turns work into threads):
+ * an op with an `exp` per element, AdamW's update, and a tap of the short convolution.
+ */
+const EXP_COST = 8;
+const ADAMW_COST = 4;
+const CONV_TAP_COST = 2;
+
 function last(t: Tensor): number {
   return t.shape.length === 0 ? 1 : t.shape[t.shape.length - 1];
 }
@@ -25,6 +46,8 @@ function last(t: Tensor): number {
 /** Dense ops on the given context. */
 export function wasmDenseOps(ctx: WasmContext): DenseOps {
   const ex = ctx.exports as unknown as Record<string, (...a: number[]) => number>;
+  const jobs = new DenseJobs(ctx);
+  const gemmParams = ctx.heap.alloc(G_COUNT * 8);
   const same = (name: string, ...ts: [Tensor, string][]) => {
     const n = ts[0][0].size;
     for (const [t, label] of ts) {
@@ -81,16 +104,11 @@ export function wasmDenseOps(ctx: WasmContext): DenseOps {
       const pc = ctx.ptr(out, "matmul out");
       const threads = M * N * K >= GEMM_PARALLEL_MIN ? ctx.pool.threads : 1;
       const { tasksM, tasksN } = gemmGrid(M, N, threads);
-      const params = ctx.heap.alloc(G_COUNT * 8);
-      try {
-        const f64 = ctx.heap.f64;
-        const base = params >>> 3;
-        const v = [M, N, K, pa, sam, sak, pb, sbk, sbn, pc, N, accumulate ? 1 : 0, tasksM, tasksN];
-        v.forEach((value, i) => (f64[base + i] = value)); // in slot order G.M .. G.TASKS_N
-        ctx.pool.run("gemm_f32", params, tasksM * tasksN, ex.gemmScratchBytes());
-      } finally {
-        ctx.heap.free(params);
-      }
+      const f64 = ctx.heap.f64;
+      const base = gemmParams >>> 3;
+      const v = [M, N, K, pa, sam, sak, pb, sbk, sbn, pc, N, accumulate ? 1 : 0, tasksM, tasksN];
+      for (let i = 0; i < v.length; i++) f64[base + i] = v[i]; // in slot order G.M .. G.TASKS_N
+      ctx.pool.run("gemm_f32", gemmParams, tasksM * tasksN, ex.gemmScratchBytes());
     },
 
     embeddingForward(out: Tensor, table: Tensor, ids: Int32Array) {
@@ -98,10 +116,12 @@ export function wasmDenseOps(ctx: WasmContext): DenseOps {
       const V = rowsOf("embeddingForward table", table, D);
       ctx.expectSize(out, ids.length * D, "embeddingForward out");
       checkIds("embeddingForward", ids, V);
-      const f32 = ctx.heap.f32;
-      const po = ctx.ptr(out, "out") >>> 2;
-      const pt = ctx.ptr(table, "table") >>> 2;
-      for (let n = 0; n < ids.length; n++) f32.copyWithin(po + n * D, pt + ids[n] * D, pt + ids[n] * D + D);
+      const po = ctx.ptr(out, "out");
+      const pt = ctx.ptr(table, "table");
+      ctx.withHost(
+        [ids],
+        (pi) => jobs.run(DENSE_OP.EMBEDDING_FORWARD, ids.length, 1, ids.length * D, [po, pt, pi, D]),
+      );
     },
 
     embeddingBackward(dTable: Tensor, dOut: Tensor, ids: Int32Array) {
@@ -111,7 +131,11 @@ export function wasmDenseOps(ctx: WasmContext): DenseOps {
       checkIds("embeddingBackward", ids, V);
       const pt = ctx.ptr(dTable, "dTable");
       const po = ctx.ptr(dOut, "dOut");
-      for (let n = 0; n < ids.length; n++) ex.axpy_f32(pt + ids[n] * D * 4, po + n * D * 4, 1, D);
+      const N = ids.length;
+      ctx.withHost(
+        [ids],
+        (pi) => jobs.run(DENSE_OP.EMBEDDING_BACKWARD, D, ELEMENT_ALIGN, N * D, [pt, po, pi, N, D]),
+      );
     },
 
     rmsNormForward(out: Tensor, rstd: Tensor, x: Tensor, weight: Tensor | null, eps: number) {
@@ -121,7 +145,7 @@ export function wasmDenseOps(ctx: WasmContext): DenseOps {
       ctx.expectSize(rstd, N, "rmsNormForward rstd");
       if (weight) ctx.expectSize(weight, D, "rmsNormForward weight");
       const pw = weight ? ctx.ptr(weight, "weight") : 0;
-      ex.rmsnorm_forward_f32(po, ctx.ptr(rstd, "rstd"), px, pw, N, D, eps);
+      jobs.run(DENSE_OP.RMSNORM_FORWARD, N, 1, N * D * 2, [po, ctx.ptr(rstd, "rstd"), px, pw, D, eps]);
     },
 
     rmsNormBackward(dx, dWeight, dOut, x, weight, rstd) {
@@ -131,21 +155,25 @@ export function wasmDenseOps(ctx: WasmContext): DenseOps {
       ctx.expectSize(rstd, N, "rmsNormBackward rstd");
       if (weight) ctx.expectSize(weight, D, "rmsNormBackward weight");
       if (dWeight) ctx.expectSize(dWeight, D, "rmsNormBackward dWeight");
-      ex.rmsnorm_backward_f32(
-        pdx,
-        dWeight ? ctx.ptr(dWeight, "dWeight") : 0,
-        pdo,
-        px,
-        weight ? ctx.ptr(weight, "weight") : 0,
-        ctx.ptr(rstd, "rstd"),
-        N,
-        D,
-      );
+      const pr = ctx.ptr(rstd, "rstd");
+      // dWeight first: it reads dOut and x before the dx pass writes dx (which may be either of them)
+      if (dWeight) {
+        jobs.run(DENSE_OP.RMSNORM_BACKWARD_WEIGHT, D, 1, N * D * 2, [
+          ctx.ptr(dWeight, "dWeight"),
+          pdo,
+          px,
+          pr,
+          N,
+          D,
+        ]);
+      }
+      const pw = weight ? ctx.ptr(weight, "weight") : 0;
+      jobs.run(DENSE_OP.RMSNORM_BACKWARD_INPUT, N, 1, N * D * 3, [pdx, pdo, px, pw, pr, D]);
     },
 
     swigluForward(out, gate, up) {
       const [po, pg, pu] = same("swigluForward", [out, "out"], [gate, "gate"], [up, "up"]);
-      ex.swiglu_forward_f32(po, pg, pu, out.size);
+      jobs.elements(DENSE_OP.SWIGLU_FORWARD, out.size, EXP_COST, [po, pg, pu]);
     },
 
     swigluBackward(dGate, dUp, dOut, gate, up) {
@@ -153,40 +181,40 @@ export function wasmDenseOps(ctx: WasmContext): DenseOps {
         up,
         "up",
       ]);
-      ex.swiglu_backward_f32(p[0], p[1], p[2], p[3], p[4], gate.size);
+      jobs.elements(DENSE_OP.SWIGLU_BACKWARD, gate.size, EXP_COST, p);
     },
 
     activationForward(kind: Activation, out, x, scale) {
       const [po, px] = same("activationForward", [out, "out"], [x, "x"]);
       const id = ACTIVATION_ID[kind];
       if (id === undefined) throw new RangeError(`unknown activation "${kind}"`);
-      ex.act_forward_f32(id, po, px, scale, x.size);
+      jobs.elements(DENSE_OP.ACTIVATION_FORWARD, x.size, EXP_COST, [id, po, px, scale]);
     },
 
     activationBackward(kind: Activation, dx, dOut, x, scale) {
       const [pdx, pdo, px] = same("activationBackward", [dx, "dx"], [dOut, "dOut"], [x, "x"]);
       const id = ACTIVATION_ID[kind];
       if (id === undefined) throw new RangeError(`unknown activation "${kind}"`);
-      ex.act_backward_f32(id, pdx, pdo, px, scale, x.size);
+      jobs.elements(DENSE_OP.ACTIVATION_BACKWARD, x.size, EXP_COST, [id, pdx, pdo, px, scale]);
     },
 
     add(out, a, b) {
       const [po, pa, pb] = same("add", [out, "out"], [a, "a"], [b, "b"]);
-      ex.add_f32(po, pa, pb, out.size);
+      jobs.elements(DENSE_OP.ADD, out.size, 1, [po, pa, pb]);
     },
 
     mul(out, a, b) {
       const [po, pa, pb] = same("mul", [out, "out"], [a, "a"], [b, "b"]);
-      ex.mul_f32(po, pa, pb, out.size);
+      jobs.elements(DENSE_OP.MUL, out.size, 1, [po, pa, pb]);
     },
 
     axpy(y, x, alpha) {
       const [py, px] = same("axpy", [y, "y"], [x, "x"]);
-      ex.axpy_f32(py, px, alpha, y.size);
+      jobs.elements(DENSE_OP.AXPY, y.size, 1, [py, px, alpha]);
     },
 
     fill(x, value) {
-      ex.fill_f32(ctx.ptr(x, "fill x"), value, x.size);
+      jobs.elements(DENSE_OP.FILL, x.size, 1, [ctx.ptr(x, "fill x"), value]);
     },
 
     shortConvForward(out, x, weight, starts) {
@@ -200,9 +228,18 @@ export function wasmDenseOps(ctx: WasmContext): DenseOps {
       if (starts && starts.length !== B * T) {
         throw new RangeError(`starts has length ${starts.length}, expected ${B * T}`);
       }
+      const pw = ctx.ptr(weight, "weight");
       ctx.withHost(
         [starts],
-        (ps) => ex.shortconv_forward_f32(po, px, ctx.ptr(weight, "weight"), ps, B, T, C, W),
+        (ps) =>
+          jobs.run(
+            DENSE_OP.SHORTCONV_FORWARD,
+            C,
+            1,
+            B * T * C * W * CONV_TAP_COST,
+            [po, px, pw, ps, B, T, C, W],
+            ex.shortconvScratchBytes(C, W),
+          ),
       );
     },
 
@@ -218,20 +255,17 @@ export function wasmDenseOps(ctx: WasmContext): DenseOps {
       if (starts && starts.length !== B * T) {
         throw new RangeError(`starts has length ${starts.length}, expected ${B * T}`);
       }
+      const args = [pdx, ctx.ptr(dWeight, "dWeight"), pdo, px, ctx.ptr(weight, "weight")];
       ctx.withHost(
         [starts],
         (ps) =>
-          ex.shortconv_backward_f32(
-            pdx,
-            ctx.ptr(dWeight, "dWeight"),
-            pdo,
-            px,
-            ctx.ptr(weight, "weight"),
-            ps,
-            B,
-            T,
+          jobs.run(
+            DENSE_OP.SHORTCONV_BACKWARD,
             C,
-            W,
+            1,
+            B * T * C * W * 2 * CONV_TAP_COST,
+            [...args, ps, B, T, C, W],
+            ex.shortconvScratchBytes(C, W),
           ),
       );
     },
@@ -246,9 +280,10 @@ export function wasmDenseOps(ctx: WasmContext): DenseOps {
         );
       }
       checkIds("crossEntropyForward targets", targets, V);
+      const args = [ctx.ptr(losses, "losses"), ctx.ptr(logits, "logits")];
       ctx.withHost(
         [targets, weights],
-        (pt, pw) => ex.ce_forward_f32(ctx.ptr(losses, "losses"), ctx.ptr(logits, "logits"), pt, pw, N, V),
+        (pt, pw) => jobs.run(DENSE_OP.CROSS_ENTROPY_FORWARD, N, 1, N * V * EXP_COST, [...args, pt, pw, V]),
       );
     },
 
@@ -262,7 +297,11 @@ export function wasmDenseOps(ctx: WasmContext): DenseOps {
         );
       }
       checkIds("crossEntropyBackward targets", targets, V);
-      ctx.withHost([targets, weights], (pt, pw) => ex.ce_backward_f32(pd, pl, pt, pw, N, V));
+      ctx.withHost(
+        [targets, weights],
+        (pt, pw) =>
+          jobs.run(DENSE_OP.CROSS_ENTROPY_BACKWARD, N, 1, N * V * 2 * EXP_COST, [pd, pl, pt, pw, V]),
+      );
     },
 
     attentionForward(out, lse, q, k, v, ropeBase, starts) {
@@ -329,29 +368,54 @@ export function wasmDenseOps(ctx: WasmContext): DenseOps {
       );
     },
 
-    adamw(param, grad, m, v, params: AdamWParams, decay: boolean) {
+    adamw(param, grad, m, v, params: AdamWParams, decay: boolean, guard?: StepGuard) {
       const [pp, pg, pm, pv] = same("adamw", [param, "param"], [grad, "grad"], [m, "m"], [v, "v"]);
       if (!(Number.isInteger(params.step) && params.step >= 1)) {
         throw new RangeError(`adamw: step must be an integer >= 1, got ${params.step}`);
       }
-      ex.adamw_f32(
+      let gradScale = params.gradScale;
+      if (guard) {
+        const stats = ctx.ptr(guard.stats, "adamw guard.stats") >>> 2;
+        const halted = ctx.ptr(guard.halted, "adamw guard.halted") >>> 2;
+        const f32 = ctx.heap.f32;
+        const scale = guardedGradScale(f32[stats], f32[stats + 1], f32[halted], guard, params.gradScale);
+        if (scale === null) {
+          f32[halted] = 1;
+          return;
+        }
+        gradScale = scale;
+      }
+      jobs.elements(DENSE_OP.ADAMW, param.size, ADAMW_COST, [
         pp,
         pg,
         pm,
         pv,
-        param.size,
         params.lr,
         params.beta1,
         params.beta2,
         params.eps,
         decay ? params.weightDecay : 0,
         params.step,
-        params.gradScale,
-      );
+        gradScale,
+      ]);
     },
 
     sumSquares(x) {
       return Promise.resolve(ex.sumsq_f32(ctx.ptr(x, "sumSquares x"), x.size));
+    },
+
+    accumulateSum(out, index, xs, squares) {
+      const o = ctx.ptr(out, "accumulateSum out") >>> 2;
+      if (!Number.isInteger(index) || index < 0 || index >= out.size) {
+        throw new RangeError(`accumulateSum: index ${index} is outside out's ${out.size} elements`);
+      }
+      for (const x of xs) {
+        const px = ctx.ptr(x, "accumulateSum x");
+        let s = 0;
+        if (squares) s = ex.sumsq_f32(px, x.size);
+        else for (const value of ctx.heap.f32.subarray(px >>> 2, (px >>> 2) + x.size)) s += value;
+        ctx.heap.f32[o + index] += s;
+      }
     },
   };
 }

@@ -6,8 +6,8 @@
  * Forms: `chunk` and `parallel` run the chunk-parallel kernel (assembly/fw_chunk.ts, chunks of
  * `chunkSize` positions, default 64) for every rule: the rules with one scalar coefficient per step
  * (falcon1, falcon1a, linear, retnet, mamba2, deltanet, gated_deltanet), the per-column
- * falcon2/falcon2a (assembly/fw_chunk_column.ts) and the window rules falcon3a
- * (assembly/fw_chunk_window.ts) and falcon3 (assembly/fw_chunk_window_reg.ts); `recurrent` runs the
+ * falcon2/falcon2a (assembly/fw_chunk_per_column.ts) and the window rules falcon3a
+ * (assembly/fw_chunk_window_additive.ts) and falcon3 (assembly/fw_chunk_window_delta.ts); `recurrent` runs the
  * recurrent kernels, whose backward stores a checkpoint every `chunkSize` positions and recomputes
  * inside each chunk.
  * All forms agree mathematically (SPEC section 4), so results match every form of the reference.
@@ -24,21 +24,17 @@ import type {
   FormOptions,
   Tensor,
 } from "../rules/backend.ts";
-import { type Form, FORMS, isPerColumnRule, retnetDecay, type RuleConfig, RULES } from "../rules/config.ts";
-import { fastWeightDims } from "../rules/reference/fast_weight.ts";
+import { type Form, isPerColumnRule, retnetDecay, type RuleConfig, wasmRuleId } from "../rules/config.ts";
+import { chunkSizeOf as validChunkSize, fastWeightDims, formOf } from "../rules/validate.ts";
 import { FW_PARAM } from "./_generated_wasm.ts";
 import type { WasmContext } from "./context.ts";
 
 const QK_NORM_ID = { rms: 0, l2: 1, none: 2 } as const;
 
+/** The chunk size of a call, after checking its form and chunk size (src/rules/validate.ts). */
 function chunkSizeOf(options: FormOptions): number {
-  const c = options.chunkSize ?? 64;
-  if (!Number.isInteger(c) || c < 1) throw new RangeError(`chunkSize must be an integer >= 1, got ${c}`);
-  const form = options.form ?? "recurrent";
-  if (!(FORMS as readonly string[]).includes(form)) {
-    throw new RangeError(`unknown form "${form}"; expected ${FORMS.join(", ")}`);
-  }
-  return c;
+  formOf(options);
+  return validChunkSize(options);
 }
 
 /** Whether a call runs the chunk-parallel kernel: a chunked form (`chunk` or `parallel`), any rule. */
@@ -96,7 +92,7 @@ export function wasmFastWeightOps(ctx: WasmContext): FastWeightOps {
     const base = params >>> 3;
     f64.fill(0, base, base + FW_PARAM.COUNT);
     const set = (slot: number, v: number) => (f64[base + slot] = v);
-    set(FW_PARAM.RULE, RULES.indexOf(config.rule));
+    set(FW_PARAM.RULE, wasmRuleId(config.rule));
     set(FW_PARAM.ALIGN, config.alignment === "prefix" ? 0 : 1);
     set(FW_PARAM.QKNORM, QK_NORM_ID[config.qkNorm]);
     set(FW_PARAM.COUPLING, config.coupling ? 1 : 0);

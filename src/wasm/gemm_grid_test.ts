@@ -7,7 +7,7 @@
  */
 
 import { assertRelL2, Rng } from "../testing/compare.ts";
-import { GEMM_MR, GEMM_NR, gemmGrid } from "./gemm_grid.ts";
+import { GEMM_MR, GEMM_NR, GEMM_THIN_ROWS, gemmGrid } from "./gemm_grid.ts";
 import { Heap } from "./heap.ts";
 import { createMemory, instantiate } from "./module.ts";
 
@@ -117,4 +117,78 @@ Deno.test("gemm_f32 over any row x column task grid matches float64 at every tai
     }
   }
   if (checked < 3000) throw new Error(`only ${checked} cases checked`);
+});
+
+Deno.test("gemmGrid makes no thin row band and GEMM results are bit-identical on 1 to 16 threads", () => {
+  const memory = createMemory();
+  const ex = instantiate(memory);
+  const heap = new Heap(memory, ex.heapBase());
+  const scratch = heap.alloc(ex.gemmScratchBytes() as number);
+  const params = heap.alloc(14 * 8);
+  const rng = new Rng(12);
+  // M with M % 6 in {1, 2} (a last band of 1 or 2 rows is one split away), K past one 256-block
+  const shapes: [number, number, number][] = [
+    [13, 8, 300],
+    [14, 256, 300],
+    [20, 9, 513],
+    [256, 256, 300],
+    [
+      688,
+      40,
+      260,
+    ],
+    [1, 70, 300],
+    [2, 33, 300],
+  ];
+  for (const [M, N, K] of shapes) {
+    const pa = heap.alloc(4 * M * K);
+    const pb = heap.alloc(4 * K * N);
+    const pc = heap.alloc(4 * M * N);
+    heap.f32.set(rng.normals(M * K), pa >>> 2);
+    heap.f32.set(rng.normals(K * N), pb >>> 2);
+    const c0 = rng.normals(M * N);
+    let first: Float32Array | undefined;
+    for (let threads = 1; threads <= 16; threads++) {
+      const { tasksM, tasksN } = gemmGrid(M, N, threads);
+      if (tasksM * tasksN > threads) {
+        throw new Error(`gemmGrid(${M}, ${N}, ${threads}) = ${tasksM} x ${tasksN}`);
+      }
+      const rows = Math.ceil(Math.ceil(M / GEMM_MR) / tasksM) * GEMM_MR;
+      const last = M - (Math.ceil(M / rows) - 1) * rows;
+      if (M > GEMM_THIN_ROWS && last <= GEMM_THIN_ROWS) {
+        throw new Error(
+          `gemmGrid(${M}, ${N}, ${threads}) = ${tasksM} x ${tasksN} leaves a band of ${last} rows`,
+        );
+      }
+      heap.f32.set(c0, pc >>> 2);
+      heap.f64.set([M, N, K, pa, K, 1, pb, N, 1, pc, N, 1, tasksM, tasksN], params >>> 3);
+      for (let t = 0; t < tasksM * tasksN; t++) ex.gemm_f32(params, t, scratch);
+      const got = heap.f32.slice(pc >>> 2, (pc >>> 2) + M * N);
+      first ??= got;
+      for (let i = 0; i < got.length; i++) {
+        if (!Object.is(got[i], first[i])) {
+          throw new Error(
+            `${M}x${N}x${K} on ${threads} threads (${tasksM} x ${tasksN}): C[${i}] ${got[i]} vs ${first[i]}`,
+          );
+        }
+      }
+    }
+    for (const p of [pa, pb, pc]) heap.free(p);
+  }
+});
+
+Deno.test("gemmGrid cuts a weight gradient (long K, few rows and columns) both ways on many threads", () => {
+  const cases: [number, number, number][] = [[256, 256, 16], [256, 688, 16], [688, 256, 16]];
+  for (const [M, N, threads] of cases) {
+    const g = gemmGrid(M, N, threads);
+    if (g.tasksM < 2 || g.tasksN < 2 || g.tasksM * g.tasksN < threads - 1) {
+      throw new Error(
+        `gemmGrid(${M}, ${N}, ${threads}) = ${JSON.stringify(g)}, expected rows and columns both split`,
+      );
+    }
+  }
+  const tall = gemmGrid(4096, 256, 16);
+  if (tall.tasksM !== 16 || tall.tasksN !== 1) {
+    throw new Error(`gemmGrid(4096, 256, 16) = ${JSON.stringify(tall)}`);
+  }
 });

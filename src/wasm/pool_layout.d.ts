@@ -23,7 +23,7 @@ export declare const MAX_THREADS: 64;
 /** Bytes of the control block. */
 export declare const CTL_BYTES: number;
 /** Kernels callable as `(params, task, scratch)`, by id. */
-export declare const KERNELS: readonly ["fw_forward_f32", "fw_backward_f32", "gemm_f32"];
+export declare const KERNELS: readonly ["fw_forward_f32", "fw_backward_f32", "gemm_f32", "dense_task_f32"];
 /** A kernel name. */
 export type KernelName = typeof KERNELS[number];
 /**

@@ -35,7 +35,7 @@ export const MAX_THREADS = 64;
 export const CTL_BYTES = (CTL_SCRATCH + MAX_THREADS) * 4;
 
 /** Kernels callable as `(params, task, scratch)`, by id. */
-export const KERNELS = ["fw_forward_f32", "fw_backward_f32", "gemm_f32"];
+export const KERNELS = ["fw_forward_f32", "fw_backward_f32", "gemm_f32", "dense_task_f32"];
 
 /**
  * Claim and run tasks of generation `gen` until none is left. `run(kernel, params, task)` executes one.

@@ -1,6 +1,6 @@
 /**
- * Shared pieces of the chunk-parallel fast-weight kernels (`fast_weight_chunk.ts` for the additive
- * rules, `fast_weight_chunk_delta.ts` for the delta rules, `fast_weight_chunk_window_reg.ts` for
+ * Shared pieces of the chunk-parallel fast-weight kernels (`fast_weight_chunk_additive.ts` for the additive
+ * rules, `fast_weight_chunk_delta.ts` for the delta rules, `fast_weight_chunk_window_delta.ts` for
  * falcon3): compile-time shape, passes, bindings,
  * uniform block, workspace addressing, the chunk's step arrays in workgroup memory and the
  * per-step coefficients (the recurrent kernels' `coef()`).
@@ -8,7 +8,7 @@
  * @module
  */
 
-import type { RuleConfig } from "../../src/rules/config.ts";
+import { isDeltaRule, type RuleConfig, type RuleFamily, ruleFamily } from "../../src/rules/config.ts";
 import { coefficientWgsl, f32Literal, type HeadConstants, statKind } from "./fast_weight_coef.ts";
 import { topEigenWgsl, windowSlots } from "./fast_weight_recurrent.ts";
 
@@ -30,37 +30,37 @@ export interface ChunkShape {
   readonly RP: number;
 }
 
-/** Passes only the per-column rules (falcon2, falcon2a) run (`fast_weight_chunk_column.ts`). */
-export const COLUMN_PASSES = [
-  "ccoef",
-  "cgram",
-  "cscan",
-  "cout",
-  "cqd",
-  "cuv",
-  "crscan",
-  "cdot",
-  "ccolg",
-  "ckq",
-  "ccoefb",
-  "cdqx",
+/** Passes only the per-column rules (falcon2, falcon2a) run (`fast_weight_chunk_per_column.ts`). */
+export const PER_COLUMN_PASSES = [
+  "column_coefs",
+  "column_gram",
+  "column_state_scan",
+  "column_readout",
+  "column_readout_dw",
+  "column_query_dout",
+  "column_reverse_scan",
+  "column_dots",
+  "column_step_grads",
+  "column_gram_grads",
+  "column_coef_grads",
+  "column_query_key_grads",
 ] as const;
 
-/** Passes only falcon3 runs (`fast_weight_chunk_window_reg.ts`). */
-export const WINDOW_REG_PASSES = [
-  "wgram",
-  "wsolve",
-  "wtrans",
-  "wwfix",
-  "wout",
-  "wcolsq",
-  "wlnk",
-  "wcols",
-  "wsolvet",
-  "wdq",
-  "wpairs",
-  "ws0part",
-  "wgather",
+/** Passes only falcon3 runs (`fast_weight_chunk_window_delta.ts`). */
+export const WINDOW_DELTA_PASSES = [
+  "window_pair_gram",
+  "window_solve",
+  "window_transition",
+  "window_pseudo_values",
+  "window_readout",
+  "window_readout_dw",
+  "window_scan_link",
+  "window_row_grads",
+  "window_solve_transposed",
+  "window_query_grads",
+  "window_solve_input_grads",
+  "window_s0_grad_parts",
+  "window_pair_gather",
 ] as const;
 
 /** The passes of the chunk kernels (additive rules, then the delta rules' own). */
@@ -70,28 +70,28 @@ export const CHUNK_PASSES = [
   "scan",
   "out",
   "uv",
-  "rscan",
+  "reverse_scan",
   "dq",
   "cols",
-  "coefb1",
-  "coefb2",
-  "rowfix",
-  "amat",
+  "decay_grads",
+  "coef_grads",
+  "pair_row_grads",
+  "solve_matrix",
   "solve",
   "trans",
-  "dscan",
-  "wfix",
-  "colsq",
-  "lnk",
-  "rscan2",
-  "solvet",
+  "delta_state_scan",
+  "pseudo_values",
+  "readout_dw",
+  "scan_link",
+  "delta_reverse_scan",
+  "solve_transposed",
   "pairs",
-  "coefd",
-  "coefd2",
-  "s0part",
-  "s0sum",
-  ...COLUMN_PASSES,
-  ...WINDOW_REG_PASSES,
+  "delta_decay_grads",
+  "delta_coef_grads",
+  "s0_grad_parts",
+  "s0_grad_sum",
+  ...PER_COLUMN_PASSES,
+  ...WINDOW_DELTA_PASSES,
 ] as const;
 
 /** One chunk kernel pass. */
@@ -102,27 +102,27 @@ export const CHUNK_WG = 64;
 
 /** Workspace sections only the per-column rules have. */
 export const COLUMN_UNIFORM_FIELDS = [
-  "CL",
-  "CA",
-  "CB",
-  "CW",
-  "CX",
-  "CQ",
-  "CR",
-  "CDA",
-  "CDB",
-  "CDG",
-  "KX",
-  "KQ",
-  "DKQ",
-  "DKX",
-  "CU",
-  "CE",
-  "CG",
-  "CF",
-  "CS",
-  "CZ",
-  "CY",
+  "columnLogDecaySum",
+  "columnEraseGain",
+  "columnWriteGain",
+  "columnPseudoValues",
+  "columnKeyDotBase",
+  "columnDPseudoValuesReadout",
+  "columnDRightHandSide",
+  "columnDEraseGain",
+  "columnDWriteGain",
+  "columnDLogDecay",
+  "keyGram",
+  "queryKeyGram",
+  "dQueryKeyGram",
+  "dKeyGram",
+  "columnDBaseReadout",
+  "columnDqBaseWeights",
+  "columnDxExitWeights",
+  "columnDxBaseWeights",
+  "startsInChunk",
+  "columnBaseDecayShare",
+  "columnKeyDotDExit",
 ] as const;
 
 /** Fields of the uniform block (u32 each), in order. */
@@ -132,49 +132,49 @@ export const CHUNK_UNIFORM_FIELDS = [
   "hasS0",
   "hasInit",
   "NCK",
-  "LG",
-  "GK",
-  "DG",
-  "DP",
-  "DST",
-  "DEC",
-  "Z",
-  "DS",
-  "SIN",
-  "GB",
-  "SFIN",
-  "UV",
-  "SPX",
-  "SPY",
-  "CON",
+  "logDecay",
+  "writeGain",
+  "dWriteGain",
+  "dLogDecay",
+  "dStatistic",
+  "chunkDecay",
+  "exitBaseKind",
+  "chunkStateIncrement",
+  "entryState",
+  "dExitState",
+  "finalState",
+  "dBaseReadout",
+  "dxPrecedingPairs",
+  "dyPrecedingPairs",
+  "dWriteGainTerms",
   "gDX",
   "gDY",
   "gDB",
   "gDLB",
   "gDS0",
   "gDC",
-  "GA",
-  "AM",
-  "U0",
-  "VV",
-  "KM",
-  "WW",
-  "QD",
-  "LN",
-  "DW",
-  "DR",
-  "DAS",
-  "DBS",
-  "D0C",
-  "DMM",
-  "EXJ",
-  "DQB",
-  "YM",
-  "RB",
+  "eraseGain",
+  "solveMatrix",
+  "pseudoValuesConstant",
+  "pseudoValuesStateFactor",
+  "transitionMatrix",
+  "pseudoValues",
+  "dPseudoValuesReadout",
+  "reverseScanLink",
+  "dPseudoValues",
+  "dRightHandSide",
+  "dEraseGain",
+  "dDeltaWriteGain",
+  "dS0Parts",
+  "decayWeightsReadout",
+  "decayWeightsExit",
+  "dqBase",
+  "decayWeightsSolve",
+  "decayWeightsSolveBase",
   ...COLUMN_UNIFORM_FIELDS,
-  "DXR",
-  "EIG",
-  "KP",
+  "dxInstanceRows",
+  "topEigenvector",
+  "pairGram",
 ] as const;
 
 /** Name of a uniform field. */
@@ -201,106 +201,127 @@ const BINDINGS: Record<ChunkPass, readonly ChunkBindingName[]> = {
   scan: ["s0", "init", "cw"],
   out: ["ws", "stepinfo", "s0", "cw", "out"],
   uv: ["ws", "stepinfo", "dout", "cw"],
-  rscan: ["cw", "out"],
+  reverse_scan: ["cw", "out"],
   dq: ["ws", "stepinfo", "s0", "dout", "cw", "out"],
   cols: ["ws", "stepinfo", "dout", "cw", "out"],
-  coefb1: ["ws", "stepinfo", "s0", "cw"],
-  coefb2: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
-  rowfix: ["ws", "stepinfo", "cw", "out"],
-  amat: ["ws", "stepinfo", "cw"],
+  decay_grads: ["ws", "stepinfo", "s0", "cw"],
+  coef_grads: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
+  pair_row_grads: ["ws", "stepinfo", "cw", "out"],
+  solve_matrix: ["ws", "stepinfo", "cw"],
   solve: ["ws", "stepinfo", "s0", "cw"],
   trans: ["ws", "stepinfo", "s0", "cw"],
-  dscan: ["init", "cw"],
-  wfix: ["cw"],
-  colsq: ["ws", "stepinfo", "dout", "cw"],
-  lnk: ["stepinfo", "cw"],
-  rscan2: ["cw", "out"],
-  solvet: ["stepinfo", "cw"],
+  delta_state_scan: ["init", "cw"],
+  pseudo_values: ["cw"],
+  readout_dw: ["ws", "stepinfo", "dout", "cw"],
+  scan_link: ["stepinfo", "cw"],
+  delta_reverse_scan: ["cw", "out"],
+  solve_transposed: ["stepinfo", "cw"],
   pairs: ["ws", "stepinfo", "s0", "cw", "out"],
-  coefd: ["ws", "stepinfo", "s0", "cw"],
-  coefd2: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
-  s0part: ["ws", "stepinfo", "cw"],
-  s0sum: ["cw", "out"],
-  ccoef: ["ws", "beta", "lb", "stepinfo", "cw"],
-  cgram: ["ws", "cw"],
-  cscan: ["ws", "s0", "init", "cw"],
-  cout: ["ws", "stepinfo", "s0", "cw", "out"],
-  cqd: ["stepinfo", "dout", "cw"],
-  cuv: ["ws", "stepinfo", "dout", "cw"],
-  crscan: ["ws", "cw", "out"],
-  cdot: ["ws", "s0", "dout", "cw"],
-  ccolg: ["ws", "dout", "cw", "out"],
-  ckq: ["dout", "cw"],
-  ccoefb: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
-  cdqx: ["ws", "s0", "cw", "out"],
-  wgram: ["ws", "stepinfo", "cw"],
-  wsolve: ["ws", "stepinfo", "s0", "cw"],
-  wtrans: ["ws", "stepinfo", "s0", "cw"],
-  wwfix: ["cw"],
-  wout: ["ws", "stepinfo", "s0", "cw", "out"],
-  wcolsq: ["ws", "stepinfo", "dout", "cw"],
-  wlnk: ["stepinfo", "cw"],
-  wcols: ["ws", "stepinfo", "dout", "cw"],
-  wsolvet: ["stepinfo", "cw"],
-  wdq: ["ws", "stepinfo", "s0", "dout", "cw", "out"],
-  wpairs: ["ws", "stepinfo", "s0", "cw"],
-  ws0part: ["ws", "stepinfo", "cw"],
-  wgather: ["ws", "stepinfo", "cw", "out"],
+  delta_decay_grads: ["ws", "stepinfo", "s0", "cw"],
+  delta_coef_grads: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
+  s0_grad_parts: ["ws", "stepinfo", "cw"],
+  s0_grad_sum: ["cw", "out"],
+  column_coefs: ["ws", "beta", "lb", "stepinfo", "cw"],
+  column_gram: ["ws", "cw"],
+  column_state_scan: ["ws", "s0", "init", "cw"],
+  column_readout: ["ws", "stepinfo", "s0", "cw", "out"],
+  column_readout_dw: ["stepinfo", "dout", "cw"],
+  column_query_dout: ["ws", "stepinfo", "dout", "cw"],
+  column_reverse_scan: ["ws", "cw", "out"],
+  column_dots: ["ws", "s0", "dout", "cw"],
+  column_step_grads: ["ws", "dout", "cw", "out"],
+  column_gram_grads: ["dout", "cw"],
+  column_coef_grads: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
+  column_query_key_grads: ["ws", "s0", "cw", "out"],
+  window_pair_gram: ["ws", "stepinfo", "cw"],
+  window_solve: ["ws", "stepinfo", "s0", "cw"],
+  window_transition: ["ws", "stepinfo", "s0", "cw"],
+  window_pseudo_values: ["cw"],
+  window_readout: ["ws", "stepinfo", "s0", "cw", "out"],
+  window_readout_dw: ["ws", "stepinfo", "dout", "cw"],
+  window_scan_link: ["stepinfo", "cw"],
+  window_row_grads: ["ws", "stepinfo", "dout", "cw"],
+  window_solve_transposed: ["stepinfo", "cw"],
+  window_query_grads: ["ws", "stepinfo", "s0", "dout", "cw", "out"],
+  window_solve_input_grads: ["ws", "stepinfo", "s0", "cw"],
+  window_s0_grad_parts: ["ws", "stepinfo", "cw"],
+  window_pair_gather: ["ws", "stepinfo", "cw", "out"],
 };
 
 /** Passes whose shader holds the rule's `coef()` and `coef_back()`. */
 const COEF_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([
   "coef",
-  "coefb2",
-  "coefd2",
-  "ccoef",
-  "ccoefb",
+  "coef_grads",
+  "delta_coef_grads",
+  "column_coefs",
+  "column_coef_grads",
 ]);
 
 /**
  * The storage bindings of a pass, in binding order (the uniform block follows them). Rules without
- * a step statistic read no features in `coef`, `coefb2` and `rowfix`.
+ * a step statistic read no features in `coef`, `coef_grads` and `pair_row_grads`.
  */
 export function chunkBindings(pass: ChunkPass, config: RuleConfig): readonly ChunkBindingName[] {
   const list = BINDINGS[pass];
   if (statKind(config.rule) !== "none") return list;
-  if (pass === "rowfix") return ["cw", "out"];
-  if (pass === "coef" || pass === "coefb2" || pass === "coefd2") return list.filter((b) => b !== "ws");
+  if (pass === "pair_row_grads") return ["cw", "out"];
+  if (pass === "coef" || pass === "coef_grads" || pass === "delta_coef_grads") {
+    return list.filter((b) => b !== "ws");
+  }
   return list;
+}
+
+/**
+ * The chunk kernels a rule runs: its catalog family (`src/rules/catalog.ts`), except that falcon3a
+ * (window family, additive write) runs the additive passes with `B_t` pairs per step; the window
+ * kernels are falcon3's solve over instance rows. An unknown rule is an `UnknownRuleError`.
+ */
+export function chunkKernelFamily(config: RuleConfig): RuleFamily {
+  const family = ruleFamily(config.rule);
+  switch (family) {
+    case "additive":
+    case "delta":
+    case "per-column":
+      return family;
+    case "window":
+      return isDeltaRule(config.rule) ? "window" : "additive";
+    default:
+      throw new TypeError(`unknown rule family "${family satisfies never}"`);
+  }
 }
 
 /** Additive rules with scalar coefficients: chunk kernels without a solve. */
 export function isAdditiveChunkRule(config: RuleConfig): boolean {
-  return ["falcon1a", "falcon3a", "linear", "retnet", "mamba2"].includes(config.rule);
+  return chunkKernelFamily(config) === "additive";
 }
 
 /** Delta rules with scalar coefficients and no window: chunk kernels with the `(I + A)^-1` solve. */
 export function isDeltaChunkRule(config: RuleConfig): boolean {
-  return ["falcon1", "deltanet", "gated_deltanet"].includes(config.rule);
+  return chunkKernelFamily(config) === "delta";
 }
 
-/** Per-column rules (falcon2, falcon2a): chunk kernels of `fast_weight_chunk_column.ts`, one sub-problem per value column. */
-export function isColumnChunkRule(config: RuleConfig): boolean {
-  return ["falcon2", "falcon2a"].includes(config.rule);
+/** Per-column rules (falcon2, falcon2a): chunk kernels of `fast_weight_chunk_per_column.ts`, one sub-problem per value column. */
+export function isPerColumnChunkRule(config: RuleConfig): boolean {
+  return chunkKernelFamily(config) === "per-column";
 }
 
 /**
  * The regression window rule (falcon3): a delta rule over the chunk's instance rows `(s, o)`, `W` per
- * step, with the `(I + A)^-1` solve (`fast_weight_chunk_window_reg.ts`).
+ * step, with the `(I + A)^-1` solve (`fast_weight_chunk_window_delta.ts`).
  */
-export function isWindowRegChunkRule(config: RuleConfig): boolean {
-  return config.rule === "falcon3";
+export function isWindowDeltaChunkRule(config: RuleConfig): boolean {
+  return chunkKernelFamily(config) === "window";
 }
 
 /** Rules whose chunk kernels solve for pseudo-values (delta rules and falcon3): they keep `a_t` and `Pp_t`. */
 export function isSolveChunkRule(config: RuleConfig): boolean {
-  return isDeltaChunkRule(config) || isWindowRegChunkRule(config);
+  return isDeltaChunkRule(config) || isWindowDeltaChunkRule(config);
 }
 
-/** Rules the chunk kernels run. */
+/** Rules the chunk kernels run: every rule of the catalog (an unknown one is an `UnknownRuleError`). */
 export function isChunkRule(config: RuleConfig): boolean {
-  return isAdditiveChunkRule(config) || isDeltaChunkRule(config) || isColumnChunkRule(config) ||
-    isWindowRegChunkRule(config);
+  chunkKernelFamily(config);
+  return true;
 }
 
 /** Workgroup floats of the kernels with tiles (for picking `R`, `RC`, `RP` and checking `C`). */
@@ -309,18 +330,18 @@ export function chunkSharedFloats(
   s: Pick<ChunkShape, "dk" | "dv" | "C" | "R" | "RC" | "RP">,
 ) {
   const pad = windowSlots(config) - 1;
-  if (isColumnChunkRule(config)) {
-    // the column scans (state column, step arrays) and ccolg (step arrays, RP rows of Z)
+  if (isPerColumnChunkRule(config)) {
+    // the column scans (state column, step arrays) and column_step_grads (step arrays, RP rows of Z)
     const rows = 4 * s.C + s.R * s.C;
     const cols = 4 * s.C + s.RC * s.C;
     return { local: 2 * s.dk + 12 * s.C, rows, cols, pairs: 12 * s.C + s.RP * s.C };
   }
   const steps = (isSolveChunkRule(config) ? 6 : 4) * s.C;
-  if (isWindowRegChunkRule(config)) {
-    // falcon3: tiles over instance rows (W per step); wout/wdq: R steps' decays and pair scores; wcols: RC steps of W rows
-    // (their RC + PAD pairs' q.x, the rows' dO.w and G w, the pairs' G^T x, the decays); wpairs: RP
+  if (isWindowDeltaChunkRule(config)) {
+    // falcon3: tiles over instance rows (W per step); window_readout/window_query_grads: R steps' decays and pair scores; window_row_grads: RC steps of W rows
+    // (their RC + PAD pairs' q.x, the rows' dO.w and G w, the pairs' G^T x, the decays); window_solve_input_grads: RP
     // steps of W rows against a panel of PS steps (two score panels, their pair sums, the dx rows);
-    // wsolve/wsolvet: W staged rows of A (and wsolvet's W partial sums of every invocation)
+    // window_solve/window_solve_transposed: W staged rows of A (and window_solve_transposed's W partial sums of every invocation)
     const nw = pad + 1;
     const cw = s.C * nw;
     const ps = windowPanelSteps(nw, s.C);
@@ -340,13 +361,13 @@ export function chunkSharedFloats(
 }
 
 /**
- * Instance rows per workgroup that falcon3's `wcols` and `wpairs` aim at (whole steps): 16 rows make
+ * Instance rows per workgroup that falcon3's `window_row_grads` and `window_solve_input_grads` aim at (whole steps): 16 rows make
  * 4 x 4 blocks of rows x 64 columns one per invocation, with small workgroup arrays.
  */
 export const WINDOW_TILE_ROWS = 16;
 
 /**
- * Steps of the column panels falcon3's `wpairs` walks the chunk in (about 64 instance rows, at most the
+ * Steps of the column panels falcon3's `window_solve_input_grads` walks the chunk in (about 64 instance rows, at most the
  * chunk): its workgroup arrays grow with the panel, not with the chunk.
  */
 export function windowPanelSteps(nw: number, C: number): number {
@@ -374,11 +395,11 @@ export function chunkKey(pass: ChunkPass, config: RuleConfig, s: ChunkShape, hea
   ].join(":");
 }
 
-/** Value columns per workgroup of the delta rules' sequential scans (`dscan`, `rscan2`). */
+/** Value columns per workgroup of the delta rules' sequential scans (`delta_state_scan`, `delta_reverse_scan`). */
 export const SCAN_COLUMNS = 4;
 
-/** Workgroups per chunk of the `amat` pass: 4 x 4 blocks of the `C x C` matrix, one per invocation. */
-export function amatTiles(C: number): number {
+/** Workgroups per chunk of the `solve_matrix` pass: 4 x 4 blocks of the `C x C` matrix, one per invocation. */
+export function solveMatrixTiles(C: number): number {
   return Math.ceil((Math.ceil(C / 4) ** 2) / CHUNK_WG);
 }
 
@@ -388,24 +409,24 @@ export function stateTiles(rows: number, cols: number): number {
 }
 
 /** Workgroups per chunk of the delta rules' `trans` pass: 4 x 4 blocks of `K [Dk, Dk]` then `D [Dk, Dv]`. */
-export function transTiles(dk: number, dv: number): number {
+export function transitionTiles(dk: number, dv: number): number {
   return Math.ceil((Math.ceil(dk / 4) * (Math.ceil(dk / 4) + Math.ceil(dv / 4))) / CHUNK_WG);
 }
 
 /**
- * Workgroups per chunk of falcon3's `wgram`: the 4 x 4 blocks on and below the diagonal of the
+ * Workgroups per chunk of falcon3's `window_pair_gram`: the 4 x 4 blocks on and below the diagonal of the
  * `CP x CP` pair Gram matrix (`CP = C + pad`), one per invocation (each also stores its mirror).
  */
-export function gramTiles(C: number, pad: number): number {
+export function pairGramTiles(C: number, pad: number): number {
   const nb = Math.ceil((C + pad) / 4);
   return Math.ceil((nb * (nb + 1)) / 2 / CHUNK_WG);
 }
 
 /**
- * Value columns per workgroup of falcon3's `wsolvet` (`CHUNK_WG / SOLVET_COLUMNS` invocations share a
+ * Value columns per workgroup of falcon3's `window_solve_transposed` (`CHUNK_WG / SOLVE_TRANSPOSED_COLUMNS` invocations share a
  * column, each summing a stride of the later rows).
  */
-export const SOLVET_COLUMNS = 16;
+export const SOLVE_TRANSPOSED_COLUMNS = 16;
 
 /** Number of workgroups (or, for the flat passes, invocations) a pass needs. */
 export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number, T: number): number {
@@ -414,83 +435,83 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
   const flat = (n: number) => Math.ceil(n / CHUNK_WG);
   switch (pass) {
     case "coef":
-    case "coefb2":
-    case "coefd2":
+    case "coef_grads":
+    case "delta_coef_grads":
       return flat(BH * T);
-    case "coefb1":
-    case "coefd":
-    case "ccoef":
+    case "decay_grads":
+    case "delta_decay_grads":
+    case "column_coefs":
     case "solve":
-    case "solvet":
+    case "solve_transposed":
       return BH * nck;
-    case "wsolvet":
-      return BH * nck * Math.ceil(s.dv / SOLVET_COLUMNS);
-    case "wsolve":
+    case "window_solve_transposed":
+      return BH * nck * Math.ceil(s.dv / SOLVE_TRANSPOSED_COLUMNS);
+    case "window_solve":
       return BH * nck * Math.ceil((s.dk + s.dv) / CHUNK_WG);
-    case "wgram":
-      return BH * nck * gramTiles(s.C, pad);
-    case "wtrans":
+    case "window_pair_gram":
+      return BH * nck * pairGramTiles(s.C, pad);
+    case "window_transition":
     case "trans":
-      return BH * nck * transTiles(s.dk, s.dv);
-    case "wwfix":
+      return BH * nck * transitionTiles(s.dk, s.dv);
+    case "window_pseudo_values":
       return BH * nck * stateTiles(s.C * (pad + 1), s.dv);
-    case "wout":
-    case "wdq":
+    case "window_readout":
+    case "window_query_grads":
       return BH * nck * Math.ceil(s.C / s.R);
-    case "wcols":
-    case "wcolsq":
+    case "window_row_grads":
+    case "window_readout_dw":
       return BH * nck * Math.ceil(s.C / s.RC);
-    case "wpairs":
+    case "window_solve_input_grads":
       return BH * nck * Math.ceil(s.C / s.RP);
-    case "wlnk":
-    case "ws0part":
+    case "window_scan_link":
+    case "window_s0_grad_parts":
       return BH * nck * stateTiles(s.dk, s.dv);
-    case "wgather":
+    case "window_pair_gather":
       return flat(BH * (pad + T) * (s.dk + s.dv));
     case "scan":
-    case "rscan":
-    case "s0sum":
+    case "reverse_scan":
+    case "s0_grad_sum":
       return flat(BH * s.dk * s.dv);
-    case "dscan":
-    case "rscan2":
+    case "delta_state_scan":
+    case "delta_reverse_scan":
       return BH * Math.ceil(s.dv / SCAN_COLUMNS);
-    case "wfix":
+    case "pseudo_values":
       return flat(BH * T * s.dv);
-    case "rowfix":
+    case "pair_row_grads":
       return flat(BH * (pad + T + 1));
     case "local":
     case "uv":
-    case "lnk":
-    case "s0part":
+    case "scan_link":
+    case "s0_grad_parts":
       return BH * nck * stateTiles(s.dk, s.dv);
-    case "amat":
-      return BH * nck * amatTiles(s.C);
+    case "solve_matrix":
+      return BH * nck * solveMatrixTiles(s.C);
     case "out":
     case "dq":
       return BH * nck * Math.ceil(s.C / s.R);
     case "cols":
-    case "colsq":
+    case "readout_dw":
       return BH * nck * Math.ceil((s.C + pad) / s.RC);
     case "pairs":
       return BH * nck * Math.ceil(s.C / s.RP);
-    case "cgram":
+    case "column_gram":
       return flat(BH * nck * s.C * Math.ceil(s.C / 4));
-    case "ckq":
+    case "column_gram_grads":
       return flat(BH * nck * Math.ceil(s.C / 4) ** 2);
-    case "cscan":
-    case "crscan":
+    case "column_state_scan":
+    case "column_reverse_scan":
       return BH * s.dv;
-    case "cout":
-    case "cqd":
-    case "cdot":
+    case "column_readout":
+    case "column_readout_dw":
+    case "column_dots":
       return flat(BH * T * s.dv);
-    case "cuv":
+    case "column_query_dout":
       return flat(BH * nck * s.dk * s.dv);
-    case "ccolg":
+    case "column_step_grads":
       return BH * nck * s.dv;
-    case "ccoefb":
+    case "column_coef_grads":
       return flat(BH * T);
-    case "cdqx":
+    case "column_query_key_grads":
       return flat(BH * T * s.dk);
   }
 }
@@ -549,11 +570,11 @@ var<workgroup> cga: array<f32, C>;  // a_t`
   }
 fn load_chunk(lid: u32, bh: u32, b: u32, a: u32, len: u32) {
   for (var k = lid; k < len; k += WG) {
-    cp[k] = cw[u.LG + bh * u.T + a + k];
-    cg[k] = cw[u.GK + bh * u.T + a + k];
+    cp[k] = cw[u.logDecay + bh * u.T + a + k];
+    cg[k] = cw[u.writeGain + bh * u.T + a + k];
     clo[k] = stepinfo[(b * u.T + a + k) * 2u];
     cseg[k] = u32(stepinfo[(b * u.T + a + k) * 2u + 1u]);
-    ${delta ? "cga[k] = cw[u.GA + bh * u.T + a + k];" : ""}
+    ${delta ? "cga[k] = cw[u.eraseGain + bh * u.T + a + k];" : ""}
   }
   workgroupBarrier();
   if (lid == 0u) {
@@ -561,7 +582,7 @@ fn load_chunk(lid: u32, bh: u32, b: u32, a: u32, len: u32) {
     var cnt = 0u;
     var zb = 0u;
     for (var k = 0u; k < len; k++) {
-      // a sequence start, or a cut (gamma underflowed to 0: LG holds the marker 1), begins a segment
+      // a sequence start, or a cut (gamma underflowed to 0: logDecay holds the marker 1), begins a segment
       let cut = cp[k] > 0.5;
       if (cseg[k] != 0u || cut) {
         p = 0.0;
@@ -682,7 +703,7 @@ fn step_co(bh: u32, b: u32, h: u32, t: u32) -> Co {
   ${stat}
   return coef(n, st, beta[(b * u.T + t) * H + h], lb[(b * u.T + t) * H + h], h);
 }
-// gamma below GAMMA_MIN (exp(-lambdabar) or exp(-dt A) underflowing to 0) cuts the chain: LG holds the
+// gamma below GAMMA_MIN (exp(-lambdabar) or exp(-dt A) underflowing to 0) cuts the chain: logDecay holds the
 // marker 1 (log gamma is never positive), the step begins a segment with a zero base, d gamma is dropped
 const GAMMA_MIN = 1e-37;
 fn log_gamma(co: Co) -> f32 {
@@ -697,19 +718,23 @@ fn dgamma_of(co: Co, dlg: f32) -> f32 {
 }
 
 /**
- * WGSL of the per-chunk log-decay gradient (`coefb1` additive, `coefd` delta): one workgroup per
+ * WGSL of the per-chunk log-decay gradient (`decay_grads` additive, `delta_decay_grads` delta): one workgroup per
  * `(b, h, chunk)`, one invocation per step `r`. `d log gamma_r` sums, over every decay factor whose
  * chain of steps holds `r`, the factor's share of the loss (its value times its gradient):
- * readout `Gam[t,s]` for `s < r <= t` (weights `DMM`: `(q_t.x_j)(v_j.dO_t)`, times `g_s` summed over
- * the window of `s`), the exit factors `Gam[e,s]` (weights `EXJ`: `x_j^T G v_j`), the bases
- * `exp(P_t)` (`q_t . DQB_t`) and `exp(P_e)` (`<G, base_e>`) for `r <= t`, and for the delta rules the
- * solve's factors `Gp[t,s]` (`YM`) and `exp(Pp_t)` (`RB`) for `r <= t - 1`. Every term carries
+ * readout `Gam[t,s]` for `s < r <= t` (weights `decayWeightsReadout`: `(q_t.x_j)(v_j.dO_t)`, times `g_s` summed over
+ * the window of `s`), the exit factors `Gam[e,s]` (weights `decayWeightsExit`: `x_j^T G v_j`), the bases
+ * `exp(P_t)` (`q_t . dqBase_t`) and `exp(P_e)` (`<G, base_e>`) for `r <= t`, and for the delta rules the
+ * solve's factors `Gp[t,s]` (`decayWeightsSolve`) and `exp(Pp_t)` (`decayWeightsSolveBase`) for `r <= t - 1`. Every term carries
  * `gamma_r`, so a small `gamma_r` gives a small, accurate sum (no cancellation).
- * Additive rules also gather `d g_t` from `CON` into `DG`. Writes `d log gamma` into `DP`.
+ * Additive rules also gather `d g_t` from `dWriteGainTerms` into `dWriteGain`. Writes `d log gamma` into `dLogDecay`.
  */
 export function decayGradKernel(delta: boolean): string {
-  const xw = delta ? "cw[u.DMM + (cb * C + t) * CP + s]" : "cg[s] * win_sum(u.DMM + (cb * C + t) * CP, s, a)";
-  const xe = delta ? "cw[u.EXJ + cb * CP + s]" : "cg[s] * win_sum(u.EXJ + cb * CP, s, a)";
+  const xw = delta
+    ? "cw[u.decayWeightsReadout + (cb * C + t) * CP + s]"
+    : "cg[s] * win_sum(u.decayWeightsReadout + (cb * C + t) * CP, s, a)";
+  const xe = delta
+    ? "cw[u.decayWeightsExit + cb * CP + s]"
+    : "cg[s] * win_sum(u.decayWeightsExit + cb * CP, s, a)";
   return `
 var<workgroup> red: array<f32, WG>;
 var<workgroup> bw: array<f32, C>;
@@ -725,8 +750,8 @@ ${chunkEntry("1u")}
   // exit base weight exp(P_e) <G_n, base_e>
   let bk = base_kind(len - 1u);
   let z = bk == 1u;
-  let gb = u.GB + cb * DK * DV;
-  let sb = select(u.SIN + cb * DK * DV, bh * DK * DV, z);
+  let gb = u.dExitState + cb * DK * DV;
+  let sb = select(u.entryState + cb * DK * DV, bh * DK * DV, z);
   var part = 0.0;
   if (bk == 0u || (z && u.hasS0 != 0u)) {
     for (var k = lid; k < DK * DV; k += WG) { part += cw[gb + k] * select(cw[sb + k], s0[sb + k], z); }
@@ -740,7 +765,7 @@ ${chunkEntry("1u")}
   let ebase = exp(cp[len - 1u]) * red[0];
   for (var tt = lid; tt < len; tt += WG) {
     var v = 0.0;
-    for (var i = 0u; i < DK; i++) { v += qn(bh, a + tt, i) * cw[u.DQB + (bh * u.T + a + tt) * DK + i]; }
+    for (var i = 0u; i < DK; i++) { v += qn(bh, a + tt, i) * cw[u.dqBase + (bh * u.T + a + tt) * DK + i]; }
     bw[tt] = v;
   }
   workgroupBarrier();
@@ -755,8 +780,8 @@ ${chunkEntry("1u")}
       ${
     delta
       ? `if (t > r) {
-        acc += cw[u.RB + bh * u.T + a + t];
-        for (var s = sg0; s < r; s++) { acc += cw[u.YM + (cb * C + t) * C + s]; }
+        acc += cw[u.decayWeightsSolveBase + bh * u.T + a + t];
+        for (var s = sg0; s < r; s++) { acc += cw[u.decayWeightsSolve + (cb * C + t) * C + s]; }
       }`
       : ""
   }
@@ -766,14 +791,14 @@ ${chunkEntry("1u")}
       for (var s = sg0; s < r; s++) { acc += exp(cp[len - 1u] - cp[s]) * ${xe}; }
     }
     let idx = bh * u.T + a + r;
-    cw[u.DP + idx] = acc;
+    cw[u.dLogDecay + idx] = acc;
     ${
     delta ? "" : `var dg = 0.0;
     let np = u32(max(i32(a + r) - clo[r] + 1, 0));
     for (var o = 0u; o < NW; o++) {
-      if (o < np) { dg += cw[u.CON + (cb * CP + (r - o + PAD)) * NW + o]; }
+      if (o < np) { dg += cw[u.dWriteGainTerms + (cb * CP + (r - o + PAD)) * NW + o]; }
     }
-    cw[u.DG + idx] = dg;`
+    cw[u.dWriteGain + idx] = dg;`
   }
   }
 }`;
@@ -804,9 +829,9 @@ export function tile4Each(f: (r: number, c: number) => string): string {
 }
 
 /**
- * The per-step coefficient backward (`coefb2`, `coefd2`): `d gamma = d log gamma / gamma`, then the
+ * The per-step coefficient backward (`coef_grads`, `delta_coef_grads`): `d gamma = d log gamma / gamma`, then the
  * recurrent kernel's `coef_back(co, d gamma, da, db)` into `d beta`, `d lambdabar` and the statistic's
- * gradient `DST`. `da` / `db` are WGSL expressions (the delta rules' `d a_t`, `d b_t`; 0 and `d g_t` otherwise).
+ * gradient `dStatistic`. `da` / `db` are WGSL expressions (the delta rules' `d a_t`, `d b_t`; 0 and `d g_t` otherwise).
  */
 export function coefBackKernel(config: RuleConfig, da: string, db: string): string {
   return stepCoefWgsl(config) + `
@@ -815,11 +840,11 @@ ${flatEntry("u.B * H * u.T")}
   let bh = idx / u.T;
   let b = bh / H;
   let h = bh % H;
-  let dlg = cw[u.DP + idx];
+  let dlg = cw[u.dLogDecay + idx];
   let co = step_co(bh, b, h, t);
   let cb = coef_back(co, dgamma_of(co, dlg), ${da}, ${db});
   out[u.gDB + idx] = cb.x;
   out[u.gDLB + idx] = cb.y;
-  cw[u.DST + idx] = cb.z;
+  cw[u.dStatistic + idx] = cb.z;
 }`;
 }

@@ -144,23 +144,61 @@ export function swigluBackwardShader(): string {
 /**
  * One AdamW step (decoupled decay): `g = gradScale * grad`, moments updated, then
  * `param -= lr * (mhat / (sqrt(vhat) + eps) + wd * param)` with `wd = 0` when decay is off.
- * Bias corrections `c1 = 1 - beta1^step`, `c2 = 1 - beta2^step` come from the host.
+ * Bias corrections `c1 = 1 - beta1^step`, `c2 = 1 - beta2^step` come from the host. The values that
+ * change every step (`lr, c1, c2, gradScale, normScale`) are read from the storage buffer `hyper`,
+ * written once per step, so the uniform block (and with it the bind group) stays the same.
+ *
+ * `guarded` (a device-resident training step, `StepGuard` of the kernel interface): two more
+ * bindings, `stats = [loss sum, sum of squared gradients]` and the sticky `halted` flag. When the
+ * flag is set or a statistic is not finite, nothing changes and the flag is set; otherwise `g` is
+ * also multiplied by the clipping factor of the norm `sqrt(stats[1]) * normScale`.
+ *
+ * `blocked` (AdamW over every tensor of a block at once, `wgpu/multi_tensor.ts`): the buffers are whole
+ * blocks, one more binding `decay` holds 1 or 0 per aligned run of `u.chunk` elements (each run lies in
+ * one tensor, whose weight decay it gives), and `wd` is `u.wd` or 0 from it; the arithmetic per element
+ * is the same as one dispatch per tensor.
  */
-export function adamwShader(): string {
-  return elementwiseShader(
-    [
-      { name: "param", access: RW },
-      { name: "grad", access: R },
-      { name: "m", access: RW },
-      { name: "v", access: RW },
-    ],
-    ["lr", "beta1", "beta2", "eps", "wd", "c1", "c2", "gscale"],
-    `let g = grad[idx] * u.gscale;
-  let mi = u.beta1 * m[idx] + (1.0 - u.beta1) * g;
+export function adamwShader(guarded = false, blocked = false): string {
+  const wd = blocked ? "wd" : "u.wd";
+  const update = `let mi = u.beta1 * m[idx] + (1.0 - u.beta1) * g;
   let vi = u.beta2 * v[idx] + (1.0 - u.beta2) * g * g;
   m[idx] = mi;
   v[idx] = vi;
   let p = param[idx];
-  param[idx] = p - u.lr * ((mi / u.c1) / (sqrt(vi / u.c2) + u.eps) + u.wd * p);`,
+  param[idx] = p - hyper[0] * ((mi / hyper[1]) / (sqrt(vi / hyper[2]) + u.eps) + ${wd} * p);`;
+  const bindings: ElementBinding[] = [
+    { name: "param", access: RW },
+    { name: "grad", access: R },
+    { name: "m", access: RW },
+    { name: "v", access: RW },
+    { name: "hyper", access: R },
+  ];
+  const fields = ["beta1", "beta2", "eps", "wd"];
+  // over a block: the weight decay of each aligned run of `chunk` elements (one tensor's) from `decay`
+  const decayBinding: ElementBinding[] = blocked ? [{ name: "decay", access: R }] : [];
+  const decayField = blocked ? ["chunk: u32"] : [];
+  const decayLine = blocked ? "let wd = select(0.0, u.wd, decay[idx / u.chunk] != 0.0);\n  " : "";
+  if (!guarded) {
+    return elementwiseShader(
+      [...bindings, ...decayBinding],
+      [...fields, ...decayField],
+      `${decayLine}let g = grad[idx] * hyper[3];\n  ${update}`,
+    );
+  }
+  return elementwiseShader(
+    [...bindings, { name: "stats", access: R }, { name: "halted", access: RW }, ...decayBinding],
+    [...fields, "clipNorm", ...decayField],
+    `let loss = stats[0];
+  let squares = stats[1];
+  if (halted[0] != 0.0 || !finite_f(loss) || !finite_f(squares)) {
+    halted[0] = 1.0;
+    return;
+  }
+  let norm = sqrt(squares) * hyper[4];
+  var clip = 1.0;
+  if (u.clipNorm > 0.0 && norm > u.clipNorm) { clip = u.clipNorm / norm; }
+  ${decayLine}let g = grad[idx] * hyper[3] * clip;
+  ${update}`,
+    "fn finite_f(x: f32) -> bool { return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u; }",
   );
 }

@@ -4,33 +4,34 @@
  *
  * Recurrence: `S_t = gamma_t S_{t-1} + x_t w_t^T`, `w_t = b_t y_t - a_t S_{t-1}^T x_t` (coefficients
  * from the recurrent kernels' `coef()`). For a chunk `a..e` entering with `S_in`, with `P_t` and
- * `seg(t)` as in `fast_weight_chunk.ts`, `Pp_t = P_t - log gamma_t` (0 at a start),
+ * `seg(t)` as in `fast_weight_chunk_additive.ts`, `Pp_t = P_t - log gamma_t` (0 at a start),
  * `base_t = seg(t) > 0 ? S0 : S_in`, `Gam[t,s] = [s <= t, same segment] exp(P_t - P_s)` and
  * `Gp[t,s] = [s < t, same segment] exp(Pp_t - P_s)` (masked before `exp`):
  * - `(I + A) W = R` with `A[t,s] = a_t Gp[t,s] x_t.x_s`, `R_t = b_t y_t - a_t exp(Pp_t) base_t^T x_t`;
- *   split as `W = U0 - V S_in` (`U0` solves the `S0` and `y` terms, `V` the `S_in` rows);
+ *   split as `W = U0 - V S_in` (`U0` solves the `S0` and `y` terms, `V` the `S_in` rows; sections `pseudoValuesConstant`,
+ *   `pseudoValuesStateFactor`);
  * - `o_t = exp(P_t) base_t^T q_t + sum_s Gam[t,s] (q_t.x_s) w_s` (the additive readout with values `w`);
  * - `S_exit = K S_in + Bv`, `K = [no start] exp(P_e) I - X^T diag(Gam[e,:]) V`,
  *   `Bv = [start] exp(P_e) S0 + X^T diag(Gam[e,:]) U0`.
  *
- * Kernels (`fastweight_chunk_<pass>_f32`): `amat` (per `(b, h, chunk)`, 4 x 4 blocks: `A`), `solve`
+ * Kernels (`fastweight_chunk_<pass>_f32`): `solve_matrix` (per `(b, h, chunk)`, 4 x 4 blocks: `A`), `solve`
  * (per `(b, h, chunk)`, one invocation per column of `U0 | V`: forward substitution), `trans` (per
- * `(b, h, chunk)`, 4 x 4 blocks: `K`, `Bv`), `dscan` (per `(b, h)` and 4 value columns, sequential over
- * chunks: `S_in` of every chunk), `wfix` (per `(b, h, t, column)`: `W`). The readout runs the
+ * `(b, h, chunk)`, 4 x 4 blocks: `K`, `Bv`), `delta_state_scan` (per `(b, h)` and 4 value columns, sequential over
+ * chunks: `S_in` of every chunk), `pseudo_values` (per `(b, h, t, column)`: `W`). The readout runs the
  * shared `out` kernel with values `w`.
- * Backward: `uv`, `colsq` (the readout's `dW` without the exit term, `Qd`) and `lnk`
- * (`L_n = U_n - V^T Qd`) give the reverse scan `rscan2` (`G_{n-1} = K_n^T G_n + L_n`); then `cols`
- * (`dx` of the readout and exit, `dW`), `solvet` (`dR = (I + A)^-T dW`, back substitution per
+ * Backward: `uv`, `readout_dw` (the readout's `dW` without the exit term, `Qd`) and `scan_link`
+ * (`L_n = U_n - V^T Qd`) give the reverse scan `delta_reverse_scan` (`G_{n-1} = K_n^T G_n + L_n`); then `cols`
+ * (`dx` of the readout and exit, `dW`), `solve_transposed` (`dR = (I + A)^-T dW`, back substitution per
  * column), `dq`, `pairs` (per `(b, h, chunk, RP rows)`: everything `A` and `R` feed: `dx`, `dy = b dR`,
- * `da`, `db`, the log-decay terms), `coefd`/`coefd2` (`d log gamma`, then `coef_back`), `s0part`/
- * `s0sum` (`dS0`) and `rowfix` (the statistic's `dx`).
- * Log-decay gradient (`coefd`, `decayGradKernel` of `chunk_wgsl.ts`): per step `r`, the sum over the
+ * `da`, `db`, the log-decay terms), `delta_decay_grads`/`delta_coef_grads` (`d log gamma`, then `coef_back`), `s0_grad_parts`/
+ * `s0_grad_sum` (`dS0`) and `pair_row_grads` (the statistic's `dx`).
+ * Log-decay gradient (`delta_decay_grads`, `decayGradKernel` of `chunk_wgsl.ts`): per step `r`, the sum over the
  * decay factors whose chain holds `r`, readout and exit as for the additive rules (values `w`), plus
- * the solve's `Gp[t,s]` (`YM[t,s] = dA[t,s] A[t,s]`) and `exp(Pp_t)` (`RB_t`) factors.
- * Workspace sections `[BH, ...]` (offsets in the uniform block): `GA [T]`, `AM [NCK, C, C]`,
- * `U0 [NCK, C, Dv]`, `VV [NCK, C, Dk]`, `KM [NCK, Dk, Dk]`, `DS` (= `Bv`), `WW, QD, DW, DR [T, Dv]`,
- * `LN, D0C [NCK, Dk, Dv]`, `DAS, DBS, RB [T]`, `YM [NCK, C, C]`, with `SIN`, `SFIN`, `GB`, `UV`, `DP`,
- * `DST`, `DMM`, `EXJ`, `DQB` shared.
+ * the solve's `Gp[t,s]` (`decayWeightsSolve[t,s] = dA[t,s] A[t,s]`) and `exp(Pp_t)` (`decayWeightsSolveBase_t`) factors.
+ * Workspace sections `[BH, ...]` (offsets in the uniform block): `eraseGain [T]`, `solveMatrix [NCK, C, C]`,
+ * `pseudoValuesConstant [NCK, C, Dv]`, `pseudoValuesStateFactor [NCK, C, Dk]`, `transitionMatrix [NCK, Dk, Dk]`, `chunkStateIncrement` (= `Bv`), `pseudoValues, dPseudoValuesReadout, dPseudoValues, dRightHandSide [T, Dv]`,
+ * `reverseScanLink, dS0Parts [NCK, Dk, Dv]`, `dEraseGain, dDeltaWriteGain, decayWeightsSolveBase [T]`, `decayWeightsSolve [NCK, C, C]`, with `entryState`, `finalState`, `dExitState`, `dBaseReadout`, `dLogDecay`,
+ * `dStatistic`, `decayWeightsReadout`, `decayWeightsExit`, `dqBase` shared.
  *
  * @module
  */
@@ -38,7 +39,6 @@
 import type { RuleConfig } from "../../src/rules/config.ts";
 import type { HeadConstants } from "./fast_weight_coef.ts";
 import {
-  amatTiles,
   chunkEntry,
   type ChunkPass,
   type ChunkShape,
@@ -48,27 +48,28 @@ import {
   flatEntry,
   prelude,
   SCAN_COLUMNS,
+  solveMatrixTiles,
   stateTiles,
   tile4,
   tile4Each,
-  transTiles,
+  transitionTiles,
 } from "./chunk_wgsl.ts";
 
 /** Passes only the delta rules run. */
 export const DELTA_ONLY_PASSES = [
-  "amat",
+  "solve_matrix",
   "solve",
   "trans",
-  "dscan",
-  "wfix",
-  "lnk",
-  "rscan2",
-  "solvet",
+  "delta_state_scan",
+  "pseudo_values",
+  "scan_link",
+  "delta_reverse_scan",
+  "solve_transposed",
   "pairs",
-  "coefd",
-  "coefd2",
-  "s0part",
-  "s0sum",
+  "delta_decay_grads",
+  "delta_coef_grads",
+  "s0_grad_parts",
+  "s0_grad_sum",
 ] as const satisfies readonly ChunkPass[];
 
 /** One delta-only pass. */
@@ -81,9 +82,9 @@ export function isDeltaPass(pass: ChunkPass): pass is DeltaPass {
 
 // addressing helpers of the delta sections (n = chunk, t = step inside the chunk)
 const ADDR = `
-fn am(bh: u32, n: u32, t: u32, s: u32) -> u32 { return u.AM + ((bh * nck() + n) * C + t) * C + s; }
-fn u0i(bh: u32, n: u32, t: u32, c: u32) -> u32 { return u.U0 + ((bh * nck() + n) * C + t) * DV + c; }
-fn vvi(bh: u32, n: u32, t: u32, i: u32) -> u32 { return u.VV + ((bh * nck() + n) * C + t) * DK + i; }
+fn solve_matrix_at(bh: u32, n: u32, t: u32, s: u32) -> u32 { return u.solveMatrix + ((bh * nck() + n) * C + t) * C + s; }
+fn pseudo_values_constant_at(bh: u32, n: u32, t: u32, c: u32) -> u32 { return u.pseudoValuesConstant + ((bh * nck() + n) * C + t) * DV + c; }
+fn pseudo_values_state_factor_at(bh: u32, n: u32, t: u32, i: u32) -> u32 { return u.pseudoValuesStateFactor + ((bh * nck() + n) * C + t) * DK + i; }
 fn row(bh: u32, t: u32, c: u32) -> u32 { return (bh * u.T + t) * DV + c; }
 `;
 
@@ -96,16 +97,16 @@ export function deltaShader(
 ): string {
   const head = prelude(pass, config, s, heads) + ADDR;
   switch (pass) {
-    case "amat":
+    case "solve_matrix":
       return head + chunkSteps(true) + `
-${chunkEntry(`${amatTiles(s.C)}u`)}
+${chunkEntry(`${solveMatrixTiles(s.C)}u`)}
   // one 4 x 4 block of (t, s) per invocation: every x value read serves 4 products
   let bk = tile * WG + lid;
   let nb = (C + 3u) / 4u;
   if (bk < nb * nb) {
     let t0 = (bk / nb) * 4u;
     let sb0 = (bk % nb) * 4u;
-    ${amatBlock()}
+    ${solveMatrixBlock()}
   }
 }`;
     case "solve":
@@ -122,13 +123,13 @@ ${chunkEntry("1u")}
           for (var i = 0u; i < DK; i++) { sx += s0[(bh * DK + i) * DV + col] * xp(bh, i32(a + t), i); }
           r -= cga[t] * ex * sx;
         }
-        for (var q = 0u; q < t; q++) { r -= cw[am(bh, n, t, q)] * cw[u0i(bh, n, q, col)]; }
-        cw[u0i(bh, n, t, col)] = r;
+        for (var q = 0u; q < t; q++) { r -= cw[solve_matrix_at(bh, n, t, q)] * cw[pseudo_values_constant_at(bh, n, q, col)]; }
+        cw[pseudo_values_constant_at(bh, n, t, col)] = r;
       } else {
         let i = col - DV;
         if (base_kind(t) == 0u) { r = cga[t] * ex * xp(bh, i32(a + t), i); }
-        for (var q = 0u; q < t; q++) { r -= cw[am(bh, n, t, q)] * cw[vvi(bh, n, q, i)]; }
-        cw[vvi(bh, n, t, i)] = r;
+        for (var q = 0u; q < t; q++) { r -= cw[solve_matrix_at(bh, n, t, q)] * cw[pseudo_values_state_factor_at(bh, n, q, i)]; }
+        cw[pseudo_values_state_factor_at(bh, n, t, i)] = r;
       }
     }
   }
@@ -136,7 +137,7 @@ ${chunkEntry("1u")}
     case "trans":
       return head + chunkSteps(true) + `
 var<workgroup> ge: array<f32, C>;
-${chunkEntry(`${transTiles(s.dk, s.dv)}u`)}
+${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
   for (var k = lid; k < len; k += WG) {
     var v = 0.0;
     if (cseg[k] == cseg[len - 1u]) { v = exp(cp[len - 1u] - cp[k]); }
@@ -158,13 +159,13 @@ ${chunkEntry(`${transTiles(s.dk, s.dv)}u`)}
           "e",
           "len",
           "xp(bh, i32(a + k), min(i0 + ${r}u, DK - 1u))",
-          "cw[vvi(bh, n, k, min(i20 + ${c}u, DK - 1u))]",
+          "cw[pseudo_values_state_factor_at(bh, n, k, min(i20 + ${c}u, DK - 1u))]",
           "ge[k]",
         )
       }
     ${
         tile4Each((r, c) =>
-          `if (i0 + ${r}u < DK && i20 + ${c}u < DK) { cw[u.KM + ((bh * nck() + n) * DK + i0 + ${r}u) * DK + i20 + ${c}u] = select(0.0, dec, bk == 0u && ${r}u + i0 == ${c}u + i20) - e${r}${c}; }`
+          `if (i0 + ${r}u < DK && i20 + ${c}u < DK) { cw[u.transitionMatrix + ((bh * nck() + n) * DK + i0 + ${r}u) * DK + i20 + ${c}u] = select(0.0, dec, bk == 0u && ${r}u + i0 == ${c}u + i20) - e${r}${c}; }`
         )
       }
   } else if (blk < nkm + nds) {
@@ -176,7 +177,7 @@ ${chunkEntry(`${transTiles(s.dk, s.dv)}u`)}
           "e",
           "len",
           "xp(bh, i32(a + k), min(i0 + ${r}u, DK - 1u))",
-          "cw[u0i(bh, n, k, min(cb0 + ${c}u, DV - 1u))]",
+          "cw[pseudo_values_constant_at(bh, n, k, min(cb0 + ${c}u, DV - 1u))]",
           "ge[k]",
         )
       }
@@ -185,15 +186,15 @@ ${chunkEntry(`${transTiles(s.dk, s.dv)}u`)}
           `if (i0 + ${r}u < DK && cb0 + ${c}u < DV) {
       var v = 0.0;
       if (bk == 1u && u.hasS0 != 0u) { v = dec * s0[(bh * DK + i0 + ${r}u) * DV + cb0 + ${c}u]; }
-      cw[u.DS + ((bh * nck() + n) * DK + i0 + ${r}u) * DV + cb0 + ${c}u] = v + e${r}${c};
+      cw[u.chunkStateIncrement + ((bh * nck() + n) * DK + i0 + ${r}u) * DV + cb0 + ${c}u] = v + e${r}${c};
     }`
         )
       }
   }
 }`;
-    case "dscan":
+    case "delta_state_scan":
       return head + scanKernel(s, false);
-    case "wfix":
+    case "pseudo_values":
       return head + `
 ${flatEntry("u.B * H * u.T * DV")}
   let c = idx % DV;
@@ -202,73 +203,73 @@ ${flatEntry("u.B * H * u.T * DV")}
   let bh = bt / u.T;
   let n = t / C;
   let tt = t - n * C;
-  var w = cw[u0i(bh, n, tt, c)];
+  var w = cw[pseudo_values_constant_at(bh, n, tt, c)];
   for (var i = 0u; i < DK; i++) {
-    w -= cw[vvi(bh, n, tt, i)] * cw[u.SIN + ((bh * nck() + n) * DK + i) * DV + c];
+    w -= cw[pseudo_values_state_factor_at(bh, n, tt, i)] * cw[u.entryState + ((bh * nck() + n) * DK + i) * DV + c];
   }
-  cw[u.WW + idx] = w;
+  cw[u.pseudoValues + idx] = w;
 }`;
-    case "lnk":
+    case "scan_link":
       return head + chunkSteps(true) + `
 ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
   ${
         stateBlock(
-          "cw[vvi(bh, n, k, min(i0 + ${r}u, DK - 1u))]",
-          "cw[u.QD + row(bh, a + k, min(cb0 + ${c}u, DV - 1u))]",
+          "cw[pseudo_values_state_factor_at(bh, n, k, min(i0 + ${r}u, DK - 1u))]",
+          "cw[u.dPseudoValuesReadout + row(bh, a + k, min(cb0 + ${c}u, DV - 1u))]",
           "",
           (e) =>
-            `cw[u.LN + (bh * nck() + n) * DK * DV + ${e}] = cw[u.UV + ((bh * nck() + n) * 2u) * DK * DV + ${e}] - `,
+            `cw[u.reverseScanLink + (bh * nck() + n) * DK * DV + ${e}] = cw[u.dBaseReadout + ((bh * nck() + n) * 2u) * DK * DV + ${e}] - `,
         )
       }
 }`;
-    case "rscan2":
+    case "delta_reverse_scan":
       return head + scanKernel(s, true);
-    case "solvet":
+    case "solve_transposed":
       return head + chunkSteps(true) + `
 ${chunkEntry("1u")}
   for (var c = lid; c < DV; c += WG) {
     for (var tr = i32(len) - 1; tr >= 0; tr--) {
       let t = u32(tr);
-      var r = cw[u.DW + row(bh, a + t, c)];
-      for (var t2 = t + 1u; t2 < len; t2++) { r -= cw[am(bh, n, t2, t)] * cw[u.DR + row(bh, a + t2, c)]; }
-      cw[u.DR + row(bh, a + t, c)] = r;
+      var r = cw[u.dPseudoValues + row(bh, a + t, c)];
+      for (var t2 = t + 1u; t2 < len; t2++) { r -= cw[solve_matrix_at(bh, n, t2, t)] * cw[u.dRightHandSide + row(bh, a + t2, c)]; }
+      cw[u.dRightHandSide + row(bh, a + t, c)] = r;
     }
   }
 }`;
     case "pairs":
       return head + chunkSteps(true) + pairsKernel(s);
-    case "coefd":
+    case "delta_decay_grads":
       return head + chunkSteps(true) + decayGradKernel(true);
-    case "coefd2":
-      return head + coefBackKernel(config, "cw[u.DAS + idx]", "cw[u.DBS + idx]");
-    case "s0part":
+    case "delta_coef_grads":
+      return head + coefBackKernel(config, "cw[u.dEraseGain + idx]", "cw[u.dDeltaWriteGain + idx]");
+    case "s0_grad_parts":
       return head + chunkSteps(true) + `
 ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
   let gexit = select(0.0, exp(cp[len - 1u]), base_kind(len - 1u) == 1u);
   ${
         stateBlock(
           "xp(bh, i32(a + k), min(i0 + ${r}u, DK - 1u))",
-          "cw[u.DR + row(bh, a + k, min(cb0 + ${c}u, DV - 1u))]",
+          "cw[u.dRightHandSide + row(bh, a + k, min(cb0 + ${c}u, DV - 1u))]",
           "select(0.0, cga[k] * exp(cpp[k]), base_kind(k) == 1u)",
           (e) =>
-            `cw[u.D0C + (bh * nck() + n) * DK * DV + ${e}] = cw[u.UV + ((bh * nck() + n) * 2u + 1u) * DK * DV + ${e}] + gexit * cw[u.GB + (bh * nck() + n) * DK * DV + ${e}] - `,
+            `cw[u.dS0Parts + (bh * nck() + n) * DK * DV + ${e}] = cw[u.dBaseReadout + ((bh * nck() + n) * 2u + 1u) * DK * DV + ${e}] + gexit * cw[u.dExitState + (bh * nck() + n) * DK * DV + ${e}] - `,
         )
       }
 }`;
-    case "s0sum":
+    case "s0_grad_sum":
       return head + `
 ${flatEntry("u.B * H * DK * DV")}
   let e = idx % (DK * DV);
   let bh = idx / (DK * DV);
   var acc = 0.0;
-  for (var n = 0u; n < nck(); n++) { acc += cw[u.D0C + (bh * nck() + n) * DK * DV + e]; }
+  for (var n = 0u; n < nck(); n++) { acc += cw[u.dS0Parts + (bh * nck() + n) * DK * DV + e]; }
   out[u.gDS0 + idx] = acc;
 }`;
   }
 }
 
-/** WGSL of one `amat` block: `A[t, s] = a_t exp(Pp_t - P_s) x_t . x_s` for `s < t` in one segment, else 0. */
-function amatBlock(): string {
+/** WGSL of one `solve_matrix` block: `A[t, s] = a_t exp(Pp_t - P_s) x_t . x_s` for `s < t` in one segment, else 0. */
+function solveMatrixBlock(): string {
   return `${[0, 1, 2, 3].map((r) => `let ta${r} = i32(a + min(t0 + ${r}u, len - 1u));`).join("\n    ")}
     ${[0, 1, 2, 3].map((c) => `let sa${c} = i32(a + min(sb0 + ${c}u, len - 1u));`).join("\n    ")}
     ${tile4("e", "DK", "xp(bh, ta${r}, k)", "xp(bh, sa${c}, k)")}
@@ -280,7 +281,7 @@ function amatBlock(): string {
       if (t < C && sx < C) {
         var v = 0.0;
         if (t < len && sx < t && cseg[sx] == cseg[t]) { v = cga[t] * exp(cpp[t] - cp[sx]) * e${r}${c}; }
-        cw[am(bh, n, t, sx)] = v;
+        cw[solve_matrix_at(bh, n, t, sx)] = v;
       }
     }`
     )
@@ -289,16 +290,20 @@ function amatBlock(): string {
 
 /**
  * WGSL of one `pairs` block (rows `jt = r0 + jr0 + r`, columns `kk = kb0 + c`): per entry in one segment
- * off the diagonal, with `(t, s) = (max, min)(jt, kk)`, `f = -(DR_t . W_s) a_t exp(Pp_t - P_s)` into `scx`,
- * and below the diagonal `-(DR_t . W_s) exp(Pp_t - P_s) (x_jt . x_kk)` into `sv1` and `f (x_jt . x_kk)`
- * into `YM`; zero elsewhere.
+ * off the diagonal, with `(t, s) = (max, min)(jt, kk)`, `f = -(dR_t . W_s) a_t exp(Pp_t - P_s)` into `scx`,
+ * and below the diagonal `-(dR_t . W_s) exp(Pp_t - P_s) (x_jt . x_kk)` into `sv1` and `f (x_jt . x_kk)`
+ * into `decayWeightsSolve`; zero elsewhere.
  */
 function pairsBlock(): string {
   return `${[0, 1, 2, 3].map((r) => `let jt${r} = a + min(r0 + jr0 + ${r}u, len - 1u);`).join("\n    ")}
     ${[0, 1, 2, 3].map((c) => `let kk${c} = a + min(kb0 + ${c}u, len - 1u);`).join("\n    ")}
     ${tile4("xx", "DK", "xp(bh, i32(jt${r}), k)", "xp(bh, i32(kk${c}), k)")}
-    ${tile4("dl", "DV", "cw[u.DR + row(bh, jt${r}, k)]", "cw[u.WW + row(bh, kk${c}, k)]")}
-    ${tile4("du", "DV", "cw[u.WW + row(bh, jt${r}, k)]", "cw[u.DR + row(bh, kk${c}, k)]")}
+    ${
+    tile4("dl", "DV", "cw[u.dRightHandSide + row(bh, jt${r}, k)]", "cw[u.pseudoValues + row(bh, kk${c}, k)]")
+  }
+    ${
+    tile4("du", "DV", "cw[u.pseudoValues + row(bh, jt${r}, k)]", "cw[u.dRightHandSide + row(bh, kk${c}, k)]")
+  }
     ${
     tile4Each((r, c) =>
       `{
@@ -323,7 +328,7 @@ function pairsBlock(): string {
         }
         scx[jr * C + kk] = cx;
         sv1[jr * C + kk] = v1;
-        if (jt < len && kk < len) { cw[u.YM + ((bh * nck() + n) * C + jt) * C + kk] = select(0.0, v2, kk < jt); }
+        if (jt < len && kk < len) { cw[u.decayWeightsSolve + ((bh * nck() + n) * C + jt) * C + kk] = select(0.0, v2, kk < jt); }
       }
     }`
     )
@@ -354,8 +359,8 @@ function stateBlock(a: string, b: string, w: string, assign: (e: string) => stri
  * `pairs`: for rows `j` of the chunk, with `F[t,s] = -(dR_t.w_s) a_t Gp[t,s]` (`s < t`):
  * `dx_j += sum_k (F[j,k] + F[k,j]) x_k - a_j exp(Pp_j) base_j dR_j`, `dy_j = b_j dR_j`,
  * `da_j = sum_s -(dR_j.w_s) Gp[j,s] x_j.x_s - exp(Pp_j) dR_j.(base_j^T x_j)`, `db_j = dR_j.y_j`,
- * and the decay factors' shares for `coefd`: `YM[t,s] = F[t,s] x_t.x_s` (factor `Gp[t,s]`) and
- * `RB_t = -a_t exp(Pp_t) dR_t.(base_t^T x_t)` (factor `exp(Pp_t)`).
+ * and the decay factors' shares for `delta_decay_grads`: `decayWeightsSolve[t,s] = F[t,s] x_t.x_s` (factor `Gp[t,s]`) and
+ * `decayWeightsSolveBase_t = -a_t exp(Pp_t) dR_t.(base_t^T x_t)` (factor `exp(Pp_t)`).
  */
 function pairsKernel(s: ChunkShape): string {
   return `
@@ -372,7 +377,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
     ${pairsBlock()}
   }
   workgroupBarrier();
-  let bin = u.SIN + (bh * nck() + n) * DK * DV;
+  let bin = u.entryState + (bh * nck() + n) * DK * DV;
 
   // dx rows as 4 x 4 blocks (rows jt x key entries q): the pair terms, and the right-hand side's
   // -a_t exp(Pp_t) base_t^T x_t against both bases (S_in and S0; each row takes its own)
@@ -388,9 +393,21 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
       "xp(bh, i32(a + k), min(q0 + ${c}u, DK - 1u))",
     )
   }
-    ${tile4("bi", "DV", "cw[u.DR + row(bh, tp${r}, k)]", "cw[bin + min(q0 + ${c}u, DK - 1u) * DV + k]")}
     ${
-    tile4("bs", "DV", "cw[u.DR + row(bh, tp${r}, k)]", "s0[bh * DK * DV + min(q0 + ${c}u, DK - 1u) * DV + k]")
+    tile4(
+      "bi",
+      "DV",
+      "cw[u.dRightHandSide + row(bh, tp${r}, k)]",
+      "cw[bin + min(q0 + ${c}u, DK - 1u) * DV + k]",
+    )
+  }
+    ${
+    tile4(
+      "bs",
+      "DV",
+      "cw[u.dRightHandSide + row(bh, tp${r}, k)]",
+      "s0[bh * DK * DV + min(q0 + ${c}u, DK - 1u) * DV + k]",
+    )
   }
     ${
     tile4Each((r, c) =>
@@ -416,7 +433,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
   for (var k = lid; k < RP * DV; k += WG) {
     let jt = r0 + k / DV;
     let c = k % DV;
-    if (jt < len) { out[u.gDY + (bh * u.T + a + jt) * DV + c] = cg[jt] * cw[u.DR + row(bh, a + jt, c)]; }
+    if (jt < len) { out[u.gDY + (bh * u.T + a + jt) * DV + c] = cg[jt] * cw[u.dRightHandSide + row(bh, a + jt, c)]; }
   }
   workgroupBarrier();
   for (var jr = lid; jr < RP; jr += WG) {
@@ -428,24 +445,26 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
     var xbd = 0.0;
     for (var i = 0u; i < DK; i++) { xbd += sxb[jr * DK + i]; }
     var db = 0.0;
-    for (var c = 0u; c < DV; c++) { db += cw[u.DR + row(bh, t, c)] * yp(bh, i32(t), c); }
+    for (var c = 0u; c < DV; c++) { db += cw[u.dRightHandSide + row(bh, t, c)] * yp(bh, i32(t), c); }
     let ex = exp(cpp[jt]);
     let k = bh * u.T + t;
-    cw[u.DAS + k] = s1 - ex * xbd;
-    cw[u.DBS + k] = db;
-    cw[u.RB + k] = -cga[jt] * ex * xbd;
+    cw[u.dEraseGain + k] = s1 - ex * xbd;
+    cw[u.dDeltaWriteGain + k] = db;
+    cw[u.decayWeightsSolveBase + k] = -cga[jt] * ex * xbd;
   }
 }`;
 }
 
 /**
- * `dscan` (forward, `S_{n+1} = K_n S_n + Bv_n`, storing every `S_in`) or `rscan2` (reverse,
+ * `delta_state_scan` (forward, `S_{n+1} = K_n S_n + Bv_n`, storing every `S_in`) or `delta_reverse_scan` (reverse,
  * `G_{n-1} = K_n^T G_n + L_n`, storing every `G_n`): one workgroup per `(b, h)` and
  * {@linkcode SCAN_COLUMNS} value columns, the columns in workgroup memory, one invocation per key row (a
  * barrier per chunk, `Dk` products per column, each transition entry read once for all the columns).
  */
 function scanKernel(s: ChunkShape, reverse: boolean): string {
-  const km = reverse ? "u.KM + (base + i2) * DK + i" : "u.KM + (base + i) * DK + i2";
+  const km = reverse
+    ? "u.transitionMatrix + (base + i2) * DK + i"
+    : "u.transitionMatrix + (base + i) * DK + i2";
   const SC = SCAN_COLUMNS;
   const Q = [...Array(SC).keys()];
   return `
@@ -479,9 +498,9 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       ${
     Q.map((q) =>
       `if (c0 + ${q}u < DV) { cw[u.${
-        reverse ? "GB" : "SIN"
+        reverse ? "dExitState" : "entryState"
       } + (base + i) * DV + cc${q}] = col[${q}u * DK + i]; }
-      var v${q} = cw[u.${reverse ? "LN" : "DS"} + (base + i) * DV + cc${q}];`
+      var v${q} = cw[u.${reverse ? "reverseScanLink" : "chunkStateIncrement"} + (base + i) * DV + cc${q}];`
     ).join("\n      ")
   }
       for (var i2 = 0u; i2 < DK; i2++) {
@@ -500,7 +519,9 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     ${
     Q.map((q) =>
       `if (c0 + ${q}u < DV) { ${
-        reverse ? `out[u.gDC + (bh * DK + i) * DV + cc${q}]` : `cw[u.SFIN + (bh * DK + i) * DV + cc${q}]`
+        reverse
+          ? `out[u.gDC + (bh * DK + i) * DV + cc${q}]`
+          : `cw[u.finalState + (bh * DK + i) * DV + cc${q}]`
       } = col[${q}u * DK + i]; }`
     ).join("\n    ")
   }

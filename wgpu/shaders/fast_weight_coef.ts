@@ -11,7 +11,16 @@
  * @module
  */
 
-import type { RuleConfig, RuleName } from "../../src/rules/config.ts";
+import {
+  type BaselineRuleName,
+  isDeltaRule,
+  isFalconRule,
+  type RuleConfig,
+  type RuleName,
+  UnknownRuleError,
+  type WriteStatistic,
+  writeStatistic,
+} from "../../src/rules/config.ts";
 
 /** WGSL float literal of a number. */
 export function f32Literal(x: number): string {
@@ -29,23 +38,11 @@ export interface HeadConstants {
 }
 
 /** `stat` kind of the Falcon rules: `E` (rules 1/2/1A/2A), `Ebar` (3A) or `mu` (3); `none` for baselines. */
-export type StatKind = "E" | "Ebar" | "mu" | "none";
+export type StatKind = WriteStatistic;
 
-/** The statistic a rule's step size uses. */
+/** The statistic a rule's step size uses (the catalog's `statistic`). */
 export function statKind(rule: RuleName): StatKind {
-  switch (rule) {
-    case "falcon1":
-    case "falcon2":
-    case "falcon1a":
-    case "falcon2a":
-      return "E";
-    case "falcon3":
-      return "mu";
-    case "falcon3a":
-      return "Ebar";
-    default:
-      return "none";
-  }
+  return writeStatistic(rule);
 }
 
 /** WGSL `struct Co`, `fn coef(n, stat, beta, lb, h) -> Co` and `fn coef_back(...) -> vec3<f32>`. */
@@ -57,8 +54,8 @@ const MAMBA_A = array<f32, ${heads.mambaA.length}>(${heads.mambaA.map(f32Literal
 const RETNET_G = array<f32, ${heads.retnetG.length}>(${heads.retnetG.map(f32Literal).join(", ")});
 `;
   const rule = config.rule;
-  if (rule.startsWith("falcon")) {
-    const additive = rule.endsWith("a");
+  if (isFalconRule(rule)) {
+    const additive = !isDeltaRule(rule);
     const eg = f32Literal(config.epsGamma);
     return header + `
 fn coef(n: u32, stat: f32, beta: f32, lb: f32, h: u32) -> Co {
@@ -87,7 +84,7 @@ fn coef_back(c: Co, dgamma: f32, da: f32, db: f32) -> vec3<f32> {
   return vec3<f32>(deta / c.den, ${config.coupling ? "dlam * c.stat" : "dlam"}, dden);
 }`;
   }
-  const bodies: Record<string, [string, string]> = {
+  const bodies: Record<BaselineRuleName, [string, string]> = {
     linear: ["return Co(1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0, false, false);", "return vec3<f32>(0.0);"],
     retnet: [
       "return Co(RETNET_G[h], 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0, false, false);",
@@ -106,6 +103,7 @@ fn coef_back(c: Co, dgamma: f32, da: f32, db: f32) -> vec3<f32> {
       "let dag = dgamma + da * c.eta;\n  return vec3<f32>(da * c.gamma + db, -dag * c.gamma, 0.0);",
     ],
   };
+  if (!Object.hasOwn(bodies, rule)) throw new UnknownRuleError(rule, "rule of coefficientWgsl");
   const [fwd, back] = bodies[rule];
   return header + `
 fn coef(n: u32, stat: f32, beta: f32, lb: f32, h: u32) -> Co {

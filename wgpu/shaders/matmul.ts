@@ -35,6 +35,12 @@ export interface MatmulVariant {
   readonly bk: number;
   /** Arithmetic of the products: `f32` (default) or `f16` (f16 operands and slice sums, f32 totals). */
   readonly precision?: MatmulPrecision;
+  /**
+   * Split-K: workgroup `z` contracts only `k` in `[z KS, min(K, (z+1) KS))` and writes its partial
+   * product to `out[z, M, N]` (never accumulating); the slice sum (`slices.ts`) adds the partials.
+   * For outputs too small to fill the GPU with a long `K` (weight gradients `x^T dy`).
+   */
+  readonly splitK?: boolean;
 }
 
 /** Precisions of the GEMM's products (see the module docs). */
@@ -47,7 +53,7 @@ export type MatmulPrecision = typeof MATMUL_PRECISIONS[number];
 export function matmulKey(v: MatmulVariant): string {
   return `matmul_${v.precision ?? "f32"}:${v.transA ? "t" : "n"}${v.transB ? "t" : "n"}:${
     v.accumulate ? "acc" : "set"
-  }:${v.tm}x${v.tn}x${v.bk}`;
+  }:${v.tm}x${v.tn}x${v.bk}${v.splitK ? ":splitk" : ""}`;
 }
 
 /** Output tile of one workgroup: `[16 * tm, 16 * tn]`. */
@@ -55,7 +61,10 @@ export function matmulTile(v: MatmulVariant): [number, number] {
   return [16 * v.tm, 16 * v.tn];
 }
 
-/** WGSL of `matmul_f32` (or `matmul_f16`) for a variant; bindings: out, a, b, uniform `{M, N, K}`. */
+/**
+ * WGSL of `matmul_f32` (or `matmul_f16`) for a variant; bindings: out, a, b, uniform `{M, N, K, KS}`
+ * (`KS`, the split-K slice depth, is read only by split-K variants).
+ */
 export function matmulShader(v: MatmulVariant): string {
   const { tm, tn, bk } = v;
   const half = v.precision === "f16";
@@ -72,22 +81,23 @@ export function matmulShader(v: MatmulVariant): string {
   // a element (m, k) and b element (k, n), by storage layout; consecutive invocations read consecutive addresses.
   const aLoad = v.transA
     ? `let kk = e / ${BM}u; let mm = e % ${BM}u; let gm = m0 + mm; let gk = k0 + kk;
-      var val = 0.0; if (gm < u.M && gk < u.K) { val = a[gk * u.M + gm]; }`
+      var val = 0.0; if (gm < u.M && gk < kEnd) { val = a[gk * u.M + gm]; }`
     : `let mm = e / ${bk}u; let kk = e % ${bk}u; let gm = m0 + mm; let gk = k0 + kk;
-      var val = 0.0; if (gm < u.M && gk < u.K) { val = a[gm * u.K + gk]; }`;
+      var val = 0.0; if (gm < u.M && gk < kEnd) { val = a[gm * u.K + gk]; }`;
   const bLoad = v.transB
     ? `let nn = e / ${bk}u; let kk = e % ${bk}u; let gn = n0 + nn; let gk = k0 + kk;
-      var val = 0.0; if (gn < u.N && gk < u.K) { val = b[gn * u.K + gk]; }`
+      var val = 0.0; if (gn < u.N && gk < kEnd) { val = b[gn * u.K + gk]; }`
     : `let kk = e / ${BN}u; let nn = e % ${BN}u; let gn = n0 + nn; let gk = k0 + kk;
-      var val = 0.0; if (gn < u.N && gk < u.K) { val = b[gk * u.N + gn]; }`;
+      var val = 0.0; if (gn < u.N && gk < kEnd) { val = b[gk * u.N + gn]; }`;
   const tm4 = tm / 4;
   const tn4 = tn / 4;
   const rep = (n: number, f: (i: number) => string, sep = "\n") =>
     Array.from({ length: n }, (_, i) => f(i)).join(sep);
+  const split = !!v.splitK;
   const store = (
     o: string,
     val: string,
-  ) => (v.accumulate ? `out_[${o}] = out_[${o}] + ${val};` : `out_[${o}] = ${val};`);
+  ) => (v.accumulate && !split ? `out_[${o}] = out_[${o}] + ${val};` : `out_[${o}] = ${val};`);
   // Loops over compile-time sizes are unrolled here: naga's loop-bounding counters keep drivers from
   // unrolling them, which would push the register tile into local memory.
   const inner = rep(bk, (kk) => `
@@ -115,7 +125,7 @@ export function matmulShader(v: MatmulVariant): string {
     rep(tn4, (j4) =>
       rep(4, (c) => `
       { let gn = n0 + lid.x * TN + ${j4 * 4 + c}u; if (gn < u.N) { ${
-        store(`gm * u.N + gn`, `acc${i}_${j4}.${"xyzw"[c]}`)
+        store(`outBase + gm * u.N + gn`, `acc${i}_${j4}.${"xyzw"[c]}`)
       } } }`, ""), "")
   }
     }
@@ -127,11 +137,13 @@ export function matmulShader(v: MatmulVariant): string {
     ? "\n    " + rep(tm, (i) => rep(tn4, (j4) => `acc${i}_${j4} += vec4<f32>(p${i}_${j4});`, " "), "\n    ")
     : "";
   return `${half ? "enable f16;\n" : ""}
-// matmul_${sum}: out[M, N] ${v.accumulate ? "+=" : "="} ${v.transA ? "a^T" : "a"} ${v.transB ? "b^T" : "b"}
+// matmul_${sum}: out[${split ? "z, " : ""}M, N] ${v.accumulate && !split ? "+=" : "="} ${
+    v.transA ? "a^T" : "a"
+  } ${v.transB ? "b^T" : "b"}${split ? " over the z-th slice of K" : ""}
 @group(0) @binding(0) var<storage, read_write> out_: array<f32>;
 @group(0) @binding(1) var<storage, read> a: array<f32>;
 @group(0) @binding(2) var<storage, read> b: array<f32>;
-struct Dims { M: u32, N: u32, K: u32 }
+struct Dims { M: u32, N: u32, K: u32, KS: u32 }
 @group(0) @binding(3) var<uniform> u: Dims;
 const TM = ${tm}u;
 const TN = ${tn}u;
@@ -146,8 +158,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         @builtin(local_invocation_index) li: u32) {
   let m0 = wid.y * ${BM}u;
   let n0 = wid.x * ${BN}u;
+  ${
+    split
+      ? "let kBegin = wid.z * u.KS;\n  let kEnd = min(u.K, kBegin + u.KS);\n  let outBase = wid.z * u.M * u.N;"
+      : "let kBegin = 0u;\n  let kEnd = u.K;\n  let outBase = 0u;"
+  }
   ${rep(tm, (i) => rep(tn4, (j4) => `var acc${i}_${j4} = vec4<f32>(0.0);`, " "), "\n  ")}
-  for (var k0 = 0u; k0 < u.K; k0 += BK) {
+  for (var k0 = kBegin; k0 < kEnd; k0 += BK) {
     ${
     rep(aLoads, (r) =>
       `{

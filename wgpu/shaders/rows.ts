@@ -6,8 +6,6 @@
  * @module
  */
 
-import { FLAT_PARAMS, flatIndex } from "../runtime.ts";
-
 /** Invocations per row. */
 export const ROW_WG = 64;
 
@@ -92,23 +90,28 @@ ${ROW_MAIN}
 }`;
 }
 
-/** RMSNorm backward for the weight: one invocation per column, `dW[i] += sum_n dOut[n,i] x[n,i] rstd[n]`. */
+/**
+ * RMSNorm backward for the weight, first pass: `partial[s, i] = sum over rows n of slice s of
+ * dOut[n,i] x[n,i] rstd[n]` (slices of `R` rows, workgroups over `(column block, slice)`); the slice
+ * sum (`slices.ts`) adds the slices into `dW`.
+ */
 export function rmsNormWeightGradShader(): string {
   return `
-@group(0) @binding(0) var<storage, read_write> dw: array<f32>;
+@group(0) @binding(0) var<storage, read_write> partial: array<f32>;
 @group(0) @binding(1) var<storage, read> dout: array<f32>;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
 @group(0) @binding(3) var<storage, read> rstd: array<f32>;
-struct P { n: u32, N: u32 }
+struct P { D: u32, N: u32, R: u32 }
 @group(0) @binding(4) var<uniform> u: P;
 @compute @workgroup_size(64)
-fn main(${FLAT_PARAMS}) {
-  ${flatIndex(64)}
-  if (idx >= u.n) { return; }
-  let D = u.n;
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+  let i = wid.x * 64u + lid.x;
+  if (i >= u.D) { return; }
+  let r0 = wid.y * u.R;
+  let r1 = min(u.N, r0 + u.R);
   var s = 0.0;
-  for (var r = 0u; r < u.N; r++) { s += dout[r * D + idx] * x[r * D + idx] * rstd[r]; }
-  dw[idx] += s;
+  for (var r = r0; r < r1; r++) { s += dout[r * u.D + i] * x[r * u.D + i] * rstd[r]; }
+  partial[wid.y * u.D + i] = s;
 }`;
 }
 
@@ -150,24 +153,85 @@ ${ROW_MAIN}
 }`;
 }
 
-/** Partial sums of squares: workgroup `g` reduces a grid-stride range into `partial[g]`. */
-export function sumSquaresShader(): string {
+/** Partial sums of squares (or of the values): workgroup `g` reduces a grid-stride range into `partial[base + g]`. */
+export function sumSquaresShader(squares = true): string {
   return `
 @group(0) @binding(0) var<storage, read_write> partial: array<f32>;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
-struct P { n: u32, groups: u32 }
+struct P { n: u32, groups: u32, base: u32 }
 @group(0) @binding(2) var<uniform> u: P;
 var<workgroup> red: array<f32, 256>;
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   var s = 0.0;
-  for (var i = gid.x * 256u + li; i < u.n; i += u.groups * 256u) { let v = x[i]; s += v * v; }
+  for (var i = gid.x * 256u + li; i < u.n; i += u.groups * 256u) { let v = x[i]; s += ${
+    squares ? "v * v" : "v"
+  }; }
   red[li] = s;
   workgroupBarrier();
   for (var k = 128u; k > 0u; k = k >> 1u) {
     if (li < k) { red[li] = red[li] + red[li + k]; }
     workgroupBarrier();
   }
-  if (li == 0u) { partial[gid.x] = red[0]; }
+  if (li == 0u) { partial[u.base + gid.x] = red[0]; }
+}`;
+}
+
+/**
+ * {@linkcode sumSquaresShader} for several tensors of one block in one dispatch: workgroup `w` reads
+ * `table[w] = (offset, n, groups, g)` and computes the partial sum that workgroup `g` of a dispatch over
+ * the tensor of `n` elements at element `offset` with `groups` workgroups computes, into `partial[w]`
+ * (the same elements in the same order, so the same value). Dispatched as a `grid()` of at
+ * least `u.workgroups` workgroups.
+ */
+export function blockSumSquaresShader(squares = true): string {
+  return `
+@group(0) @binding(0) var<storage, read_write> partial: array<f32>;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> table: array<vec4<u32>>;
+struct P { workgroups: u32 }
+@group(0) @binding(3) var<uniform> u: P;
+var<workgroup> red: array<f32, 256>;
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let w = gid.y * nwg.x + gid.x;
+  if (w >= u.workgroups) { return; }
+  let e = table[w];
+  var s = 0.0;
+  for (var i = e.w * 256u + li; i < e.y; i += e.z * 256u) { let v = x[e.x + i]; s += ${
+    squares ? "v * v" : "v"
+  }; }
+  red[li] = s;
+  workgroupBarrier();
+  for (var k = 128u; k > 0u; k = k >> 1u) {
+    if (li < k) { red[li] = red[li] + red[li + k]; }
+    workgroupBarrier();
+  }
+  if (li == 0u) { partial[w] = red[0]; }
+}`;
+}
+
+/**
+ * The second stage of a device-side sum (`accumulateSum`): one workgroup adds the `G` partial sums
+ * in a fixed tree order and `out[index] += total`.
+ */
+export function finishSumShader(): string {
+  return `
+@group(0) @binding(0) var<storage, read_write> out_: array<f32>;
+@group(0) @binding(1) var<storage, read> partial: array<f32>;
+struct P { groups: u32, index: u32 }
+@group(0) @binding(2) var<uniform> u: P;
+var<workgroup> red: array<f32, 256>;
+@compute @workgroup_size(256)
+fn main(@builtin(local_invocation_index) li: u32) {
+  var s = 0.0;
+  for (var i = li; i < u.groups; i += 256u) { s += partial[i]; }
+  red[li] = s;
+  workgroupBarrier();
+  for (var k = 128u; k > 0u; k = k >> 1u) {
+    if (li < k) { red[li] = red[li] + red[li + k]; }
+    workgroupBarrier();
+  }
+  if (li == 0u) { out_[u.index] = out_[u.index] + red[0]; }
 }`;
 }

@@ -136,20 +136,33 @@ export function shortConvInputGradShader(): string {
   );
 }
 
-/** Backward step 3: `dWeight[c,w] += sum_{b,t} dpre[b,t,c] x[b, t-(W-1)+w, c]` (one invocation per tap). */
+/**
+ * Short-convolution weight gradient, first pass: `partial[s, c*W + w] = sum over rows r = b*T + t of
+ * slice s of dPre[r, c] x[r - (W-1) + w, c]` (taps before the sequence start read zero; slices of
+ * `R` rows, workgroups over `(output block, slice)`); the slice sum (`slices.ts`) adds them into `dW`.
+ */
 export function shortConvWeightGradShader(): string {
-  return elementwiseShader(
-    [{ name: "dw", access: "read_write" }, { name: "dpre", access: "read" }, { name: "x", access: "read" }],
-    ["T: u32", "C: u32", "W: u32", "BT: u32"],
-    `let c = idx / u.W;
+  return `
+@group(0) @binding(0) var<storage, read_write> partial: array<f32>;
+@group(0) @binding(1) var<storage, read> dpre: array<f32>;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+struct P { n: u32, T: u32, C: u32, W: u32, BT: u32, R: u32 }
+@group(0) @binding(3) var<uniform> u: P;
+@group(0) @binding(4) var<storage, read> seg: array<i32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+  let idx = wid.x * 64u + lid.x;
+  if (idx >= u.n) { return; }
+  let c = idx / u.W;
   let w = idx % u.W;
+  let r0 = wid.y * u.R;
+  let r1 = min(u.BT, r0 + u.R);
   var s = 0.0;
-  for (var r = 0u; r < u.BT; r++) {
+  for (var r = r0; r < r1; r++) {
     let t = r % u.T;
     let tt = i32(t) - i32(u.W - 1u) + i32(w);
     if (tt >= seg[r]) { s += dpre[r * u.C + c] * x[(r - t + u32(tt)) * u.C + c]; }
   }
-  dw[idx] += s;`,
-    "@group(0) @binding(4) var<storage, read> seg: array<i32>;",
-  );
+  partial[wid.y * u.n + idx] = s;
+}`;
 }

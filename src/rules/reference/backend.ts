@@ -14,10 +14,15 @@ import { refData, RefTensor } from "./tensor.ts";
 export function createRefBackend(): Backend {
   return {
     name: "ref",
+    queued: false,
     dtype: "f64",
     zeros: (shape) => new RefTensor(shape),
     fromArray: (data, shape) => new RefTensor(shape, Float64Array.from(data)),
     read: (t: Tensor) => Promise.resolve(refData(t).slice()),
+    readLater(t: Tensor) {
+      const value = refData(t).slice();
+      return () => Promise.resolve(value);
+    },
     copy(dst, src) {
       const d = refData(dst, "dst");
       const s = refData(src, "src");

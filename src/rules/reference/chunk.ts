@@ -18,15 +18,10 @@
 import { isPerColumnRule, type RuleConfig } from "../config.ts";
 import { Tape } from "./autodiff.ts";
 import { normalizeRows } from "./qk_norm.ts";
+import { checkChunkSize } from "../validate.ts";
 import { chunkGraph } from "./chunk_graph.ts";
 import { chunkLayout, firstPair, pairSource, planSequence, type SequencePlan } from "./chunk_layout.ts";
 import type { HeadCarry, HeadForm, HeadForward, HeadGrads, HeadInputs } from "./head.ts";
-
-function checkChunkSize(chunkSize: number): void {
-  if (!Number.isInteger(chunkSize) || chunkSize < 1) {
-    throw new RangeError(`chunkSize must be an integer >= 1, got ${chunkSize}`);
-  }
-}
 
 /** The carry after position `T-1` (SPEC section 2): state, last key feature, last window pairs. */
 function carryAfter(

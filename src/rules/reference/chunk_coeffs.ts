@@ -24,7 +24,7 @@
  * @module
  */
 
-import type { RuleConfig } from "../config.ts";
+import { isDeltaRule, type RuleConfig } from "../config.ts";
 import {
   add,
   addScalar,
@@ -127,7 +127,7 @@ export function stepCoefficients(
     case "falcon2":
     case "falcon1a":
     case "falcon2a": {
-      const additive = config.rule.endsWith("a");
+      const additive = !isDeltaRule(config.rule);
       return falconCoefficients(config, rowSumSq(inputs.xPairs), notSentinel, inputs, null, additive);
     }
     case "falcon3":

@@ -10,7 +10,7 @@
  * @module
  */
 
-import { isWindowRule, type RuleConfig } from "../config.ts";
+import { isPerColumnRule, isWindowRule, type RuleConfig } from "../config.ts";
 import type { HeadInputs } from "./head.ts";
 
 /** Everything about one head's sequence that does not depend on the chunk size. */
@@ -48,7 +48,7 @@ export function planSequence(config: RuleConfig, inputs: HeadInputs): SequencePl
   expect("q", inputs.q.length, T * dk);
   expect("k", inputs.k.length, T * dk);
   expect("v", inputs.v.length, T * dv);
-  expect("beta", inputs.beta.length, config.rule === "falcon2" || config.rule === "falcon2a" ? T * dv : T);
+  expect("beta", inputs.beta.length, isPerColumnRule(config.rule) ? T * dv : T);
   expect("lambdabar", inputs.lambdabar.length, T);
   expect("starts", inputs.starts.length, T);
   expect("s0", inputs.s0.length, dk * dv);

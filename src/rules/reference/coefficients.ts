@@ -23,7 +23,7 @@
  * @module
  */
 
-import { isFalconRule, type RuleConfig } from "../config.ts";
+import { isDeltaRule, isFalconRule, type RuleConfig, UnknownRuleError } from "../config.ts";
 
 /** Inputs of one step's coefficients. */
 export interface StepScalars {
@@ -77,11 +77,6 @@ export interface StepScalarGrads {
   dstat: number;
 }
 
-/** Regression rules subtract the prediction `a x x^T S` (Falcon-1/2/3). */
-function isRegressionFalcon(rule: RuleConfig["rule"]): boolean {
-  return rule === "falcon1" || rule === "falcon2" || rule === "falcon3";
-}
-
 /** The coefficients of one step of `config.rule` with `dv` value columns. */
 export function stepCoefficients(
   config: RuleConfig,
@@ -111,7 +106,7 @@ export function stepCoefficients(
 }
 
 function falconCoefficients(config: RuleConfig, step: StepScalars, c: StepCoefficients): void {
-  const regression = isRegressionFalcon(config.rule);
+  const regression = isDeltaRule(config.rule);
   c.lambda = config.coupling ? step.lambdabar * step.stat : step.lambdabar;
   c.den = step.stat + c.lambda + config.eps;
   for (let j = 0; j < c.gamma.length; j++) {
@@ -154,8 +149,15 @@ function baselineCoefficients(
       a = gamma * beta;
       b = beta;
       break;
+    case "falcon1":
+    case "falcon2":
+    case "falcon3":
+    case "falcon1a":
+    case "falcon2a":
+    case "falcon3a":
+      throw new TypeError(`rule "${config.rule}" has Falcon coefficients, not baseline ones`);
     default:
-      throw new RangeError(`no baseline coefficients for rule "${config.rule}"`);
+      throw new UnknownRuleError(config.rule satisfies never);
   }
   c.gamma.fill(gamma);
   c.a.fill(a);
@@ -195,7 +197,7 @@ function falconCoefficientsBackward(
   db: Float64Array,
   grads: StepScalarGrads,
 ): void {
-  const regression = isRegressionFalcon(config.rule);
+  const regression = isDeltaRule(config.rule);
   let dlambda = 0;
   let dden = 0;
   for (let j = 0; j < c.gamma.length; j++) {
@@ -246,8 +248,15 @@ function baselineCoefficientsBackward(
       grads.dbeta[0] = c.gamma[0] * sumA + sumB;
       grads.dlambdabar = -c.gamma[0] * (sumGamma + beta * sumA);
       break;
+    case "falcon1":
+    case "falcon2":
+    case "falcon3":
+    case "falcon1a":
+    case "falcon2a":
+    case "falcon3a":
+      throw new TypeError(`rule "${config.rule}" has Falcon coefficients, not baseline ones`);
     default:
-      throw new RangeError(`no baseline coefficients for rule "${config.rule}"`);
+      throw new UnknownRuleError(config.rule satisfies never);
   }
 }
 

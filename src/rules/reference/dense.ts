@@ -23,7 +23,15 @@
  * @module
  */
 
-import type { Activation, AdamWParams, DenseOps, MatmulOptions, Tensor } from "../backend.ts";
+import {
+  type Activation,
+  type AdamWParams,
+  type DenseOps,
+  guardedGradScale,
+  type MatmulOptions,
+  type StepGuard,
+  type Tensor,
+} from "../backend.ts";
 import { refData } from "./tensor.ts";
 
 /** The 2-D view of a tensor: leading dimensions flattened into rows, the last one is the columns. */
@@ -596,10 +604,29 @@ function axpyArray(y: Float64Array, x: Float64Array): void {
   for (let i = 0; i < y.length; i++) y[i] += x[i];
 }
 
-function adamw(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, p: AdamWParams, decay: boolean): void {
+function adamw(
+  param: Tensor,
+  grad: Tensor,
+  m: Tensor,
+  v: Tensor,
+  p: AdamWParams,
+  decay: boolean,
+  guard?: StepGuard,
+): void {
   sameSize("adamw", { param, grad, m, v });
   if (!Number.isInteger(p.step) || p.step < 1) {
     throw new RangeError(`adamw: step must be an integer >= 1, got ${p.step}`);
+  }
+  let gradScale = p.gradScale;
+  if (guard) {
+    const stats = refData(guard.stats, "guard.stats");
+    const halted = refData(guard.halted, "guard.halted");
+    const scale = guardedGradScale(stats[0], stats[1], halted[0], guard, p.gradScale);
+    if (scale === null) {
+      halted[0] = 1;
+      return;
+    }
+    gradScale = scale;
   }
   const P = refData(param, "param");
   const G = refData(grad, "grad");
@@ -609,7 +636,7 @@ function adamw(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, p: AdamWParams
   const c2 = 1 - Math.pow(p.beta2, p.step);
   const shrink = decay ? 1 - p.lr * p.weightDecay : 1;
   for (let i = 0; i < P.length; i++) {
-    const g = p.gradScale * G[i];
+    const g = gradScale * G[i];
     M[i] = p.beta1 * M[i] + (1 - p.beta1) * g;
     Vd[i] = p.beta2 * Vd[i] + (1 - p.beta2) * g * g;
     P[i] = P[i] * shrink - (p.lr * (M[i] / c1)) / (Math.sqrt(Vd[i] / c2) + p.eps);
@@ -621,6 +648,19 @@ function sumSquares(x: Tensor): Promise<number> {
   let s = 0;
   for (let i = 0; i < X.length; i++) s += X[i] * X[i];
   return Promise.resolve(s);
+}
+
+function accumulateSum(out: Tensor, index: number, xs: readonly Tensor[], squares: boolean): void {
+  const O = refData(out, "out");
+  if (!Number.isInteger(index) || index < 0 || index >= O.length) {
+    throw new RangeError(`accumulateSum: index ${index} is outside out's ${O.length} elements`);
+  }
+  for (const x of xs) {
+    const X = refData(x, "x");
+    let s = 0;
+    for (let i = 0; i < X.length; i++) s += squares ? X[i] * X[i] : X[i];
+    O[index] += s;
+  }
 }
 
 /** Dense ops on `RefTensor`s (float64 reference; conventions in the module doc). */
@@ -646,4 +686,5 @@ export const refDenseOps: DenseOps = {
   attentionBackward,
   adamw,
   sumSquares,
+  accumulateSum,
 };

@@ -18,54 +18,7 @@ import type { HeadCarry, HeadForm, HeadInputs } from "./head.ts";
 import { refData, RefTensor } from "./tensor.ts";
 import { recurrentForm } from "./recurrent.ts";
 import { chunkForm, parallelForm } from "./chunk.ts";
-
-/** Sizes read from the inputs, checked against each other. */
-export interface FastWeightDims {
-  /** Batch rows. */
-  B: number;
-  /** Positions. */
-  T: number;
-  /** Heads. */
-  H: number;
-  /** Key size. */
-  dk: number;
-  /** Value size. */
-  dv: number;
-}
-
-function expectShape(name: string, t: Tensor, shape: readonly number[]): void {
-  if (t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i])) {
-    throw new RangeError(`${name} has shape [${t.shape}], expected [${shape}]`);
-  }
-}
-
-/** Check the shapes of a fast-weight call and return its sizes. */
-export function fastWeightDims(config: RuleConfig, inputs: FastWeightInputs): FastWeightDims {
-  if (inputs.q.shape.length !== 4) throw new RangeError(`q must be [B, T, H, Dk], got [${inputs.q.shape}]`);
-  const [B, T, H, dk] = inputs.q.shape;
-  const dv = inputs.v.shape[3];
-  expectShape("k", inputs.k, [B, T, H, dk]);
-  expectShape("v", inputs.v, [B, T, H, dv]);
-  expectShape("beta", inputs.beta, isPerColumnRule(config.rule) ? [B, T, H, dv] : [B, T, H]);
-  expectShape("lambdabar", inputs.lambdabar, [B, T, H]);
-  if (inputs.starts && inputs.starts.length !== B * T) {
-    throw new RangeError(`starts has length ${inputs.starts.length}, expected B*T = ${B * T}`);
-  }
-  if (inputs.s0) expectShape("s0", inputs.s0, [B, H, dk, dv]);
-  if (inputs.carry) {
-    expectShape("carry.state", inputs.carry.state, [B, H, dk, dv]);
-    expectShape("carry.lastKey", inputs.carry.lastKey, [B, H, dk]);
-  }
-  if (config.mambaA && config.mambaA.length !== H) {
-    throw new RangeError(`mambaA has ${config.mambaA.length} entries, expected one per head (${H})`);
-  }
-  if (config.retnetHeads && config.retnetHeads.length !== H) {
-    throw new RangeError(
-      `retnetHeads has ${config.retnetHeads.length} entries, expected one per head (${H})`,
-    );
-  }
-  return { B, T, H, dk, dv };
-}
+import { chunkSizeOf, expectShape, type FastWeightDims, fastWeightDims } from "../validate.ts";
 
 /** Copy `[B, T, H, D]` row (b, h) into a `[T, D]` array. */
 function gather(src: Float64Array, dims: FastWeightDims, D: number, b: number, h: number): Float64Array {
@@ -151,12 +104,6 @@ export function headForm(options: FormOptions = {}): HeadForm {
     case "parallel":
       return parallelForm;
   }
-}
-
-function chunkSizeOf(options: FormOptions): number {
-  const c = options.chunkSize ?? 64;
-  if (!Number.isInteger(c) || c < 1) throw new RangeError(`chunkSize must be an integer >= 1, got ${c}`);
-  return c;
 }
 
 /** Reference forward of a batched multi-head call. */

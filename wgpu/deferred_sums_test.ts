@@ -1,0 +1,92 @@
+/**
+ * Slice sums into gradients of a block, held back (`wgpu/deferred_sums.ts`): several split-K weight
+ * gradients and row-sliced RMSNorm weight gradients give bit for bit what one sum per op gives, in one
+ * summing dispatch, and a held sum is recorded before anything else touches its gradient.
+ */
+
+import assert from "node:assert/strict";
+import type { Tensor } from "../src/rules/backend.ts";
+import { Rng } from "../src/testing/compare.ts";
+import { gpuTest } from "./_test_util.ts";
+import type { WebGpuBackend } from "./backend.ts";
+
+/** Dispatches recorded (and submitted) while `body` runs. */
+function dispatches(gpu: WebGpuBackend, body: () => void): number {
+  const proto = GPUComputePassEncoder.prototype as unknown as Record<string, (...a: unknown[]) => unknown>;
+  const original = proto.dispatchWorkgroups;
+  let calls = 0;
+  proto.dispatchWorkgroups = function (this: unknown, ...args: unknown[]) {
+    calls++;
+    return original.apply(this, args);
+  };
+  try {
+    body();
+    gpu.runtime.flush();
+  } finally {
+    proto.dispatchWorkgroups = original;
+  }
+  return calls;
+}
+
+/** `x^T dy` weight gradients (K = 600 rows: split-K) and an RMSNorm weight gradient into `grads`. */
+function backward(gpu: WebGpuBackend, grads: Tensor[], inputs: Tensor[]): void {
+  const [x, dy, dOut, xn, rstd, dx] = inputs;
+  gpu.matmul(grads[0], x, dy, { transA: true, accumulate: true });
+  gpu.matmul(grads[1], dy, x, { transA: true, accumulate: true });
+  gpu.rmsNormBackward(dx, grads[2], dOut, xn, null, rstd);
+  gpu.matmul(grads[3], x, x, { transA: true }); // overwrite, not accumulate
+}
+
+gpuTest(
+  "held slice sums into a block's gradients are one dispatch and bit for bit the sums one by one",
+  async (gpu) => {
+    const rng = new Rng(11);
+    const inputs = [[600, 16], [600, 16], [600, 24], [600, 24], [600], [600, 24]].map((shape) =>
+      gpu.fromArray(rng.normals(shape.reduce((a, b) => a * b, 1), 1), shape)
+    );
+    const shapes = [[16, 16], [16, 16], [24], [16, 16]];
+    const start = shapes.map((s) => rng.normals(s.reduce((a, b) => a * b, 1), 1));
+    const blocked = gpu.zerosBlock(shapes);
+    const separate = shapes.map((s) => gpu.zeros(s));
+    for (const grads of [blocked, separate]) {
+      grads.forEach((g, i) => gpu.copy(g, gpu.fromArray(start[i], shapes[i])));
+    }
+    gpu.runtime.flush();
+    const heldCount = dispatches(gpu, () => backward(gpu, blocked, inputs));
+    const dxHeld = new Float32Array(await gpu.read(inputs[5]));
+    gpu.copy(inputs[5], gpu.zeros([600, 24]));
+    const oneByOne = dispatches(gpu, () => backward(gpu, separate, inputs));
+    assert.equal(heldCount, oneByOne - 3, "four slice sums became one dispatch");
+    for (let i = 0; i < shapes.length; i++) {
+      assert.deepEqual(
+        new Float32Array(await gpu.read(blocked[i])),
+        new Float32Array(await gpu.read(separate[i])),
+        `gradient ${i}`,
+      );
+    }
+    assert.ok(dxHeld.some((v) => v !== 0), "the input gradient was computed");
+  },
+);
+
+gpuTest(
+  "a held slice sum is recorded before a later op on its gradient, and before a sum into the same one",
+  async (gpu) => {
+    const rng = new Rng(12);
+    const x = gpu.fromArray(rng.normals(600 * 8, 1), [600, 8]);
+    const [dW, other] = gpu.zerosBlock([[8, 8], [8, 8]]);
+    const [plain, plainOther] = [gpu.zeros([8, 8]), gpu.zeros([8, 8])];
+    const ones = gpu.fromArray(new Array(64).fill(1), [8, 8]);
+    for (const [w, o] of [[dW, other], [plain, plainOther]]) {
+      gpu.matmul(w, x, x, { transA: true, accumulate: true }); // split-K: held for the block
+      gpu.matmul(w, x, x, { transA: true, accumulate: true }); // the same gradient again
+      gpu.axpy(w, ones, 0.5); // a plain op on it
+      gpu.matmul(o, x, x, { transA: true });
+    }
+    assert.deepEqual(new Float32Array(await gpu.read(dW)), new Float32Array(await gpu.read(plain)));
+    assert.deepEqual(new Float32Array(await gpu.read(other)), new Float32Array(await gpu.read(plainOther)));
+    const values = new Float32Array(await gpu.read(dW));
+    for (let i = 0; i < 8; i++) {
+      assert.ok(values[i * 9] > 0.5, `diagonal ${i}: 2 x_i.x_i + 0.5 = ${values[i * 9]}`);
+    }
+  },
+);

@@ -1,0 +1,761 @@
+/**
+ * WGSL of the chunk-parallel kernels of the PER-COLUMN rules falcon2 (regression) and falcon2a
+ * (additive), forward and backward, float32 (SPEC section 4; the CPU worked derivation is
+ * `assembly/fw_chunk_per_column.ts`).
+ *
+ * Value column `j` of the state is its own scalar-decay rule: `s_t = gamma_t s_{t-1} + x_t w_t` with
+ * `w_t = b_t y_t - a_t x_t.s_{t-1}` (`gamma, a, b` per step and column from the recurrent kernels'
+ * `coef()`; falcon2a has `a = 0`). The Falcon decay never drops below `eps_gamma`, so segments are
+ * cut only by sequence starts (no underflow cuts). For a chunk `a..e` entering with the column
+ * `s_in`, with `P_t` the sum of `log gamma_r` over `r` from the start of `t`'s segment (the chunk
+ * start or the last sequence start) to `t`, `Pp_t = P_t - log gamma_t` (0 at a segment's first
+ * step), `base_t = s_in` in the chunk's first segment and `S0[:, j]` after a start,
+ * `Gam[t,s] = exp(P_t - P_s)`, `Gp[t,s] = exp(Pp_t - P_s)` (same segment, masked before `exp`),
+ * `K = X X^T`, `Kq = Q X^T` (shared by all columns):
+ * - `(I + A) W = R`, `A[t,s] = a_t Gp[t,s] K[t,s]` (`s < t`), `R_t = b_t y_t - a_t exp(Pp_t) x_t.base_t`;
+ * - `o_t = exp(P_t) q_t.base_t + sum_{s <= t} Gam[t,s] Kq[t,s] W_s`;
+ * - `s_exit = exp(P_e) base_e + sum_s Gam[e,s] x_s W_s`.
+ *
+ * Only the solve carries a state dependence across chunks, so one workgroup per `(b, h, column)`
+ * walks the chunks in order (`column_state_scan`: the `C x C` solve as a column sweep, one barrier per step, the
+ * rows spread over the invocations, each loading its next `K` entries one step ahead) and every
+ * other pass runs per chunk, position or Gram entry:
+ * - forward: `column_coefs` (per `(b, h, chunk)`, an invocation per column: coefficients `a, b`, the
+ *   log-decay sums `P` and the start counts `startsInChunk`), `column_gram` (per chunk row and 4 Gram columns: `K`,
+ *   `Kq` of every chunk), `column_state_scan` (the entering state of every chunk, `W`, `x.base`, the final state),
+ *   `column_readout` (per `(b, h, t, column)`: the outputs);
+ * - backward, after the forward passes: `column_readout_dw` (per `(b, h, t, column)`: the readout's `dW`), `column_query_dout`
+ *   (per state element and chunk: `sum_t exp(P_t) q_t dO_t` split by base), `column_reverse_scan` (per `(b, h,
+ *   column)`, chunks in reverse: the exit-state gradient `G` of every chunk, `dR = (I + A)^-T dW` by
+ *   back substitution, `dS0`, `dCarryState`), `column_dots` (per `(b, h, t, column)`: `q_t.base_t`,
+ *   `x_t.G` and `<G, base_e>`, as the shares `column_step_grads` needs), `column_step_grads` (per `(b, h, chunk, column)`:
+ *   `dy`, `db`, `da` and `d log gamma` as the sum, over the decay factors whose chain holds step
+ *   `r`, of the factor's share of the loss: `sum_{t >= r} sum_{s < r} Z[t,s]` from row prefix sums
+ *   of `Z` in blocks of `RP` rows, so every term carries `gamma_r` and nothing cancels), `column_gram_grads` (per
+ *   Gram entry, summed over columns: `dKq[t,s] = sum_j Gam_j dO_t W_s`,
+ *   `dK[t,s] = -sum_j dR_t W_s a_t Gp_j`), `column_coef_grads` (per `(b, h, t)`: `coef_back` of every column,
+ *   `dbeta`, `dlambdabar`, the statistic's gradient)
+ *   and `column_query_key_grads` (per `(b, h, t, key index)`: `dq` and `dx`, from the per-`(t, column)` weights that
+ *   `column_step_grads` leaves, so no `exp` is repeated per key index).
+ *
+ * Workspace sections (`cw`, offsets in the uniform block, `BH = B*H`, `NCK = ceil(T / C)`):
+ * `columnLogDecaySum, columnEraseGain, columnWriteGain, columnPseudoValues, columnKeyDotBase, columnDPseudoValuesReadout, columnDRightHandSide, columnDEraseGain, columnDWriteGain, columnDLogDecay, columnDqBaseWeights, columnDxExitWeights, columnDxBaseWeights [BH, T, Dv]` (`P`, `a`, `b`, `W`,
+ * `x_t.base_t`, readout `dW`, `dR`, `da`, `db`, `d log gamma`, and the weights of `column_query_key_grads`:
+ * `exp(P_t) dO_t`, `[t in the exit segment] Gam[e,t] W_t`, `a_t exp(Pp_t) dR_t`), `columnBaseDecayShare, columnKeyDotDExit [BH, T, Dv]`
+ * (the base-factor share `Zb_t` of `column_step_grads` without its right-hand-side part, `x_t.G`), `startsInChunk [BH, T]`
+ * (sequence starts in the chunk up to `t`), `keyGram, queryKeyGram, dQueryKeyGram, dKeyGram [BH, NCK, C, C]`,
+ * `columnDBaseReadout [BH, NCK, 2, Dk, Dv]`, with `entryState, dExitState [BH, NCK, Dk, Dv]`, `finalState [BH, Dk, Dv]`, `dStatistic [BH, T]`
+ * shared with the other rules. Preconditions: a per-column Falcon rule (window 1, so no pairs
+ * before a chunk); workgroup memory for `12 C + 2 Dk` floats and `RP` rows of `Z`.
+ *
+ * @module
+ */
+
+import type { RuleConfig } from "../../src/rules/config.ts";
+import type { HeadConstants } from "./fast_weight_coef.ts";
+import {
+  CHUNK_WG,
+  type ChunkPass,
+  type ChunkShape,
+  flatEntry,
+  PER_COLUMN_PASSES,
+  prelude,
+  stepCoefWgsl,
+} from "./chunk_wgsl.ts";
+
+/** One per-column pass. */
+export type PerColumnPass = typeof PER_COLUMN_PASSES[number];
+
+/** Whether a pass is a per-column one. */
+export function isPerColumnPass(pass: ChunkPass): pass is PerColumnPass {
+  return (PER_COLUMN_PASSES as readonly string[]).includes(pass);
+}
+
+/** The forward passes of a per-column rule, in dispatch order. */
+export const PER_COLUMN_FORWARD: readonly ChunkPass[] = [
+  "column_coefs",
+  "column_gram",
+  "column_state_scan",
+  "column_readout",
+];
+
+/**
+ * The backward passes of a per-column rule (the forward recompute first), in dispatch order: every
+ * per-column pass (`PER_COLUMN_PASSES` lists them in that order) but the forward's readout `column_readout`.
+ */
+export const PER_COLUMN_BACKWARD: readonly ChunkPass[] = PER_COLUMN_PASSES.filter((p) =>
+  p !== "column_readout"
+);
+
+// addressing of the column sections: [BH, T, Dv], [BH, NCK, C, C], [BH, NCK, Dk, Dv], [BH, Dk, Dv]
+const ADDR = `
+fn ci(bh: u32, t: u32, c: u32) -> u32 { return (bh * u.T + t) * DV + c; }
+fn kk(bh: u32, n: u32, t: u32, s: u32) -> u32 { return ((bh * nck() + n) * C + t) * C + s; }
+fn si(bh: u32, n: u32, i: u32, c: u32) -> u32 { return ((bh * nck() + n) * DK + i) * DV + c; }
+fn s0i(bh: u32, i: u32, c: u32) -> u32 { return (bh * DK + i) * DV + c; }
+fn dor(b: u32, h: u32, t: u32, c: u32) -> u32 { return ((b * u.T + t) * H + h) * DV + c; }
+`;
+
+/** Blocks of 4 Gram columns per chunk row (`column_gram`). */
+const GRAM_BLOCKS = (C: number) => Math.ceil(C / 4);
+
+const STARTS = `
+fn is_start(b: u32, t: u32) -> bool { return stepinfo[(b * u.T + t) * 2u + 1u] != 0; }
+`;
+
+/**
+ * The chunk's per-step arrays of one column in workgroup memory (the scans and `column_step_grads`): `sg`
+ * (sequence starts in `a..t`, left by `column_coefs` in `startsInChunk`: 0 means base `s_in`), `pl` (`P`), `pp`
+ * (`Pp`), `ga` (`a`).
+ */
+const COLUMN_STEPS = `
+var<workgroup> sg: array<u32, C>;
+var<workgroup> pl: array<f32, C>;
+var<workgroup> pp: array<f32, C>;
+var<workgroup> ga: array<f32, C>;
+fn load_column(lid: u32, bh: u32, a: u32, len: u32, col: u32) {
+  workgroupBarrier();
+  for (var k = lid; k < len; k += WG) {
+    sg[k] = u32(cw[u.startsInChunk + bh * u.T + a + k]);
+    pl[k] = cw[u.columnLogDecaySum + ci(bh, a + k, col)];
+    ga[k] = cw[u.columnEraseGain + ci(bh, a + k, col)];
+  }
+  workgroupBarrier();
+  for (var k = lid; k < len; k += WG) {
+    let km = max(k, 1u) - 1u;
+    pp[k] = select(pl[km], 0.0, k == 0u || sg[k] != sg[km]);
+  }
+  workgroupBarrier();
+}
+`;
+
+/** `n` copies of `f(m)` (the rows `lid + m * WG` an invocation owns). */
+function unrollRows(n: number, f: (m: number) => string): string {
+  return Array.from({ length: n }, (_, m) => f(m)).join("\n      ");
+}
+
+/** Entry of a pass with one workgroup per `count` item (`wgid`). */
+function groupEntry(count: string): string {
+  return `@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  let wgid = gid.y * nwg.x + gid.x;
+  if (wgid >= ${count}) { return; }`;
+}
+
+/** WGSL `base_of(bh, n, i, col, fromS0)`: element `i` of the column's base (`s_in` of chunk `n`, or `S0`). */
+const BASE = `
+fn base_of(bh: u32, n: u32, i: u32, col: u32, fromS0: bool) -> f32 {
+  if (!fromS0) { return cw[u.entryState + si(bh, n, i, col)]; }
+  if (u.hasS0 != 0u) { return s0[s0i(bh, i, col)]; }
+  return 0.0;
+}
+`;
+
+/** WGSL of a per-column pass (entry point `main`). */
+export function perColumnShader(
+  pass: PerColumnPass,
+  config: RuleConfig,
+  s: ChunkShape,
+  heads: HeadConstants,
+): string {
+  const reg = config.rule === "falcon2";
+  const rpt = Math.ceil(s.C / CHUNK_WG);
+  const head = prelude(pass, config, s, heads) + ADDR + `const SB = ${GRAM_BLOCKS(s.C)}u;\n`;
+  const coefCol = `
+fn step_co_col(bh: u32, b: u32, h: u32, t: u32, col: u32, n: u32, st: f32) -> Co {
+  return coef(n, st, beta[((b * u.T + t) * H + h) * DV + col], lb[(b * u.T + t) * H + h], h);
+}
+fn stat_at(bh: u32, n: u32, t: u32) -> f32 {
+  if (n == 0u) { return 0.0; }
+  return dot_xx(bh, i32(t));
+}`;
+  switch (pass) {
+    case "column_coefs":
+      return head + STARTS + stepCoefWgsl(config) + coefCol + `
+var<workgroup> est: array<f32, C>;
+var<workgroup> enp: array<u32, C>;
+${groupEntry("u.B * H * nck()")}
+  let n = wgid % nck();
+  let bh = wgid / nck();
+  let b = bh / H;
+  let h = bh % H;
+  let a = n * C;
+  let len = min(C, u.T - a);
+  // the statistic E_t once per step, then one invocation per column walks the chunk
+  for (var k = lid; k < len; k += WG) {
+    let np = pairs_at(b, a + k);
+    enp[k] = np;
+    est[k] = stat_at(bh, np, a + k);
+  }
+  if (lid == 0u) {
+    // sequence starts in a..t, for the column passes' segment tests
+    var cnt = 0u;
+    for (var k = 0u; k < len; k++) {
+      if (is_start(b, a + k)) { cnt++; }
+      cw[u.startsInChunk + bh * u.T + a + k] = f32(cnt);
+    }
+  }
+  workgroupBarrier();
+  for (var col = lid; col < DV; col += WG) {
+    var p = 0.0;
+    for (var k = 0u; k < len; k++) {
+      let t = a + k;
+      if (is_start(b, t)) { p = 0.0; }
+      let co = step_co_col(bh, b, h, t, col, enp[k], est[k]);
+      // the Falcon decay is at least eps_gamma: log_gamma never returns the cut marker here
+      p += log_gamma(co);
+      let c = ci(bh, t, col);
+      cw[u.columnLogDecaySum + c] = p;
+      cw[u.columnEraseGain + c] = co.a;
+      cw[u.columnWriteGain + c] = co.b;
+    }
+  }
+}`;
+    case "column_gram":
+      return head + `
+${flatEntry("u.B * H * nck() * C * SB")}
+  // one invocation per row t and block of 4 columns s: each loaded x_t, q_t entry serves 4 products
+  let s0b = (idx % SB) * 4u;
+  let t = (idx / SB) % C;
+  let bn = idx / (C * SB);
+  let n = bn % nck();
+  let bh = bn / nck();
+  let a = n * C;
+  let len = min(C, u.T - a);
+  if (t >= len) {
+    for (var j = 0u; j < 4u; j++) {
+      let sx = s0b + j;
+      if (sx < C) {
+        cw[u.keyGram + kk(bh, n, t, sx)] = 0.0;
+        cw[u.queryKeyGram + kk(bh, n, t, sx)] = 0.0;
+      }
+    }
+    return;
+  }
+  let r0 = i32(a + min(s0b, len - 1u));
+  let r1 = i32(a + min(s0b + 1u, len - 1u));
+  let r2 = i32(a + min(s0b + 2u, len - 1u));
+  let r3 = i32(a + min(s0b + 3u, len - 1u));
+  var kx = vec4<f32>(0.0);
+  var kq = vec4<f32>(0.0);
+  for (var i = 0u; i < DK; i++) {
+    let xs = vec4<f32>(xp(bh, r0, i), xp(bh, r1, i), xp(bh, r2, i), xp(bh, r3, i));
+    kx += xp(bh, i32(a + t), i) * xs;
+    kq += qn(bh, a + t, i) * xs;
+  }
+  for (var j = 0u; j < 4u; j++) {
+    let sx = s0b + j;
+    if (sx < C) {
+      cw[u.keyGram + kk(bh, n, t, sx)] = select(0.0, kx[j], sx < len);
+      cw[u.queryKeyGram + kk(bh, n, t, sx)] = select(0.0, kq[j], sx <= t);
+    }
+  }
+}`;
+    case "column_state_scan":
+      return head + COLUMN_STEPS + `
+var<workgroup> sc: array<f32, DK>;
+var<workgroup> wv: array<f32, C>;
+var<workgroup> ge: array<f32, C>;
+${groupEntry("u.B * H * DV")}
+  let col = wgid % DV;
+  let bh = wgid / DV;
+  for (var i = lid; i < DK; i += WG) { sc[i] = select(0.0, init[s0i(bh, i, col)], u.hasInit != 0u); }
+  for (var n = 0u; n < nck(); n++) {
+    let a = n * C;
+    let len = min(C, u.T - a);
+    let e = len - 1u;
+    load_column(lid, bh, a, len, col);
+    for (var i = lid; i < DK; i += WG) { cw[u.entryState + si(bh, n, i, col)] = sc[i]; }
+    // right-hand side R_t = b_t y_t - a_t exp(Pp_t) x_t.base_t
+    for (var k = lid; k < len; k += WG) {
+      let t = a + k;
+      var xs = 0.0;
+      if (sg[k] == 0u) {
+        for (var i = 0u; i < DK; i++) { xs += xp(bh, i32(t), i) * sc[i]; }
+      } else if (u.hasS0 != 0u) {
+        for (var i = 0u; i < DK; i++) { xs += xp(bh, i32(t), i) * s0[s0i(bh, i, col)]; }
+      }
+      cw[u.columnKeyDotBase + ci(bh, t, col)] = xs;
+      wv[k] = cw[u.columnWriteGain + ci(bh, t, col)] * yp(bh, i32(t), col) - ga[k] * exp(pp[k]) * xs;
+    }
+    workgroupBarrier();
+    ${
+        reg
+          ? `// forward substitution as a column sweep: once W_s is final, every later row of its segment
+    // drops A[k,s] W_s; each invocation keeps its rows (k = lid + m WG) and loads the next K entries
+    // one step ahead, so the global reads overlap the barrier
+    var kc: array<f32, ${rpt}>;
+    ${
+            unrollRows(rpt, (m) =>
+              `{ let k = lid + ${m}u * WG; kc[${m}] = select(0.0, cw[u.keyGram + kk(bh, n, 0u, min(k, C - 1u))], k < len); }`)
+          }
+    for (var sx = 0u; sx + 1u < len; sx++) {
+      let w = wv[sx];
+      ${
+            unrollRows(rpt, (m) =>
+              `{
+        let k = lid + ${m}u * WG;
+        var kn = 0.0;
+        if (k > sx + 1u && k < len) { kn = cw[u.keyGram + kk(bh, n, sx + 1u, k)]; }
+        if (k > sx && k < len && sg[k] == sg[sx]) { wv[k] -= ga[k] * exp(pp[k] - pl[sx]) * kc[${m}] * w; }
+        kc[${m}] = kn;
+      }`)
+          }
+      workgroupBarrier();
+    }`
+          : ""
+      }
+    for (var k = lid; k < len; k += WG) {
+      ge[k] = select(0.0, exp(pl[e] - pl[k]), sg[k] == sg[e]) * wv[k];
+      cw[u.columnPseudoValues + ci(bh, a + k, col)] = wv[k];
+    }
+    workgroupBarrier();
+    // exit state: exp(P_e) base_e + sum_k Gam[e,k] x_k W_k (each invocation its own rows)
+    for (var i = lid; i < DK; i += WG) {
+      var v = 0.0;
+      if (sg[e] == 0u) { v = exp(pl[e]) * sc[i]; } else if (u.hasS0 != 0u) { v = exp(pl[e]) * s0[s0i(bh, i, col)]; }
+      for (var k = 0u; k < len; k++) { v += xp(bh, i32(a + k), i) * ge[k]; }
+      sc[i] = v;
+    }
+  }
+  workgroupBarrier();
+  for (var i = lid; i < DK; i += WG) { cw[u.finalState + s0i(bh, i, col)] = sc[i]; }
+}`;
+    case "column_readout":
+      return head + STARTS + BASE + `
+${flatEntry("u.B * H * u.T * DV")}
+  let col = idx % DV;
+  let bt = idx / DV;
+  let t = bt % u.T;
+  let bh = bt / u.T;
+  let b = bh / H;
+  let h = bh % H;
+  let n = t / C;
+  let a = n * C;
+  let pt = cw[u.columnLogDecaySum + ci(bh, t, col)];
+  // walk back over t's segment: sum_s Gam[t,s] Kq[t,s] W_s
+  var acc = 0.0;
+  var sx = t;
+  var fromS0 = false;
+  loop {
+    acc += exp(pt - cw[u.columnLogDecaySum + ci(bh, sx, col)]) * cw[u.queryKeyGram + kk(bh, n, t - a, sx - a)] * cw[u.columnPseudoValues + ci(bh, sx, col)];
+    if (is_start(b, sx)) {
+      fromS0 = true;
+      break;
+    }
+    if (sx == a) { break; }
+    sx--;
+  }
+  var inter = 0.0;
+  for (var i = 0u; i < DK; i++) { inter += qn(bh, t, i) * base_of(bh, n, i, col, fromS0); }
+  out[dor(b, h, t, col)] = acc + exp(pt) * inter;
+}`;
+    case "column_readout_dw":
+      return head + STARTS + `
+${flatEntry("u.B * H * u.T * DV")}
+  let col = idx % DV;
+  let bt = idx / DV;
+  let sx = bt % u.T;
+  let bh = bt / u.T;
+  let b = bh / H;
+  let h = bh % H;
+  let n = sx / C;
+  let a = n * C;
+  let len = min(C, u.T - a);
+  let ps = cw[u.columnLogDecaySum + ci(bh, sx, col)];
+  // the readout's dW_s = sum_{t >= s} Gam[t,s] Kq[t,s] dO_t over s's segment
+  var acc = 0.0;
+  var t = sx;
+  loop {
+    acc += exp(cw[u.columnLogDecaySum + ci(bh, t, col)] - ps) * cw[u.queryKeyGram + kk(bh, n, t - a, sx - a)] * dout[dor(b, h, t, col)];
+    t++;
+    if (t >= a + len) { break; }
+    if (is_start(b, t)) { break; }
+  }
+  cw[u.columnDPseudoValuesReadout + ci(bh, sx, col)] = acc;
+}`;
+    case "column_query_dout":
+      return head + STARTS + `
+${flatEntry("u.B * H * nck() * DK * DV")}
+  let col = idx % DV;
+  let r = idx / DV;
+  let i = r % DK;
+  let bn = r / DK;
+  let n = bn % nck();
+  let bh = bn / nck();
+  let b = bh / H;
+  let h = bh % H;
+  let a = n * C;
+  let len = min(C, u.T - a);
+  var u0 = 0.0;
+  var u1 = 0.0;
+  var seen = false;
+  for (var k = 0u; k < len; k++) {
+    let t = a + k;
+    if (is_start(b, t)) { seen = true; }
+    let w = exp(cw[u.columnLogDecaySum + ci(bh, t, col)]) * qn(bh, t, i) * dout[dor(b, h, t, col)];
+    if (seen) { u1 += w; } else { u0 += w; }
+  }
+  let o = u.columnDBaseReadout + (bh * nck() + n) * 2u * DK * DV + i * DV + col;
+  cw[o] = u0;
+  cw[o + DK * DV] = u1;
+}`;
+    case "column_reverse_scan":
+      return head + COLUMN_STEPS + `
+var<workgroup> gs: array<f32, DK>;
+var<workgroup> g0: array<f32, DK>;
+var<workgroup> dr: array<f32, C>;
+var<workgroup> rc: array<f32, C>;
+${groupEntry("u.B * H * DV")}
+  let col = wgid % DV;
+  let bh = wgid / DV;
+  for (var i = lid; i < DK; i += WG) {
+    gs[i] = 0.0;
+    g0[i] = 0.0;
+  }
+  for (var kc = 0u; kc < nck(); kc++) {
+    let n = nck() - 1u - kc;
+    let a = n * C;
+    let len = min(C, u.T - a);
+    let e = len - 1u;
+    load_column(lid, bh, a, len, col);
+    for (var i = lid; i < DK; i += WG) { cw[u.dExitState + si(bh, n, i, col)] = gs[i]; }
+    // dW = readout part + Gam[e,k] x_k.G
+    for (var k = lid; k < len; k += WG) {
+      let t = a + k;
+      var xg = 0.0;
+      if (sg[k] == sg[e]) {
+        for (var i = 0u; i < DK; i++) { xg += xp(bh, i32(t), i) * gs[i]; }
+        xg *= exp(pl[e] - pl[k]);
+      }
+      dr[k] = cw[u.columnDPseudoValuesReadout + ci(bh, t, col)] + xg;
+    }
+    workgroupBarrier();
+    ${
+        reg
+          ? `// back substitution as a column sweep: once dR_t2 is final, every earlier row of its segment
+    // drops A[t2,k] dR_t2 (K entries loaded one step ahead, as in column_state_scan)
+    var kc: array<f32, ${rpt}>;
+    ${
+            unrollRows(rpt, (m) =>
+              `{ let k = lid + ${m}u * WG; kc[${m}] = select(0.0, cw[u.keyGram + kk(bh, n, len - 1u, min(k, C - 1u))], k < len); }`)
+          }
+    for (var t2 = len - 1u; t2 > 0u; t2--) {
+      let d = dr[t2];
+      ${
+            unrollRows(rpt, (m) =>
+              `{
+        let k = lid + ${m}u * WG;
+        var kn = 0.0;
+        if (k + 1u < t2) { kn = cw[u.keyGram + kk(bh, n, t2 - 1u, k)]; }
+        if (k < t2 && sg[k] == sg[t2]) { dr[k] -= ga[t2] * exp(pp[t2] - pl[k]) * kc[${m}] * d; }
+        kc[${m}] = kn;
+      }`)
+          }
+      workgroupBarrier();
+    }`
+          : ""
+      }
+    for (var k = lid; k < len; k += WG) {
+      cw[u.columnDRightHandSide + ci(bh, a + k, col)] = dr[k];
+      rc[k] = ga[k] * exp(pp[k]) * dr[k];
+    }
+    workgroupBarrier();
+    // gradient of the entering state (base s_in) and of S0 (base S0)
+    for (var i = lid; i < DK; i += WG) {
+      let o = u.columnDBaseReadout + (bh * nck() + n) * 2u * DK * DV + i * DV + col;
+      var v0 = cw[o];
+      var v1 = cw[o + DK * DV];
+      let ce = exp(pl[e]) * gs[i];
+      if (sg[e] == 0u) { v0 += ce; } else { v1 += ce; }
+      for (var k = 0u; k < len; k++) {
+        let v = rc[k] * xp(bh, i32(a + k), i);
+        if (sg[k] == 0u) { v0 -= v; } else { v1 -= v; }
+      }
+      g0[i] += v1;
+      gs[i] = v0;
+    }
+  }
+  workgroupBarrier();
+  for (var i = lid; i < DK; i += WG) {
+    out[u.gDC + s0i(bh, i, col)] = gs[i];
+    out[u.gDS0 + s0i(bh, i, col)] = g0[i];
+  }
+}`;
+    case "column_step_grads":
+      return head + COLUMN_STEPS + colGradKernel(s, reg);
+    case "column_dots":
+      return head + BASE + `
+${flatEntry("u.B * H * u.T * DV")}
+  let col = idx % DV;
+  let bt = idx / DV;
+  let t = bt % u.T;
+  let bh = bt / u.T;
+  let b = bh / H;
+  let h = bh % H;
+  let n = t / C;
+  let e = min(n * C + C, u.T) - 1u;
+  let fromS0 = cw[u.startsInChunk + bh * u.T + t] != 0.0;
+  // q_t.base_t, x_t.G and (at the chunk's last step) <G, base_e>, the base e shares with t
+  var qb = 0.0;
+  var xg = 0.0;
+  var eb = 0.0;
+  for (var i = 0u; i < DK; i++) {
+    let bs = base_of(bh, n, i, col, fromS0);
+    let g = cw[u.dExitState + si(bh, n, i, col)];
+    qb += qn(bh, t, i) * bs;
+    xg += xp(bh, i32(t), i) * g;
+    eb += g * bs;
+  }
+  let c = ci(bh, t, col);
+  cw[u.columnBaseDecayShare + c] = exp(cw[u.columnLogDecaySum + c]) * (dout[dor(b, h, t, col)] * qb + select(0.0, eb, t == e));
+  cw[u.columnKeyDotDExit + c] = xg;
+}`;
+    case "column_gram_grads":
+      return head + gramGradKernel(reg);
+    case "column_coef_grads":
+      return head + stepCoefWgsl(config) + coefCol + `
+${flatEntry("u.B * H * u.T")}
+  let t = idx % u.T;
+  let bh = idx / u.T;
+  let b = bh / H;
+  let h = bh % H;
+  let np = pairs_at(b, t);
+  let st = stat_at(bh, np, t);
+  var dlb = 0.0;
+  var dst = 0.0;
+  for (var col = 0u; col < DV; col++) {
+    let co = step_co_col(bh, b, h, t, col, np, st);
+    let c = ci(bh, t, col);
+    let cb = coef_back(co, dgamma_of(co, cw[u.columnDLogDecay + c]), cw[u.columnDEraseGain + c], cw[u.columnDWriteGain + c]);
+    out[u.gDB + c] = cb.x;
+    dlb += cb.y;
+    dst += cb.z;
+  }
+  out[u.gDLB + idx] = dlb;
+  cw[u.dStatistic + idx] = dst;
+}`;
+    case "column_query_key_grads":
+      return head + BASE + `
+${flatEntry("u.B * H * u.T * DK")}
+  let i = idx % DK;
+  let bt = idx / DK;
+  let t = bt % u.T;
+  let bh = bt / u.T;
+  let n = t / C;
+  let a = n * C;
+  let len = min(C, u.T - a);
+  let tt = t - a;
+  let fromS0 = cw[u.startsInChunk + bh * u.T + t] != 0.0;
+  var dq = 0.0;
+  var dx = 0.0;
+  for (var col = 0u; col < DV; col++) {
+    let c = ci(bh, t, col);
+    let bs = base_of(bh, n, i, col, fromS0);
+    dq += cw[u.columnDqBaseWeights + c] * bs;
+    dx += cw[u.columnDxExitWeights + c] * cw[u.dExitState + si(bh, n, i, col)]${
+        reg ? " - cw[u.columnDxBaseWeights + c] * bs" : ""
+      };
+  }
+  for (var sx = 0u; sx <= tt; sx++) { dq += cw[u.dQueryKeyGram + kk(bh, n, tt, sx)] * xp(bh, i32(a + sx), i); }
+  for (var sx = tt; sx < len; sx++) { dx += cw[u.dQueryKeyGram + kk(bh, n, sx, tt)] * qn(bh, a + sx, i); }
+  ${
+        reg
+          ? `for (var sx = 0u; sx < len; sx++) {
+    dx += (cw[u.dKeyGram + kk(bh, n, tt, sx)] + cw[u.dKeyGram + kk(bh, n, sx, tt)]) * xp(bh, i32(a + sx), i);
+  }`
+          : ""
+      }
+  // the statistic E_t = |x_t|^2
+  dx += 2.0 * xp(bh, i32(t), i) * cw[u.dStatistic + bh * u.T + t];
+  out[(bh * u.T + t) * DK + i] = dq;
+  out[u.gDX + (bh * (PAD + u.T + 1u) + PAD + t) * DK + i] = dx;
+}`;
+  }
+}
+
+/**
+ * `column_step_grads`: one workgroup per `(b, h, chunk, column)`. Per step `t`: `dy_t = b_t dR_t`,
+ * `db_t = dR_t y_t`, `da_t = -dR_t (exp(Pp_t) x_t.base_t + sum_{s<t} Gp[t,s] K[t,s] W_s)` and
+ * `d log gamma_r = sum_{t >= r} (Zb_t + sum_{s < r} Z[t,s])` (same segment), where `Z[t,s]` is the
+ * share of `Gam[t,s]`: readout `Kq[t,s] dO_t W_s`, exit `[t = e] (x_s.G) W_s` and the solve's
+ * `Gp[t+1,s] = Gam[t,s]` (`-dR_{t+1} a_{t+1} K[t+1,s] W_s`), each times `Gam[t,s]`; `Zb_t` the share
+ * of `exp(P_t)`: readout `exp(P_t) dO_t q_t.base_t`, exit `exp(P_e) <G, base_e>` (these two from
+ * `column_dots`, in `columnBaseDecayShare`) and the right-hand side's `exp(Pp_{t+1}) = exp(P_t)`
+ * (`-a_{t+1} exp(Pp_{t+1}) (x_{t+1}.base) dR_{t+1}`). Also leaves `columnDqBaseWeights, columnDxExitWeights, columnDxBaseWeights` for `column_query_key_grads`.
+ */
+function colGradKernel(s: ChunkShape, reg: boolean): string {
+  return `
+var<workgroup> ww: array<f32, C>;
+var<workgroup> dr: array<f32, C>;
+var<workgroup> dd: array<f32, C>;
+var<workgroup> xg: array<f32, C>;
+var<workgroup> zb: array<f32, C>;
+var<workgroup> zr: array<f32, C>;
+var<workgroup> dl: array<f32, C>;
+var<workgroup> zz: array<f32, ${s.RP * s.C}>;
+${groupEntry("u.B * H * nck() * DV")}
+  let col = wgid % DV;
+  let bn = wgid / DV;
+  let n = bn % nck();
+  let bh = bn / nck();
+  let b = bh / H;
+  let h = bh % H;
+  let a = n * C;
+  let len = min(C, u.T - a);
+  let e = len - 1u;
+  load_column(lid, bh, a, len, col);
+  for (var k = lid; k < len; k += WG) {
+    let t = a + k;
+    let c = ci(bh, t, col);
+    ww[k] = cw[u.columnPseudoValues + c];
+    dr[k] = cw[u.columnDRightHandSide + c];
+    dd[k] = dout[dor(b, h, t, col)];
+    xg[k] = cw[u.columnKeyDotDExit + c];
+    zb[k] = cw[u.columnBaseDecayShare + c];
+    zr[k] = -ga[k] * exp(pp[k]) * cw[u.columnKeyDotBase + c] * dr[k];
+    cw[u.columnDWriteGain + c] = dr[k] * yp(bh, i32(t), col);
+    // the per-(t, column) weights of column_query_key_grads: dq's base term, dx's exit and right-hand-side terms
+    cw[u.columnDqBaseWeights + c] = exp(pl[k]) * dd[k];
+    cw[u.columnDxExitWeights + c] = select(0.0, exp(pl[e] - pl[k]), sg[k] == sg[e]) * ww[k];
+    cw[u.columnDxBaseWeights + c] = ga[k] * exp(pp[k]) * dr[k];
+    out[u.gDY + (bh * (PAD + u.T) + PAD + t) * DV + col] = cw[u.columnWriteGain + c] * dr[k];
+    dl[k] = 0.0;
+  }
+  workgroupBarrier();
+  for (var k = lid; k < len; k += WG) {
+    var da = -exp(pp[k]) * cw[u.columnKeyDotBase + ci(bh, a + k, col)] * dr[k];
+    ${
+    reg
+      ? `for (var sx = 0u; sx < k; sx++) {
+      if (sg[sx] == sg[k]) { da -= dr[k] * ww[sx] * exp(pp[k] - pl[sx]) * cw[u.keyGram + kk(bh, n, k, sx)]; }
+    }`
+      : ""
+  }
+    cw[u.columnDEraseGain + ci(bh, a + k, col)] = da;
+  }
+  // sum_{t >= r} sum_{s < r} Z[t,s], RP rows of Z at a time: row prefix sums, then column sums
+  for (var t0 = 0u; t0 < len; t0 += RP) {
+    for (var q = lid; q < RP * C; q += WG) {
+      let t = t0 + q / C;
+      let sx = q % C;
+      var z = 0.0;
+      if (t < len && sx < t && sg[sx] == sg[t]) {
+        var d = cw[u.queryKeyGram + kk(bh, n, t, sx)] * dd[t];
+        if (t == e) { d += xg[sx]; }
+        ${
+    reg
+      ? `if (t + 1u < len && sg[t + 1u] == sg[t]) { d -= dr[t + 1u] * ga[t + 1u] * cw[u.keyGram + kk(bh, n, t + 1u, sx)]; }`
+      : ""
+  }
+        z = exp(pl[t] - pl[sx]) * d * ww[sx];
+      }
+      zz[q] = z;
+    }
+    workgroupBarrier();
+    for (var tr = lid; tr < RP; tr += WG) {
+      var run = 0.0;
+      for (var sx = 0u; sx < C; sx++) {
+        let v = zz[tr * C + sx];
+        zz[tr * C + sx] = run;
+        run += v;
+      }
+    }
+    workgroupBarrier();
+    for (var r = lid; r < len; r += WG) {
+      var acc = dl[r];
+      for (var tr = 0u; tr < RP; tr++) {
+        let t = t0 + tr;
+        if (t >= r && t < len) { acc += zz[tr * C + r]; }
+      }
+      dl[r] = acc;
+    }
+    workgroupBarrier();
+  }
+  for (var r = lid; r < len; r += WG) {
+    var acc = dl[r];
+    for (var t = r; t < len; t++) {
+      if (sg[t] != sg[r]) { break; }
+      acc += zb[t];
+      if (t + 1u < len && sg[t + 1u] == sg[t]) { acc += zr[t + 1u]; }
+    }
+    cw[u.columnDLogDecay + ci(bh, a + r, col)] = acc;
+  }
+}`;
+}
+
+/**
+ * `column_gram_grads`: the Gram-matrix gradients summed over the columns, `dKq[t,s] = sum_j Gam_j[t,s] dO_tj W_sj`
+ * (`s <= t`) and `dK[t,s] = -sum_j dR_tj W_sj a_tj Gp_j[t,s]` (`s < t`, regression only), same
+ * segment only. One invocation per 4 x 4 block of `(t, s)`: per column it loads 4 rows' `t` values
+ * and 4 rows' `s` values for 16 entries. Exponents are clamped at 0 (they are never positive inside
+ * a segment) and masked entries multiplied by 0, so nothing overflows.
+ */
+function gramGradKernel(reg: boolean): string {
+  const R = [0, 1, 2, 3];
+  const each = (f: (r: number, c: number) => string, sep = "\n      ") =>
+    R.flatMap((r) => R.map((c) => f(r, c))).join(sep);
+  return `
+${flatEntry("u.B * H * nck() * SB * SB")}
+  let s0b = (idx % SB) * 4u;
+  let t0b = ((idx / SB) % SB) * 4u;
+  let bn = idx / (SB * SB);
+  let n = bn % nck();
+  let bh = bn / nck();
+  let b = bh / H;
+  let h = bh % H;
+  let a = n * C;
+  let len = min(C, u.T - a);
+  ${R.map((r) => `let t${r} = a + min(t0b + ${r}u, len - 1u);`).join("\n  ")}
+  ${R.map((r) => `let tm${r} = max(t${r}, a + 1u) - 1u;`).join("\n  ")}
+  ${R.map((c) => `let s${c} = a + min(s0b + ${c}u, len - 1u);`).join("\n  ")}
+  // 1 where (t, s) is a lower-triangle entry of one segment, 0 elsewhere; e: also s < t
+  ${
+    each((r, c) =>
+      `let m${r}${c} = select(0.0, 1.0, t0b + ${r}u < len && s0b + ${c}u <= t0b + ${r}u && cw[u.startsInChunk + bh * u.T + s${c}] == cw[u.startsInChunk + bh * u.T + t${r}]);
+  let e${r}${c} = select(0.0, m${r}${c}, s0b + ${c}u < t0b + ${r}u);`, "\n  ")
+  }
+  ${each((r, c) => `var q${r}${c} = 0.0;\n  var x${r}${c} = 0.0;`, "\n  ")}
+  if (s0b <= t0b + 3u && t0b < len) {
+    for (var col = 0u; col < DV; col++) {
+      ${
+    R.map((r) =>
+      `let pt${r} = cw[u.columnLogDecaySum + ci(bh, t${r}, col)];
+      let dt${r} = dout[dor(b, h, t${r}, col)];${
+        reg
+          ? `
+      let rt${r} = cw[u.columnDRightHandSide + ci(bh, t${r}, col)] * cw[u.columnEraseGain + ci(bh, t${r}, col)];
+      let pm${r} = cw[u.columnLogDecaySum + ci(bh, tm${r}, col)];`
+          : ""
+      }`
+    ).join("\n      ")
+  }
+      ${
+    R.map((c) =>
+      `let ps${c} = cw[u.columnLogDecaySum + ci(bh, s${c}, col)];\n      let w${c} = cw[u.columnPseudoValues + ci(bh, s${c}, col)];`
+    )
+      .join("\n      ")
+  }
+      ${
+    each((r, c) =>
+      `q${r}${c} += m${r}${c} * exp(min(pt${r} - ps${c}, 0.0)) * dt${r} * w${c};${
+        reg ? `\n      x${r}${c} -= e${r}${c} * exp(min(pm${r} - ps${c}, 0.0)) * rt${r} * w${c};` : ""
+      }`
+    )
+  }
+    }
+  }
+  ${
+    each(
+      (r, c) =>
+        `if (t0b + ${r}u < C && s0b + ${c}u < C) {
+    let k = kk(bh, n, t0b + ${r}u, s0b + ${c}u);
+    cw[u.dQueryKeyGram + k] = q${r}${c};
+    cw[u.dKeyGram + k] = x${r}${c};
+  }`,
+      "\n  ",
+    )
+  }
+}`;
+}

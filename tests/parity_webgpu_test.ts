@@ -17,9 +17,10 @@ const close = async (b: unknown) => {
   (b as WebGpuBackend).destroy();
 };
 
-// one kernel shape per rule at the small level: each new head or chunk size is a slow compile on a
-// software adapter (the varied sizes run on the other backends, in wgpu/fast_weight_chunk_test.ts and
-// here at FALCON_TEST_LEVEL=full)
+// one kernel shape per rule at the small level, the shared small sizes (src/testing/shapes.ts): each
+// new head or chunk size is a slow compile on a software adapter, and at these sizes the other WebGPU
+// tests (wgpu/fast_weight_parity_test.ts, wgpu/fast_weight_chunk_test.ts) compile the same kernels (the
+// varied sizes run on the other backends and here at FALCON_TEST_LEVEL=full)
 await registerFastWeightParity("webgpu", make, {
   forms: ["recurrent", "chunk"],
   close,

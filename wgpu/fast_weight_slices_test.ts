@@ -13,6 +13,7 @@ import { createFastWeightOps } from "./fast_weight.ts";
 import { batchSlices } from "./fast_weight_slices.ts";
 import { chunkWorkspaceBytes } from "./fast_weight_chunk.ts";
 import { gpuTest } from "./_test_util.ts";
+import { SMALL_CHUNK, SMALL_HEADS } from "../src/testing/shapes.ts";
 
 Deno.test("batchSlices covers B rows in order, the last slice holding the rest", () => {
   const got = JSON.stringify(batchSlices(5, 2));
@@ -44,8 +45,9 @@ function rowBytes(config: RuleConfig, spec: CaseSpec, from: number, to: number, 
   return chunkWorkspaceBytes(config, { ...spec, B: 1, T: to - from }, C, backward);
 }
 
-const C = 4;
-const SPEC: CaseSpec = { B: 3, T: 11, H: 2, dk: 5, dv: 3, seed: 77, packed: true, s0: true };
+// the shared small sizes (the chunk pipelines the other small tests compile)
+const C = SMALL_CHUNK;
+const SPEC: CaseSpec = { B: 3, T: 11, ...SMALL_HEADS, seed: 77, packed: true, s0: true };
 const SPLIT = 5;
 
 /**

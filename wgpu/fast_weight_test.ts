@@ -8,6 +8,7 @@ import { assertRelL2 } from "../src/testing/compare.ts";
 import type { Carry, Tensor } from "../src/rules/backend.ts";
 import { stepMeta, usesChunkKernels } from "./fast_weight.ts";
 import { gpuTest } from "./_test_util.ts";
+import { SMALL_CHUNK, SMALL_HEADS } from "../src/testing/shapes.ts";
 
 function expectEqual(name: string, got: ArrayLike<number>, want: number[]) {
   if (Array.from(got).join() !== want.join()) {
@@ -77,19 +78,23 @@ gpuTest(
   "webgpu fastWeightForward accepts every form: chunk kernels agree within 1e-5, recurrent-only rules exactly",
   async (gpu) => {
     const v = (n: number, f: (i: number) => number) => Array.from({ length: n }, (_, i) => f(i));
+    const { H, dk, dv } = SMALL_HEADS;
     const inputs = {
-      q: gpu.fromArray(v(24, (i) => Math.sin(i)), [1, 4, 2, 3]),
-      k: gpu.fromArray(v(24, (i) => Math.cos(i)), [1, 4, 2, 3]),
-      v: gpu.fromArray(v(24, (i) => Math.sin(2 * i)), [1, 4, 2, 3]),
-      beta: gpu.fromArray(v(8, () => 0.7), [1, 4, 2]),
-      lambdabar: gpu.fromArray(v(8, () => 0.2), [1, 4, 2]),
+      // the shared small sizes (the pipelines the other small tests compile): T = 4 is a chunk of 3, then 1
+      q: gpu.fromArray(v(4 * H * dk, (i) => Math.sin(i)), [1, 4, H, dk]),
+      k: gpu.fromArray(v(4 * H * dk, (i) => Math.cos(i)), [1, 4, H, dk]),
+      v: gpu.fromArray(v(4 * H * dv, (i) => Math.sin(2 * i)), [1, 4, H, dv]),
+      beta: gpu.fromArray(v(4 * H, () => 0.7), [1, 4, H]),
+      lambdabar: gpu.fromArray(v(4 * H, () => 0.2), [1, 4, H]),
     };
     for (const rule of ["falcon1a", "falcon1", "falcon3"] as const) {
       const config = ruleConfig(rule);
       const outs = [];
       for (const form of ["recurrent", "chunk", "parallel"] as const) {
         outs.push(
-          Array.from(await gpu.read(gpu.fastWeightForward(config, inputs, { form, chunkSize: 2 }).o)),
+          Array.from(
+            await gpu.read(gpu.fastWeightForward(config, inputs, { form, chunkSize: SMALL_CHUNK }).o),
+          ),
         );
       }
       if (outs[0].every((x) => x === 0)) throw new Error(`${rule}: output is all zero`);

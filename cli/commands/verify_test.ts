@@ -1,5 +1,6 @@
 import { runCli } from "../_run_in_process.ts";
 import { probeGpuAdapter } from "../../src/info/gpu_adapter.ts";
+import { SMALL_CHUNK } from "../../src/testing/shapes.ts";
 
 const FIXTURES = new URL("../../fixtures/vectors/", import.meta.url).pathname;
 
@@ -99,7 +100,17 @@ Deno.test({
   ignore: !gpu.ok,
   sanitizeResources: false,
   async fn() {
-    const { code, out } = await run(["verify", "--vectors", FIXTURES, "--backend", "webgpu"]);
+    // the small chunk size (the recurrent backward's checkpoint interval), as in
+    // wgpu/fast_weight_vectors_test.ts: the same pipelines, compiled once per run on a software adapter
+    const { code, out } = await run([
+      "verify",
+      "--vectors",
+      FIXTURES,
+      "--backend",
+      "webgpu",
+      "--chunk-size",
+      String(SMALL_CHUNK),
+    ]);
     assert(code === 0, `exit code ${code}\n${out}`);
     assert(out.includes("22 passed, 0 failed (backend webgpu"), `summary missing:\n${out}`);
   },

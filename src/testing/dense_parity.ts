@@ -10,6 +10,7 @@
 import type { Activation, Backend, Tensor } from "../rules/backend.ts";
 import { createRefBackend } from "../rules/reference/backend.ts";
 import { relativeL2, Rng } from "./compare.ts";
+import { type TestLevel, testLevelFromEnv } from "./level.ts";
 
 /** Tolerance (relative L2) of a float32 dense op against float64. */
 export const DENSE_TOLERANCE = 1e-5;
@@ -62,25 +63,38 @@ function startsOf(B: number, T: number, mid: number): Uint8Array {
   return s;
 }
 
-const matmulCases: DenseCase[] = [];
-for (const transA of [false, true]) {
-  for (const transB of [false, true]) {
-    for (const accumulate of [false, true]) {
-      const [M, K, N] = [13, 9, 7];
-      matmulCases.push({
-        name: `matmul${transA ? " transA" : ""}${transB ? " transB" : ""}${
-          accumulate ? " accumulate" : ""
-        } ${M}x${K}x${N}`,
-        run(be, d) {
-          const out = d.tensor(be, "out", [M, N]);
-          const a = d.tensor(be, "a", transA ? [K, M] : [M, K]);
-          const b = d.tensor(be, "b", transB ? [N, K] : [K, N]);
-          be.matmul(out, a, b, { transA, transB, accumulate });
-          return Promise.resolve({ out });
-        },
-      });
+/**
+ * The matmul cases: at the full level every (transA, transB, accumulate); at the small level every
+ * transpose once, accumulating on two of them (each variant is a pipeline, seconds to compile on a
+ * software GPU adapter; these are the variants `wgpu/dense_test.ts` compiles too).
+ */
+function matmulCases(level: TestLevel): DenseCase[] {
+  const cases: DenseCase[] = [];
+  for (const transA of [false, true]) {
+    for (const transB of [false, true]) {
+      for (const accumulate of [false, true]) {
+        if (level === "small" && accumulate !== (transA !== transB)) continue;
+        cases.push(matmulCase(transA, transB, accumulate));
+      }
     }
   }
+  return cases;
+}
+
+function matmulCase(transA: boolean, transB: boolean, accumulate: boolean): DenseCase {
+  const [M, K, N] = [13, 9, 7];
+  return {
+    name: `matmul${transA ? " transA" : ""}${transB ? " transB" : ""}${
+      accumulate ? " accumulate" : ""
+    } ${M}x${K}x${N}`,
+    run(be, d) {
+      const out = d.tensor(be, "out", [M, N]);
+      const a = d.tensor(be, "a", transA ? [K, M] : [M, K]);
+      const b = d.tensor(be, "b", transB ? [N, K] : [K, N]);
+      be.matmul(out, a, b, { transA, transB, accumulate });
+      return Promise.resolve({ out });
+    },
+  };
 }
 
 const activationCases: DenseCase[] = (["sigmoid", "softplus", "silu"] as Activation[]).map((kind) => ({
@@ -95,9 +109,12 @@ const activationCases: DenseCase[] = (["sigmoid", "softplus", "silu"] as Activat
   },
 }));
 
-/** Every dense case of the suite. */
-export const DENSE_CASES: readonly DenseCase[] = [
-  ...matmulCases,
+/** Every dense case of the suite at a level (the levels differ in the matmul variants only). */
+export function denseCases(level: TestLevel = "small"): DenseCase[] {
+  return [...matmulCases(level), ...OTHER_CASES];
+}
+
+const OTHER_CASES: readonly DenseCase[] = [
   ...activationCases,
   {
     name: "rmsNorm forward and backward with weight, rows of 13",
@@ -273,11 +290,15 @@ export async function runDenseCase(
   return results;
 }
 
-/** Register the dense half of the suite with `Deno.test` (see `registerFastWeightParity`). */
+/**
+ * Register the dense half of the suite with `Deno.test` (see `registerFastWeightParity`), at `level`
+ * (default: the environment's, {@linkcode testLevelFromEnv}).
+ */
 export async function registerDenseParity(
   name: string,
   makeBackend: () => Promise<Backend | null>,
   close: (backend: Backend) => void | Promise<void> = () => {},
+  level: TestLevel = testLevelFromEnv(),
 ): Promise<void> {
   const backend = await makeBackend();
   if (!backend) {
@@ -295,7 +316,7 @@ export async function registerDenseParity(
     sanitizeOps: false,
     async fn(t) {
       try {
-        for (const c of DENSE_CASES) {
+        for (const c of denseCases(level)) {
           await t.step(c.name, async () => {
             const bad = (await runDenseCase(backend, c, ref)).filter((r) => !(r.error <= DENSE_TOLERANCE));
             if (bad.length > 0) {

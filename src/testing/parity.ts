@@ -18,6 +18,8 @@ import {
 } from "../rules/config.ts";
 import { createRefBackend } from "../rules/reference/backend.ts";
 import { relativeL2, Rng } from "./compare.ts";
+import { type TestLevel, testLevelFromEnv } from "./level.ts";
+import { SMALL_CHUNK, SMALL_HEADS } from "./shapes.ts";
 
 /** One fast-weight parity case. */
 export interface FastWeightCase {
@@ -55,14 +57,16 @@ export interface FastWeightCase {
 export const PARITY_TOLERANCE = { forward: 1e-5, backward: 1e-4 } as const;
 
 /**
- * The cases of the suite. `small` keeps shapes tiny (software GPU adapters in CI); `full` adds the
- * SPEC section 4 shape (`T = 1024`, `d_k = d_v = 64`). With `oneKernelShape` (a backend whose kernels
- * are compiled per head size and chunk size, slowly, on a software adapter) every small case of a
- * rule uses `d_k = 7, d_v = 5, C = 16`, so its three cases (packed starts with S0, a split call with a
- * carry, the clamp at every step) share one set of kernels; `full` keeps the varied sizes.
+ * The cases of the suite, three per rule, alignment and form (packed starts with S0, a split call with
+ * a carry, the clamp at every step). `small` keeps shapes tiny: varied head and chunk sizes (chunk
+ * sizes 8 and 16, `d_k` / `d_v` from 3 to 9) or, with `oneKernelShape` (a backend whose kernels are
+ * compiled per head size and chunk size, slowly, on a software adapter), the shared small sizes
+ * ({@linkcode SMALL_HEADS}, chunk size {@linkcode SMALL_CHUNK}) for all three, the kernels that the
+ * other WebGPU tests compile too. `full` runs the varied sizes, the shared small sizes and the SPEC
+ * section 4 shape (`T = 1024`, `d_k = d_v = 64`, chunk size 64).
  */
 export function fastWeightCases(
-  level: "small" | "full" = "small",
+  level: TestLevel = "small",
   forms: readonly Form[] = ["chunk"],
   oneKernelShape = false,
 ): FastWeightCase[] {
@@ -82,39 +86,36 @@ export function fastWeightCases(
           split: false,
           clampEveryStep: false,
         };
-        cases.push({
-          ...base,
-          chunkSize: 16,
-          B: 2,
-          T: 37,
-          dk: 7,
-          dv: 5,
-          packed: true,
-          s0: true,
-          seed: seed++,
-        });
-        const [splitC, splitDk, splitDv] = uniform ? [16, 7, 5] : [8, 6, 9];
-        const [clampDk, clampDv] = uniform ? [7, 5] : [5, 3];
-        cases.push({
-          ...base,
-          chunkSize: splitC,
-          B: 1,
-          T: 19,
-          dk: splitDk,
-          dv: splitDv,
-          split: true,
-          seed: seed++,
-        });
-        cases.push({
-          ...base,
-          chunkSize: 16,
-          B: 1,
-          T: 33,
-          dk: clampDk,
-          dv: clampDv,
-          clampEveryStep: true,
-          seed: seed++,
-        });
+        if (oneKernelShape || level === "full") {
+          const small = { ...base, ...SMALL_HEADS, chunkSize: SMALL_CHUNK };
+          cases.push({ ...small, B: 2, T: 37, packed: true, s0: true, seed: seed++ });
+          cases.push({ ...small, B: 1, T: 19, split: true, seed: seed++ });
+          cases.push({ ...small, B: 1, T: 33, clampEveryStep: true, seed: seed++ });
+        }
+        if (!uniform) {
+          cases.push({
+            ...base,
+            chunkSize: 16,
+            B: 2,
+            T: 37,
+            dk: 7,
+            dv: 5,
+            packed: true,
+            s0: true,
+            seed: seed++,
+          });
+          cases.push({ ...base, chunkSize: 8, B: 1, T: 19, dk: 6, dv: 9, split: true, seed: seed++ });
+          cases.push({
+            ...base,
+            chunkSize: 16,
+            B: 1,
+            T: 33,
+            dk: 5,
+            dv: 3,
+            clampEveryStep: true,
+            seed: seed++,
+          });
+        }
         if (level === "full") {
           cases.push({ ...base, chunkSize: 64, B: 1, H: 1, T: 1024, dk: 64, dv: 64, seed: seed++ });
         }
@@ -303,17 +304,11 @@ export function assertParity(c: FastWeightCase, results: ParityResult[]): void {
 }
 
 /**
- * The parity level asked for by the environment: `FALCON_TEST_LEVEL=full` (or the older
- * `FALCON_PARITY_LEVEL=full`) adds the SPEC section 4 shape and the varied small sizes.
+ * The parity level asked for by the environment (`FALCON_TEST_LEVEL=full`, or the older
+ * `FALCON_PARITY_LEVEL=full`, adds the large shapes): see {@linkcode testLevelFromEnv}.
  */
-export function parityLevelFromEnv(): "small" | "full" {
-  try {
-    return Deno.env.get("FALCON_TEST_LEVEL") === "full" || Deno.env.get("FALCON_PARITY_LEVEL") === "full"
-      ? "full"
-      : "small";
-  } catch {
-    return "small"; // no --allow-env: the small level
-  }
+export function parityLevelFromEnv(): TestLevel {
+  return testLevelFromEnv();
 }
 
 /**
@@ -324,7 +319,7 @@ export async function registerFastWeightParity(
   name: string,
   makeBackend: () => Promise<Backend | null>,
   options: {
-    level?: "small" | "full";
+    level?: TestLevel;
     forms?: readonly Form[];
     close?: (backend: Backend) => void | Promise<void>;
     /** Small cases share one kernel shape per rule (see {@linkcode fastWeightCases}). */

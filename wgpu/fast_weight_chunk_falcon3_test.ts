@@ -1,0 +1,90 @@
+/**
+ * falcon3's chunk-parallel kernels (`shaders/fast_weight_chunk_window_delta.ts`) at windows other than
+ * the default 4 and at the sizes where their tiling changes: windows 1 and 2 (closed-form top
+ * eigenpairs) and 5 (Jacobi, and more instance rows per step than `window_solve_transposed`'s
+ * invocations per column), `window_solve_input_grads`' column panels, partial 4 x 4 blocks, and
+ * `window_solve` / `window_solve_transposed` over several workgroups per chunk; against the float64
+ * reference, both alignments (the panel test: prefix). The default window at the shared small sizes
+ * runs in `fast_weight_chunk_test.ts`; these tests have a file of their own so that `deno test
+ * --parallel` runs them beside it (each file is about a minute of compiling on a software adapter; this
+ * one sorts first, so it starts first). `FALCON_TEST_LEVEL=full` adds the earlier sizes: windows 1-3 at
+ * chunk size 5, window 4 at chunk size 20, window 3 at chunk size 2, window 5 at chunk size 3.
+ * Tolerances (SPEC section 4): relative L2 1e-5 for outputs and carries, 1e-4 for gradients.
+ */
+
+import type { Backend } from "../src/rules/backend.ts";
+import { type Alignment, ALIGNMENTS, ruleConfig } from "../src/rules/config.ts";
+import { SMALL_CHUNK, SMALL_HEADS } from "../src/testing/shapes.ts";
+import { chunkForm, compareChunk, FULL_LEVEL } from "./_chunk_compare.ts";
+import { gpuTest } from "./_test_util.ts";
+
+/** A falcon3 problem with window `window` at chunk size `C` (prefix and same-step alignment). */
+interface WindowProblem {
+  window: number;
+  C: number;
+  T: number;
+  dk: number;
+  dv: number;
+}
+
+// Each (window, C, Dk, Dv) is a new set of falcon3 pipelines (tens of seconds to compile on a software
+// adapter): the window test and the panel test share the window of 2. The Jacobi eigenpairs (windows
+// of 3 and more) run at the default window 4 in fast_weight_chunk_test.ts and at window 5 here.
+/**
+ * Dk + Dv = 73, Dv = 33: window_solve's columns over two workgroups per chunk, window_solve_transposed's
+ * over three, and the 4 x 4 blocks of the state (window_scan_link, window_s0_grad_parts) and of
+ * window_transition over two and three workgroups.
+ */
+const WIDE_SOLVE: WindowProblem = { window: 2, C: 5, T: 13, dk: 40, dv: 33 };
+
+async function compareWindow(gpu: Backend, p: WindowProblem, alignment: Alignment, seed: number) {
+  const config = ruleConfig("falcon3", { alignment, window: p.window });
+  const spec = { B: 2, T: p.T, H: 2, dk: p.dk, dv: p.dv, seed, packed: true, s0: true };
+  await compareChunk(
+    gpu,
+    config,
+    spec,
+    chunkForm(p.C),
+    `falcon3/W=${p.window}/${alignment}/C=${p.C}/Dk=${p.dk}/Dv=${p.dv}`,
+  );
+}
+
+gpuTest(
+  `webgpu chunk kernels of falcon3 match the reference with windows 1, 2${
+    FULL_LEVEL ? " and 3" : ""
+  } (closed-form eigenpairs${FULL_LEVEL ? ", and Jacobi" : ""})`,
+  async (gpu) => {
+    const windows: WindowProblem[] = [
+      { window: 1, C: SMALL_CHUNK, T: 13, ...SMALL_HEADS },
+      WIDE_SOLVE,
+      ...(FULL_LEVEL ? [1, 2, 3].map((window) => ({ window, C: 5, T: 13, dk: 5, dv: 3 })) : []),
+    ];
+    for (const p of windows) {
+      for (const alignment of ALIGNMENTS) await compareWindow(gpu, p, alignment, 51 + p.window);
+    }
+  },
+);
+
+gpuTest(
+  "webgpu chunk kernels of falcon3 walk several column panels, partial 4 x 4 blocks and solve workgroups",
+  async (gpu) => {
+    const problems: WindowProblem[] = [
+      // window 5, C = 13: window_solve_input_grads' panels of 12 steps (a full one, then 1 step; the
+      // last chunk 1 step), window_row_grads / window_solve_input_grads tiles of 2 steps (10 rows, 6
+      // pairs per window_row_grads tile: neither a multiple of 4), and more rows per step than
+      // window_solve_transposed's 4 invocations per column
+      { window: 5, C: 13, T: 27, dk: 3, dv: 2 },
+      WIDE_SOLVE,
+      ...(FULL_LEVEL
+        ? [
+          // window 4, C = 20: panels of 16 steps (a full one, then 4; the last chunk 5 steps)
+          { window: 4, C: 20, T: 45, dk: 5, dv: 3 },
+          // window 3, C = 2: 6-row tiles, 6-row panels and 4 pairs per window_row_grads tile
+          { window: 3, C: 2, T: 13, dk: 5, dv: 3 },
+          { window: 5, C: 3, T: 11, dk: 3, dv: 2 },
+        ]
+        : []),
+    ];
+    for (const p of problems) await compareWindow(gpu, p, "prefix", 61 + p.window);
+  },
+);

@@ -1,6 +1,9 @@
 /**
- * THE LEARNING TEST: the `tiny` preset learns addition on the float64 reference backend with a
- * Falcon rule (falcon1, prefix alignment, seed 0) in under ~3 minutes on 2 CPU cores.
+ * THE LEARNING TEST: the `tiny` preset learns addition with a Falcon rule (falcon1, prefix
+ * alignment, seed 0). At the small test level (the default) it trains on the WASM backend with one
+ * thread (about 20 s here; WASM is checked against the float64 reference op by op and form by form
+ * elsewhere); at `FALCON_TEST_LEVEL=full` on the float64 reference backend itself (about 4-5 minutes on
+ * 2 CPU cores, the long pole of the suite when it ran at every level).
  *
  * Asserted: the mean loss of the last 10 steps is at most 1/5 of the first 10 steps' (a fall by a
  * factor >= 5; chance is ln 14 = 2.64 nats), and the in-distribution teacher-forced digit accuracy
@@ -10,7 +13,10 @@
  */
 
 import assert from "node:assert/strict";
+import type { Backend } from "../rules/backend.ts";
 import { createRefBackend } from "../rules/reference/backend.ts";
+import { testLevelFromEnv } from "../testing/level.ts";
+import { createWasmBackend } from "../wasm/backend.ts";
 import { ADDITION_EOS_ID, ADDITION_PAD_ID, additionTestSet } from "../tasks/addition.ts";
 import { teacherForcedAccuracy } from "./accuracy.ts";
 import { planRun } from "./plan.ts";
@@ -21,8 +27,12 @@ const LOSS_FALL_FACTOR = 5;
 /** In-distribution digit accuracy floor. */
 const DIGIT_ACCURACY_FLOOR = 0.75;
 
-Deno.test("the tiny preset learns addition with falcon1: loss falls x5 and digit accuracy >= 75%", async () => {
+const LEVEL = testLevelFromEnv();
+
+Deno.test(`the tiny preset learns addition with falcon1 (${LEVEL === "full" ? "float64 reference" : "WASM, 1 thread"}): loss falls x5 and digit accuracy >= 75%`, async () => {
   const dir = await Deno.makeTempDir();
+  const wasm = LEVEL === "full" ? null : await createWasmBackend({ threads: 1 });
+  const backend: Backend = wasm ?? createRefBackend();
   try {
     const setup = await planRun({
       task: "addition",
@@ -33,7 +43,7 @@ Deno.test("the tiny preset learns addition with falcon1: loss falls x5 and digit
       outDir: dir,
       resume: false,
       explicit: new Set(),
-      backend: createRefBackend(),
+      backend,
     });
     const result = await train(setup);
     assert.equal(result.status, "completed");
@@ -63,6 +73,7 @@ Deno.test("the tiny preset learns addition with falcon1: loss falls x5 and digit
       `digit accuracy ${acc.tokenAccuracy} below the floor ${DIGIT_ACCURACY_FLOOR}`,
     );
   } finally {
+    wasm?.close();
     await Deno.remove(dir, { recursive: true });
   }
 });

@@ -122,6 +122,9 @@ export function createDeferredSliceSums(rt: GpuRuntime) {
       let range = ranges.get(rangeKey);
       if (!range) ranges.set(rangeKey, range = { buffer: arena, offset, size });
       produce(range);
+      // producing may have run the held sums (a dispatch past the flush interval flushes, and a flush runs
+      // them), which starts the arena over: keep this job's partials out of the ranges handed out next
+      used = Math.max(used, offset + bytes);
       jobs.push({ outOffset: start, partialOffset: offset / 4, n, S, accumulate });
       if (target === null) {
         target = out.buffer;

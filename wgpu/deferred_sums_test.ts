@@ -90,3 +90,31 @@ gpuTest(
     }
   },
 );
+
+gpuTest(
+  "held slice sums stay right when the periodic flush falls while a sum's partials are produced",
+  async (gpu) => {
+    // a flush runs the held sums and starts the arena over; the sum being produced then must keep its
+    // partials (it once did not: the next sum's partials overwrote them and its gradient came out wrong)
+    const rng = new Rng(12);
+    const inputs = [[600, 16], [600, 16], [600, 24], [600, 24], [600], [600, 24]].map((shape) =>
+      gpu.fromArray(rng.normals(shape.reduce((a, b) => a * b, 1), 1), shape)
+    );
+    const shapes = [[16, 16], [16, 16], [24], [16, 16]];
+    const separate = shapes.map((s) => gpu.zeros(s));
+    backward(gpu, separate, inputs);
+    const want = await Promise.all(separate.map(async (g) => new Float32Array(await gpu.read(g))));
+    const [a, b, c] = [0, 1, 2].map(() => gpu.fromArray(rng.normals(8, 1), [8]));
+    // FLUSH_DISPATCHES (96) after a flush: pads that put the flush at each dispatch of the backward
+    for (let pad = 86; pad <= 95; pad++) {
+      const blocked = gpu.zerosBlock(shapes);
+      gpu.runtime.flush();
+      for (let i = 0; i < pad; i++) gpu.add(c, a, b);
+      backward(gpu, blocked, inputs);
+      for (let i = 0; i < shapes.length; i++) {
+        assert.deepEqual(new Float32Array(await gpu.read(blocked[i])), want[i], `pad ${pad}, gradient ${i}`);
+      }
+      blocked.forEach((g) => gpu.dispose(g));
+    }
+  },
+);

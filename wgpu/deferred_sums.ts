@@ -62,6 +62,14 @@ export function createDeferredSliceSums(rt: GpuRuntime) {
     return table;
   }
 
+  /**
+   * Bytes of partials the sums held since the last release asked for, over every release the arena's
+   * filling up forced; when held work runs for another reason and this exceeds the arena, the arena
+   * grows to it, so the same pass next step holds all its sums (one dispatch).
+   */
+  let demand = 0;
+  let overflowing = false;
+
   /** Record every held sum as one dispatch. */
   function run(): void {
     if (jobs.length === 0 || !target || !arena) return;
@@ -76,6 +84,15 @@ export function createDeferredSliceSums(rt: GpuRuntime) {
       table.buffer,
       rt.uniform([{ u: table.workgroups }]),
     ], grid(table.workgroups));
+    if (overflowing) return;
+    const wanted = Math.min(rt.device.limits.maxStorageBufferBindingSize, demand);
+    demand = 0;
+    if (wanted > arena.size) {
+      // the recorded sum still reads the old arena; commands recorded later come after it
+      rt.pool.release(arena);
+      ranges = new Map();
+      arena = rt.pool.acquire(Math.floor(wanted / PARTIAL_ALIGNMENT) * PARTIAL_ALIGNMENT);
+    }
   }
 
   return {
@@ -105,8 +122,11 @@ export function createDeferredSliceSums(rt: GpuRuntime) {
       const start = out.offset / 4;
       if (target !== null && target !== out.buffer) rt.releaseHeld();
       else if (jobs.some((j) => j.outOffset < start + n && start < j.outOffset + j.n)) rt.releaseHeld();
+      demand += bytes;
       if (!arena || used + bytes > arena.size) {
+        overflowing = true;
         if (jobs.length > 0) rt.releaseHeld();
+        overflowing = false;
         if (!arena || bytes > arena.size) {
           if (arena) rt.pool.release(arena);
           ranges = new Map();

@@ -92,6 +92,33 @@ gpuTest(
 );
 
 gpuTest(
+  "an arena too small for a pass's held sums grows, so the next pass holds all of them, bit for bit",
+  async (gpu) => {
+    const rng = new Rng(13);
+    // 600 x 300 input: each x^T x gradient [300, 300] has 4 slices of partials, 1.44 MB (the first
+    // arena); six of them need 8.6 MB, so the first pass runs a sum per gradient, then the arena grows
+    const x = gpu.fromArray(rng.normals(600 * 300, 1), [600, 300]);
+    const shapes = Array.from({ length: 6 }, () => [300, 300]);
+    const pass = (grads: Tensor[]) => {
+      for (const g of grads) gpu.matmul(g, x, x, { transA: true, accumulate: true });
+    };
+    const first = gpu.zerosBlock(shapes);
+    const second = gpu.zerosBlock(shapes);
+    gpu.runtime.flush();
+    const firstCount = dispatches(gpu, () => pass(first));
+    const secondCount = dispatches(gpu, () => pass(second));
+    assert.equal(firstCount, 12, "the first pass: six split-K products and a sum for each");
+    assert.equal(secondCount, 7, "the second pass: six split-K products and one sum");
+    for (let i = 0; i < shapes.length; i++) {
+      assert.deepEqual(
+        new Float32Array(await gpu.read(first[i])),
+        new Float32Array(await gpu.read(second[i])),
+      );
+    }
+  },
+);
+
+gpuTest(
   "held slice sums stay right when the periodic flush falls while a sum's partials are produced",
   async (gpu) => {
     // a flush runs the held sums and starts the arena over; the sum being produced then must keep its

@@ -11,6 +11,7 @@ import type {
   AdamWParams,
   AdamWSlot,
   DenseOps,
+  FusedDenseOp,
   MatmulOptions,
   StepGuard,
   Tensor,
@@ -38,6 +39,7 @@ import {
   type MatmulVariant,
 } from "./shaders/matmul.ts";
 import {
+  addRmsNormForwardShader,
   crossEntropyShader,
   finishSumShader,
   rmsNormBackwardShader,
@@ -135,8 +137,8 @@ export function checkMatmulPrecision(device: GPUDevice, precision: string): Matm
   return precision as MatmulPrecision;
 }
 
-/** The dense ops of the `webgpu` backend, with the optional multi-tensor AdamW. */
-export type WebGpuDenseOps = DenseOps & { adamwMany: NonNullable<DenseOps["adamwMany"]> };
+/** The dense ops of the `webgpu` backend, with the optional multi-tensor AdamW and fused ops. */
+export type WebGpuDenseOps = DenseOps & Required<Pick<DenseOps, "adamwMany" | FusedDenseOp>>;
 
 /** The dense ops on a runtime. */
 export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): WebGpuDenseOps {
@@ -147,12 +149,28 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
     buffers: Binding[],
     n: number,
     extra: number[] = [],
+    words: { u: number }[] = [],
   ) => {
     if (n === 0) return;
-    const u = rt.uniform([{ u: n }, ...extra.map((f) => ({ f }))]);
+    const u = rt.uniform([{ u: n }, ...extra.map((f) => ({ f })), ...words]);
     rt.dispatch(rt.pipeline(key, code), [...buffers, u], grid(Math.ceil(n / ELEMENTWISE_WG)));
   };
   const buf = gpuBinding;
+
+  /**
+   * Whether the next dispatch may write `out` as over zeros: a zero-fill of exactly `out` is pending
+   * and none of `inputs` shares its buffer; the fill is then dropped ({@linkcode GpuRuntime.takeClear}),
+   * and the caller must record that dispatch next. Tensors of a block keep their fills (a block's
+   * fills merge into one clear).
+   */
+  const fresh = (out: Tensor, ...inputs: (Tensor | null)[]): boolean => {
+    const t = liveTensor(out);
+    if (t.block || out.size === 0) return false;
+    for (const x of inputs) if (x && liveTensor(x).buffer === t.buffer) return false;
+    return rt.takeClear(t.buffer, t.offset, out.size * 4) ||
+      (t.offset === 0 && rt.takeClear(t.buffer, 0, t.buffer.size));
+  };
+  const flag = (b: boolean) => ({ u: b ? 1 : 0 });
 
   /**
    * The storage buffer of AdamW's per-step values `[lr, c1, c2, gradScale, normScale]`: rewritten only
@@ -205,6 +223,29 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
       produce,
       (o, p) => sliceSum(o, p, n, S, accumulate),
     );
+
+  /** The GEMM variant, its workgroups and its split of `K` for an `M x N x K` product (the choice of `matmul`). */
+  function matmulPlan(M: number, N: number, K: number, options: MatmulOptions) {
+    // big tiles (128 x 128 per workgroup) only where they still give a workgroup to every SM of a
+    // large GPU (e.g. 4096 x 256 outputs run faster as 256 tiles of 64 x 64 than 64 of 128 x 128)
+    const big = M * N >= 256 * 256 && Math.ceil(M / 128) * Math.ceil(N / 128) >= BIG_TILE_MIN_TILES;
+    // big tiles: the fastest of the variants timed at N = 4096 on the H200 (docs/performance.md,
+    // f32 8x8x8 at 22.0 TFLOP/s, f16 4x8x16 at 22.2)
+    const half = precision === "f16";
+    const variant: { -readonly [K in keyof MatmulVariant]: MatmulVariant[K] } = {
+      transA: !!options.transA,
+      transB: !!options.transB,
+      accumulate: !!options.accumulate,
+      tm: big && !half ? 8 : 4,
+      tn: big ? 8 : 4,
+      bk: big && !half ? 8 : 16,
+      precision,
+    };
+    const [BM, BN] = matmulTile(variant);
+    const groups: [number, number] = [Math.ceil(N / BN), Math.ceil(M / BM)];
+    const { slices, depth } = splitKPlan(groups[0] * groups[1], K, variant.bk);
+    return { variant, groups, slices, depth };
+  }
 
   function checkStep(op: string, p: AdamWParams): void {
     if (!(Number.isInteger(p.step) && p.step >= 1)) {
@@ -260,40 +301,138 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
     matmul(out, a, b, options: MatmulOptions = {}) {
       const [M, N, K] = matmulDims(out, a, b, options);
       if (M === 0 || N === 0) return;
-      // big tiles (128 x 128 per workgroup) only where they still give a workgroup to every SM of a
-      // large GPU (e.g. 4096 x 256 outputs run faster as 256 tiles of 64 x 64 than 64 of 128 x 128)
-      const big = M * N >= 256 * 256 && Math.ceil(M / 128) * Math.ceil(N / 128) >= BIG_TILE_MIN_TILES;
-      // big tiles: the fastest of the variants timed at N = 4096 on the H200 (docs/performance.md,
-      // f32 8x8x8 at 22.0 TFLOP/s, f16 4x8x16 at 22.2)
-      const half = precision === "f16";
-      const variant: MatmulVariant = {
-        transA: !!options.transA,
-        transB: !!options.transB,
-        accumulate: !!options.accumulate,
-        tm: big && !half ? 8 : 4,
-        tn: big ? 8 : 4,
-        bk: big && !half ? 8 : 16,
-        precision,
-      };
-      const [BM, BN] = matmulTile(variant);
-      const tiles = Math.ceil(N / BN) * Math.ceil(M / BM);
-      const { slices, depth } = splitKPlan(tiles, K, variant.bk);
-      const u = rt.uniform([{ u: M }, { u: N }, { u: K }, { u: depth }]);
+      const plan = matmulPlan(M, N, K, options);
+      const { variant, groups, slices } = plan;
+      // out += product over zeros is out = product (the sum starts at 0 either way)
+      if (fresh(out, a, b)) variant.accumulate = false;
+      const u = rt.uniform([{ u: M }, { u: N }, { u: K }, { u: plan.depth }]);
       if (slices === 1) {
         rt.dispatch(rt.pipeline(matmulKey(variant), () => matmulShader(variant)), [
           buf(out, "out"),
           buf(a, "a"),
           buf(b, "b"),
           u,
-        ], [Math.ceil(N / BN), Math.ceil(M / BM)]);
+        ], groups);
         return;
       }
       const split: MatmulVariant = { ...variant, accumulate: false, splitK: true };
       const pipe = rt.pipeline(matmulKey(split), () => matmulShader(split));
       const [A, B] = [buf(a, "a"), buf(b, "b")];
-      slicedInto(out, "out", M * N, slices, !!options.accumulate, (partial) => {
-        rt.dispatch(pipe, [partial, A, B, u], [Math.ceil(N / BN), Math.ceil(M / BM), slices]);
+      slicedInto(out, "out", M * N, slices, variant.accumulate, (partial) => {
+        rt.dispatch(pipe, [partial, A, B, u], [groups[0], groups[1], slices]);
       });
+    },
+
+    matmulSwigluForward(out, product, a, b, other, role) {
+      const [M, N, K] = matmulDims(product, a, b, {});
+      sameSize("matmulSwigluForward", ["product", product], ["out", out], ["other", other]);
+      if (role !== "gate" && role !== "up") {
+        throw new RangeError(`matmulSwigluForward: role must be "gate" or "up", got "${role}"`);
+      }
+      if (M === 0 || N === 0) return;
+      const plan = matmulPlan(M, N, K, {});
+      const writes = [liveTensor(out).buffer, liveTensor(product).buffer];
+      const reads = [a, b, other].map((t) => liveTensor(t).buffer);
+      if (plan.slices > 1 || writes[0] === writes[1] || writes.some((w) => reads.includes(w))) {
+        ops.matmul(product, a, b);
+        if (role === "gate") ops.swigluForward(out, product, other);
+        else ops.swigluForward(out, other, product);
+        return;
+      }
+      const variant: MatmulVariant = {
+        ...plan.variant,
+        epilogue: role === "up" ? "swiglu-up" : "swiglu-gate",
+      };
+      fresh(product);
+      fresh(out);
+      rt.dispatch(rt.pipeline(matmulKey(variant), () => matmulShader(variant)), [
+        buf(product, "product"),
+        buf(a, "a"),
+        buf(b, "b"),
+        rt.uniform([{ u: M }, { u: N }, { u: K }, { u: plan.depth }]),
+        buf(other, "other"),
+        buf(out, "out"),
+      ], plan.groups);
+    },
+
+    matmulActivationForward(out, pre, a, b, bias, kind: Activation, scale) {
+      const [M, N, K] = matmulDims(pre, a, b, {});
+      sameSize("matmulActivationForward", ["pre", pre], ["out", out]);
+      if (bias && bias.size !== N) {
+        throw new RangeError(`matmulActivationForward: bias has ${bias.size} elements, expected ${N}`);
+      }
+      if (M === 0 || N === 0) return;
+      const plan = matmulPlan(M, N, K, {});
+      const writes = [liveTensor(out).buffer, liveTensor(pre).buffer];
+      const reads = [a, b, ...(bias ? [bias] : [])].map((t) => liveTensor(t).buffer);
+      if (plan.slices > 1 || writes[0] === writes[1] || writes.some((w) => reads.includes(w))) {
+        ops.matmul(pre, a, b);
+        if (bias) {
+          const ones = rt.tensor([M, 1], false);
+          ops.fill(ones, 1);
+          ops.matmul(pre, ones, bias, { accumulate: true });
+          rt.pool.release(ones.buffer);
+        }
+        ops.activationForward(kind, out, pre, scale);
+        return;
+      }
+      const variant: MatmulVariant = { ...plan.variant, epilogue: kind };
+      fresh(pre);
+      fresh(out);
+      rt.dispatch(
+        rt.pipeline(matmulKey(variant), () => matmulShader(variant)),
+        [
+          buf(pre, "pre"),
+          buf(a, "a"),
+          buf(b, "b"),
+          rt.uniform([{ u: M }, { u: N }, { u: K }, { u: plan.depth }, { f: scale }, { u: bias ? 1 : 0 }]),
+          bias ? buf(bias, "bias") : rt.zeroBuffer(),
+          buf(out, "out"),
+        ],
+        plan.groups,
+        [1, 2, 4],
+      ); // a, b, bias: read only (b and bias may be tensors of one parameter block)
+    },
+
+    matmulSwigluBackward(dGate, dUp, dOut, b, gate, up) {
+      const K = dOut.shape[dOut.shape.length - 1];
+      const M = K === 0 ? 0 : dOut.size / K;
+      const N = gate.size / Math.max(M, 1);
+      sameSize("matmulSwigluBackward", ["gate", gate], ["up", up], ["dGate", dGate], ["dUp", dUp]);
+      if (!Number.isInteger(N) || b.size !== N * K) {
+        throw new RangeError(
+          `matmulSwigluBackward: b has ${b.size} elements and gate ${gate.size}, which do not fit dOut [${dOut.shape}] as [${N}, ${K}] and [${M}, ${N}]`,
+        );
+      }
+      if (M === 0 || N === 0) return;
+      const plan = matmulPlan(M, N, K, { transB: true });
+      const writes = [liveTensor(dGate).buffer, liveTensor(dUp).buffer];
+      const reads = [dOut, b, gate, up].map((t) => liveTensor(t).buffer);
+      if (plan.slices > 1 || writes[0] === writes[1] || writes.some((w) => reads.includes(w))) {
+        const d = rt.tensor([M, N], false);
+        ops.matmul(d, dOut, b, { transB: true });
+        ops.swigluBackward(dGate, dUp, d, gate, up);
+        rt.pool.release(d.buffer);
+        return;
+      }
+      const variant: MatmulVariant = { ...plan.variant, epilogue: "swiglu-backward" };
+      const u = rt.uniform([
+        { u: M },
+        { u: N },
+        { u: K },
+        { u: plan.depth },
+        flag(fresh(dGate)),
+        flag(fresh(dUp)),
+      ]);
+      rt.dispatch(rt.pipeline(matmulKey(variant), () => matmulShader(variant)), [
+        buf(dGate, "dGate"),
+        buf(dOut, "dOut"),
+        buf(b, "b"),
+        u,
+        buf(dUp, "dUp"),
+        buf(gate, "gate"),
+        buf(up, "up"),
+      ], plan.groups);
     },
 
     embeddingForward(out, table, ids) {
@@ -371,12 +510,43 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
       ], grid(N));
     },
 
+    addRmsNormForward(sum, out, rstd, a, b, weight, eps) {
+      const D = a.shape[a.shape.length - 1];
+      const N = a.size / D;
+      sameSize("addRmsNormForward", ["a", a], ["b", b], ["sum", sum], ["out", out]);
+      if (rstd.size !== N) {
+        throw new RangeError(`addRmsNormForward: rstd has ${rstd.size} elements, expected ${N}`);
+      }
+      if (weight && weight.size !== D) {
+        throw new RangeError(`addRmsNormForward: weight has ${weight.size}, expected ${D}`);
+      }
+      if (N === 0) return;
+      const u = rt.uniform([{ u: N }, { u: D }, { u: weight ? 1 : 0 }, { f: eps }]);
+      rt.dispatch(rt.pipeline("add_rmsnorm_forward_f32", addRmsNormForwardShader), [
+        buf(sum, "sum"),
+        buf(out, "out"),
+        buf(rstd, "rstd"),
+        buf(a, "a"),
+        buf(b, "b"),
+        weight ? buf(weight, "weight") : rt.zeroBuffer(),
+        u,
+      ], grid(N));
+    },
+
     rmsNormBackward(dx, dWeight, dOut, x, weight, rstd) {
       const D = x.shape[x.shape.length - 1];
       const N = x.size / D;
       sameSize("rmsNormBackward", ["x", x], ["dx", dx], ["dOut", dOut]);
       if (N === 0) return;
-      const u = rt.uniform([{ u: N }, { u: D }, { u: weight ? 1 : 0 }, { u: 0 }]);
+      if (dWeight && dWeight.size !== D) {
+        throw new RangeError(`rmsNormBackward: dWeight has ${dWeight.size}, expected ${D}`);
+      }
+      const u = rt.uniform([
+        { u: N },
+        { u: D },
+        { u: weight ? 1 : 0 },
+        flag(fresh(dx, dOut, x, weight, rstd)),
+      ]);
       rt.dispatch(rt.pipeline("rmsnorm_backward_f32", rmsNormBackwardShader), [
         buf(dx, "dx"),
         buf(dOut, "dOut"),
@@ -386,9 +556,6 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
         u,
       ], grid(N));
       if (dWeight) {
-        if (dWeight.size !== D) {
-          throw new RangeError(`rmsNormBackward: dWeight has ${dWeight.size}, expected ${D}`);
-        }
         const S = Math.ceil(N / ROWS_PER_SLICE);
         const uw = rt.uniform([{ u: D }, { u: N }, { u: ROWS_PER_SLICE }]);
         const pipe = rt.pipeline("rmsnorm_weight_grad_f32", rmsNormWeightGradShader);
@@ -409,13 +576,23 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
         "up",
         up,
       ]);
-      elementwise("swiglu_backward_f32", swigluBackwardShader, [
-        buf(dGate),
-        buf(dUp),
-        buf(dOut),
-        buf(gate),
-        buf(up),
-      ], n);
+      if (n === 0) return;
+      const freshGate = fresh(dGate, dOut, gate, up);
+      const freshUp = liveTensor(dUp).buffer !== liveTensor(dGate).buffer && fresh(dUp, dOut, gate, up);
+      elementwise(
+        "swiglu_backward_f32",
+        swigluBackwardShader,
+        [
+          buf(dGate),
+          buf(dUp),
+          buf(dOut),
+          buf(gate),
+          buf(up),
+        ],
+        n,
+        [],
+        [flag(freshGate), flag(freshUp)],
+      );
     },
 
     activationForward(kind: Activation, out, x, scale) {
@@ -427,6 +604,8 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
 
     activationBackward(kind: Activation, dx, dOut, x, scale) {
       const n = sameSize(`activationBackward(${kind})`, ["dx", dx], ["dOut", dOut], ["x", x]);
+      if (n === 0) return;
+      const fromZero = fresh(dx, dOut, x);
       elementwise(
         `act_backward_${kind}_f32`,
         () => activationShader(kind, "backward"),
@@ -437,6 +616,7 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
         ],
         n,
         [scale],
+        [flag(fromZero)],
       );
     },
 
@@ -499,7 +679,7 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
         seg,
         u,
       ], grid(Math.ceil(n / 256)));
-      const ux = rt.uniform([{ u: n }, { u: T }, { u: C }, { u: W }, { u: 0 }]);
+      const ux = rt.uniform([{ u: n }, { u: T }, { u: C }, { u: W }, flag(fresh(dx, x, weight))]);
       rt.dispatch(rt.pipeline("shortconv_inputgrad_f32", shortConvInputGradShader), [
         buf(dx, "dx"),
         dpre.buffer,
@@ -535,11 +715,35 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
       ], grid(N));
     },
 
+    crossEntropyForwardBackward(losses, dLogits, logits, targets, weights) {
+      sameSize("crossEntropyForwardBackward", ["dLogits", dLogits], ["logits", logits]);
+      const { N, V, t, w } = xentRows(logits, targets, weights);
+      if (losses.size !== N) {
+        throw new RangeError(`crossEntropyForwardBackward: losses has ${losses.size}, expected ${N}`);
+      }
+      const lossBuffer = liveTensor(losses, "losses").buffer;
+      if (lossBuffer === liveTensor(dLogits).buffer || lossBuffer === liveTensor(logits).buffer) {
+        throw new RangeError(
+          "crossEntropyForwardBackward: losses must not share storage with dLogits or logits",
+        );
+      }
+      if (N === 0) return;
+      const u = rt.uniform([{ u: N }, { u: V }, flag(fresh(dLogits, logits))]);
+      rt.dispatch(rt.pipeline("xent_forward_backward_f32", () => crossEntropyShader("both")), [
+        buf(dLogits, "dLogits"),
+        buf(logits, "logits"),
+        t,
+        w,
+        u,
+        buf(losses, "losses"),
+      ], grid(N));
+    },
+
     crossEntropyBackward(dLogits, logits, targets, weights) {
       sameSize("crossEntropyBackward", ["dLogits", dLogits], ["logits", logits]);
       const { N, V, t, w } = xentRows(logits, targets, weights);
       if (N === 0) return;
-      const u = rt.uniform([{ u: N }, { u: V }]);
+      const u = rt.uniform([{ u: N }, { u: V }, flag(fresh(dLogits, logits))]);
       rt.dispatch(rt.pipeline("xent_backward_f32", () => crossEntropyShader("backward")), [
         buf(dLogits, "dLogits"),
         buf(logits, "logits"),

@@ -47,10 +47,11 @@ import { isChunkRule } from "./shaders/chunk_wgsl.ts";
 import type { HeadConstants } from "./shaders/fast_weight_coef.ts";
 import {
   gatherRowsShader,
+  gradientRowsShader,
   normRowsShader,
   rowGroups,
   rowLanes,
-  scatterRowsShader,
+  workspaceRowsShader,
 } from "./shaders/fast_weight_layout.ts";
 import {
   recurrentBackwardShader,
@@ -179,7 +180,10 @@ function wholeBatchOps(rt: GpuRuntime, chunkWorkspaceLimit: number): FastWeightO
     return { H: d.H, dk: d.dk, dv: d.dv, ck, rb, l };
   }
 
-  /** Upload-and-normalise into the head-major workspace; returns it and its sizes. */
+  /**
+   * Normalise into the head-major workspace (one dispatch writes every row of it, zeros included;
+   * carry rows, when there is a carry, after it); returns it and its sizes.
+   */
   function prepare(config: RuleConfig, inputs: FastWeightInputs, d: FastWeightDims) {
     const { B, T, H, dk, dv } = d;
     const BH = B * H;
@@ -188,7 +192,33 @@ function wholeBatchOps(rt: GpuRuntime, chunkWorkspaceLimit: number): FastWeightO
     const XR = PAD + T + 1;
     const YR = PAD + T;
     const prefix = config.alignment === "prefix";
-    const ws = rt.tensor([BH * (T * dk + XR * dk + YR * dv)], true);
+    const ws = rt.tensor([BH * (T * dk + XR * dk + YR * dv)], false);
+    const workspaceRows = BH * (T + XR + YR);
+    rt.dispatch(
+      rt.pipeline(
+        `fw_workspace_rows:${config.qkNorm}:${config.epsRms}:${rowLanes(dk)}`,
+        () => workspaceRowsShader(config.qkNorm, config.epsRms, rowLanes(dk)),
+      ),
+      [
+        ws.buffer,
+        gpuBuffer(inputs.q, "q"),
+        gpuBuffer(inputs.k, "k"),
+        gpuBuffer(inputs.v, "v"),
+        rt.uniform([
+          { u: workspaceRows },
+          { u: T },
+          { u: H },
+          { u: dk },
+          { u: dv },
+          { u: XR },
+          { u: YR },
+          { u: PAD + (prefix ? 1 : 0) },
+          { u: PAD },
+          { u: BH },
+        ]),
+      ],
+      grid(rowGroups(workspaceRows, dk)),
+    );
     const norm = (D: number) =>
       rt.pipeline(
         `fw_norm_rows:${config.qkNorm}:${config.epsRms}:${rowLanes(D)}`,
@@ -214,25 +244,6 @@ function wholeBatchOps(rt: GpuRuntime, chunkWorkspaceLimit: number): FastWeightO
     };
     const xBase = BH * T * dk;
     const yBase = xBase + BH * XR * dk;
-    rows(gpuBuffer(inputs.q, "q"), B * T * H, { T, H, D: dk, R: T, off: 0, base: 0, normalise: true });
-    rows(gpuBuffer(inputs.k, "k"), B * T * H, {
-      T,
-      H,
-      D: dk,
-      R: XR,
-      off: PAD + (prefix ? 1 : 0),
-      base: xBase,
-      normalise: true,
-    });
-    rows(gpuBuffer(inputs.v, "v"), B * T * H, {
-      T,
-      H,
-      D: dv,
-      R: YR,
-      off: PAD,
-      base: yBase,
-      normalise: false,
-    });
     const c = inputs.carry;
     if (c) {
       if (prefix) {
@@ -449,40 +460,45 @@ function wholeBatchOps(rt: GpuRuntime, chunkWorkspaceLimit: number): FastWeightO
         ds0: rt.tensor([B, H, dk, dv], false),
         dCarryState: rt.tensor([B, H, dk, dv], false),
       };
-      const scatter = (D: number) =>
-        rt.pipeline(
-          `fw_scatter_rows:${config.qkNorm}:${config.epsRms}:${rowLanes(D)}`,
-          () => scatterRowsShader(config.qkNorm, config.epsRms, rowLanes(D)),
-        );
-      const back = (
-        dst: GpuTensor,
-        raw: GPUBuffer | null,
-        p: { D: number; R: number; off: number; base: number },
-      ) => {
-        const n = B * T * H;
-        const u = rt.uniform([
-          { u: n },
-          { u: T },
-          { u: H },
-          { u: p.D },
-          { u: p.R },
-          { u: p.off },
-          { u: p.base },
-          { u: raw ? 1 : 0 },
-        ]);
-        rt.dispatch(scatter(p.D), [dst.buffer, g.buffer, raw ?? rt.zeroBuffer(), u], grid(rowGroups(n, p.D)));
-      };
       const prefix = config.alignment === "prefix";
-      back(grads.dq, gpuBuffer(inputs.q, "q"), { D: dk, R: T, off: 0, base: 0 });
-      back(grads.dk, gpuBuffer(inputs.k, "k"), {
-        D: dk,
-        R: prep.XR,
-        off: prep.PAD + (prefix ? 1 : 0),
-        base: gDX,
-      });
-      back(grads.dv, null, { D: dv, R: prep.YR, off: prep.PAD, base: gDY });
-      back(grads.dbeta, null, { D: bw, R: T, off: 0, base: gDB });
-      back(grads.dlambdabar, null, { D: 1, R: T, off: 0, base: gDLB });
+      const n = B * T * H;
+      const L = rowLanes(dk);
+      const rowPart = Math.ceil((3 * n) / (64 / L));
+      const elementPart = Math.ceil((n * bw + n) / 64);
+      rt.dispatch(
+        rt.pipeline(
+          `fw_gradient_rows:${config.qkNorm}:${config.epsRms}:${L}`,
+          () => gradientRowsShader(config.qkNorm, config.epsRms, L),
+        ),
+        [
+          grads.dq.buffer,
+          grads.dk.buffer,
+          grads.dv.buffer,
+          grads.dbeta.buffer,
+          grads.dlambdabar.buffer,
+          g.buffer,
+          gpuBuffer(inputs.q, "q"),
+          gpuBuffer(inputs.k, "k"),
+          rt.uniform([
+            { u: n },
+            { u: T },
+            { u: H },
+            { u: dk },
+            { u: dv },
+            { u: bw },
+            { u: prep.XR },
+            { u: prep.YR },
+            { u: prep.PAD + (prefix ? 1 : 0) },
+            { u: prep.PAD },
+            { u: gDX },
+            { u: gDY },
+            { u: gDB },
+            { u: gDLB },
+            { u: rowPart },
+          ]),
+        ],
+        grid(rowPart + elementPart),
+      );
       const enc = rt.encoder();
       enc.copyBufferToBuffer(g.buffer, gDS0 * 4, grads.ds0.buffer, 0, BH * dk * dv * 4);
       enc.copyBufferToBuffer(g.buffer, gDC * 4, grads.dCarryState.buffer, 0, BH * dk * dv * 4);

@@ -48,8 +48,11 @@ export class GpuRuntime {
   readonly pool: GpuBufferPool;
   readonly #pipelines = new Map<string, GPUComputePipeline>();
   #encoder: GPUCommandEncoder | null = null;
-  /** A clear not recorded yet, extended by clears of the bytes right after it ({@linkcode GpuRuntime.clear}). */
-  #pendingClear: { buffer: GPUBuffer; offset: number; end: number } | null = null;
+  /**
+   * Clears not recorded yet, by buffer: each waits until a command may touch its buffer
+   * ({@linkcode GpuRuntime.clear}); a clear of the bytes right after one extends it.
+   */
+  readonly #pendingClears = new Map<GPUBuffer, { offset: number; end: number }[]>();
   #pass: GPUComputePassEncoder | null = null;
   /** The pipeline and bind group last set on the open pass. */
   #passPipeline: GPUComputePipeline | null = null;
@@ -117,7 +120,9 @@ export class GpuRuntime {
   constructor(device: GPUDevice) {
     this.device = device;
     this.#maxBinding = device.limits.maxStorageBufferBindingSize;
-    this.pool = new GpuBufferPool(device);
+    // a buffer given back to the pool needs none of its pending clears: no command read the zeros,
+    // and whoever gets the buffer next zeroes it again if it needs zeros
+    this.pool = new GpuBufferPool(device, (buffer) => this.#pendingClears.delete(buffer));
     this.#uploadPool = new GpuBufferPool(device);
     this.#snapshotPool = new GpuBufferPool(device);
     device.addEventListener("uncapturederror", (e) => {
@@ -154,15 +159,23 @@ export class GpuRuntime {
     return this.#pipelines.size;
   }
 
-  /** The open command encoder (created on demand), with no compute pass open (for copies and clears). */
+  /**
+   * The open command encoder (created on demand), with no compute pass open (for copies and clears),
+   * after every held command and pending clear.
+   */
   encoder(): GPUCommandEncoder {
     if (this.#held) this.releaseHeld();
+    this.#recordAllClears();
     return this.#openEncoder();
   }
 
-  /** The encoder for a copy from or to `buffers`: held work runs first only when it writes one of them. */
+  /**
+   * The encoder for a copy from or to `buffers`: held work runs first only when it writes one of them,
+   * and only their pending clears are recorded first.
+   */
   #copyEncoder(...buffers: GPUBuffer[]): GPUCommandEncoder {
     if (this.#held && buffers.includes(this.#held.buffer)) this.releaseHeld();
+    for (const b of buffers) this.#recordClears(b);
     return this.#openEncoder();
   }
 
@@ -171,35 +184,71 @@ export class GpuRuntime {
     this.#copyEncoder(src, dst).copyBufferToBuffer(src, srcOffset, dst, dstOffset, bytes);
   }
 
-  /** {@linkcode GpuRuntime.encoder} for a command that touches none of the held work's buffers. */
+  /** The encoder, no compute pass open, for a command that touches no buffer with held work or pending clears. */
   #openEncoder(): GPUCommandEncoder {
     this.#endPass();
     if (!this.#encoder) this.#encoder = this.device.createCommandEncoder();
-    if (this.#pendingClear) {
-      const { buffer, offset, end } = this.#pendingClear;
-      this.#pendingClear = null;
-      this.#encoder.clearBuffer(buffer, offset, end - offset);
-    }
     return this.#encoder;
+  }
+
+  /** Record the pending clears of `buffer` (before a command that may touch it). */
+  #recordClears(buffer: GPUBuffer): void {
+    const ranges = this.#pendingClears.get(buffer);
+    if (!ranges) return;
+    this.#pendingClears.delete(buffer);
+    const encoder = this.#openEncoder();
+    for (const r of ranges) encoder.clearBuffer(buffer, r.offset, r.end - r.offset);
+  }
+
+  #recordAllClears(): void {
+    for (const buffer of [...this.#pendingClears.keys()]) this.#recordClears(buffer);
   }
 
   /**
    * Zero `bytes` bytes of `buffer` from byte `offset` (multiples of 4), in order with the commands
-   * around it. Clears of consecutive ranges of one buffer recorded one after another (the gradients of
-   * a block, zeroed parameter by parameter) become one clear: the clear is held until another command
-   * is recorded.
+   * that touch `buffer`. The clear waits until a command may touch the buffer (a dispatch binding it, a
+   * copy from or to it, any command through {@linkcode GpuRuntime.encoder}, a flush), so commands on
+   * other buffers keep their compute pass; clears of consecutive ranges of one buffer (the gradients of
+   * a block, zeroed parameter by parameter) become one clear; a kernel that writes every zeroed byte
+   * may take the clear instead ({@linkcode GpuRuntime.takeClear}); a buffer given back to the pool
+   * drops its pending clears.
    */
   clear(buffer: GPUBuffer, offset: number, bytes: number): void {
     if (bytes === 0) return;
     if (this.#held?.buffer === buffer) this.releaseHeld();
-    const pending = this.#pendingClear;
-    if (pending && pending.buffer === buffer && pending.end === offset) {
-      pending.end = offset + bytes;
+    const ranges = this.#pendingClears.get(buffer);
+    if (!ranges) {
+      this.#pendingClears.set(buffer, [{ offset, end: offset + bytes }]);
       return;
     }
-    if (pending) this.#openEncoder();
-    this.#endPass();
-    this.#pendingClear = { buffer, offset, end: offset + bytes };
+    const last = ranges[ranges.length - 1];
+    if (last.end === offset) last.end = offset + bytes;
+    else if (!ranges.some((r) => r.offset <= offset && offset + bytes <= r.end)) {
+      ranges.push({ offset, end: offset + bytes });
+    }
+  }
+
+  /**
+   * Whether a clear of exactly `bytes` bytes of `buffer` from `offset` is pending (issued by
+   * {@linkcode GpuRuntime.clear}, and no command has touched the buffer since); if so it is dropped and
+   * the caller takes its place: the next command that touches those bytes must be the caller's
+   * dispatch, which writes every one of them as it would have over zeros (an accumulating kernel adds
+   * to 0 instead of reading the buffer). Saves the clear and the compute pass it would end.
+   */
+  takeClear(buffer: GPUBuffer, offset: number, bytes: number): boolean {
+    const ranges = this.#pendingClears.get(buffer);
+    const i = ranges?.findIndex((r) => r.offset === offset && r.end === offset + bytes) ?? -1;
+    if (!ranges || i < 0) return false;
+    ranges.splice(i, 1);
+    if (ranges.length === 0) this.#pendingClears.delete(buffer);
+    return true;
+  }
+
+  /** Clears issued and not recorded yet (for tests). */
+  get pendingClears(): number {
+    let n = 0;
+    for (const ranges of this.#pendingClears.values()) n += ranges.length;
+    return n;
   }
 
   /**
@@ -239,12 +288,15 @@ export class GpuRuntime {
    * Record one dispatch of `pipeline` with `bindings` at `@binding(0..)` of group 0. A buffer bound
    * twice (an op whose output is also an input, e.g. `add(y, y, x)`) is bound once as itself and
    * otherwise as a snapshot copy, since WebGPU forbids a writable binding aliasing another. Kernels
-   * bind their outputs first, so the snapshot is always an input.
+   * bind their outputs first, so the snapshot is always an input. Bindings listed in `readOnly` (read
+   * by the kernel, never written) may share a buffer with each other without a snapshot (two tensors
+   * of the parameter block).
    */
   dispatch(
     pipeline: GPUComputePipeline,
     bindings: readonly Binding[],
     groups: readonly [number, number?, number?],
+    readOnly?: readonly number[],
   ) {
     if (this.#held) {
       for (const b of bindings) {
@@ -254,12 +306,16 @@ export class GpuRuntime {
         }
       }
     }
+    if (this.#pendingClears.size > 0) { for (const b of bindings) this.#recordClears(bufferOf(b)); }
     let snapshots: GPUBuffer[] | null = null;
     let resolved = bindings;
     for (let i = 1; i < bindings.length; i++) {
       const buffer = bufferOf(bindings[i]);
       let earlier = false;
-      for (let j = 0; j < i && !earlier; j++) earlier = bufferOf(resolved[j]) === buffer;
+      const shared = readOnly?.includes(i);
+      for (let j = 0; j < i && !earlier; j++) {
+        earlier = bufferOf(resolved[j]) === buffer && !(shared && readOnly!.includes(j));
+      }
       if (!earlier || !(buffer.usage & GPUBufferUsage.COPY_SRC)) continue;
       // the same buffer (or another view into it) is bound before: bind a copy of this range instead
       const binding = bindings[i];
@@ -507,7 +563,7 @@ export class GpuRuntime {
     if (this.#held) this.releaseHeld();
     this.#dispatchesSinceFlush = 0;
     this.#flushes++;
-    if (this.#pendingClear) this.#openEncoder();
+    this.#recordAllClears();
     this.#endPass();
     if (this.#encoder) {
       this.device.queue.submit([this.#encoder.finish()]);

@@ -172,15 +172,17 @@ export function pooledBytes(size: number): number {
  */
 export class GpuBufferPool {
   readonly #device: GPUDevice;
+  readonly #onRelease: ((buffer: GPUBuffer) => void) | null;
   /** Free buffers by byte size with their creation numbers, the one made first last (so `pop()` takes it). */
   readonly #free = new Map<number, { buffers: GPUBuffer[]; orders: number[] }>();
   /** Creation order of the buffers this pool has seen. */
   readonly #order = new WeakMap<GPUBuffer, number>();
   #made = 0;
 
-  /** A pool allocating from `device`. */
-  constructor(device: GPUDevice) {
+  /** A pool allocating from `device`; `onRelease` is told of every buffer given back. */
+  constructor(device: GPUDevice, onRelease?: (buffer: GPUBuffer) => void) {
     this.#device = device;
+    this.#onRelease = onRelease ?? null;
   }
 
   /** A storage buffer of `bytes` bytes (contents undefined when reused). */
@@ -200,6 +202,7 @@ export class GpuBufferPool {
 
   /** Give a buffer back for reuse. */
   release(buffer: GPUBuffer): void {
+    this.#onRelease?.(buffer);
     let order = this.#order.get(buffer);
     if (order === undefined) {
       order = this.#made++;

@@ -14,7 +14,12 @@
  * @module
  */
 
-import type { Backend, Tensor } from "../rules/backend.ts";
+import {
+  addRmsNormForward,
+  type Backend,
+  crossEntropyForwardBackward,
+  type Tensor,
+} from "../rules/backend.ts";
 import type { Form } from "../rules/config.ts";
 import { validateModelConfig } from "./config.ts";
 import { createParameters } from "./init.ts";
@@ -175,29 +180,36 @@ export class FalconLM implements LanguageModel {
     const ctx = this.#context(batch, acts);
     const flat = [batch.B, batch.T, this.config.dModel];
     const blockOut = this.#ws.get("model.blockOut", flat);
+    const L = this.config.layers;
     be.embeddingForward(acts.hIn[0], this.#param("embed").value, batch.ids);
-    for (let l = 0; l < this.config.layers; l++) {
-      be.rmsNormForward(
-        acts.norm1[l],
-        acts.rstd1[l],
-        acts.hIn[l],
-        this.#param(`layers.${l}.attn_norm`).value,
-        NORM_EPS,
-      );
+    // each residual add and the norm after it are one op (addRmsNormForward)
+    const firstNorm = L > 0 ? this.#param("layers.0.attn_norm") : this.#param("final_norm");
+    be.rmsNormForward(
+      L > 0 ? acts.norm1[0] : acts.normF,
+      L > 0 ? acts.rstd1[0] : acts.rstdF,
+      acts.hIn[0],
+      firstNorm.value,
+      NORM_EPS,
+    );
+    for (let l = 0; l < L; l++) {
       this.#mixers[l].forward(ctx, acts.norm1[l], blockOut);
-      be.add(acts.hMid[l], acts.hIn[l], blockOut);
-      be.rmsNormForward(
+      const mlpNorm = this.#param(`layers.${l}.mlp_norm`).value;
+      addRmsNormForward(
+        be,
+        acts.hMid[l],
         acts.norm2[l],
         acts.rstd2[l],
-        acts.hMid[l],
-        this.#param(`layers.${l}.mlp_norm`).value,
+        acts.hIn[l],
+        blockOut,
+        mlpNorm,
         NORM_EPS,
       );
       this.#mlps[l].forward(ctx, acts.norm2[l], blockOut);
-      be.add(acts.hIn[l + 1], acts.hMid[l], blockOut);
+      const last = l + 1 === L;
+      const nextNorm = this.#param(last ? "final_norm" : `layers.${l + 1}.attn_norm`).value;
+      const [norm, rstd] = last ? [acts.normF, acts.rstdF] : [acts.norm1[l + 1], acts.rstd1[l + 1]];
+      addRmsNormForward(be, acts.hIn[l + 1], norm, rstd, acts.hMid[l], blockOut, nextNorm, NORM_EPS);
     }
-    const L = this.config.layers;
-    be.rmsNormForward(acts.normF, acts.rstdF, acts.hIn[L], this.#param("final_norm").value, NORM_EPS);
     if (this.config.tieEmbeddings) {
       be.matmul(acts.logits, acts.normF, this.#param("embed").value, { transB: true });
     } else linearForward(be, acts.logits, acts.normF, this.#param("lm_head"));
@@ -226,12 +238,11 @@ export class FalconLM implements LanguageModel {
     const be = this.backend;
     for (const p of this.#params) be.fill(p.grad, 0);
     const acts = this.#forward(batch);
-    be.crossEntropyForward(acts.losses, acts.logits, batch.targets, batch.weights);
     const ctx = this.#context(batch, acts);
     const { dModel: D, layers: L, vocabSize: V } = this.config;
     const flat = [batch.B, batch.T, D];
     const dLogits = this.#ws.get("model.dLogits", [batch.B, batch.T, V], true);
-    be.crossEntropyBackward(dLogits, acts.logits, batch.targets, batch.weights);
+    crossEntropyForwardBackward(be, acts.losses, dLogits, acts.logits, batch.targets, batch.weights);
     const embed = this.#param("embed");
     const dNormF = this.#ws.get("model.dNorm", flat, true);
     if (this.config.tieEmbeddings) {

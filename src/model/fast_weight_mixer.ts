@@ -20,7 +20,13 @@
  * @module
  */
 
-import type { Backend, FastWeightInputs, FormOptions, Tensor } from "../rules/backend.ts";
+import {
+  type Backend,
+  type FastWeightInputs,
+  type FormOptions,
+  matmulSwigluForward,
+  type Tensor,
+} from "../rules/backend.ts";
 import { type RuleConfig, ruleConfig, type RuleName } from "../rules/config.ts";
 import { coefficientPlan, type CoefficientStream } from "./coefficients.ts";
 import { headDim } from "./config.ts";
@@ -171,15 +177,32 @@ export class FastWeightMixer implements Mixer {
     return { q, k, v, beta: acts.beta, lambdabar: acts.lambdabar, starts: ctx.starts };
   }
 
-  /** `pre = z(x)` of one coefficient stream, computed in `(B, T, width)` rows and reshaped into `pre`. */
-  #streamForward(ctx: StepContext, x: Tensor, p: StreamParams, pre: Tensor, name: string): void {
+  /**
+   * `pre = z(x)` of one coefficient stream, computed in `(B, T, width)` rows and reshaped into `pre`,
+   * and the kernel slot `slot = scale * activation(pre)` (projection, bias and activation one op where
+   * the backend fuses them).
+   */
+  #streamForward(
+    ctx: StepContext,
+    x: Tensor,
+    p: StreamParams,
+    pre: Tensor,
+    slot: Tensor,
+    name: string,
+  ): void {
     const be = this.#be;
     const rows = [ctx.B, ctx.T, p.constant?.value.size ?? p.proj!.value.shape[1]];
     const sameShape = rows.length === pre.shape.length && rows.every((d, i) => d === pre.shape[i]);
+    const { activation, scale } = p.stream;
+    if (p.proj && sameShape && be.matmulActivationForward) {
+      be.matmulActivationForward(slot, pre, x, p.proj.value, p.bias?.value ?? null, activation, scale);
+      return;
+    }
     const z = sameShape ? pre : ctx.ws.get(`mixer.${name}Rows`, rows);
     if (p.constant) broadcastForward(be, z, ctx.ones, p.constant);
     else linearForward(be, z, x, p.proj!, p.bias ? { param: p.bias, ones: ctx.ones } : undefined);
     if (z !== pre) be.copy(pre, z);
+    be.activationForward(activation, slot, pre, scale);
   }
 
   /** Pull `dSlot` (gradient of the kernel slot) back through the activation into the parameters and `dx`. */
@@ -206,18 +229,9 @@ export class FastWeightMixer implements Mixer {
     const be = this.#be;
     const acts = this.#ensure(ctx.B, ctx.T);
     this.#qkv.forward(ctx, x, acts.heads);
-    if (this.#beta && acts.betaPre) {
-      this.#streamForward(ctx, x, this.#beta, acts.betaPre, "beta");
-      be.activationForward(this.#beta.stream.activation, acts.beta, acts.betaPre, this.#beta.stream.scale);
-    }
+    if (this.#beta && acts.betaPre) this.#streamForward(ctx, x, this.#beta, acts.betaPre, acts.beta, "beta");
     if (this.#lambda && acts.lambdaPre) {
-      this.#streamForward(ctx, x, this.#lambda, acts.lambdaPre, "lambda");
-      be.activationForward(
-        this.#lambda.stream.activation,
-        acts.lambdabar,
-        acts.lambdaPre,
-        this.#lambda.stream.scale,
-      );
+      this.#streamForward(ctx, x, this.#lambda, acts.lambdaPre, acts.lambdabar, "lambda");
     }
     const result = be.fastWeightForward(this.#rule, this.#inputs(ctx, acts), this.#form);
     for (const t of [result.carry.state, result.carry.lastKey, result.carry.windowX, result.carry.windowY]) {
@@ -225,13 +239,12 @@ export class FastWeightMixer implements Mixer {
     }
     if (acts.o) be.dispose(acts.o);
     acts.o = result.o;
-    const oNorm = ctx.ws.get("mixer.oNorm", result.o.shape);
-    be.rmsNormForward(oNorm, acts.oRstd, result.o, this.#oNorm.value, NORM_EPS);
-    be.copy(acts.oFlat, oNorm);
+    // per-head norm (rows of Dv) written as rows of D: the same memory, and the op checks sizes only
+    be.rmsNormForward(acts.oFlat, acts.oRstd, result.o, this.#oNorm.value, NORM_EPS);
     let y = acts.oFlat;
     if (this.#gate && acts.gatePre && acts.gated) {
-      linearForward(be, acts.gatePre, x, this.#gate);
-      be.swigluForward(acts.gated, acts.gatePre, acts.oFlat);
+      // the gate projection and silu(gate) * y: one op where the backend fuses them
+      matmulSwigluForward(be, acts.gated, acts.gatePre, x, this.#gate.value, acts.oFlat, "gate");
       y = acts.gated;
     }
     linearForward(be, out, y, this.#out);
@@ -245,19 +258,28 @@ export class FastWeightMixer implements Mixer {
       throw new Error("fast-weight mixer: backward before forward");
     }
     const flatShape = [ctx.B, ctx.T, this.#config.dModel];
-    const dY = ctx.ws.get("mixer.dY", flatShape, true);
-    linearBackward(be, dY, dOut, acts.gated ?? acts.oFlat, this.#out);
-    let dOFlat = dY;
-    if (this.#gate && acts.gatePre && acts.gated) {
+    const gated = this.#gate && acts.gatePre && acts.gated;
+    let dOFlat: Tensor;
+    if (gated && be.matmulSwigluBackward) {
+      // out_proj's weight gradient, then dY = dOut out_proj^T and the gate's SwiGLU backward in one op
+      linearBackward(be, null, dOut, acts.gated!, this.#out);
       const dGatePre = ctx.ws.get("mixer.dGatePre", flatShape, true);
       dOFlat = ctx.ws.get("mixer.dOFlat", flatShape, true);
-      be.swigluBackward(dGatePre, dOFlat, dY, acts.gatePre, acts.oFlat);
-      linearBackward(be, dx, dGatePre, x, this.#gate);
+      be.matmulSwigluBackward(dGatePre, dOFlat, dOut, this.#out.value, acts.gatePre!, acts.oFlat);
+      linearBackward(be, dx, dGatePre, x, this.#gate!);
+    } else {
+      const dY = ctx.ws.get("mixer.dY", flatShape, true);
+      linearBackward(be, dY, dOut, acts.gated ?? acts.oFlat, this.#out);
+      dOFlat = dY;
+      if (gated) {
+        const dGatePre = ctx.ws.get("mixer.dGatePre", flatShape, true);
+        dOFlat = ctx.ws.get("mixer.dOFlat", flatShape, true);
+        be.swigluBackward(dGatePre, dOFlat, dY, acts.gatePre!, acts.oFlat);
+        linearBackward(be, dx, dGatePre, x, this.#gate!);
+      }
     }
-    const dONorm = ctx.ws.get("mixer.dONorm", acts.o.shape);
-    be.copy(dONorm, dOFlat);
     const dO = ctx.ws.get("mixer.dO", acts.o.shape, true);
-    be.rmsNormBackward(dO, this.#oNorm.grad, dONorm, acts.o, this.#oNorm.value, acts.oRstd);
+    be.rmsNormBackward(dO, this.#oNorm.grad, dOFlat, acts.o, this.#oNorm.value, acts.oRstd);
     const g = be.fastWeightBackward(this.#rule, this.#inputs(ctx, acts), dO, this.#form);
     if (this.#beta && acts.betaPre) {
       this.#streamBackward(ctx, x, dx, this.#beta, acts.betaPre, g.dbeta, "beta");

@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { Backend, Tensor } from "../rules/backend.ts";
+import { type Backend, matmulSwigluForward, type Tensor } from "../rules/backend.ts";
 import { linearBackward, linearForward } from "./linear.ts";
 import type { ParamLookup, StepContext } from "./mixer.ts";
 import type { ModelConfig, NamedParam } from "./types.ts";
@@ -54,8 +54,8 @@ export class SwiGluMlp {
     const be = this.#be;
     const acts = this.#ensure(ctx.B, ctx.T);
     linearForward(be, acts.gate, x, this.#gate);
-    linearForward(be, acts.up, x, this.#up);
-    be.swigluForward(acts.hidden, acts.gate, acts.up);
+    // up projection and silu(gate) * up: one op where the backend fuses them
+    matmulSwigluForward(be, acts.hidden, acts.up, x, this.#up.value, acts.gate, "up");
     linearForward(be, out, acts.hidden, this.#down);
   }
 
@@ -65,11 +65,17 @@ export class SwiGluMlp {
     const acts = this.#acts;
     if (!acts || acts.B !== ctx.B || acts.T !== ctx.T) throw new Error("mlp: backward before forward");
     const shape = acts.gate.shape;
-    const dHidden = ctx.ws.get("mlp.dHidden", shape, true);
-    linearBackward(be, dHidden, dOut, acts.hidden, this.#down);
     const dGate = ctx.ws.get("mlp.dGate", shape, true);
     const dUp = ctx.ws.get("mlp.dUp", shape, true);
-    be.swigluBackward(dGate, dUp, dHidden, acts.gate, acts.up);
+    if (be.matmulSwigluBackward) {
+      // the down projection's weight gradient, then dHidden = dOut down^T and SwiGLU's backward in one op
+      linearBackward(be, null, dOut, acts.hidden, this.#down);
+      be.matmulSwigluBackward(dGate, dUp, dOut, this.#down.value, acts.gate, acts.up);
+    } else {
+      const dHidden = ctx.ws.get("mlp.dHidden", shape, true);
+      linearBackward(be, dHidden, dOut, acts.hidden, this.#down);
+      be.swigluBackward(dGate, dUp, dHidden, acts.gate, acts.up);
+    }
     linearBackward(be, dx, dGate, x, this.#gate);
     linearBackward(be, dx, dUp, x, this.#up);
   }

@@ -65,15 +65,17 @@ export class QkvProjection {
   forward(ctx: StepContext, x: Tensor, heads: Record<Qkv, Tensor>): void {
     const be = this.#be;
     const acts = this.#ensure(ctx.B, ctx.T);
-    const flat = ctx.ws.get("qkv.flat", [ctx.B, ctx.T, this.#dModel]);
     for (const n of QKV) {
       if (acts && this.#conv) {
+        // the convolution writes the heads directly (same memory order, and it checks sizes only)
         linearForward(be, acts.pre[n], x, this.#proj[n]);
-        be.shortConvForward(flat, acts.pre[n], this.#conv[n].value, ctx.starts);
+        be.shortConvForward(heads[n], acts.pre[n], this.#conv[n].value, ctx.starts);
       } else {
+        // a matmul takes its output width from the last dimension, so it writes rows of D first
+        const flat = ctx.ws.get("qkv.flat", [ctx.B, ctx.T, this.#dModel]);
         linearForward(be, flat, x, this.#proj[n]);
+        be.copy(heads[n], flat);
       }
-      be.copy(heads[n], flat);
     }
   }
 
@@ -88,14 +90,22 @@ export class QkvProjection {
       throw new Error("q/k/v projection: backward before forward");
     }
     const flatShape = [ctx.B, ctx.T, this.#dModel];
-    const dFlat = ctx.ws.get("qkv.dFlat", flatShape);
     for (const n of QKV) {
-      be.copy(dFlat, dHeads[n]);
       if (acts && this.#conv) {
+        // the convolution backward reads the heads' gradient directly (it checks sizes only)
         const dPre = ctx.ws.get("qkv.dPre", flatShape, true);
-        be.shortConvBackward(dPre, this.#conv[n].grad, dFlat, acts.pre[n], this.#conv[n].value, ctx.starts);
+        be.shortConvBackward(
+          dPre,
+          this.#conv[n].grad,
+          dHeads[n],
+          acts.pre[n],
+          this.#conv[n].value,
+          ctx.starts,
+        );
         linearBackward(be, dx, dPre, x, this.#proj[n]);
       } else {
+        const dFlat = ctx.ws.get("qkv.dFlat", flatShape);
+        be.copy(dFlat, dHeads[n]);
         linearBackward(be, dx, dFlat, x, this.#proj[n]);
       }
     }

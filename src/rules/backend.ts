@@ -219,12 +219,61 @@ export interface DenseOps {
     weight: Tensor | null,
     rstd: Tensor,
   ): void;
+  /**
+   * `sum = a + b`, then {@linkcode DenseOps.rmsNormForward} of `sum` into `out` and `rstd`: a residual
+   * add and the norm after it. Bit for bit `add(sum, a, b)` then `rmsNormForward(out, rstd, sum,
+   * weight, eps)`. Optional (fused where a backend has one pass for both, WebGPU):
+   * {@linkcode addRmsNormForward} makes the two calls where it is absent.
+   */
+  addRmsNormForward?(
+    sum: Tensor,
+    out: Tensor,
+    rstd: Tensor,
+    a: Tensor,
+    b: Tensor,
+    weight: Tensor | null,
+    eps: number,
+  ): void;
   /** `out = silu(gate) * up`. */
   swigluForward(out: Tensor, gate: Tensor, up: Tensor): void;
   /** Accumulates into `dGate`, `dUp`. */
   swigluBackward(dGate: Tensor, dUp: Tensor, dOut: Tensor, gate: Tensor, up: Tensor): void;
+  /**
+   * A projection followed by SwiGLU: `product = a b` (`matmul` without options), then
+   * `out = silu(gate) * up` where `product` is the gate (`role` `"gate"`, `other` the up) or the up
+   * (`role` `"up"`, `other` the gate). Bit for bit `matmul` then `swigluForward`. Optional (WebGPU
+   * fuses them): callers make the two calls where it is absent.
+   */
+  matmulSwigluForward?(
+    out: Tensor,
+    product: Tensor,
+    a: Tensor,
+    b: Tensor,
+    other: Tensor,
+    role: "gate" | "up",
+  ): void;
+  /**
+   * SwiGLU backward from the gradient of a projection's input: `d = dOut b^T` (`b` is `[N, K]`, `d`
+   * never stored), then `swigluBackward(dGate, dUp, d, gate, up)` (accumulating). Bit for bit a
+   * `matmul` with `transB` into a zeroed `d`, then `swigluBackward`. Optional (WebGPU fuses them).
+   */
+  matmulSwigluBackward?(dGate: Tensor, dUp: Tensor, dOut: Tensor, b: Tensor, gate: Tensor, up: Tensor): void;
   /** `out = scale * f(x)`. */
   activationForward(kind: Activation, out: Tensor, x: Tensor, scale: number): void;
+  /**
+   * A projection and its activation: `pre = a b` (`matmul` without options) plus `bias` on every row
+   * when given, then `out = scale * f(pre)`. Bit for bit `matmul`, the bias as `matmul(pre, ones, bias,
+   * { accumulate: true })` with `ones` `[rows, 1]`, then `activationForward`. Optional (WebGPU fuses them).
+   */
+  matmulActivationForward?(
+    out: Tensor,
+    pre: Tensor,
+    a: Tensor,
+    b: Tensor,
+    bias: Tensor | null,
+    kind: Activation,
+    scale: number,
+  ): void;
   /** `dx += dOut * scale * f'(x)`. */
   activationBackward(kind: Activation, dx: Tensor, dOut: Tensor, x: Tensor, scale: number): void;
   /** `out = a + b` (same shapes). */
@@ -256,6 +305,18 @@ export interface DenseOps {
   crossEntropyForward(losses: Tensor, logits: Tensor, targets: Int32Array, weights: Float32Array): void;
   /** `dLogits += weights[n] * (softmax - onehot)`. */
   crossEntropyBackward(dLogits: Tensor, logits: Tensor, targets: Int32Array, weights: Float32Array): void;
+  /**
+   * {@linkcode DenseOps.crossEntropyForward} into `losses` and {@linkcode DenseOps.crossEntropyBackward}
+   * into `dLogits` (accumulating) from one softmax per row, bit for bit the two calls. Optional (WebGPU
+   * fuses them): {@linkcode crossEntropyForwardBackward} makes the two calls where it is absent.
+   */
+  crossEntropyForwardBackward?(
+    losses: Tensor,
+    dLogits: Tensor,
+    logits: Tensor,
+    targets: Int32Array,
+    weights: Float32Array,
+  ): void;
   /**
    * Causal softmax attention with RoPE on q and k (Transformer baseline): q, k, v, out `[B, T, H, D]`.
    * Sequence starts cut attention and restart RoPE positions. Stores log-sum-exp `lse` `[B, T, H]`.
@@ -312,6 +373,68 @@ export interface DenseOps {
    * fixed order (deterministic), the tensors in the order given.
    */
   accumulateSum(out: Tensor, index: number, xs: readonly Tensor[], squares: boolean): void;
+}
+
+/** The optional dense ops that fuse two plain ones (a backend without them is the plain pair). */
+export type FusedDenseOp =
+  | "addRmsNormForward"
+  | "crossEntropyForwardBackward"
+  | "matmulSwigluForward"
+  | "matmulSwigluBackward"
+  | "matmulActivationForward";
+
+/** {@linkcode DenseOps.addRmsNormForward} on `ops`: the fused op where it exists, else `add` then `rmsNormForward`. */
+export function addRmsNormForward(
+  ops: DenseOps,
+  sum: Tensor,
+  out: Tensor,
+  rstd: Tensor,
+  a: Tensor,
+  b: Tensor,
+  weight: Tensor | null,
+  eps: number,
+): void {
+  if (ops.addRmsNormForward) return ops.addRmsNormForward(sum, out, rstd, a, b, weight, eps);
+  ops.add(sum, a, b);
+  ops.rmsNormForward(out, rstd, sum, weight, eps);
+}
+
+/**
+ * {@linkcode DenseOps.crossEntropyForwardBackward} on `ops`: the fused op where it exists, else
+ * `crossEntropyForward` then `crossEntropyBackward`.
+ */
+export function crossEntropyForwardBackward(
+  ops: DenseOps,
+  losses: Tensor,
+  dLogits: Tensor,
+  logits: Tensor,
+  targets: Int32Array,
+  weights: Float32Array,
+): void {
+  if (ops.crossEntropyForwardBackward) {
+    return ops.crossEntropyForwardBackward(losses, dLogits, logits, targets, weights);
+  }
+  ops.crossEntropyForward(losses, logits, targets, weights);
+  ops.crossEntropyBackward(dLogits, logits, targets, weights);
+}
+
+/**
+ * {@linkcode DenseOps.matmulSwigluForward} on `ops`: the fused op where it exists, else `matmul` then
+ * `swigluForward`.
+ */
+export function matmulSwigluForward(
+  ops: DenseOps,
+  out: Tensor,
+  product: Tensor,
+  a: Tensor,
+  b: Tensor,
+  other: Tensor,
+  role: "gate" | "up",
+): void {
+  if (ops.matmulSwigluForward) return ops.matmulSwigluForward(out, product, a, b, other, role);
+  ops.matmul(product, a, b);
+  if (role === "gate") ops.swigluForward(out, product, other);
+  else ops.swigluForward(out, other, product);
 }
 
 /** A complete backend: tensor storage plus every kernel. */

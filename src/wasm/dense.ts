@@ -69,7 +69,7 @@ export function wasmDenseOps(ctx: WasmContext): DenseOps {
     }
   };
 
-  return {
+  const ops: DenseOps = {
     matmul(out: Tensor, a: Tensor, b: Tensor, options: MatmulOptions = {}) {
       const { transA = false, transB = false, accumulate = false } = options;
       let M: number, K: number, N: number;
@@ -417,5 +417,17 @@ export function wasmDenseOps(ctx: WasmContext): DenseOps {
         ctx.heap.f32[o + index] += s;
       }
     },
+
+    // the fused ops as the plain pairs (each already one pass over the data here)
+    addRmsNormForward(sum, out, rstd, a, b, weight, eps) {
+      ops.add(sum, a, b);
+      ops.rmsNormForward(out, rstd, sum, weight, eps);
+    },
+
+    crossEntropyForwardBackward(losses, dLogits, logits, targets, weights) {
+      ops.crossEntropyForward(losses, logits, targets, weights);
+      ops.crossEntropyBackward(dLogits, logits, targets, weights);
+    },
   };
+  return ops;
 }

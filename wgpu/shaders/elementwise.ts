@@ -46,6 +46,15 @@ fn main(${FLAT_PARAMS}) {
 }`;
 }
 
+/**
+ * WGSL of `out[i] += value` where the uniform flag `fresh` may say that `out` holds zeros (its clear was
+ * taken: `GpuRuntime.takeClear`): then the kernel adds `value` to 0 instead of reading `out`, the same
+ * addition the zeroed buffer would give.
+ */
+export function accumulateInto(out: string, i: string, value: string, fresh: string): string {
+  return `{ var prior = 0.0; if (${fresh} == 0u) { prior = ${out}[${i}]; } ${out}[${i}] = prior + ${value}; }`;
+}
+
 /** WGSL helpers: numerically stable sigmoid, softplus and SiLU with their derivatives. */
 export const ACTIVATION_HELPERS = `
 fn sigmoid_f(x: f32) -> f32 {
@@ -89,7 +98,10 @@ export function axpyShader(): string {
   );
 }
 
-/** Forward (`out = scale * f(x)`) or backward (`dx += dOut * scale * f'(x)`) of an activation. */
+/**
+ * Forward (`out = scale * f(x)`) or backward (`dx += dOut * scale * f'(x)`, uniform flag `fresh`:
+ * {@linkcode accumulateInto}) of an activation.
+ */
 export function activationShader(
   kind: "sigmoid" | "softplus" | "silu",
   pass: "forward" | "backward",
@@ -106,8 +118,8 @@ export function activationShader(
   }
   return elementwiseShader(
     [{ name: "dx", access: RW }, { name: "dout", access: R }, { name: "x", access: R }],
-    ["scale"],
-    `dx[idx] += dout[idx] * u.scale * ${df}(x[idx]);`,
+    ["scale", "fresh: u32"],
+    accumulateInto("dx", "idx", `(dout[idx] * u.scale * ${df}(x[idx]))`, "u.fresh"),
     ACTIVATION_HELPERS,
   );
 }
@@ -122,7 +134,10 @@ export function swigluForwardShader(): string {
   );
 }
 
-/** SwiGLU backward: `dGate += dOut * up * silu'(gate)`, `dUp += dOut * silu(gate)`. */
+/**
+ * SwiGLU backward: `dGate += dOut * up * silu'(gate)`, `dUp += dOut * silu(gate)` (uniform flags
+ * `freshGate`, `freshUp`: {@linkcode accumulateInto}).
+ */
 export function swigluBackwardShader(): string {
   return elementwiseShader(
     [
@@ -132,11 +147,11 @@ export function swigluBackwardShader(): string {
       { name: "gate", access: R },
       { name: "up", access: R },
     ],
-    [],
+    ["freshGate: u32", "freshUp: u32"],
     `let g = gate[idx];
   let d = dout[idx];
-  dgate[idx] += d * up[idx] * dsilu_f(g);
-  dup[idx] += d * silu_f(g);`,
+  ${accumulateInto("dgate", "idx", "(d * up[idx] * dsilu_f(g))", "u.freshGate")}
+  ${accumulateInto("dup", "idx", "(d * silu_f(g))", "u.freshUp")}`,
     ACTIVATION_HELPERS,
   );
 }

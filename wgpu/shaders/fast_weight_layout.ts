@@ -46,6 +46,17 @@ export function rowGroups(rows: number, D: number): number {
  * `rowSum(v, li)`, the sum of `v` over the row's lanes (`vec2` so two sums share the barriers).
  */
 function rowEntry(L: number): string {
+  return `${rowSumFunction(L)}
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) li: u32) {
+  let row = (gid.y * nwg.x + gid.x) * ${64 / L}u + li / ${L}u;
+  let lane = li % ${L}u;
+  let live = row < u.n;`;
+}
+
+/** `rowSum(v, li)`: the sum of `v` over the `L` lanes of a row (every invocation must call it). */
+function rowSumFunction(L: number): string {
   return `
 var<workgroup> red: array<vec2<f32>, 64>;
 fn rowSum(v: vec2<f32>, li: u32) -> vec2<f32> {
@@ -59,13 +70,7 @@ fn rowSum(v: vec2<f32>, li: u32) -> vec2<f32> {
   let r = red[li - lane];
   workgroupBarrier();
   return r;
-}
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) li: u32) {
-  let row = (gid.y * nwg.x + gid.x) * ${64 / L}u + li / ${L}u;
-  let lane = li % ${L}u;
-  let live = row < u.n;`;
+}`;
 }
 
 /**
@@ -103,6 +108,78 @@ ${rowEntry(L)}
 }
 
 /**
+ * The whole head-major workspace in one dispatch, one row of `L` lanes per workspace row: the `BH*T`
+ * rows of `Q` (normalised q), the `BH*XR` rows of `X` (normalised k at rows `kOff..kOff+T-1` of each
+ * head, zeros elsewhere) and the `BH*YR` rows of `Y` (v at rows `PAD..PAD+T-1`, zeros elsewhere), so
+ * the workspace needs no clear first. Each row is what {@linkcode normRowsShader} writes for it (the
+ * same sums in the same order); carry rows, when there is a carry, are written after it by
+ * `normRowsShader`. `L` = {@linkcode rowLanes}`(dk)`; dispatch {@linkcode rowGroups}`(rows, dk)` groups.
+ */
+export function workspaceRowsShader(norm: QkNorm, epsRms: number, L: number): string {
+  return `
+@group(0) @binding(0) var<storage, read_write> dst: array<f32>;
+@group(0) @binding(1) var<storage, read> q: array<f32>;
+@group(0) @binding(2) var<storage, read> k: array<f32>;
+@group(0) @binding(3) var<storage, read> v: array<f32>;
+struct P { n: u32, T: u32, H: u32, dk: u32, dv: u32, XR: u32, YR: u32, kOff: u32, PAD: u32, BH: u32 }
+@group(0) @binding(4) var<uniform> u: P;
+${rowEntry(L)}
+  // kind 0: a row of Q, 1: a k row of X, 2: a v row of Y, 3: a row of zeros
+  let qRows = u.BH * u.T;
+  let xRows = u.BH * u.XR;
+  var kind = 3u;
+  var D = u.dk;
+  var dstBase = 0u;
+  var bh = 0u;
+  var t = 0u;
+  if (row < qRows) {
+    kind = 0u;
+    bh = row / u.T;
+    t = row % u.T;
+    dstBase = row * u.dk;
+  } else if (row < qRows + xRows) {
+    let r = row - qRows;
+    bh = r / u.XR;
+    let p = r % u.XR;
+    dstBase = (qRows + r) * u.dk;
+    if (p >= u.kOff && p - u.kOff < u.T) { kind = 1u; t = p - u.kOff; }
+  } else {
+    let r = row - qRows - xRows;
+    bh = r / u.YR;
+    let p = r % u.YR;
+    D = u.dv;
+    dstBase = (qRows + xRows) * u.dk + r * u.dv;
+    if (p >= u.PAD && p - u.PAD < u.T) { kind = 2u; t = p - u.PAD; }
+  }
+  // the source row (b, t, h) of [B, T, H, D]
+  let srcRow = ((bh / u.H) * u.T + t) * u.H + bh % u.H;
+  var ss = 0.0;
+  if (live && kind < 2u) {
+    for (var i = lane; i < u.dk; i += ${L}u) {
+      var x = 0.0;
+      if (kind == 0u) { x = q[srcRow * u.dk + i]; } else { x = k[srcRow * u.dk + i]; }
+      ss += x * x;
+    }
+  }
+  ss = rowSum(vec2<f32>(ss, 0.0), li).x;
+  let sc = ${normScale(norm, epsRms, "u.dk", "ss")};
+  if (live) {
+    for (var i = lane; i < D; i += ${L}u) {
+      var value = 0.0;
+      if (kind == 0u) {
+        value = q[srcRow * u.dk + i] * sc;
+      } else if (kind == 1u) {
+        value = k[srcRow * u.dk + i] * sc;
+      } else if (kind == 2u) {
+        value = v[srcRow * u.dv + i];
+      }
+      dst[dstBase + i] = value;
+    }
+  }
+}`;
+}
+
+/**
  * Copy head-major rows back out (carry gather): `dst[(bh*S + s)*D + i] = src[base + (bh*R + off + s)*D + i]`
  * for the newest `count[b]` of the `S` slots, zero elsewhere.
  */
@@ -125,50 +202,94 @@ ${IDX}
 }
 
 /**
- * Head-major gradients back to `[B, T, H, D]`: `dst[((b*T + t)*H + h)*D + i]` from
- * `src[base + (bh*R + off + t)*D + i]`, through the q/k normalisation backward when `normBack`
- * (then `raw` holds the raw rows `[B, T, H, D]`). `L` = {@linkcode rowLanes}`(D)`; dispatch
- * {@linkcode rowGroups} groups.
+ * Head-major gradients back to `[B, T, H, D]` in one dispatch: `dq`, `dk` through the q/k
+ * normalisation backward (`raw*` hold the raw rows `[B, T, H, Dk]`), `dv`, `dbeta` (`bw` values per
+ * `(b, t, h)`: 1, or `Dv` for the per-column rules) and `dlambdabar` copied. Row `(b, t, h)` of a
+ * gradient comes from `src[base + (bh*R + off + t)*D + i]` (`dq`: base 0, `R = T`, off 0; `dk`: `gDX`,
+ * `XR`, `kOff`; `dv`: `gDY`, `YR`, `PAD`; `dbeta`: `gDB`, `T`, 0; `dlambdabar`: `gDLB`, `T`, 0). The
+ * first `u.rowGroups` workgroups take the `3n` rows of `dq`, `dk`, `dv` with `L` lanes each
+ * (`L` = {@linkcode rowLanes}`(dk)`), the rest one element of `dbeta` or `dlambdabar` per invocation.
  */
-export function scatterRowsShader(norm: QkNorm, epsRms: number, L: number): string {
+export function gradientRowsShader(norm: QkNorm, epsRms: number, L: number): string {
   const c = norm === "rms"
-    ? "-sc * sc * sc / f32(u.D)"
+    ? "-sc * sc * sc / f32(u.dk)"
     : norm === "l2"
     ? "select(-sc * sc * sc, 0.0, sqrt(ss) <= 1e-6)"
     : "0.0";
   return `
-@group(0) @binding(0) var<storage, read_write> dst: array<f32>;
-@group(0) @binding(1) var<storage, read> src: array<f32>;
-@group(0) @binding(2) var<storage, read> raw: array<f32>;
-struct P { n: u32, T: u32, H: u32, D: u32, R: u32, off: u32, base: u32, normBack: u32 }
-@group(0) @binding(3) var<uniform> u: P;
-${rowEntry(L)}
-  let h = row % u.H;
-  let bt = row / u.H;
-  let t = bt % u.T;
-  let b = bt / u.T;
-  let dstBase = row * u.D;
-  let srcBase = u.base + ((b * u.H + h) * u.R + u.off + t) * u.D;
-  if (u.normBack == 0u) {
-    if (live) {
-      for (var i = lane; i < u.D; i += ${L}u) { dst[dstBase + i] = src[srcBase + i]; }
+@group(0) @binding(0) var<storage, read_write> dq: array<f32>;
+@group(0) @binding(1) var<storage, read_write> dk: array<f32>;
+@group(0) @binding(2) var<storage, read_write> dv: array<f32>;
+@group(0) @binding(3) var<storage, read_write> dbeta: array<f32>;
+@group(0) @binding(4) var<storage, read_write> dlb: array<f32>;
+@group(0) @binding(5) var<storage, read> src: array<f32>;
+@group(0) @binding(6) var<storage, read> rawq: array<f32>;
+@group(0) @binding(7) var<storage, read> rawk: array<f32>;
+struct P {
+  n: u32, T: u32, H: u32, dk: u32, dv: u32, bw: u32, XR: u32, YR: u32,
+  kOff: u32, PAD: u32, gDX: u32, gDY: u32, gDB: u32, gDLB: u32, rowGroups: u32,
+}
+@group(0) @binding(8) var<uniform> u: P;
+${rowSumFunction(L)}
+/** Head-major row index \`bh*R + off + t\` of row \`(b, t, h)\` = \`r\` of \`[B, T, H]\`. */
+fn headRow(r: u32, R: u32, off: u32) -> u32 {
+  let h = r % u.H;
+  let bt = r / u.H;
+  return ((bt / u.T) * u.H + h) * R + off + bt % u.T;
+}
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) li: u32) {
+  let w = gid.y * nwg.x + gid.x;
+  if (w >= u.rowGroups) {
+    // dbeta, then dlambdabar: one element each
+    let e = (w - u.rowGroups) * 64u + li;
+    let nb = u.n * u.bw;
+    if (e < nb) {
+      dbeta[e] = src[u.gDB + headRow(e / u.bw, u.T, 0u) * u.bw + e % u.bw];
+    } else if (e - nb < u.n) {
+      dlb[e - nb] = src[u.gDLB + headRow(e - nb, u.T, 0u)];
     }
     return;
   }
-  var part = vec2<f32>(0.0, 0.0);
-  if (live) {
-    for (var i = lane; i < u.D; i += ${L}u) {
-      let v = raw[dstBase + i];
-      part += vec2<f32>(v * v, v * src[srcBase + i]);
+  let row = w * ${64 / L}u + li / ${L}u;
+  let lane = li % ${L}u;
+  // part 0: dq, 1: dk, 2: dv (3: past the end)
+  let part = min(row / u.n, 3u);
+  let r = row - min(part, 2u) * u.n;
+  let live = part < 3u;
+  var srcBase = 0u;
+  if (part == 0u) {
+    srcBase = headRow(r, u.T, 0u) * u.dk;
+  } else if (part == 1u) {
+    srcBase = u.gDX + headRow(r, u.XR, u.kOff) * u.dk;
+  } else if (part == 2u) {
+    srcBase = u.gDY + headRow(r, u.YR, u.PAD) * u.dv;
+  }
+  let dstBase = r * u.dk;
+  var sums = vec2<f32>(0.0, 0.0);
+  if (part < 2u) {
+    for (var i = lane; i < u.dk; i += ${L}u) {
+      var v = 0.0;
+      if (part == 0u) { v = rawq[dstBase + i]; } else { v = rawk[dstBase + i]; }
+      sums += vec2<f32>(v * v, v * src[srcBase + i]);
     }
   }
-  let sums = rowSum(part, li);
+  sums = rowSum(sums, li);
   let ss = sums.x;
   let ug = sums.y;
-  let sc = ${normScale(norm, epsRms, "u.D", "ss")};
+  let sc = ${normScale(norm, epsRms, "u.dk", "ss")};
   let c = ${c};
-  if (live) {
-    for (var i = lane; i < u.D; i += ${L}u) { dst[dstBase + i] = sc * src[srcBase + i] + c * ug * raw[dstBase + i]; }
+  if (part == 0u) {
+    for (var i = lane; i < u.dk; i += ${L}u) {
+      dq[dstBase + i] = sc * src[srcBase + i] + c * ug * rawq[dstBase + i];
+    }
+  } else if (part == 1u) {
+    for (var i = lane; i < u.dk; i += ${L}u) {
+      dk[dstBase + i] = sc * src[srcBase + i] + c * ug * rawk[dstBase + i];
+    }
+  } else if (live) {
+    for (var i = lane; i < u.dv; i += ${L}u) { dv[r * u.dv + i] = src[srcBase + i]; }
   }
 }`;
 }

@@ -19,6 +19,9 @@
  * @module
  */
 
+import type { Activation } from "../../src/rules/backend.ts";
+import { accumulateInto, ACTIVATION_HELPERS } from "./elementwise.ts";
+
 /** A GEMM variant: transposes, accumulate and the per-invocation register tile. */
 export interface MatmulVariant {
   /** `a` is stored `[K, M]`. */
@@ -41,7 +44,23 @@ export interface MatmulVariant {
    * For outputs too small to fill the GPU with a long `K` (weight gradients `x^T dy`).
    */
   readonly splitK?: boolean;
+  /**
+   * A SwiGLU step on each product element `p` of a plain GEMM (no split-K, no accumulate), the same
+   * arithmetic as the SwiGLU kernels of `elementwise.ts` on the stored product:
+   * - `swiglu-up`: `out = p` (the up projection) and `hidden = silu(gate) * p`; bindings 4 `gate`, 5 `hidden`;
+   * - `swiglu-gate`: `out = p` (the gate) and `hidden = silu(p) * up`; bindings 4 `up`, 5 `hidden`;
+   * - `swiglu-backward`: `p` is the gradient of SwiGLU's output (never stored):
+   *   `dGate += p * up * silu'(gate)` at binding 0, `dUp += p * silu(gate)` at binding 4, with `gate`,
+   *   `up` at 5 and 6 and uniform flags `freshGate`, `freshUp` (`accumulateInto`);
+   * - `sigmoid`, `softplus`, `silu` (an activation of `activationShader`): `pre = p + bias[n]` (with
+   *   the uniform flag `hasBias`, else `p`) stored in `out`, and `act = scale * f(pre)` (uniform `scale`);
+   *   bindings 4 `bias`, 5 `act`.
+   */
+  readonly epilogue?: MatmulEpilogue;
 }
+
+/** The epilogues of {@linkcode MatmulVariant.epilogue}. */
+export type MatmulEpilogue = "swiglu-up" | "swiglu-gate" | "swiglu-backward" | Activation;
 
 /** Precisions of the GEMM's products (see the module docs). */
 export const MATMUL_PRECISIONS = ["f32", "f16"] as const;
@@ -53,7 +72,44 @@ export type MatmulPrecision = typeof MATMUL_PRECISIONS[number];
 export function matmulKey(v: MatmulVariant): string {
   return `matmul_${v.precision ?? "f32"}:${v.transA ? "t" : "n"}${v.transB ? "t" : "n"}:${
     v.accumulate ? "acc" : "set"
-  }:${v.tm}x${v.tn}x${v.bk}${v.splitK ? ":splitk" : ""}`;
+  }:${v.tm}x${v.tn}x${v.bk}${v.splitK ? ":splitk" : ""}${v.epilogue ? `:${v.epilogue}` : ""}`;
+}
+
+/** WGSL declarations and the per-element statement of an epilogue (`o` the output index, `val` the product). */
+function epilogueParts(e: MatmulEpilogue): { decl: string; store: (o: string, val: string) => string } {
+  switch (e) {
+    case "swiglu-up":
+      return {
+        decl: `@group(0) @binding(4) var<storage, read> gate: array<f32>;
+@group(0) @binding(5) var<storage, read_write> hidden: array<f32>;`,
+        store: (o, val) => `out_[${o}] = ${val}; hidden[${o}] = silu_f(gate[${o}]) * ${val};`,
+      };
+    case "swiglu-gate":
+      return {
+        decl: `@group(0) @binding(4) var<storage, read> up: array<f32>;
+@group(0) @binding(5) var<storage, read_write> hidden: array<f32>;`,
+        store: (o, val) => `out_[${o}] = ${val}; hidden[${o}] = silu_f(${val}) * up[${o}];`,
+      };
+    case "swiglu-backward":
+      return {
+        decl: `@group(0) @binding(4) var<storage, read_write> dup: array<f32>;
+@group(0) @binding(5) var<storage, read> gate: array<f32>;
+@group(0) @binding(6) var<storage, read> up: array<f32>;`,
+        store: (o, val) =>
+          `let g = gate[${o}]; let d = ${val}; ${
+            accumulateInto("out_", o, `(d * up[${o}] * dsilu_f(g))`, "u.freshGate")
+          } ${accumulateInto("dup", o, "(d * silu_f(g))", "u.freshUp")}`,
+      };
+    default: {
+      const f = { sigmoid: "sigmoid_f", softplus: "softplus_f", silu: "silu_f" }[e];
+      return {
+        decl: `@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(5) var<storage, read_write> act: array<f32>;`,
+        store: (o, val) =>
+          `var pre = ${val}; if (u.hasBias != 0u) { pre = pre + bias[gn]; } out_[${o}] = pre; act[${o}] = u.scale * ${f}(pre);`,
+      };
+    }
+  }
 }
 
 /** Output tile of one workgroup: `[16 * tm, 16 * tn]`. */
@@ -94,10 +150,16 @@ export function matmulShader(v: MatmulVariant): string {
   const rep = (n: number, f: (i: number) => string, sep = "\n") =>
     Array.from({ length: n }, (_, i) => f(i)).join(sep);
   const split = !!v.splitK;
-  const store = (
-    o: string,
-    val: string,
-  ) => (v.accumulate && !split ? `out_[${o}] = out_[${o}] + ${val};` : `out_[${o}] = ${val};`);
+  if (v.epilogue && (split || v.accumulate)) {
+    throw new RangeError(`matmul epilogue ${v.epilogue} needs a plain GEMM (no split-K, no accumulate)`);
+  }
+  const epilogue = v.epilogue ? epilogueParts(v.epilogue) : null;
+  const store = (o: string, val: string) =>
+    epilogue
+      ? epilogue.store(o, val)
+      : v.accumulate && !split
+      ? `out_[${o}] = out_[${o}] + ${val};`
+      : `out_[${o}] = ${val};`;
   // Loops over compile-time sizes are unrolled here: naga's loop-bounding counters keep drivers from
   // unrolling them, which would push the register tile into local memory.
   const inner = rep(bk, (kk) => `
@@ -117,7 +179,7 @@ export function matmulShader(v: MatmulVariant): string {
     )
   }
     }`);
-  const epilogue = rep(tm, (i) => `
+  const stores = rep(tm, (i) => `
   {
     let gm = m0 + lid.y * TM + ${i}u;
     if (gm < u.M) {
@@ -143,8 +205,20 @@ export function matmulShader(v: MatmulVariant): string {
 @group(0) @binding(0) var<storage, read_write> out_: array<f32>;
 @group(0) @binding(1) var<storage, read> a: array<f32>;
 @group(0) @binding(2) var<storage, read> b: array<f32>;
-struct Dims { M: u32, N: u32, K: u32, KS: u32 }
-@group(0) @binding(3) var<uniform> u: Dims;
+struct Dims { M: u32, N: u32, K: u32, KS: u32${
+    v.epilogue === "swiglu-backward"
+      ? ", freshGate: u32, freshUp: u32"
+      : v.epilogue && !v.epilogue.startsWith("swiglu")
+      ? ", scale: f32, hasBias: u32"
+      : ""
+  } }
+@group(0) @binding(3) var<uniform> u: Dims;${
+    epilogue
+      ? `
+${epilogue.decl}
+${ACTIVATION_HELPERS}`
+      : ""
+  }
 const TM = ${tm}u;
 const TN = ${tn}u;
 const TM4 = ${tm4}u;
@@ -187,6 +261,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     ${inner}${sliceEnd}
     workgroupBarrier();
   }
-  ${epilogue}
+  ${stores}
 }`;
 }

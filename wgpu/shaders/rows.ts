@@ -6,6 +6,8 @@
  * @module
  */
 
+import { accumulateInto } from "./elementwise.ts";
+
 /** Invocations per row. */
 export const ROW_WG = 64;
 
@@ -65,7 +67,41 @@ ${ROW_MAIN}
 }`;
 }
 
-/** RMSNorm backward for `dx`: `dx += r g w - x r^3 (sum g w x) / D`. */
+/**
+ * Residual add and RMSNorm in one pass: `sum = a + b`, then {@linkcode rmsNormForwardShader} of `sum`
+ * (the same additions and the same row sums as `add` followed by `rmsNormForward`).
+ */
+export function addRmsNormForwardShader(): string {
+  return `
+@group(0) @binding(0) var<storage, read_write> sum: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out_: array<f32>;
+@group(0) @binding(2) var<storage, read_write> rstd: array<f32>;
+@group(0) @binding(3) var<storage, read> a: array<f32>;
+@group(0) @binding(4) var<storage, read> b: array<f32>;
+@group(0) @binding(5) var<storage, read> w: array<f32>;
+struct P { N: u32, D: u32, hasWeight: u32, eps: f32 }
+@group(0) @binding(6) var<uniform> u: P;
+${ROW_PRELUDE}
+${ROW_MAIN}
+  let base = row * u.D;
+  var ss = 0.0;
+  for (var i = li; i < u.D; i += ${ROW_WG}u) {
+    let v = a[base + i] + b[base + i];
+    sum[base + i] = v;
+    ss += v * v;
+  }
+  let total = wg_sum(ss, li);
+  let r = 1.0 / sqrt(total / f32(u.D) + u.eps);
+  if (li == 0u) { rstd[row] = r; }
+  for (var i = li; i < u.D; i += ${ROW_WG}u) {
+    var wi = 1.0;
+    if (u.hasWeight != 0u) { wi = w[i]; }
+    out_[base + i] = sum[base + i] * r * wi;
+  }
+}`;
+}
+
+/** RMSNorm backward for `dx`: `dx += r g w - x r^3 (sum g w x) / D` (uniform flag `fresh`: `accumulateInto`). */
 export function rmsNormBackwardShader(): string {
   return `
 @group(0) @binding(0) var<storage, read_write> dx: array<f32>;
@@ -73,7 +109,7 @@ export function rmsNormBackwardShader(): string {
 @group(0) @binding(2) var<storage, read> x: array<f32>;
 @group(0) @binding(3) var<storage, read> w: array<f32>;
 @group(0) @binding(4) var<storage, read> rstd: array<f32>;
-struct P { N: u32, D: u32, hasWeight: u32, pad: u32 }
+struct P { N: u32, D: u32, hasWeight: u32, fresh: u32 }
 @group(0) @binding(5) var<uniform> u: P;
 ${ROW_PRELUDE}
 fn wgt(i: u32) -> f32 { if (u.hasWeight != 0u) { return w[i]; } return 1.0; }
@@ -85,7 +121,7 @@ ${ROW_MAIN}
   let total = wg_sum(dot, li);
   let c = r * r * r * total / f32(u.D);
   for (var i = li; i < u.D; i += ${ROW_WG}u) {
-    dx[base + i] += r * dout[base + i] * wgt(i) - x[base + i] * c;
+    ${accumulateInto("dx", "base + i", "(r * dout[base + i] * wgt(i) - x[base + i] * c)", "u.fresh")}
   }
 }`;
 }
@@ -116,30 +152,43 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
 }
 
 /**
- * Cross-entropy forward (`losses[n] = w_n (lse_n - logit[n, target_n])`, 0 where `w_n = 0`) or
- * backward (`dLogits[n, v] += w_n (softmax_v - [v = target_n])`).
+ * Cross-entropy forward (`losses[n] = w_n (lse_n - logit[n, target_n])`, 0 where `w_n = 0`), backward
+ * (`dLogits[n, v] += w_n (softmax_v - [v = target_n])`; uniform flag `fresh`: `accumulateInto`, and
+ * rows with `w_n = 0` are then written with zeros), or both from one log-sum-exp per row (`both`:
+ * the losses at binding 5).
  */
-export function crossEntropyShader(pass: "forward" | "backward"): string {
-  const tail = pass === "forward"
-    ? `if (li == 0u) { losses[row] = wt * (lse - logits[base + u32(targets[row])]); }`
-    : `for (var i = li; i < u.V; i += ${ROW_WG}u) {
+export function crossEntropyShader(pass: "forward" | "backward" | "both"): string {
+  const forward = `if (li == 0u) { ${
+    pass === "both" ? "lossOut" : "losses"
+  }[row] = wt * (lse - logits[base + u32(targets[row])]); }`;
+  const backward = `for (var i = li; i < u.V; i += ${ROW_WG}u) {
     var g = exp(logits[base + i] - lse);
     if (i == u32(targets[row])) { g -= 1.0; }
-    losses[base + i] += wt * g;
+    ${accumulateInto("losses", "base + i", "(wt * g)", "u.fresh")}
   }`;
+  const tail = pass === "forward" ? forward : pass === "backward" ? backward : `${forward}\n  ${backward}`;
+  const zeroForward = `if (li == 0u) { ${pass === "both" ? "lossOut" : "losses"}[row] = 0.0; }`;
+  const zeroBackward =
+    `if (u.fresh != 0u) { for (var i = li; i < u.V; i += ${ROW_WG}u) { losses[row * u.V + i] = 0.0; } }`;
+  const zero = pass === "forward"
+    ? zeroForward
+    : pass === "backward"
+    ? zeroBackward
+    : `${zeroForward}\n    ${zeroBackward}`;
   return `
-// losses: [N] (forward) or dLogits [N, V] (backward)
+// losses: [N] (forward) or dLogits [N, V] (backward, both); lossOut: [N] (both)
 @group(0) @binding(0) var<storage, read_write> losses: array<f32>;
 @group(0) @binding(1) var<storage, read> logits: array<f32>;
 @group(0) @binding(2) var<storage, read> targets: array<i32>;
 @group(0) @binding(3) var<storage, read> weights: array<f32>;
-struct P { N: u32, V: u32 }
+struct P { N: u32, V: u32, fresh: u32 }
 @group(0) @binding(4) var<uniform> u: P;
+${pass === "both" ? "@group(0) @binding(5) var<storage, read_write> lossOut: array<f32>;" : ""}
 ${ROW_PRELUDE}
 ${ROW_MAIN}
   let wt = weights[row];
   if (wt == 0.0) {
-    ${pass === "forward" ? "if (li == 0u) { losses[row] = 0.0; }" : ""}
+    ${zero}
     return;
   }
   let base = row * u.V;

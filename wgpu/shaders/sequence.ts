@@ -9,7 +9,7 @@
  * @module
  */
 
-import { ACTIVATION_HELPERS, elementwiseShader } from "./elementwise.ts";
+import { accumulateInto, ACTIVATION_HELPERS, elementwiseShader } from "./elementwise.ts";
 
 /** `out[n, d] = table[ids[n], d]` (one invocation per element). */
 export function embeddingForwardShader(): string {
@@ -114,14 +114,17 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 }`;
 }
 
-/** Backward step 2: `dx[b,t',c] += sum_w dpre[b, t'+(W-1)-w, c] weight[c,w]` over taps inside the sequence. */
+/**
+ * Backward step 2: `dx[b,t',c] += sum_w dpre[b, t'+(W-1)-w, c] weight[c,w]` over taps inside the sequence
+ * (uniform flag `fresh`: {@linkcode accumulateInto}).
+ */
 export function shortConvInputGradShader(): string {
   return elementwiseShader(
     [{ name: "dx", access: "read_write" }, { name: "dpre", access: "read" }, {
       name: "weight",
       access: "read",
     }],
-    ["T: u32", "C: u32", "W: u32", "pad: u32"],
+    ["T: u32", "C: u32", "W: u32", "fresh: u32"],
     `let c = idx % u.C;
   let bt_t = idx / u.C;
   let t0 = bt_t % u.T;
@@ -131,7 +134,7 @@ export function shortConvInputGradShader(): string {
     let t = t0 + u.W - 1u - w;
     if (t < u.T && seg[bt + t] <= i32(t0)) { s += dpre[(bt + t) * u.C + c] * weight[c * u.W + w]; }
   }
-  dx[idx] += s;`,
+  ${accumulateInto("dx", "idx", "s", "u.fresh")}`,
     "@group(0) @binding(4) var<storage, read> seg: array<i32>;",
   );
 }

@@ -32,7 +32,7 @@ import {
   type StepGuard,
   type Tensor,
 } from "../backend.ts";
-import { refData } from "./tensor.ts";
+import { refData, RefTensor } from "./tensor.ts";
 
 /** The 2-D view of a tensor: leading dimensions flattened into rows, the last one is the columns. */
 function view2(t: Tensor): [number, number] {
@@ -428,6 +428,78 @@ function crossEntropyBackward(
   }
 }
 
+/** `add` then `rmsNormForward` (the reference has no fused pass: this is the definition). */
+function addRmsNormForward(
+  sum: Tensor,
+  out: Tensor,
+  rstd: Tensor,
+  a: Tensor,
+  b: Tensor,
+  weight: Tensor | null,
+  eps: number,
+): void {
+  add(sum, a, b);
+  rmsNormForward(out, rstd, sum, weight, eps);
+}
+
+/** `crossEntropyForward` then `crossEntropyBackward` (the definition of the fused op). */
+function crossEntropyForwardBackward(
+  losses: Tensor,
+  dLogits: Tensor,
+  logits: Tensor,
+  targets: Int32Array,
+  weights: Float32Array,
+): void {
+  crossEntropyForward(losses, logits, targets, weights);
+  crossEntropyBackward(dLogits, logits, targets, weights);
+}
+
+/** `matmul` then `swigluForward`, `product` being the gate or the up projection (the fused op's definition). */
+function matmulSwigluForward(
+  out: Tensor,
+  product: Tensor,
+  a: Tensor,
+  b: Tensor,
+  other: Tensor,
+  role: "gate" | "up",
+): void {
+  matmul(product, a, b);
+  if (role === "gate") swigluForward(out, product, other);
+  else swigluForward(out, other, product);
+}
+
+/** `d = dOut b^T` into zeros, then `swigluBackward` from `d` (the fused op's definition). */
+function matmulSwigluBackward(
+  dGate: Tensor,
+  dUp: Tensor,
+  dOut: Tensor,
+  b: Tensor,
+  gate: Tensor,
+  up: Tensor,
+): void {
+  const d = new RefTensor(gate.shape);
+  matmul(d, dOut, b, { transB: true, accumulate: true });
+  swigluBackward(dGate, dUp, d, gate, up);
+}
+
+/** `matmul`, the bias added as a rank-1 product with ones, then `activationForward` (the fused op's definition). */
+function matmulActivationForward(
+  out: Tensor,
+  pre: Tensor,
+  a: Tensor,
+  b: Tensor,
+  bias: Tensor | null,
+  kind: Activation,
+  scale: number,
+): void {
+  matmul(pre, a, b);
+  if (bias) {
+    const rows = pre.size / Math.max(1, bias.size);
+    matmul(pre, new RefTensor([rows, 1], new Float64Array(rows).fill(1)), bias, { accumulate: true });
+  }
+  activationForward(kind, out, pre, scale);
+}
+
 interface AttentionDims {
   B: number;
   T: number;
@@ -669,11 +741,15 @@ export const refDenseOps: DenseOps = {
   embeddingForward,
   embeddingBackward,
   rmsNormForward,
+  addRmsNormForward,
   rmsNormBackward,
   swigluForward,
   swigluBackward,
+  matmulSwigluForward,
+  matmulSwigluBackward,
   activationForward,
   activationBackward,
+  matmulActivationForward,
   add,
   mul,
   axpy,
@@ -682,6 +758,7 @@ export const refDenseOps: DenseOps = {
   shortConvBackward,
   crossEntropyForward,
   crossEntropyBackward,
+  crossEntropyForwardBackward,
   attentionForward,
   attentionBackward,
   adamw,

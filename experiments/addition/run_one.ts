@@ -14,12 +14,26 @@
 import { parseArgs } from "node:util";
 import { BACKEND_CHOICES, type BackendChoice } from "../../backend_select.ts";
 import { trainAndEvaluate } from "./one_run.ts";
-import { makePlan, type PlanName, variantName } from "./plan.ts";
+import { makePlan, type Plan, type PlanName, type Variant, variantName } from "./plan.ts";
 
-function int(name: string, value: string | undefined): number | undefined {
+/** An optional non-negative integer flag (`--name`); a RangeError names a value that is not one. */
+export function int(name: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
   if (!/^\d+$/.test(value)) throw new RangeError(`--${name} must be a non-negative integer, got "${value}"`);
   return Number(value);
+}
+
+/** The variant of `plan` named `name`; a RangeError lists the plan's variants otherwise. */
+export function planVariant(plan: Plan, name: string | undefined): Variant {
+  const variant = plan.variants.find((v) => variantName(v) === name);
+  if (!variant) {
+    throw new RangeError(
+      `plan ${plan.name} has no variant "${name}"; expected one of ${
+        plan.variants.map(variantName).join(", ")
+      }`,
+    );
+  }
+  return variant;
 }
 
 if (import.meta.main) {
@@ -48,14 +62,7 @@ if (import.meta.main) {
       seeds: int("seeds", values.seeds),
       samples: int("samples", values.samples),
     });
-    const variant = plan.variants.find((v) => variantName(v) === values.variant);
-    if (!variant) {
-      throw new RangeError(
-        `plan ${plan.name} has no variant "${values.variant}"; expected one of ${
-          plan.variants.map(variantName).join(", ")
-        }`,
-      );
-    }
+    const variant = planVariant(plan, values.variant);
     const seed = int("seed", values.seed) ?? 0;
     await trainAndEvaluate(plan, variant, seed, {
       backend: values.backend as BackendChoice,

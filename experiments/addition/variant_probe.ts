@@ -16,6 +16,7 @@
 import { parseArgs } from "node:util";
 import { BACKEND_CHOICES, type BackendChoice } from "../../backend_select.ts";
 import { trainAndEvaluate } from "./one_run.ts";
+import { int, planVariant } from "./run_one.ts";
 import { makePlan, type PlanName, type Variant, variantName } from "./plan.ts";
 
 /** What a probe changes in a variant. */
@@ -45,12 +46,6 @@ export function probeVariant(base: Variant, changes: ProbeChanges): Variant {
   };
 }
 
-function int(name: string, value: string | undefined): number | undefined {
-  if (value === undefined) return undefined;
-  if (!/^\d+$/.test(value)) throw new RangeError(`--${name} must be a non-negative integer, got "${value}"`);
-  return Number(value);
-}
-
 if (import.meta.main) {
   const { values } = parseArgs({
     args: Deno.args,
@@ -76,15 +71,7 @@ if (import.meta.main) {
       steps: int("steps", values.steps),
       samples: int("samples", values.samples),
     });
-    const base = plan.variants.find((v) => variantName(v) === values.variant);
-    if (!base) {
-      throw new RangeError(
-        `plan ${plan.name} has no variant "${values.variant}"; expected one of ${
-          plan.variants.map(variantName).join(", ")
-        }`,
-      );
-    }
-    const variant = probeVariant(base, { window: int("window", values.window) });
+    const variant = probeVariant(planVariant(plan, values.variant), { window: int("window", values.window) });
     await trainAndEvaluate(plan, variant, int("seed", values.seed) ?? 0, {
       backend: values.backend as BackendChoice,
       threads: int("threads", values.threads),

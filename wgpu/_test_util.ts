@@ -44,3 +44,29 @@ export function gpuTest(name: string, fn: (gpu: WebGpuBackend) => Promise<void>,
     fn: async () => fn(await gpuBackend()),
   });
 }
+
+/**
+ * Calls of `proto[method]` (e.g. `GPUComputePassEncoder.prototype`, `"dispatchWorkgroups"`) while `body`
+ * records its commands and the runtime flushes them.
+ */
+export function callsDuring(
+  gpu: { runtime: { flush(): void } },
+  proto: object,
+  method: string,
+  body: () => void,
+): number {
+  const target = proto as Record<string, (...args: unknown[]) => unknown>;
+  const original = target[method];
+  let calls = 0;
+  target[method] = function (this: unknown, ...args: unknown[]) {
+    calls++;
+    return original.apply(this, args);
+  };
+  try {
+    body();
+    gpu.runtime.flush();
+  } finally {
+    target[method] = original;
+  }
+  return calls;
+}

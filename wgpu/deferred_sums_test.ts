@@ -7,25 +7,12 @@
 import assert from "node:assert/strict";
 import type { Tensor } from "../src/rules/backend.ts";
 import { Rng } from "../src/testing/compare.ts";
-import { gpuTest } from "./_test_util.ts";
+import { callsDuring, gpuTest } from "./_test_util.ts";
 import type { WebGpuBackend } from "./backend.ts";
 
 /** Dispatches recorded (and submitted) while `body` runs. */
 function dispatches(gpu: WebGpuBackend, body: () => void): number {
-  const proto = GPUComputePassEncoder.prototype as unknown as Record<string, (...a: unknown[]) => unknown>;
-  const original = proto.dispatchWorkgroups;
-  let calls = 0;
-  proto.dispatchWorkgroups = function (this: unknown, ...args: unknown[]) {
-    calls++;
-    return original.apply(this, args);
-  };
-  try {
-    body();
-    gpu.runtime.flush();
-  } finally {
-    proto.dispatchWorkgroups = original;
-  }
-  return calls;
+  return callsDuring(gpu, GPUComputePassEncoder.prototype, "dispatchWorkgroups", body);
 }
 
 /** `x^T dy` weight gradients (K = 600 rows: split-K) and an RMSNorm weight gradient into `grads`. */

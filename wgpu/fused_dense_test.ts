@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import type { Backend, Tensor } from "../src/rules/backend.ts";
 import { createRefBackend } from "../src/rules/reference/backend.ts";
 import { assertRelL2, Rng } from "../src/testing/compare.ts";
-import { gpuTest } from "./_test_util.ts";
+import { callsDuring, gpuTest } from "./_test_util.ts";
 import type { WebGpuBackend } from "./backend.ts";
 
 const ref = createRefBackend();
@@ -35,20 +35,7 @@ async function check(name: string, gpu: Backend, tensors: [Tensor, Tensor, Tenso
 
 /** Calls of `clearBuffer` while `body` records (and flushes) its commands. */
 function clearsDuring(gpu: WebGpuBackend, body: () => void): number {
-  const proto = GPUCommandEncoder.prototype as unknown as Record<string, (...args: unknown[]) => unknown>;
-  const original = proto.clearBuffer;
-  let calls = 0;
-  proto.clearBuffer = function (this: unknown, ...args: unknown[]) {
-    calls++;
-    return original.apply(this, args);
-  };
-  try {
-    body();
-    gpu.runtime.flush();
-  } finally {
-    proto.clearBuffer = original;
-  }
-  return calls;
+  return callsDuring(gpu, GPUCommandEncoder.prototype, "clearBuffer", body);
 }
 
 gpuTest(

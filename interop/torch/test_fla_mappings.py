@@ -12,7 +12,8 @@ issue 640): such a case is reported as refused; `--force-gated` sets
 `fla.ops.common.chunk_o.TRITON_ABOVE_3_7_1 = True` so it runs, and its line says `timing_only`
 (its gradients are the ones fla warns about; the errors printed show how far off they are).
 
-    python3 interop/torch/test_fla_mappings.py [--force-gated] [--T 150] [--d 64]
+    python3 interop/torch/test_fla_mappings.py [--force-gated] [--T 150] [--d 64] [--forms fla,chunked]
+        [--rules falcon1,deltanet] [--shard I/N]
 """
 
 import argparse
@@ -101,7 +102,18 @@ def main(argv):
     p.add_argument("--H", type=int, default=2)
     p.add_argument("--T", type=int, default=150)
     p.add_argument("--d", type=int, default=64)
+    p.add_argument("--forms", default="fla,chunked", help="comma separated: fla, chunked")
+    p.add_argument("--rules", default="", help="comma separated rule names (default: every rule)")
+    p.add_argument("--shard", default="0/1", help="I/N: run every N-th case from the I-th (parallel processes)")
     args = p.parse_args(argv)
+    forms = set(args.forms.split(","))
+    rules = set(args.rules.split(",")) if args.rules else None
+    shard, shards = (int(x) for x in args.shard.split("/"))
+    unknown = (forms - {"fla", "chunked"}) | ((rules or set()) - set(ft.RULES))
+    if unknown or not 0 <= shard < shards:
+        print("test_fla_mappings: unknown form or rule %s, or bad --shard %s" % (sorted(unknown), args.shard),
+              file=sys.stderr)
+        return 2
     if not torch.cuda.is_available():
         print("test_fla_mappings: no CUDA device", file=sys.stderr)
         return 2
@@ -122,6 +134,8 @@ def main(argv):
     results = []
     cases = [(rule, "fla") for rule in ff.FLA_OPS] + [(rule, "chunked") for rule in ft.RULES]
     for i, (rule, form) in enumerate(cases):
+        if form not in forms or (rules is not None and rule not in rules) or i % shards != shard:
+            continue
         for alignment in ft.ALIGNMENTS:
             try:
                 r = run_case(rule, alignment, form, ops, args.B, args.H, args.T, args.d, 10 + i, device)

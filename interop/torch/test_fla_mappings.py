@@ -43,8 +43,9 @@ def rel_l2(got, want):
 def case_inputs(rule, B, H, T, d, seed, device):
     g = torch.Generator(device="cpu").manual_seed(seed)
     r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
-    beta = torch.rand(B, H, T, generator=g, dtype=torch.float64)
-    if rule in ("falcon1", "falcon1a"):
+    # per-column rules (falcon2, falcon2a) take one step size per value column
+    beta = torch.rand((B, H, T, d) if ft.is_per_column_rule(rule) else (B, H, T), generator=g, dtype=torch.float64)
+    if rule in ("falcon1", "falcon1a", "falcon2", "falcon2a"):
         beta = beta * 1.9 + 0.05
     elif rule == "mamba2":
         beta = beta * 0.5 + 0.01  # dt

@@ -67,8 +67,14 @@ export interface TrainStep {
 
 type StepConfig = Pick<TrainConfig, "beta1" | "beta2" | "eps" | "weightDecay" | "clipNorm">;
 
-/** Recorded steps a device step may keep in flight: enough to hide one read's round trip. */
-export const DEVICE_STEP_LAG = 2;
+/**
+ * Recorded steps a device step may keep in flight. Settling the oldest transfers the reads of every step
+ * recorded since in one map, and in Deno 2.9 a map blocks until the device has run everything submitted
+ * (~11 ms of idle device and host on the H200 each time), so the trainer pays that once per `lag + 1`
+ * steps: 8 makes it one round trip per 9 steps (it was 2, one per 3 steps: measured as a third of a `lab`
+ * preset step on the H200, docs/performance.md).
+ */
+export const DEVICE_STEP_LAG = 8;
 
 /** The strategy for `backend`: the device step where ops are queued and the model can record, else the host step. */
 export function createTrainStep(

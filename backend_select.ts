@@ -15,6 +15,14 @@ export const BACKEND_CHOICES = ["auto", "ref", "wasm", "webgpu"] as const;
 /** A backend choice. */
 export type BackendChoice = typeof BACKEND_CHOICES[number];
 
+/** `value` as a {@linkcode BackendChoice}; a RangeError names the flag's choices otherwise. */
+export function backendChoice(value: string): BackendChoice {
+  if (!(BACKEND_CHOICES as readonly string[]).includes(value)) {
+    throw new RangeError(`--backend must be one of ${BACKEND_CHOICES.join(", ")}, got "${value}"`);
+  }
+  return value as BackendChoice;
+}
+
 /**
  * Arithmetic of the webgpu backend's matrix products: `f32`, or `f16` (f16 operands and partial sums,
  * about 1e-3 relative error; needs the adapter feature `shader-f16`).

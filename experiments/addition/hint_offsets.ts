@@ -17,7 +17,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { BACKEND_CHOICES, type BackendChoice, releaseBackend, selectBackend } from "../../backend_select.ts";
+import { backendChoice, releaseBackend, selectBackend } from "../../backend_select.ts";
 import { loadEvalCheckpoint } from "../../src/eval/load.ts";
 import type { EvalReport } from "../../src/eval/report.ts";
 import { evaluateCheckpoints } from "../../src/eval/run.ts";
@@ -84,9 +84,7 @@ if (import.meta.main) {
   });
   try {
     if (positionals.length === 0) throw new RangeError("give one or more checkpoints");
-    if (!(BACKEND_CHOICES as readonly string[]).includes(values.backend)) {
-      throw new RangeError(`--backend must be one of ${BACKEND_CHOICES.join(", ")}, got "${values.backend}"`);
-    }
+    const backendName = backendChoice(values.backend);
     const offsets = values.offsets.split(",").map((s) => {
       if (!/^\d+$/.test(s)) throw new RangeError(`--offsets: "${s}" is not an integer >= 0`);
       return Number(s);
@@ -95,7 +93,7 @@ if (import.meta.main) {
       if (!/^\d+$/.test(value)) throw new RangeError(`--${name} must be an integer >= 0, got "${value}"`);
     }
     const keys = parseLengths(values.lengths);
-    const backend = await selectBackend(values.backend as BackendChoice);
+    const backend = await selectBackend(backendName);
     try {
       const checkpoints = [];
       for (const path of positionals) checkpoints.push(await loadEvalCheckpoint(path, backend));

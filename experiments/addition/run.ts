@@ -29,7 +29,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { BACKEND_CHOICES, type BackendChoice } from "../../backend_select.ts";
+import { type BackendChoice, backendChoice } from "../../backend_select.ts";
 import { jsonWithNulls, mergeReports } from "../../src/eval/report.ts";
 import { formatTable } from "../../src/eval/table.ts";
 import { probeGpuAdapter } from "../../src/info/gpu_adapter.ts";
@@ -95,16 +95,14 @@ export function parseDriverArgs(args: string[]): DriverOptions {
     strict: true,
     allowPositionals: false,
   });
-  if (!(BACKEND_CHOICES as readonly string[]).includes(values.backend)) {
-    throw new RangeError(`--backend must be one of ${BACKEND_CHOICES.join(", ")}, got "${values.backend}"`);
-  }
+  const backendName = backendChoice(values.backend);
   const plan = makePlan((values.smoke ? "smoke" : values.plan) as PlanName, {
     steps: intOption("steps", values.steps),
     seeds: intOption("seeds", values.seeds),
     samples: intOption("samples", values.samples),
   });
   return {
-    backend: values.backend as BackendChoice,
+    backend: backendName,
     plan,
     runsDir: values.runs ?? `runs/addition-${plan.name}`,
     outDir: values.out,

@@ -14,7 +14,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { BACKEND_CHOICES, type BackendChoice } from "../../backend_select.ts";
+import { backendChoice } from "../../backend_select.ts";
 import { trainAndEvaluate } from "./one_run.ts";
 import { int, planVariant } from "./run_one.ts";
 import { makePlan, type PlanName, type Variant, variantName } from "./plan.ts";
@@ -63,9 +63,7 @@ if (import.meta.main) {
     strict: true,
   });
   try {
-    if (!(BACKEND_CHOICES as readonly string[]).includes(values.backend)) {
-      throw new RangeError(`--backend must be one of ${BACKEND_CHOICES.join(", ")}, got "${values.backend}"`);
-    }
+    const backendName = backendChoice(values.backend);
     if (values.runs === undefined) throw new RangeError("--runs is required");
     const plan = makePlan(values.plan as PlanName, {
       steps: int("steps", values.steps),
@@ -73,7 +71,7 @@ if (import.meta.main) {
     });
     const variant = probeVariant(planVariant(plan, values.variant), { window: int("window", values.window) });
     await trainAndEvaluate(plan, variant, int("seed", values.seed) ?? 0, {
-      backend: values.backend as BackendChoice,
+      backend: backendName,
       threads: int("threads", values.threads),
       runsDir: values.runs,
       log: (line) => console.error(line),

@@ -84,23 +84,9 @@ export async function compareChunk(
   const frec = recurrent ? gpu.fastWeightForward(config, g.inputs, rec) : undefined;
   const fr = ref.fastWeightForward(config, r.inputs);
   await expectBoth(gpu, `${label} o`, fc.o, fr.o, frec?.o, FWD);
-  await expectBoth(gpu, `${label} carry.state`, fc.carry.state, fr.carry.state, frec?.carry.state, FWD);
-  await expectBoth(
-    gpu,
-    `${label} carry.lastKey`,
-    fc.carry.lastKey,
-    fr.carry.lastKey,
-    frec?.carry.lastKey,
-    FWD,
-  );
-  await expectBoth(
-    gpu,
-    `${label} carry.windowX`,
-    fc.carry.windowX,
-    fr.carry.windowX,
-    frec?.carry.windowX,
-    FWD,
-  );
+  for (const key of ["state", "lastKey", "windowX"] as const) {
+    await expectBoth(gpu, `${label} carry.${key}`, fc.carry[key], fr.carry[key], frec?.carry[key], FWD);
+  }
   const bc: FastWeightGrads = gpu.fastWeightBackward(config, g.inputs, g.dO, opts);
   const brec = recurrent ? gpu.fastWeightBackward(config, g.inputs, g.dO, rec) : undefined;
   const br: FastWeightGrads = ref.fastWeightBackward(config, r.inputs, r.dO);

@@ -66,6 +66,15 @@ function sameSize(op: string, ...ts: [string, Tensor][]): number {
   return n;
 }
 
+/** Rows `N` and row length `D` of an RMSNorm over `x`, with `rstd` (one per row) and `weight` (`D`) checked. */
+function normRows(op: string, x: Tensor, rstd: Tensor, weight: Tensor | null): { N: number; D: number } {
+  const D = x.shape[x.shape.length - 1];
+  const N = x.size / D;
+  if (rstd.size !== N) throw new RangeError(`${op}: rstd has ${rstd.size} elements, expected ${N}`);
+  if (weight && weight.size !== D) throw new RangeError(`${op}: weight has ${weight.size}, expected ${D}`);
+  return { N, D };
+}
+
 /** Sizes `M, N, K` of a matmul, checked. */
 export function matmulDims(out: Tensor, a: Tensor, b: Tensor, o: MatmulOptions): [number, number, number] {
   if (out.shape.length < 1) throw new RangeError("matmul: out must have at least one dimension");
@@ -490,15 +499,8 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
     },
 
     rmsNormForward(out, rstd, x, weight, eps) {
-      const D = x.shape[x.shape.length - 1];
-      const N = x.size / D;
       sameSize("rmsNormForward", ["x", x], ["out", out]);
-      if (rstd.size !== N) {
-        throw new RangeError(`rmsNormForward: rstd has ${rstd.size} elements, expected ${N}`);
-      }
-      if (weight && weight.size !== D) {
-        throw new RangeError(`rmsNormForward: weight has ${weight.size}, expected ${D}`);
-      }
+      const { N, D } = normRows("rmsNormForward", x, rstd, weight);
       if (N === 0) return;
       const u = rt.uniform([{ u: N }, { u: D }, { u: weight ? 1 : 0 }, { f: eps }]);
       rt.dispatch(rt.pipeline("rmsnorm_forward_f32", rmsNormForwardShader), [
@@ -511,15 +513,8 @@ export function createDenseOps(rt: GpuRuntime, options: DenseOpsOptions = {}): W
     },
 
     addRmsNormForward(sum, out, rstd, a, b, weight, eps) {
-      const D = a.shape[a.shape.length - 1];
-      const N = a.size / D;
       sameSize("addRmsNormForward", ["a", a], ["b", b], ["sum", sum], ["out", out]);
-      if (rstd.size !== N) {
-        throw new RangeError(`addRmsNormForward: rstd has ${rstd.size} elements, expected ${N}`);
-      }
-      if (weight && weight.size !== D) {
-        throw new RangeError(`addRmsNormForward: weight has ${weight.size}, expected ${D}`);
-      }
+      const { N, D } = normRows("addRmsNormForward", a, rstd, weight);
       if (N === 0) return;
       const u = rt.uniform([{ u: N }, { u: D }, { u: weight ? 1 : 0 }, { f: eps }]);
       rt.dispatch(rt.pipeline("add_rmsnorm_forward_f32", addRmsNormForwardShader), [

@@ -417,17 +417,6 @@ export function wasmDenseOps(ctx: WasmContext): DenseOps {
         ctx.heap.f32[o + index] += s;
       }
     },
-
-    // the fused ops as the plain pairs (each already one pass over the data here)
-    addRmsNormForward(sum, out, rstd, a, b, weight, eps) {
-      ops.add(sum, a, b);
-      ops.rmsNormForward(out, rstd, sum, weight, eps);
-    },
-
-    crossEntropyForwardBackward(losses, dLogits, logits, targets, weights) {
-      ops.crossEntropyForward(losses, logits, targets, weights);
-      ops.crossEntropyBackward(dLogits, logits, targets, weights);
-    },
   };
   return ops;
 }

@@ -42,6 +42,22 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let row = gid.y * nwg.x + gid.x;
   if (row >= u.N) { return; }`;
 
+/**
+ * The end of an RMSNorm row, after the row's sum of squares `ss`: `rstd` and `out_ = input * rstd *
+ * (weight or 1)`, `input` the array the row was read from.
+ */
+function rmsNormRowTail(input: string): string {
+  return `  let total = wg_sum(ss, li);
+  let r = 1.0 / sqrt(total / f32(u.D) + u.eps);
+  if (li == 0u) { rstd[row] = r; }
+  for (var i = li; i < u.D; i += ${ROW_WG}u) {
+    var wi = 1.0;
+    if (u.hasWeight != 0u) { wi = w[i]; }
+    out_[base + i] = ${input}[base + i] * r * wi;
+  }
+}`;
+}
+
 /** RMSNorm forward: `rstd = 1/sqrt(mean(x^2) + eps)`, `out = x * rstd * (weight or 1)`. */
 export function rmsNormForwardShader(): string {
   return `
@@ -56,15 +72,7 @@ ${ROW_MAIN}
   let base = row * u.D;
   var ss = 0.0;
   for (var i = li; i < u.D; i += ${ROW_WG}u) { let v = x[base + i]; ss += v * v; }
-  let total = wg_sum(ss, li);
-  let r = 1.0 / sqrt(total / f32(u.D) + u.eps);
-  if (li == 0u) { rstd[row] = r; }
-  for (var i = li; i < u.D; i += ${ROW_WG}u) {
-    var wi = 1.0;
-    if (u.hasWeight != 0u) { wi = w[i]; }
-    out_[base + i] = x[base + i] * r * wi;
-  }
-}`;
+${rmsNormRowTail("x")}`;
 }
 
 /**
@@ -90,15 +98,7 @@ ${ROW_MAIN}
     sum[base + i] = v;
     ss += v * v;
   }
-  let total = wg_sum(ss, li);
-  let r = 1.0 / sqrt(total / f32(u.D) + u.eps);
-  if (li == 0u) { rstd[row] = r; }
-  for (var i = li; i < u.D; i += ${ROW_WG}u) {
-    var wi = 1.0;
-    if (u.hasWeight != 0u) { wi = w[i]; }
-    out_[base + i] = sum[base + i] * r * wi;
-  }
-}`;
+${rmsNormRowTail("sum")}`;
 }
 
 /** RMSNorm backward for `dx`: `dx += r g w - x r^3 (sum g w x) / D` (uniform flag `fresh`: `accumulateInto`). */

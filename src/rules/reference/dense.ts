@@ -428,46 +428,6 @@ function crossEntropyBackward(
   }
 }
 
-/** `add` then `rmsNormForward` (the reference has no fused pass: this is the definition). */
-function addRmsNormForward(
-  sum: Tensor,
-  out: Tensor,
-  rstd: Tensor,
-  a: Tensor,
-  b: Tensor,
-  weight: Tensor | null,
-  eps: number,
-): void {
-  add(sum, a, b);
-  rmsNormForward(out, rstd, sum, weight, eps);
-}
-
-/** `crossEntropyForward` then `crossEntropyBackward` (the definition of the fused op). */
-function crossEntropyForwardBackward(
-  losses: Tensor,
-  dLogits: Tensor,
-  logits: Tensor,
-  targets: Int32Array,
-  weights: Float32Array,
-): void {
-  crossEntropyForward(losses, logits, targets, weights);
-  crossEntropyBackward(dLogits, logits, targets, weights);
-}
-
-/** `matmul` then `swigluForward`, `product` being the gate or the up projection (the fused op's definition). */
-function matmulSwigluForward(
-  out: Tensor,
-  product: Tensor,
-  a: Tensor,
-  b: Tensor,
-  other: Tensor,
-  role: "gate" | "up",
-): void {
-  matmul(product, a, b);
-  if (role === "gate") swigluForward(out, product, other);
-  else swigluForward(out, other, product);
-}
-
 /** `d = dOut b^T` into zeros, then `swigluBackward` from `d` (the fused op's definition). */
 function matmulSwigluBackward(
   dGate: Tensor,
@@ -741,11 +701,9 @@ export const refDenseOps: DenseOps = {
   embeddingForward,
   embeddingBackward,
   rmsNormForward,
-  addRmsNormForward,
   rmsNormBackward,
   swigluForward,
   swigluBackward,
-  matmulSwigluForward,
   matmulSwigluBackward,
   activationForward,
   activationBackward,
@@ -758,7 +716,6 @@ export const refDenseOps: DenseOps = {
   shortConvBackward,
   crossEntropyForward,
   crossEntropyBackward,
-  crossEntropyForwardBackward,
   attentionForward,
   attentionBackward,
   adamw,

@@ -4,12 +4,14 @@
  *
  * Flags: `--gemm 4096,2048,1024` (square sizes), `--gemm-inner 10` (GEMMs per timed batch),
  * `--gemm-precision f32,f16` (the GEMM's `matmulPrecision`s to time; f16 needs `shader-f16`),
- * `--rules falcon1,falcon3a`, `--B 8 --T 4096 --H 8 --dk 64 --dv 64`, `--fw-inner 4` (fast-weight
- * calls per timed batch), `--reps 5`, `--chunk 64`, `--form chunk` (or `recurrent`, `parallel`; the
+ * `--rules falcon1,falcon3a`, `--B 8 --T 4096 --H 8 --dk 64 --dv 64`, `--fw-inner 16` (fast-weight
+ * calls per timed batch: a device sync costs ~11 ms in Deno 2.9 on the H200, which at 4 calls per batch
+ * added up to ~10 ms per call, a multiple of the kernels' time), `--reps 5`, `--chunk 64`, `--form chunk` (or `recurrent`, `parallel`; the
  * every rule runs the chunk-parallel kernels in `chunk`/`parallel`), `--skip-gemm`, `--skip-rules`,
  * `--profile` (also time every kernel of one forward + backward per rule with GPU timestamps: `profile_ms`,
  * busiest first; `profile_kernel_ms` their sum; `profile_span_ms` from the first kernel's start to the last
- * one's end; needs `timestamp-query`), `--out FILE`. `*_host_seconds`: time per call spent recording and
+ * one's end; needs `timestamp-query`; `forward_batch_*_ms`: per call of a batch of `--fw-inner` forwards,
+ * the wall time, the device's span from the first kernel to the last and the kernels' sum), `--out FILE`. `*_host_seconds`: time per call spent recording and
  * submitting on the host.
  * Each timed batch ends with one device sync; `sync_overhead_seconds` is that sync alone.
  * Small shapes (e.g. `--gemm 256 --T 64 --B 1 --H 2 --dk 16 --dv 16`) run on software adapters.
@@ -43,7 +45,7 @@ const { values } = parseArgs({
     "skip-rules": { type: "boolean", default: false },
     profile: { type: "boolean", default: false },
     "gemm-inner": { type: "string", default: "10" },
-    "fw-inner": { type: "string", default: "4" },
+    "fw-inner": { type: "string", default: "16" },
     out: { type: "string" },
   },
 });
@@ -141,6 +143,7 @@ async function fastWeight(
   const backward = bwd.seconds;
   const tokens = B * T;
   let profile: (ProfileEntry[] & { spanNs: number }) | undefined;
+  let batchProfile: Record<string, number> = {};
   if (values.profile) {
     // one forward + backward with every dispatch timed on the GPU (timestamp queries)
     gpu.runtime.startProfile();
@@ -149,6 +152,20 @@ async function fastWeight(
     profile = await gpu.runtime.stopProfile();
     for (const t of [r.o, r.carry.state, r.carry.lastKey, r.carry.windowX, r.carry.windowY]) gpu.dispose(t);
     for (const t of Object.values(g)) gpu.dispose(t);
+    // a timed batch of `inner` forwards with every dispatch timed: the device's span per call against the
+    // wall time per call of the same batch (their difference is time the device spent outside the kernels)
+    const t0 = performance.now();
+    gpu.runtime.startProfile();
+    for (let i = 0; i < inner; i++) {
+      const f = gpu.fastWeightForward(config, inputs, { form, chunkSize: chunk });
+      for (const t of [f.o, f.carry.state, f.carry.lastKey, f.carry.windowX, f.carry.windowY]) gpu.dispose(t);
+    }
+    const batch = await gpu.runtime.stopProfile();
+    batchProfile = {
+      forward_batch_wall_ms: (performance.now() - t0) / inner,
+      forward_batch_span_ms: batch.spanNs / 1e6 / inner,
+      forward_batch_kernel_ms: batch.reduce((a, p) => a + p.ns, 0) / 1e6 / inner,
+    };
   }
   return {
     ...(profile
@@ -160,6 +177,7 @@ async function fastWeight(
           dispatches: p.dispatches,
           ms: p.ns / 1e6,
         })),
+        ...batchProfile,
       }
       : {}),
     rule,

@@ -478,7 +478,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "pseudo_values":
       return flat(BH * T * s.dv);
     case "pair_row_grads":
-      return flat(BH * (pad + T + 1));
+      return flat(BH * (pad + T + 1) * (s.dk + s.dv));
     case "state_increment":
     case "base_readout_grads":
     case "scan_link":

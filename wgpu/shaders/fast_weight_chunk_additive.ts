@@ -225,40 +225,43 @@ ${flatEntry("u.B * H * DK * DV")}
       return head + coefBackKernel(config, "0.0", "cw[u.dWriteGain + idx]");
     case "pair_row_grads":
       return head + `
-${flatEntry("u.B * H * (PAD + u.T + 1u)")}
-  let r = idx % (PAD + u.T + 1u);
-  let bh = idx / (PAD + u.T + 1u);
+${flatEntry("u.B * H * (PAD + u.T + 1u) * (DK + DV)")}
+  // one invocation per entry of a pair's dx row (e < DK) or dy row (e >= DK): neighbours touch neighbouring floats
+  let e = idx % (DK + DV);
+  let r = (idx / (DK + DV)) % (PAD + u.T + 1u);
+  let bh = idx / ((DK + DV) * (PAD + u.T + 1u));
   let b = bh / H;
   let p = i32(r) - i32(PAD);
+  let isX = e < DK;
+  // X has PAD + T + 1 rows, Y has PAD + T
+  if (!isX && r >= PAD + u.T) { return; }
+  var k = u.gDX + (bh * (PAD + u.T + 1u) + r) * DK + e;
+  if (!isX) { k = u.gDY + (bh * (PAD + u.T) + r) * DV + e - DK; }
+  var acc = out[k];
   // pairs before chunk n (rows a_n - PAD .. a_n - 1) were differentiated by chunk n
   for (var n = u32(max(p + 1, 0) + i32(C) - 1) / C; n < nck() && i32(n * C) <= p + i32(PAD); n++) {
     let jj = u32(p - (i32(n * C) - i32(PAD)));
-    for (var i = 0u; i < DK; i++) {
-      let k = u.gDX + (bh * (PAD + u.T + 1u) + r) * DK + i;
-      out[k] = out[k] + cw[u.dxPrecedingPairs + ((bh * nck() + n) * PAD + jj) * DK + i];
-    }
-    for (var c = 0u; c < DV; c++) {
-      let k = u.gDY + (bh * (PAD + u.T) + r) * DV + c;
-      out[k] = out[k] + cw[u.dyPrecedingPairs + ((bh * nck() + n) * PAD + jj) * DV + c];
+    if (isX) {
+      acc += cw[u.dxPrecedingPairs + ((bh * nck() + n) * PAD + jj) * DK + e];
+    } else {
+      acc += cw[u.dyPrecedingPairs + ((bh * nck() + n) * PAD + jj) * DV + e - DK];
     }
   }
   ${
         kind === "none" ? "" : `// the step statistic (E or Ebar) of every step whose window holds pair p
-  var w = 0.0;
-  for (var o = 0u; o < NW; o++) {
-    let s = p + i32(o);
-    if (s < 0 || s >= i32(u.T)) { continue; }
-    let lo = stepinfo[(b * u.T + u32(s)) * 2u];
-    if (lo > p) { continue; }
-    w += cw[u.dStatistic + bh * u.T + u32(s)] * 2.0 / f32(s - lo + 1);
-  }
-  if (w != 0.0) {
-    for (var i = 0u; i < DK; i++) {
-      let k = u.gDX + (bh * (PAD + u.T + 1u) + r) * DK + i;
-      out[k] = out[k] + w * xp(bh, p, i);
+  if (isX) {
+    var w = 0.0;
+    for (var o = 0u; o < NW; o++) {
+      let s = p + i32(o);
+      if (s < 0 || s >= i32(u.T)) { continue; }
+      let lo = stepinfo[(b * u.T + u32(s)) * 2u];
+      if (lo > p) { continue; }
+      w += cw[u.dStatistic + bh * u.T + u32(s)] * 2.0 / f32(s - lo + 1);
     }
+    acc += w * xp(bh, p, e);
   }`
       }
+  out[k] = acc;
 }`;
   }
 }

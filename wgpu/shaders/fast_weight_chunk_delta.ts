@@ -14,11 +14,13 @@
  * - `S_exit = K S_in + Bv`, `K = [no start] exp(P_e) I - X^T diag(Gam[e,:]) V`,
  *   `Bv = [start] exp(P_e) S0 + X^T diag(Gam[e,:]) U0`.
  *
- * Kernels (`fastweight_chunk_<pass>_f32`): `solve_matrix` (per `(b, h, chunk)`, 4 x 4 blocks: `A`), `solve`
+ * Kernels (`fastweight_chunk_<pass>_f32`): `solve_matrix` (per `(b, h, chunk)` and 32 x 32 block: `A`), `solve`
  * (per `(b, h, chunk)`, one invocation per column of `U0 | V`: forward substitution), `transition` (per
- * `(b, h, chunk)`, 4 x 4 blocks: `K`, `Bv`), `delta_state_scan` (per `(b, h)` and 4 value columns, sequential over
- * chunks: `S_in` of every chunk), `pseudo_values` (per `(b, h, t, column)`: `W`). The readout runs the
- * shared `readout` kernel with values `w`.
+ * `(b, h, chunk)` and 32 x 32 block: `K`, `Bv`), `delta_state_scan` (per `(b, h)` and 4 value columns, sequential over
+ * chunks: `S_in` of every chunk), `pseudo_values` (per `(b, h, chunk)` and 32 x 32 block: `W`). The readout runs the
+ * shared `readout` kernel with values `w`. `solve_matrix`, `transition` and `pseudo_values` are staged products
+ * ({@linkcode stagedProduct}): operand slices loaded coalesced into workgroup memory, 4 x 4 register tiles read
+ * from it as vec4.
  * Backward: `base_readout_grads`, `readout_dw` (the readout's `dW` without the exit term, `Qd`) and `scan_link`
  * (`L_n = U_n - V^T Qd`) give the reverse scan `delta_reverse_scan` (`G_{n-1} = K_n^T G_n + L_n`); then `pair_column_grads`
  * (`dx` of the readout and exit, `dW`), `solve_transposed` (`dR = (I + A)^-T dW`, back substitution per
@@ -48,11 +50,11 @@ import {
   flatEntry,
   prelude,
   SCAN_COLUMNS,
-  solveMatrixTiles,
+  STAGED_BLOCK,
+  stagedBlocks,
   stateTiles,
   tile4,
   tile4Each,
-  transitionTiles,
 } from "./chunk_wgsl.ts";
 
 /** Passes only the delta rules run. */
@@ -98,16 +100,31 @@ export function deltaShader(
   const head = prelude(pass, config, s, heads) + ADDR;
   switch (pass) {
     case "solve_matrix":
-      return head + chunkSteps(true) + `
-${chunkEntry(`${solveMatrixTiles(s.C)}u`)}
-  // one 4 x 4 block of (t, s) per invocation: every x value read serves 4 products
-  let bk = tile * WG + lid;
-  let nb = (C + 3u) / 4u;
-  if (bk < nb * nb) {
-    let t0 = (bk / nb) * 4u;
-    let sb0 = (bk % nb) * 4u;
-    ${solveMatrixBlock()}
-  }
+      return head + chunkSteps(true) + stagedProductArrays("sm") + `
+${chunkEntry(`${stagedBlocks(s.C, s.C)}u`)}
+  // one 32 x 32 block of (t, s) per workgroup; the blocks above the diagonal only store zeros
+  let nb = ${Math.ceil(s.C / STAGED_BLOCK)}u;
+  let bt = tile / nb;
+  let bs = tile % nb;
+  ${
+        stagedProduct({
+          name: "sm",
+          row0: `bt * ${STAGED_BLOCK}u`,
+          col0: `bs * ${STAGED_BLOCK}u`,
+          rows: "len",
+          cols: "len",
+          depth: "select(DK, 0u, bs > bt)",
+          a: "xp(bh, i32(a + i), k)",
+          aAlong: "depth",
+          b: "xp(bh, i32(a + j), k)",
+          bAlong: "depth",
+          store: `if (i < C && j < C) {
+      var w = 0.0;
+      if (i < len && j < i && cseg[j] == cseg[i]) { w = cga[i] * exp(cpp[i] - cp[j]) * v; }
+      cw[solve_matrix_at(bh, n, i, j)] = w;
+    }`,
+        })
+      }
 }`;
     case "solve":
       return head + chunkSteps(true) + `
@@ -137,7 +154,8 @@ ${chunkEntry("1u")}
     case "transition":
       return head + chunkSteps(true) + `
 var<workgroup> ge: array<f32, C>;
-${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
+${stagedProductArrays("tr")}
+${chunkEntry(`${stagedBlocks(s.dk, s.dk) + stagedBlocks(s.dk, s.dv)}u`)}
   for (var k = lid; k < len; k += WG) {
     var v = 0.0;
     if (cseg[k] == cseg[len - 1u]) { v = exp(cp[len - 1u] - cp[k]); }
@@ -146,68 +164,62 @@ ${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
   workgroupBarrier();
   let dec = exp(cp[len - 1u]);
   let bk = base_kind(len - 1u);
-  // 4 x 4 blocks per invocation: first of K [Dk, Dk], then of D [Dk, Dv]
-  let blk = tile * WG + lid;
-  let nr = (DK + 3u) / 4u;
-  let nkm = nr * nr;
-  let nds = nr * ((DV + 3u) / 4u);
-  if (blk < nkm) {
-    let i0 = (blk / nr) * 4u;
-    let i20 = (blk % nr) * 4u;
-    ${
-        tile4(
-          "e",
-          "len",
-          "xp(bh, i32(a + k), min(i0 + ${r}u, DK - 1u))",
-          "cw[pseudo_values_state_factor_at(bh, n, k, min(i20 + ${c}u, DK - 1u))]",
-          "ge[k]",
-        )
+  // 32 x 32 blocks per workgroup: first of K [Dk, Dk] (right factor V), then of D [Dk, Dv] (right factor U0)
+  let nr = ${Math.ceil(s.dk / STAGED_BLOCK)}u;
+  let inK = tile < nr * nr;
+  let blk = select(tile - nr * nr, tile, inK);
+  let nbc = select(${Math.ceil(s.dv / STAGED_BLOCK)}u, nr, inK);
+  let ncols = select(DV, DK, inK);
+  let right = select(pseudo_values_constant_at(bh, n, 0u, 0u), pseudo_values_state_factor_at(bh, n, 0u, 0u), inK);
+  let cb = bh * nck() + n;
+  ${
+        stagedProduct({
+          name: "tr",
+          row0: `(blk / nbc) * ${STAGED_BLOCK}u`,
+          col0: `(blk % nbc) * ${STAGED_BLOCK}u`,
+          rows: "DK",
+          cols: "ncols",
+          depth: "len",
+          a: "xp(bh, i32(a + k), i) * ge[k]",
+          aAlong: "row",
+          b: "cw[right + k * ncols + j]",
+          bAlong: "col",
+          store: `if (i < DK && j < ncols) {
+      if (inK) {
+        cw[u.transitionMatrix + (cb * DK + i) * DK + j] = select(0.0, dec, bk == 0u && i == j) - v;
+      } else {
+        var w = 0.0;
+        if (bk == 1u && u.hasS0 != 0u) { w = dec * s0[(bh * DK + i) * DV + j]; }
+        cw[u.chunkStateIncrement + (cb * DK + i) * DV + j] = w + v;
       }
-    ${
-        tile4Each((r, c) =>
-          `if (i0 + ${r}u < DK && i20 + ${c}u < DK) { cw[u.transitionMatrix + ((bh * nck() + n) * DK + i0 + ${r}u) * DK + i20 + ${c}u] = select(0.0, dec, bk == 0u && ${r}u + i0 == ${c}u + i20) - e${r}${c}; }`
-        )
+    }`,
+        })
       }
-  } else if (blk < nkm + nds) {
-    let nc = (DV + 3u) / 4u;
-    let i0 = ((blk - nkm) / nc) * 4u;
-    let cb0 = ((blk - nkm) % nc) * 4u;
-    ${
-        tile4(
-          "e",
-          "len",
-          "xp(bh, i32(a + k), min(i0 + ${r}u, DK - 1u))",
-          "cw[pseudo_values_constant_at(bh, n, k, min(cb0 + ${c}u, DV - 1u))]",
-          "ge[k]",
-        )
-      }
-    ${
-        tile4Each((r, c) =>
-          `if (i0 + ${r}u < DK && cb0 + ${c}u < DV) {
-      var v = 0.0;
-      if (bk == 1u && u.hasS0 != 0u) { v = dec * s0[(bh * DK + i0 + ${r}u) * DV + cb0 + ${c}u]; }
-      cw[u.chunkStateIncrement + ((bh * nck() + n) * DK + i0 + ${r}u) * DV + cb0 + ${c}u] = v + e${r}${c};
-    }`
-        )
-      }
-  }
 }`;
     case "delta_state_scan":
       return head + scanKernel(s, false);
     case "pseudo_values":
-      return head + `
-${flatEntry("u.B * H * u.T * DV")}
-  let c = idx % DV;
-  let bt = idx / DV;
-  let t = bt % u.T;
-  let bh = bt / u.T;
-  let n = t / C;
-  let tt = t - n * C;
-  var w = cw[pseudo_values_constant_at(bh, n, tt, c)];
-  for (var i = 0u; i < DK; i++) {
-    w -= cw[pseudo_values_state_factor_at(bh, n, tt, i)] * cw[u.entryState + ((bh * nck() + n) * DK + i) * DV + c];
-  }
-  cw[u.pseudoValues + idx] = w;
+      return head + stagedProductArrays("pv") + `
+${chunkEntry(`${stagedBlocks(s.C, s.dv)}u`, false)}
+  // one 32 x 32 block of W [C, Dv] = U0 - V S_in per workgroup
+  let nbc = ${Math.ceil(s.dv / STAGED_BLOCK)}u;
+  let entry = u.entryState + (bh * nck() + n) * DK * DV;
+  ${
+        stagedProduct({
+          name: "pv",
+          row0: `(tile / nbc) * ${STAGED_BLOCK}u`,
+          col0: `(tile % nbc) * ${STAGED_BLOCK}u`,
+          rows: "len",
+          cols: "DV",
+          depth: "DK",
+          a: "cw[pseudo_values_state_factor_at(bh, n, i, k)]",
+          aAlong: "depth",
+          b: "cw[entry + k * DV + j]",
+          bAlong: "col",
+          store:
+            "if (i < len && j < DV) { cw[u.pseudoValues + row(bh, a + i, j)] = cw[pseudo_values_constant_at(bh, n, i, j)] - v; }",
+        })
+      }
 }`;
     case "scan_link":
       return head + chunkSteps(true) + `
@@ -268,23 +280,103 @@ ${flatEntry("u.B * H * DK * DV")}
   }
 }
 
-/** WGSL of one `solve_matrix` block: `A[t, s] = a_t exp(Pp_t - P_s) x_t . x_s` for `s < t` in one segment, else 0. */
-function solveMatrixBlock(): string {
-  return `${[0, 1, 2, 3].map((r) => `let ta${r} = i32(a + min(t0 + ${r}u, len - 1u));`).join("\n    ")}
-    ${[0, 1, 2, 3].map((c) => `let sa${c} = i32(a + min(sb0 + ${c}u, len - 1u));`).join("\n    ")}
-    ${tile4("e", "DK", "xp(bh, ta${r}, k)", "xp(bh, sa${c}, k)")}
-    ${
-    tile4Each((r, c) =>
-      `{
-      let t = t0 + ${r}u;
-      let sx = sb0 + ${c}u;
-      if (t < C && sx < C) {
-        var v = 0.0;
-        if (t < len && sx < t && cseg[sx] == cseg[t]) { v = cga[t] * exp(cpp[t] - cp[sx]) * e${r}${c}; }
-        cw[solve_matrix_at(bh, n, t, sx)] = v;
+/** Depth of the operand slices a staged product holds in workgroup memory at a time. */
+const STAGED_SLICE = 16;
+
+/** Invocations along each side of a staged product's workgroup (each holds a 4 x 4 register tile). */
+const STAGED_SIDE = STAGED_BLOCK / 4;
+
+/** One staged product `P[i, j] = sum_{k < depth} A[i, k] B[k, j]` over a workgroup's output block. */
+interface StagedProduct {
+  /** Prefix of its workgroup arrays (declared by {@linkcode stagedProductArrays}) and registers. */
+  name: string;
+  /** WGSL: the block's first row and first column (uniform across the workgroup). */
+  row0: string;
+  col0: string;
+  /** WGSL bounds of `i`, `j` and `k` for the loads (operands outside them read as 0); `depth` uniform. */
+  rows: string;
+  cols: string;
+  depth: string;
+  /** WGSL of `A[i, k]`, and which of its indices is contiguous in memory (the loads run along it). */
+  a: string;
+  aAlong: "row" | "depth";
+  /** WGSL of `B[k, j]`, and which of its indices is contiguous in memory. */
+  b: string;
+  bAlong: "col" | "depth";
+  /** WGSL statement storing `v = P[i, j]` (every `i`, `j` of the block: it checks its own bounds). */
+  store: string;
+}
+
+/** The workgroup arrays of a staged product: `STAGED_SLICE`-deep slices of `A` as `[k][i / 4]` and `B` as `[k][j / 4]` vec4. */
+function stagedProductArrays(name: string): string {
+  const n = STAGED_SLICE * STAGED_SIDE;
+  return `
+var<workgroup> ${name}A: array<vec4<f32>, ${n}>;
+var<workgroup> ${name}B: array<vec4<f32>, ${n}>;
+`;
+}
+
+/**
+ * WGSL of a staged product over one {@linkcode STAGED_BLOCK}-square output block per workgroup (the GEMM of
+ * `matmul.ts` over a chunk's operands): every `STAGED_SLICE`-deep slice of `A` and `B` is loaded once,
+ * consecutive invocations reading consecutive floats, into workgroup memory; each invocation then
+ * accumulates a 4 x 4 register tile from two vec4 reads per `k` (16 products). Must run in uniform
+ * control flow (barriers).
+ */
+function stagedProduct(p: StagedProduct): string {
+  const { name } = p;
+  const B = STAGED_BLOCK;
+  const S = STAGED_SLICE;
+  const side = STAGED_SIDE;
+  const R = [0, 1, 2, 3];
+  const stage = (
+    op: "A" | "B",
+    along: string,
+    expr: string,
+    index: "i" | "j",
+    first: string,
+    bound: string,
+  ) => {
+    const contiguous = along !== "depth";
+    return `{
+          let si = ${contiguous ? `e % ${B}u` : `e / ${S}u`};
+          let sk = ${contiguous ? `e / ${B}u` : `e % ${S}u`};
+          let ${index} = ${first} + si;
+          let k = k0 + sk;
+          var v = 0.0;
+          if (${index} < ${bound} && k < ${p.depth}) { v = ${expr}; }
+          ${name}${op}[sk * ${side}u + si / 4u][si % 4u] = v;
+        }`;
+  };
+  return `{
+    let ${name}Row = lid / ${side}u;
+    let ${name}Col = lid % ${side}u;
+    ${R.map((r) => `var ${name}${r} = vec4<f32>(0.0);`).join("\n    ")}
+    for (var k0 = 0u; k0 < ${p.depth}; k0 += ${S}u) {
+      for (var e = lid; e < ${B * S}u; e += WG) {
+        ${stage("A", p.aAlong, p.a, "i", p.row0, p.rows)}
+        ${stage("B", p.bAlong, p.b, "j", p.col0, p.cols)}
       }
+      workgroupBarrier();
+      for (var kk = 0u; kk < ${S}u; kk++) {
+        let av = ${name}A[kk * ${side}u + ${name}Row];
+        let bv = ${name}B[kk * ${side}u + ${name}Col];
+        ${R.map((r) => `${name}${r} += av[${r}] * bv;`).join("\n        ")}
+      }
+      workgroupBarrier();
+    }
+    let ${name}I0 = ${p.row0} + ${name}Row * 4u;
+    let ${name}J0 = ${p.col0} + ${name}Col * 4u;
+    ${
+    R.map((r) =>
+      `for (var c = 0u; c < 4u; c++) {
+      let i = ${name}I0 + ${r}u;
+      let j = ${name}J0 + c;
+      let v = ${name}${r}[c];
+      ${p.store}
     }`
-    )
+    ).join("\n    ")
+  }
   }`;
 }
 

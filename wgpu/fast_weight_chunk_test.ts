@@ -193,18 +193,29 @@ for (const rule of ["gated_deltanet", "mamba2"] as const) {
 // the delta rules' staged products (solve_matrix, transition, pseudo_values: 32 x 32 output blocks, 16-deep
 // slices) and the forward scan's transition panels: several blocks per chunk and per state, blocks
 // above the diagonal, several slices, a partial last one and a partial last chunk (C, Dk, Dv not multiples
-// of 32 or 16), entered from a carry with S0 and starts mid-chunk. The forward alone: the backward
+// of 32 or 16), entered from a carry, with and without starts (and S0). The forward alone: the backward
 // recomputes it with the same kernels, and its pipelines at these sizes take minutes to compile on a
 // software adapter
 gpuTest(
   "webgpu chunk kernels of falcon1 match the reference over several staged blocks (C = 40, Dk = 36, Dv = 34)",
   async (gpu) => {
     const config = ruleConfig("falcon1");
-    const spec = { B: 1, T: 97, H: 1, dk: 36, dv: 34, seed: 51, packed: true, s0: true };
-    await compareChunk(gpu, config, spec, chunkForm(40), "falcon1 C=40 Dk=36 Dv=34 carry", {
-      from: 7,
-      forwardOnly: true,
-    });
+    // unpacked, the state crosses every chunk boundary (a start in a chunk zeroes its transition);
+    // packed, S0 enters at the starts
+    for (const packed of [false, true]) {
+      const spec = { B: 1, T: 97, H: 1, dk: 36, dv: 34, seed: 51, packed, s0: true };
+      await compareChunk(
+        gpu,
+        config,
+        spec,
+        chunkForm(40),
+        `falcon1 C=40 Dk=36 Dv=34 carry packed=${packed}`,
+        {
+          from: 7,
+          forwardOnly: true,
+        },
+      );
+    }
   },
 );
 

@@ -41,6 +41,7 @@
 import type { RuleConfig } from "../../src/rules/config.ts";
 import type { HeadConstants } from "./fast_weight_coef.ts";
 import {
+  CHUNK_WG,
   chunkEntry,
   type ChunkPass,
   type ChunkShape,
@@ -197,7 +198,7 @@ ${chunkEntry(`${stagedBlocks(s.dk, s.dk) + stagedBlocks(s.dk, s.dv)}u`)}
       }
 }`;
     case "delta_state_scan":
-      return head + scanKernel(s, false);
+      return head + stateScanKernel(s);
     case "pseudo_values":
       return head + stagedProductArrays("pv") + `
 ${chunkEntry(`${stagedBlocks(s.C, s.dv)}u`, false)}
@@ -235,7 +236,7 @@ ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
       }
 }`;
     case "delta_reverse_scan":
-      return head + scanKernel(s, true);
+      return head + reverseScanKernel(s);
     case "solve_transposed":
       return head + chunkSteps(true) + `
 ${chunkEntry("1u")}
@@ -547,16 +548,106 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
 }`;
 }
 
+/** Transition columns per panel of `delta_state_scan`: at most 32, as many as keep the `Dk x (KP + 1)` panel within 9 KiB. */
+function scanPanelColumns(dk: number): number {
+  let kp = 32;
+  while (kp > 1 && dk * (kp + 1) > 2304) kp >>= 1;
+  return kp;
+}
+
 /**
- * `delta_state_scan` (forward, `S_{n+1} = K_n S_n + Bv_n`, storing every `S_in`) or `delta_reverse_scan` (reverse,
- * `G_{n-1} = K_n^T G_n + L_n`, storing every `G_n`): one workgroup per `(b, h)` and
- * {@linkcode SCAN_COLUMNS} value columns, the columns in workgroup memory, one invocation per key row (a
- * barrier per chunk, `Dk` products per column, each transition entry read once for all the columns).
+ * `delta_state_scan` (`S_{n+1} = K_n S_n + Bv_n`, storing every `S_in` and the final state): one workgroup per
+ * `(b, h)` and {@linkcode SCAN_COLUMNS} value columns, the columns in workgroup memory, one invocation per key
+ * row `i` (rows `lid + m WG`). Each chunk's `K_n` goes through workgroup memory in panels of `KP` columns,
+ * loaded coalesced (consecutive invocations read consecutive floats of a row, `Dk KP / WG` loads each) and
+ * read by row `i` at stride `KP + 1` (no bank conflicts); every entry serves the workgroup's columns.
  */
-function scanKernel(s: ChunkShape, reverse: boolean): string {
-  const km = reverse
-    ? "u.transitionMatrix + (base + i2) * DK + i"
-    : "u.transitionMatrix + (base + i) * DK + i2";
+function stateScanKernel(s: ChunkShape): string {
+  const SC = SCAN_COLUMNS;
+  const Q = [...Array(SC).keys()];
+  const KP = scanPanelColumns(s.dk);
+  const M = [...Array(Math.ceil(s.dk / CHUNK_WG)).keys()];
+  const perRow = (m: number, body: (q: number) => string) =>
+    `if (i${m} < DK) {
+      ${Q.map(body).join("\n      ")}
+    }`;
+  return `
+var<workgroup> col: array<f32, ${SC * s.dk}>;
+var<workgroup> panel: array<f32, ${s.dk * (KP + 1)}>;
+@compute @workgroup_size(${CHUNK_WG})
+fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  let wgid = gid.y * nwg.x + gid.x;
+  let ncg = (DV + ${SC - 1}u) / ${SC}u;
+  if (wgid >= u.B * H * ncg) { return; }
+  // ${SC} value columns per workgroup (clamped at DV; only real ones are stored)
+  let c0 = (wgid % ncg) * ${SC}u;
+  let bh = wgid / ncg;
+  ${Q.map((q) => `let cc${q} = min(c0 + ${q}u, DV - 1u);`).join("\n  ")}
+  ${M.map((m) => `let i${m} = lid + ${m * CHUNK_WG}u;`).join("\n  ")}
+  ${
+    M.map((m) =>
+      perRow(m, (q) =>
+        `col[${q}u * DK + i${m}] = select(0.0, init[(bh * DK + i${m}) * DV + cc${q}], u.hasInit != 0u);`)
+    ).join("\n  ")
+  }
+  workgroupBarrier();
+  for (var n = 0u; n < nck(); n++) {
+    let base = (bh * nck() + n) * DK;
+    ${M.flatMap((m) => Q.map((q) => `var v${m}${q} = 0.0;`)).join(" ")}
+    ${
+    M.map((m) =>
+      perRow(m, (q) =>
+        `if (c0 + ${q}u < DV) { cw[u.entryState + (base + i${m}) * DV + cc${q}] = col[${q}u * DK + i${m}]; }
+      v${m}${q} = cw[u.chunkStateIncrement + (base + i${m}) * DV + cc${q}];`)
+    ).join("\n    ")
+  }
+    for (var p0 = 0u; p0 < DK; p0 += ${KP}u) {
+      workgroupBarrier();
+      for (var e = lid; e < DK * ${KP}u; e += WG) {
+        let i = e / ${KP}u;
+        let j = e % ${KP}u;
+        var km = 0.0;
+        if (p0 + j < DK) { km = cw[u.transitionMatrix + (base + i) * DK + p0 + j]; }
+        panel[i * ${KP + 1}u + j] = km;
+      }
+      workgroupBarrier();
+      ${
+    M.map((m) =>
+      `if (i${m} < DK) {
+        for (var j = 0u; j < ${KP}u; j++) {
+          let km = panel[i${m} * ${KP + 1}u + j];
+          let i2 = min(p0 + j, DK - 1u);
+          ${Q.map((q) => `v${m}${q} += km * col[${q}u * DK + i2];`).join("\n          ")}
+        }
+      }`
+    ).join("\n      ")
+  }
+    }
+    workgroupBarrier();
+    ${M.map((m) => perRow(m, (q) => `col[${q}u * DK + i${m}] = v${m}${q};`)).join("\n    ")}
+    workgroupBarrier();
+  }
+  ${
+    M.map((m) =>
+      perRow(
+        m,
+        (q) =>
+          `if (c0 + ${q}u < DV) { cw[u.finalState + (bh * DK + i${m}) * DV + cc${q}] = col[${q}u * DK + i${m}]; }`,
+      )
+    ).join("\n  ")
+  }
+}`;
+}
+
+/**
+ * `delta_reverse_scan` (`G_{n-1} = K_n^T G_n + L_n`, storing every `G_n`): one workgroup per `(b, h)` and
+ * {@linkcode SCAN_COLUMNS} value columns, the columns in workgroup memory, one invocation per key row (a
+ * barrier per chunk, `Dk` products per column, each transition entry read once for all the columns;
+ * neighbouring invocations read neighbouring entries of a row of `K_n`).
+ */
+function reverseScanKernel(s: ChunkShape): string {
+  const km = "u.transitionMatrix + (base + i2) * DK + i";
   const SC = SCAN_COLUMNS;
   const Q = [...Array(SC).keys()];
   return `
@@ -573,26 +664,18 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let bh = wgid / ncg;
   ${Q.map((q) => `let cc${q} = min(c0 + ${q}u, DV - 1u);`).join("\n  ")}
   for (var i = lid; i < DK; i += WG) {
-    ${
-    Q.map((q) =>
-      `col[${q}u * DK + i] = ${
-        reverse ? "0.0" : `select(0.0, init[(bh * DK + i) * DV + cc${q}], u.hasInit != 0u)`
-      };`
-    ).join("\n    ")
-  }
+    ${Q.map((q) => `col[${q}u * DK + i] = 0.0;`).join("\n    ")}
   }
   workgroupBarrier();
   var nx: array<f32, ${Math.ceil(s.dk / 64) * SC}>;
   for (var k = 0u; k < nck(); k++) {
-    let n = ${reverse ? "nck() - 1u - k" : "k"};
+    let n = nck() - 1u - k;
     let base = (bh * nck() + n) * DK;
     for (var i = lid; i < DK; i += WG) {
       ${
     Q.map((q) =>
-      `if (c0 + ${q}u < DV) { cw[u.${
-        reverse ? "dExitState" : "entryState"
-      } + (base + i) * DV + cc${q}] = col[${q}u * DK + i]; }
-      var v${q} = cw[u.${reverse ? "reverseScanLink" : "chunkStateIncrement"} + (base + i) * DV + cc${q}];`
+      `if (c0 + ${q}u < DV) { cw[u.dExitState + (base + i) * DV + cc${q}] = col[${q}u * DK + i]; }
+      var v${q} = cw[u.reverseScanLink + (base + i) * DV + cc${q}];`
     ).join("\n      ")
   }
       for (var i2 = 0u; i2 < DK; i2++) {
@@ -609,13 +692,8 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   }
   for (var i = lid; i < DK; i += WG) {
     ${
-    Q.map((q) =>
-      `if (c0 + ${q}u < DV) { ${
-        reverse
-          ? `out[u.gDC + (bh * DK + i) * DV + cc${q}]`
-          : `cw[u.finalState + (bh * DK + i) * DV + cc${q}]`
-      } = col[${q}u * DK + i]; }`
-    ).join("\n    ")
+    Q.map((q) => `if (c0 + ${q}u < DV) { out[u.gDC + (bh * DK + i) * DV + cc${q}] = col[${q}u * DK + i]; }`)
+      .join("\n    ")
   }
   }
 }`;

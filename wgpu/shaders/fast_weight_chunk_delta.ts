@@ -645,14 +645,18 @@ function scanPanelColumns(dk: number): number {
  * `delta_state_scan` (`S_{n+1} = K_n S_n + Bv_n`, storing every `S_in` and the final state): one workgroup per
  * `(b, h)` and {@linkcode SCAN_COLUMNS} value columns, the columns in workgroup memory, one invocation per key
  * row `i` (rows `lid + m WG`). Each chunk's `K_n` goes through workgroup memory in panels of `KP` columns,
- * loaded coalesced (consecutive invocations read consecutive floats of a row, `Dk KP / WG` loads each) and
- * read by row `i` at stride `KP + 1` (no bank conflicts); every entry serves the workgroup's columns.
+ * loaded coalesced (consecutive invocations read consecutive floats of a row, `Dk KP / WG` loads each) into
+ * registers one panel ahead (the next panel's loads overlap the current one's products: they do not depend
+ * on the state) and read by row `i` at stride `KP + 1` (no bank conflicts); every entry serves the
+ * workgroup's columns.
  */
 function stateScanKernel(s: ChunkShape): string {
   const SC = SCAN_COLUMNS;
   const Q = [...Array(SC).keys()];
   const KP = scanPanelColumns(s.dk);
   const M = [...Array(Math.ceil(s.dk / CHUNK_WG)).keys()];
+  // the panel entries each invocation loads (entry e = lid + r WG: row e / KP, column e % KP)
+  const P = [...Array(Math.ceil((s.dk * KP) / CHUNK_WG)).keys()];
   const perRow = (m: number, body: (q: number) => string) =>
     `if (i${m} < DK) {
       ${Q.map(body).join("\n      ")}
@@ -660,6 +664,13 @@ function stateScanKernel(s: ChunkShape): string {
   return `
 var<workgroup> col: array<f32, ${SC * s.dk}>;
 var<workgroup> panel: array<f32, ${s.dk * (KP + 1)}>;
+// entry e of the panel of columns p0.. of the transition at row offset base (0 past its rows and columns)
+fn panel_entry(base: u32, p0: u32, e: u32) -> f32 {
+  let i = e / ${KP}u;
+  let j = e % ${KP}u;
+  if (i >= DK || p0 + j >= DK) { return 0.0; }
+  return cw[u.transitionMatrix + (base + i) * DK + p0 + j];
+}
 @compute @workgroup_size(${CHUNK_WG})
 fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
@@ -677,6 +688,8 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         `col[${q}u * DK + i${m}] = select(0.0, init[(bh * DK + i${m}) * DV + cc${q}], u.hasInit != 0u);`)
     ).join("\n  ")
   }
+  // the next panel, loaded into registers while the current one is in use
+  ${P.map((r) => `var pf${r} = panel_entry(bh * nck() * DK, 0u, lid + ${r * CHUNK_WG}u);`).join("\n  ")}
   workgroupBarrier();
   for (var n = 0u; n < nck(); n++) {
     let base = (bh * nck() + n) * DK;
@@ -690,14 +703,22 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   }
     for (var p0 = 0u; p0 < DK; p0 += ${KP}u) {
       workgroupBarrier();
-      for (var e = lid; e < DK * ${KP}u; e += WG) {
-        let i = e / ${KP}u;
-        let j = e % ${KP}u;
-        var km = 0.0;
-        if (p0 + j < DK) { km = cw[u.transitionMatrix + (base + i) * DK + p0 + j]; }
-        panel[i * ${KP + 1}u + j] = km;
-      }
+      ${
+    P.map((r) =>
+      `if (lid + ${r * CHUNK_WG}u < DK * ${KP}u) { panel[((lid + ${r * CHUNK_WG}u) / ${KP}u) * ${
+        KP + 1
+      }u + (lid + ${r * CHUNK_WG}u) % ${KP}u] = pf${r}; }`
+    ).join("\n      ")
+  }
       workgroupBarrier();
+      // prefetch: this chunk's next panel, or the next chunk's first
+      let last = p0 + ${KP}u >= DK;
+      let nextChunk = select(n, n + 1u, last);
+      if (nextChunk < nck()) {
+        let nextBase = (bh * nck() + nextChunk) * DK;
+        let nextP0 = select(p0 + ${KP}u, 0u, last);
+        ${P.map((r) => `pf${r} = panel_entry(nextBase, nextP0, lid + ${r * CHUNK_WG}u);`).join("\n        ")}
+      }
       ${
     M.map((m) =>
       `if (i${m} < DK) {

@@ -190,6 +190,33 @@ for (const rule of ["gated_deltanet", "mamba2"] as const) {
   );
 }
 
+// the delta rules' staged products (solve_matrix, transition, pseudo_values: 32 x 32 output blocks, 16-deep
+// slices) and the forward scan's transition panels: several blocks per chunk and per state, blocks
+// above the diagonal, several slices, a partial last one and a partial last chunk (C, Dk, Dv not multiples
+// of 32 or 16), entered from a carry, with and without starts (and S0). The forward alone: the backward
+// recomputes it with the same kernels, and its pipelines at these sizes take minutes to compile on a
+// software adapter
+gpuTest(
+  "webgpu chunk kernels of falcon1 match the reference over several staged blocks (C = 40, Dk = 36, Dv = 34; Dk = 72)",
+  async (gpu) => {
+    const config = ruleConfig("falcon1");
+    // unpacked, the state crosses every chunk boundary (a start in a chunk zeroes its transition);
+    // packed, S0 enters at the starts
+    for (const packed of [false, true]) {
+      const spec = { B: 1, T: 97, H: 1, dk: 36, dv: 34, seed: 51, packed, s0: true };
+      const label = `falcon1 C=40 Dk=36 Dv=34 carry packed=${packed}`;
+      await compareChunk(gpu, config, spec, chunkForm(40), label, { from: 7, forwardOnly: true });
+    }
+    // Dk = 72: two key rows per invocation in the scan, its panels 16 columns wide, three row blocks of
+    // the transition
+    const wide = { B: 1, T: 50, H: 1, dk: 72, dv: 8, seed: 52, s0: true };
+    await compareChunk(gpu, config, wide, chunkForm(16), "falcon1 C=16 Dk=72 Dv=8 carry", {
+      from: 5,
+      forwardOnly: true,
+    });
+  },
+);
+
 gpuTest(
   "a chunk workspace above the device's binding limit is a RangeError naming the rule, shape and way out",
   (gpu) => {

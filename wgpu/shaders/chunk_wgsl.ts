@@ -360,7 +360,8 @@ export function chunkSharedFloats(
     };
   }
   return {
-    local: steps + s.C + pad,
+    // the delta rules' blocked solve holds the most of the per-chunk passes without tiles
+    local: steps + Math.max(s.C + pad, isDeltaChunkRule(config) ? SOLVE_SHARED_FLOATS : 0),
     rows: steps + s.R * (s.C + pad),
     cols: steps + s.RC * (s.dk + s.dv + 3 * s.C + 2),
     pairs: steps + s.RP * (2 * s.C + s.dk),
@@ -407,9 +408,28 @@ export function chunkKey(pass: ChunkPass, config: RuleConfig, s: ChunkShape, hea
 /** Value columns per workgroup of the delta rules' sequential scans (`delta_state_scan`, `delta_reverse_scan`). */
 export const SCAN_COLUMNS = 4;
 
-/** Workgroups per chunk of the `solve_matrix` pass: 4 x 4 blocks of the `C x C` matrix, one per invocation. */
-export function solveMatrixTiles(C: number): number {
-  return Math.ceil((Math.ceil(C / 4) ** 2) / CHUNK_WG);
+/**
+ * Rows and columns of the output block one workgroup of a staged product computes (the delta rules'
+ * `solve_matrix`, `transition`, `pseudo_values`): 8 x 8 invocations, a 4 x 4 register tile each.
+ */
+export const STAGED_BLOCK = 32;
+
+/** Rows of `U0 | V` the delta rules' blocked `solve` advances by at a time (one diagonal block of `I + A`). */
+export const SOLVE_ROWS = 16;
+
+/** Columns of `U0 | V` per workgroup of the delta rules' blocked `solve` (one per invocation in its diagonal steps). */
+export const SOLVE_COLUMNS = 64;
+
+/**
+ * Workgroup floats of the blocked `solve` besides the step arrays: the staged slices (16 deep) of the
+ * left and right factors, the row block's right-hand sides and its diagonal block of `A`.
+ */
+export const SOLVE_SHARED_FLOATS = 16 * (SOLVE_ROWS + SOLVE_COLUMNS) + SOLVE_ROWS * SOLVE_COLUMNS +
+  SOLVE_ROWS * SOLVE_ROWS;
+
+/** Workgroups per chunk of a staged product with a `rows x cols` output: its {@linkcode STAGED_BLOCK} blocks. */
+export function stagedBlocks(rows: number, cols: number): number {
+  return Math.ceil(rows / STAGED_BLOCK) * Math.ceil(cols / STAGED_BLOCK);
 }
 
 /** Workgroups per chunk of a pass that computes a `rows x cols` matrix as 4 x 4 blocks, one per invocation. */
@@ -450,9 +470,10 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "decay_grads":
     case "delta_decay_grads":
     case "column_coefs":
-    case "solve":
     case "solve_transposed":
       return BH * nck;
+    case "solve":
+      return BH * nck * Math.ceil((s.dk + s.dv) / SOLVE_COLUMNS);
     case "window_solve_transposed":
       return BH * nck * Math.ceil(s.dv / SOLVE_TRANSPOSED_COLUMNS);
     case "window_solve":
@@ -460,8 +481,9 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "window_pair_gram":
       return BH * nck * pairGramTiles(s.C, pad);
     case "window_transition":
-    case "transition":
       return BH * nck * transitionTiles(s.dk, s.dv);
+    case "transition":
+      return BH * nck * (stagedBlocks(s.dk, s.dk) + stagedBlocks(s.dk, s.dv));
     case "window_pseudo_values":
       return BH * nck * stateTiles(s.C * (pad + 1), s.dv);
     case "window_readout":
@@ -485,7 +507,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "delta_reverse_scan":
       return BH * Math.ceil(s.dv / SCAN_COLUMNS);
     case "pseudo_values":
-      return flat(BH * T * s.dv);
+      return BH * nck * stagedBlocks(s.C, s.dv);
     case "pair_row_grads":
       return flat(BH * (pad + T + 1) * (s.dk + s.dv));
     case "state_increment":
@@ -494,7 +516,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "s0_grad_parts":
       return BH * nck * stateTiles(s.dk, s.dv);
     case "solve_matrix":
-      return BH * nck * solveMatrixTiles(s.C);
+      return BH * nck * stagedBlocks(s.C, s.C);
     case "readout":
     case "query_grads":
       return BH * nck;

@@ -14,11 +14,13 @@
  * - `S_exit = K S_in + Bv`, `K = [no start] exp(P_e) I - X^T diag(Gam[e,:]) V`,
  *   `Bv = [start] exp(P_e) S0 + X^T diag(Gam[e,:]) U0`.
  *
- * Kernels (`fastweight_chunk_<pass>_f32`): `solve_matrix` (per `(b, h, chunk)`, 4 x 4 blocks: `A`), `solve`
- * (per `(b, h, chunk)`, one invocation per column of `U0 | V`: forward substitution), `transition` (per
- * `(b, h, chunk)`, 4 x 4 blocks: `K`, `Bv`), `delta_state_scan` (per `(b, h)` and 4 value columns, sequential over
- * chunks: `S_in` of every chunk), `pseudo_values` (per `(b, h, t, column)`: `W`). The readout runs the
- * shared `readout` kernel with values `w`.
+ * Kernels (`fastweight_chunk_<pass>_f32`): `solve_matrix` (per `(b, h, chunk)` and 32 x 32 block: `A`), `solve`
+ * (per `(b, h, chunk)` and 64 columns of `U0 | V`: blocked forward substitution, {@linkcode solveKernel}), `transition` (per
+ * `(b, h, chunk)` and 32 x 32 block: `K`, `Bv`), `delta_state_scan` (per `(b, h)` and 4 value columns, sequential over
+ * chunks: `S_in` of every chunk), `pseudo_values` (per `(b, h, chunk)` and 32 x 32 block: `W`). The readout runs the
+ * shared `readout` kernel with values `w`. `solve_matrix`, `transition` and `pseudo_values` are staged products
+ * ({@linkcode stagedProduct}): operand slices loaded coalesced into workgroup memory, 4 x 4 register tiles read
+ * from it as vec4.
  * Backward: `base_readout_grads`, `readout_dw` (the readout's `dW` without the exit term, `Qd`) and `scan_link`
  * (`L_n = U_n - V^T Qd`) give the reverse scan `delta_reverse_scan` (`G_{n-1} = K_n^T G_n + L_n`); then `pair_column_grads`
  * (`dx` of the readout and exit, `dW`), `solve_transposed` (`dR = (I + A)^-T dW`, back substitution per
@@ -39,6 +41,7 @@
 import type { RuleConfig } from "../../src/rules/config.ts";
 import type { HeadConstants } from "./fast_weight_coef.ts";
 import {
+  CHUNK_WG,
   chunkEntry,
   type ChunkPass,
   type ChunkShape,
@@ -48,11 +51,13 @@ import {
   flatEntry,
   prelude,
   SCAN_COLUMNS,
-  solveMatrixTiles,
+  SOLVE_COLUMNS,
+  SOLVE_ROWS,
+  STAGED_BLOCK,
+  stagedBlocks,
   stateTiles,
   tile4,
   tile4Each,
-  transitionTiles,
 } from "./chunk_wgsl.ts";
 
 /** Passes only the delta rules run. */
@@ -98,46 +103,39 @@ export function deltaShader(
   const head = prelude(pass, config, s, heads) + ADDR;
   switch (pass) {
     case "solve_matrix":
-      return head + chunkSteps(true) + `
-${chunkEntry(`${solveMatrixTiles(s.C)}u`)}
-  // one 4 x 4 block of (t, s) per invocation: every x value read serves 4 products
-  let bk = tile * WG + lid;
-  let nb = (C + 3u) / 4u;
-  if (bk < nb * nb) {
-    let t0 = (bk / nb) * 4u;
-    let sb0 = (bk % nb) * 4u;
-    ${solveMatrixBlock()}
-  }
+      return head + chunkSteps(true) + stagedProductArrays("sm") + `
+${chunkEntry(`${stagedBlocks(s.C, s.C)}u`)}
+  // one 32 x 32 block of (t, s) per workgroup; the blocks above the diagonal only store zeros
+  let nb = ${Math.ceil(s.C / STAGED_BLOCK)}u;
+  let bt = tile / nb;
+  let bs = tile % nb;
+  ${
+        stagedProduct({
+          name: "sm",
+          row0: `bt * ${STAGED_BLOCK}u`,
+          col0: `bs * ${STAGED_BLOCK}u`,
+          rows: "len",
+          cols: "len",
+          depth: "select(DK, 0u, bs > bt)",
+          a: "xp(bh, i32(a + i), k)",
+          aAlong: "depth",
+          b: "xp(bh, i32(a + j), k)",
+          bAlong: "depth",
+          store: `if (i < C && j < C) {
+      var w = 0.0;
+      if (i < len && j < i && cseg[j] == cseg[i]) { w = cga[i] * exp(cpp[i] - cp[j]) * v; }
+      cw[solve_matrix_at(bh, n, i, j)] = w;
+    }`,
+        })
+      }
 }`;
     case "solve":
-      return head + chunkSteps(true) + `
-${chunkEntry("1u")}
-  for (var col = lid; col < DV + DK; col += WG) {
-    for (var t = 0u; t < len; t++) {
-      let ex = exp(cpp[t]);
-      var r = 0.0;
-      if (col < DV) {
-        r = cg[t] * yp(bh, i32(a + t), col);
-        if (base_kind(t) == 1u && u.hasS0 != 0u) {
-          var sx = 0.0;
-          for (var i = 0u; i < DK; i++) { sx += s0[(bh * DK + i) * DV + col] * xp(bh, i32(a + t), i); }
-          r -= cga[t] * ex * sx;
-        }
-        for (var q = 0u; q < t; q++) { r -= cw[solve_matrix_at(bh, n, t, q)] * cw[pseudo_values_constant_at(bh, n, q, col)]; }
-        cw[pseudo_values_constant_at(bh, n, t, col)] = r;
-      } else {
-        let i = col - DV;
-        if (base_kind(t) == 0u) { r = cga[t] * ex * xp(bh, i32(a + t), i); }
-        for (var q = 0u; q < t; q++) { r -= cw[solve_matrix_at(bh, n, t, q)] * cw[pseudo_values_state_factor_at(bh, n, q, i)]; }
-        cw[pseudo_values_state_factor_at(bh, n, t, i)] = r;
-      }
-    }
-  }
-}`;
+      return head + chunkSteps(true) + solveKernel();
     case "transition":
       return head + chunkSteps(true) + `
 var<workgroup> ge: array<f32, C>;
-${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
+${stagedProductArrays("tr")}
+${chunkEntry(`${stagedBlocks(s.dk, s.dk) + stagedBlocks(s.dk, s.dv)}u`)}
   for (var k = lid; k < len; k += WG) {
     var v = 0.0;
     if (cseg[k] == cseg[len - 1u]) { v = exp(cp[len - 1u] - cp[k]); }
@@ -146,68 +144,62 @@ ${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
   workgroupBarrier();
   let dec = exp(cp[len - 1u]);
   let bk = base_kind(len - 1u);
-  // 4 x 4 blocks per invocation: first of K [Dk, Dk], then of D [Dk, Dv]
-  let blk = tile * WG + lid;
-  let nr = (DK + 3u) / 4u;
-  let nkm = nr * nr;
-  let nds = nr * ((DV + 3u) / 4u);
-  if (blk < nkm) {
-    let i0 = (blk / nr) * 4u;
-    let i20 = (blk % nr) * 4u;
-    ${
-        tile4(
-          "e",
-          "len",
-          "xp(bh, i32(a + k), min(i0 + ${r}u, DK - 1u))",
-          "cw[pseudo_values_state_factor_at(bh, n, k, min(i20 + ${c}u, DK - 1u))]",
-          "ge[k]",
-        )
+  // 32 x 32 blocks per workgroup: first of K [Dk, Dk] (right factor V), then of D [Dk, Dv] (right factor U0)
+  let nr = ${Math.ceil(s.dk / STAGED_BLOCK)}u;
+  let inK = tile < nr * nr;
+  let blk = select(tile - nr * nr, tile, inK);
+  let nbc = select(${Math.ceil(s.dv / STAGED_BLOCK)}u, nr, inK);
+  let ncols = select(DV, DK, inK);
+  let right = select(pseudo_values_constant_at(bh, n, 0u, 0u), pseudo_values_state_factor_at(bh, n, 0u, 0u), inK);
+  let cb = bh * nck() + n;
+  ${
+        stagedProduct({
+          name: "tr",
+          row0: `(blk / nbc) * ${STAGED_BLOCK}u`,
+          col0: `(blk % nbc) * ${STAGED_BLOCK}u`,
+          rows: "DK",
+          cols: "ncols",
+          depth: "len",
+          a: "xp(bh, i32(a + k), i) * ge[k]",
+          aAlong: "row",
+          b: "cw[right + k * ncols + j]",
+          bAlong: "col",
+          store: `if (i < DK && j < ncols) {
+      if (inK) {
+        cw[u.transitionMatrix + (cb * DK + i) * DK + j] = select(0.0, dec, bk == 0u && i == j) - v;
+      } else {
+        var w = 0.0;
+        if (bk == 1u && u.hasS0 != 0u) { w = dec * s0[(bh * DK + i) * DV + j]; }
+        cw[u.chunkStateIncrement + (cb * DK + i) * DV + j] = w + v;
       }
-    ${
-        tile4Each((r, c) =>
-          `if (i0 + ${r}u < DK && i20 + ${c}u < DK) { cw[u.transitionMatrix + ((bh * nck() + n) * DK + i0 + ${r}u) * DK + i20 + ${c}u] = select(0.0, dec, bk == 0u && ${r}u + i0 == ${c}u + i20) - e${r}${c}; }`
-        )
+    }`,
+        })
       }
-  } else if (blk < nkm + nds) {
-    let nc = (DV + 3u) / 4u;
-    let i0 = ((blk - nkm) / nc) * 4u;
-    let cb0 = ((blk - nkm) % nc) * 4u;
-    ${
-        tile4(
-          "e",
-          "len",
-          "xp(bh, i32(a + k), min(i0 + ${r}u, DK - 1u))",
-          "cw[pseudo_values_constant_at(bh, n, k, min(cb0 + ${c}u, DV - 1u))]",
-          "ge[k]",
-        )
-      }
-    ${
-        tile4Each((r, c) =>
-          `if (i0 + ${r}u < DK && cb0 + ${c}u < DV) {
-      var v = 0.0;
-      if (bk == 1u && u.hasS0 != 0u) { v = dec * s0[(bh * DK + i0 + ${r}u) * DV + cb0 + ${c}u]; }
-      cw[u.chunkStateIncrement + ((bh * nck() + n) * DK + i0 + ${r}u) * DV + cb0 + ${c}u] = v + e${r}${c};
-    }`
-        )
-      }
-  }
 }`;
     case "delta_state_scan":
-      return head + scanKernel(s, false);
+      return head + stateScanKernel(s);
     case "pseudo_values":
-      return head + `
-${flatEntry("u.B * H * u.T * DV")}
-  let c = idx % DV;
-  let bt = idx / DV;
-  let t = bt % u.T;
-  let bh = bt / u.T;
-  let n = t / C;
-  let tt = t - n * C;
-  var w = cw[pseudo_values_constant_at(bh, n, tt, c)];
-  for (var i = 0u; i < DK; i++) {
-    w -= cw[pseudo_values_state_factor_at(bh, n, tt, i)] * cw[u.entryState + ((bh * nck() + n) * DK + i) * DV + c];
-  }
-  cw[u.pseudoValues + idx] = w;
+      return head + stagedProductArrays("pv") + `
+${chunkEntry(`${stagedBlocks(s.C, s.dv)}u`, false)}
+  // one 32 x 32 block of W [C, Dv] = U0 - V S_in per workgroup
+  let nbc = ${Math.ceil(s.dv / STAGED_BLOCK)}u;
+  let entry = u.entryState + (bh * nck() + n) * DK * DV;
+  ${
+        stagedProduct({
+          name: "pv",
+          row0: `(tile / nbc) * ${STAGED_BLOCK}u`,
+          col0: `(tile % nbc) * ${STAGED_BLOCK}u`,
+          rows: "len",
+          cols: "DV",
+          depth: "DK",
+          a: "cw[pseudo_values_state_factor_at(bh, n, i, k)]",
+          aAlong: "depth",
+          b: "cw[entry + k * DV + j]",
+          bAlong: "col",
+          store:
+            "if (i < len && j < DV) { cw[u.pseudoValues + row(bh, a + i, j)] = cw[pseudo_values_constant_at(bh, n, i, j)] - v; }",
+        })
+      }
 }`;
     case "scan_link":
       return head + chunkSteps(true) + `
@@ -223,7 +215,7 @@ ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
       }
 }`;
     case "delta_reverse_scan":
-      return head + scanKernel(s, true);
+      return head + reverseScanKernel(s);
     case "solve_transposed":
       return head + chunkSteps(true) + `
 ${chunkEntry("1u")}
@@ -268,24 +260,211 @@ ${flatEntry("u.B * H * DK * DV")}
   }
 }
 
-/** WGSL of one `solve_matrix` block: `A[t, s] = a_t exp(Pp_t - P_s) x_t . x_s` for `s < t` in one segment, else 0. */
-function solveMatrixBlock(): string {
-  return `${[0, 1, 2, 3].map((r) => `let ta${r} = i32(a + min(t0 + ${r}u, len - 1u));`).join("\n    ")}
-    ${[0, 1, 2, 3].map((c) => `let sa${c} = i32(a + min(sb0 + ${c}u, len - 1u));`).join("\n    ")}
-    ${tile4("e", "DK", "xp(bh, ta${r}, k)", "xp(bh, sa${c}, k)")}
-    ${
-    tile4Each((r, c) =>
-      `{
-      let t = t0 + ${r}u;
-      let sx = sb0 + ${c}u;
-      if (t < C && sx < C) {
+/** Depth of the operand slices a staged product holds in workgroup memory at a time. */
+const STAGED_SLICE = 16;
+
+/** Output block of a staged product: rows x columns, multiples of 4 with `(rows / 4) (cols / 4) = WG`. */
+interface ProductBlock {
+  rows: number;
+  cols: number;
+}
+
+/** The square block of `solve_matrix`, `transition` and `pseudo_values` (8 x 8 invocations). */
+const SQUARE_BLOCK: ProductBlock = { rows: STAGED_BLOCK, cols: STAGED_BLOCK };
+
+/** The block of one step of the blocked `solve`: {@linkcode SOLVE_ROWS} rows of {@linkcode SOLVE_COLUMNS} columns (4 x 16 invocations). */
+const SOLVE_BLOCK: ProductBlock = { rows: SOLVE_ROWS, cols: SOLVE_COLUMNS };
+
+/** One staged product `P[i, j] (+)= sum_{k < depth} A[i, k] B[k, j]` over a workgroup's output block. */
+interface StagedProduct {
+  /** Prefix of its workgroup arrays (declared by {@linkcode stagedProductArrays}) and registers. */
+  name: string;
+  /** The block's shape (default {@linkcode SQUARE_BLOCK}). */
+  block?: ProductBlock;
+  /** Declare (zero) the accumulators; false adds to those of an earlier product of the same name. */
+  declare?: boolean;
+  /** WGSL: the block's first row and first column (uniform across the workgroup). */
+  row0: string;
+  col0: string;
+  /** WGSL bounds of `i`, `j` and `k` for the loads (operands outside them read as 0); `depth` uniform. */
+  rows: string;
+  cols: string;
+  depth: string;
+  /** WGSL of `A[i, k]`, and which of its indices is contiguous in memory (the loads run along it). */
+  a: string;
+  aAlong: "row" | "depth";
+  /** WGSL of `B[k, j]`, and which of its indices is contiguous in memory. */
+  b: string;
+  bAlong: "col" | "depth";
+  /** WGSL statement storing `v = P[i, j]` (every `i`, `j` of the block: it checks its own bounds); none: no epilogue. */
+  store?: string;
+}
+
+/** The workgroup arrays of a staged product: `STAGED_SLICE`-deep slices of `A` as `[k][i / 4]` and `B` as `[k][j / 4]` vec4. */
+function stagedProductArrays(name: string, block: ProductBlock = SQUARE_BLOCK): string {
+  return `
+var<workgroup> ${name}A: array<vec4<f32>, ${(STAGED_SLICE * block.rows) / 4}>;
+var<workgroup> ${name}B: array<vec4<f32>, ${(STAGED_SLICE * block.cols) / 4}>;
+`;
+}
+
+/**
+ * WGSL of a staged product over one output block per workgroup (the GEMM of `matmul.ts` over a chunk's
+ * operands): every `STAGED_SLICE`-deep slice of `A` and `B` is loaded once, consecutive invocations
+ * reading consecutive floats, into workgroup memory; each invocation then accumulates a 4 x 4 register
+ * tile from two vec4 reads per `k` (16 products). Must run in uniform control flow (barriers). Declares
+ * `<name>0..3` (the tile's rows), `<name>Row`, `<name>Col` (the invocation's row and column groups) in the
+ * enclosing scope when `declare`.
+ */
+function stagedProduct(p: StagedProduct): string {
+  const { name } = p;
+  const block = p.block ?? SQUARE_BLOCK;
+  const S = STAGED_SLICE;
+  const R = [0, 1, 2, 3];
+  const stage = (
+    op: "A" | "B",
+    along: string,
+    expr: string,
+    index: "i" | "j",
+    first: string,
+    bound: string,
+  ) => {
+    const width = op === "A" ? block.rows : block.cols;
+    const contiguous = along !== "depth";
+    return `for (var e = lid; e < ${width * S}u; e += WG) {
+        let si = ${contiguous ? `e % ${width}u` : `e / ${S}u`};
+        let sk = ${contiguous ? `e / ${width}u` : `e % ${S}u`};
+        let ${index} = ${first} + si;
+        let k = k0 + sk;
         var v = 0.0;
-        if (t < len && sx < t && cseg[sx] == cseg[t]) { v = cga[t] * exp(cpp[t] - cp[sx]) * e${r}${c}; }
-        cw[solve_matrix_at(bh, n, t, sx)] = v;
-      }
-    }`
-    )
+        if (${index} < ${bound} && k < ${p.depth}) { v = ${expr}; }
+        ${name}${op}[sk * ${width / 4}u + si / 4u][si % 4u] = v;
+      }`;
+  };
+  const declare = p.declare ?? true
+    ? `let ${name}Row = lid / ${block.cols / 4}u;
+  let ${name}Col = lid % ${block.cols / 4}u;
+  ${R.map((r) => `var ${name}${r} = vec4<f32>(0.0);`).join("\n  ")}
+  `
+    : "";
+  const epilogue = p.store === undefined ? "" : `
+  let ${name}I0 = ${p.row0} + ${name}Row * 4u;
+  let ${name}J0 = ${p.col0} + ${name}Col * 4u;
+  ${
+    R.map((r) =>
+      `for (var c = 0u; c < 4u; c++) {
+    let i = ${name}I0 + ${r}u;
+    let j = ${name}J0 + c;
+    let v = ${name}${r}[c];
+    ${p.store}
+  }`
+    ).join("\n  ")
   }`;
+  return `${declare}for (var k0 = 0u; k0 < ${p.depth}; k0 += ${S}u) {
+      ${stage("A", p.aAlong, p.a, "i", p.row0, p.rows)}
+      ${stage("B", p.bAlong, p.b, "j", p.col0, p.cols)}
+      workgroupBarrier();
+      for (var kk = 0u; kk < ${S}u; kk++) {
+        let av = ${name}A[kk * ${block.rows / 4}u + ${name}Row];
+        let bv = ${name}B[kk * ${block.cols / 4}u + ${name}Col];
+        ${R.map((r) => `${name}${r} += av[${r}] * bv;`).join("\n        ")}
+      }
+      workgroupBarrier();
+    }${epilogue}`;
+}
+
+/**
+ * `solve`, blocked: `(I + A) [U0 | V] = [R0 | RV]` per `(b, h, chunk)` and {@linkcode SOLVE_COLUMNS} columns of
+ * `U0 | V`, in row blocks of {@linkcode SOLVE_ROWS}. For the block at `r0`: its right-hand sides less the solved
+ * rows' share, `R[r0.., :] - A[r0.., :r0] W[:r0, :]` (and, for `U0` columns after a start, less
+ * `a_t exp(Pp_t) S0^T x_t`), as staged products into workgroup memory; then forward substitution inside the
+ * block's diagonal block of `A` (staged too), one invocation per column; the solved rows go to the workspace,
+ * where the next blocks' products read them (`storageBarrier`). Right-hand sides: `R0_t = b_t y_t` and
+ * `RV_t = [base_t = S_in] a_t exp(Pp_t) x_t`.
+ */
+function solveKernel(): string {
+  const blocks = `${SOLVE_ROWS}u`;
+  const width = `${SOLVE_COLUMNS}u`;
+  return `
+${stagedProductArrays("sv", SOLVE_BLOCK)}
+var<workgroup> rhs: array<f32, ${
+    SOLVE_ROWS * SOLVE_COLUMNS
+  }>;  // the row block's right-hand sides, then its rows of U0 | V
+var<workgroup> diag: array<f32, ${SOLVE_ROWS * SOLVE_ROWS}>;   // the row block's diagonal block of A
+// entry (t, j) of U0 | V (j < DV: U0, else V)
+fn solved_at(bh: u32, n: u32, t: u32, j: u32) -> u32 {
+  if (j < DV) { return pseudo_values_constant_at(bh, n, t, j); }
+  return pseudo_values_state_factor_at(bh, n, t, j - DV);
+}
+// S0[i, j] for the U0 columns, 0 for the V ones
+fn s0_right(bh: u32, i: u32, j: u32) -> f32 {
+  if (j >= DV) { return 0.0; }
+  return s0[(bh * DK + i) * DV + j];
+}
+// the right-hand side's terms other than S0's: b_t y_t (U0), [base_t = S_in] a_t exp(Pp_t) x_t (V)
+fn right_side(bh: u32, a: u32, t: u32, j: u32) -> f32 {
+  if (j < DV) { return cg[t] * yp(bh, i32(a + t), j); }
+  if (base_kind(t) != 0u) { return 0.0; }
+  return cga[t] * exp(cpp[t]) * xp(bh, i32(a + t), j - DV);
+}
+${chunkEntry(`((DV + DK + ${width} - 1u) / ${width})`)}
+  let j0 = tile * ${width};
+  // the S0 term: only where the block has U0 columns and there is an S0
+  let s0Depth = select(0u, DK, u.hasS0 != 0u && j0 < DV);
+  let col = j0 + lid;
+  for (var r0 = 0u; r0 < len; r0 += ${blocks}) {
+    ${
+    stagedProduct({
+      name: "sv",
+      block: SOLVE_BLOCK,
+      row0: "r0",
+      col0: "j0",
+      rows: "len",
+      cols: "DV + DK",
+      depth: "r0",
+      a: "cw[solve_matrix_at(bh, n, i, k)]",
+      aAlong: "depth",
+      b: "cw[solved_at(bh, n, k, j)]",
+      bAlong: "col",
+    })
+  }
+    ${
+    stagedProduct({
+      name: "sv",
+      block: SOLVE_BLOCK,
+      declare: false,
+      row0: "r0",
+      col0: "j0",
+      rows: "len",
+      cols: "DV + DK",
+      depth: "s0Depth",
+      a: "select(0.0, cga[i] * exp(cpp[i]) * xp(bh, i32(a + i), k), base_kind(i) == 1u)",
+      aAlong: "depth",
+      b: "s0_right(bh, k, j)",
+      bAlong: "col",
+      store:
+        `if (i < len && j < DV + DK) { rhs[(i - r0) * ${width} + j - j0] = right_side(bh, a, i, j) - v; }`,
+    })
+  }
+    for (var e = lid; e < ${SOLVE_ROWS * SOLVE_ROWS}u; e += WG) {
+      let t = e / ${blocks};
+      let q = e % ${blocks};
+      var v = 0.0;
+      if (q < t && r0 + t < len) { v = cw[solve_matrix_at(bh, n, r0 + t, r0 + q)]; }
+      diag[e] = v;
+    }
+    workgroupBarrier();
+    if (col < DV + DK) {
+      for (var t = 0u; t < min(${blocks}, len - r0); t++) {
+        var w = rhs[t * ${width} + lid];
+        for (var q = 0u; q < t; q++) { w -= diag[t * ${blocks} + q] * rhs[q * ${width} + lid]; }
+        rhs[t * ${width} + lid] = w;
+        cw[solved_at(bh, n, r0 + t, col)] = w;
+      }
+    }
+    storageBarrier();
+  }
+}`;
 }
 
 /**
@@ -455,16 +634,127 @@ ${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
 }`;
 }
 
+/** Transition columns per panel of `delta_state_scan`: at most 32, as many as keep the `Dk x (KP + 1)` panel within 9 KiB. */
+function scanPanelColumns(dk: number): number {
+  let kp = 32;
+  while (kp > 1 && dk * (kp + 1) > 2304) kp >>= 1;
+  return kp;
+}
+
 /**
- * `delta_state_scan` (forward, `S_{n+1} = K_n S_n + Bv_n`, storing every `S_in`) or `delta_reverse_scan` (reverse,
- * `G_{n-1} = K_n^T G_n + L_n`, storing every `G_n`): one workgroup per `(b, h)` and
- * {@linkcode SCAN_COLUMNS} value columns, the columns in workgroup memory, one invocation per key row (a
- * barrier per chunk, `Dk` products per column, each transition entry read once for all the columns).
+ * `delta_state_scan` (`S_{n+1} = K_n S_n + Bv_n`, storing every `S_in` and the final state): one workgroup per
+ * `(b, h)` and {@linkcode SCAN_COLUMNS} value columns, the columns in workgroup memory, one invocation per key
+ * row `i` (rows `lid + m WG`). Each chunk's `K_n` goes through workgroup memory in panels of `KP` columns,
+ * loaded coalesced (consecutive invocations read consecutive floats of a row, `Dk KP / WG` loads each) into
+ * registers one panel ahead (the next panel's loads overlap the current one's products: they do not depend
+ * on the state) and read by row `i` at stride `KP + 1` (no bank conflicts); every entry serves the
+ * workgroup's columns.
  */
-function scanKernel(s: ChunkShape, reverse: boolean): string {
-  const km = reverse
-    ? "u.transitionMatrix + (base + i2) * DK + i"
-    : "u.transitionMatrix + (base + i) * DK + i2";
+function stateScanKernel(s: ChunkShape): string {
+  const SC = SCAN_COLUMNS;
+  const Q = [...Array(SC).keys()];
+  const KP = scanPanelColumns(s.dk);
+  const M = [...Array(Math.ceil(s.dk / CHUNK_WG)).keys()];
+  // the panel entries each invocation loads (entry e = lid + r WG: row e / KP, column e % KP)
+  const P = [...Array(Math.ceil((s.dk * KP) / CHUNK_WG)).keys()];
+  const perRow = (m: number, body: (q: number) => string) =>
+    `if (i${m} < DK) {
+      ${Q.map(body).join("\n      ")}
+    }`;
+  return `
+var<workgroup> col: array<f32, ${SC * s.dk}>;
+var<workgroup> panel: array<f32, ${s.dk * (KP + 1)}>;
+// entry e of the panel of columns p0.. of the transition at row offset base (0 past its rows and columns)
+fn panel_entry(base: u32, p0: u32, e: u32) -> f32 {
+  let i = e / ${KP}u;
+  let j = e % ${KP}u;
+  if (i >= DK || p0 + j >= DK) { return 0.0; }
+  return cw[u.transitionMatrix + (base + i) * DK + p0 + j];
+}
+@compute @workgroup_size(${CHUNK_WG})
+fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  let wgid = gid.y * nwg.x + gid.x;
+  let ncg = (DV + ${SC - 1}u) / ${SC}u;
+  if (wgid >= u.B * H * ncg) { return; }
+  // ${SC} value columns per workgroup (clamped at DV; only real ones are stored)
+  let c0 = (wgid % ncg) * ${SC}u;
+  let bh = wgid / ncg;
+  ${Q.map((q) => `let cc${q} = min(c0 + ${q}u, DV - 1u);`).join("\n  ")}
+  ${M.map((m) => `let i${m} = lid + ${m * CHUNK_WG}u;`).join("\n  ")}
+  ${
+    M.map((m) =>
+      perRow(m, (q) =>
+        `col[${q}u * DK + i${m}] = select(0.0, init[(bh * DK + i${m}) * DV + cc${q}], u.hasInit != 0u);`)
+    ).join("\n  ")
+  }
+  // the next panel, loaded into registers while the current one is in use
+  ${P.map((r) => `var pf${r} = panel_entry(bh * nck() * DK, 0u, lid + ${r * CHUNK_WG}u);`).join("\n  ")}
+  workgroupBarrier();
+  for (var n = 0u; n < nck(); n++) {
+    let base = (bh * nck() + n) * DK;
+    ${M.flatMap((m) => Q.map((q) => `var v${m}${q} = 0.0;`)).join(" ")}
+    ${
+    M.map((m) =>
+      perRow(m, (q) =>
+        `if (c0 + ${q}u < DV) { cw[u.entryState + (base + i${m}) * DV + cc${q}] = col[${q}u * DK + i${m}]; }
+      v${m}${q} = cw[u.chunkStateIncrement + (base + i${m}) * DV + cc${q}];`)
+    ).join("\n    ")
+  }
+    for (var p0 = 0u; p0 < DK; p0 += ${KP}u) {
+      workgroupBarrier();
+      ${
+    P.map((r) =>
+      `if (lid + ${r * CHUNK_WG}u < DK * ${KP}u) { panel[((lid + ${r * CHUNK_WG}u) / ${KP}u) * ${
+        KP + 1
+      }u + (lid + ${r * CHUNK_WG}u) % ${KP}u] = pf${r}; }`
+    ).join("\n      ")
+  }
+      workgroupBarrier();
+      // prefetch: this chunk's next panel, or the next chunk's first
+      let last = p0 + ${KP}u >= DK;
+      let nextChunk = select(n, n + 1u, last);
+      if (nextChunk < nck()) {
+        let nextBase = (bh * nck() + nextChunk) * DK;
+        let nextP0 = select(p0 + ${KP}u, 0u, last);
+        ${P.map((r) => `pf${r} = panel_entry(nextBase, nextP0, lid + ${r * CHUNK_WG}u);`).join("\n        ")}
+      }
+      ${
+    M.map((m) =>
+      `if (i${m} < DK) {
+        for (var j = 0u; j < ${KP}u; j++) {
+          let km = panel[i${m} * ${KP + 1}u + j];
+          let i2 = min(p0 + j, DK - 1u);
+          ${Q.map((q) => `v${m}${q} += km * col[${q}u * DK + i2];`).join("\n          ")}
+        }
+      }`
+    ).join("\n      ")
+  }
+    }
+    workgroupBarrier();
+    ${M.map((m) => perRow(m, (q) => `col[${q}u * DK + i${m}] = v${m}${q};`)).join("\n    ")}
+    workgroupBarrier();
+  }
+  ${
+    M.map((m) =>
+      perRow(
+        m,
+        (q) =>
+          `if (c0 + ${q}u < DV) { cw[u.finalState + (bh * DK + i${m}) * DV + cc${q}] = col[${q}u * DK + i${m}]; }`,
+      )
+    ).join("\n  ")
+  }
+}`;
+}
+
+/**
+ * `delta_reverse_scan` (`G_{n-1} = K_n^T G_n + L_n`, storing every `G_n`): one workgroup per `(b, h)` and
+ * {@linkcode SCAN_COLUMNS} value columns, the columns in workgroup memory, one invocation per key row (a
+ * barrier per chunk, `Dk` products per column, each transition entry read once for all the columns;
+ * neighbouring invocations read neighbouring entries of a row of `K_n`).
+ */
+function reverseScanKernel(s: ChunkShape): string {
+  const km = "u.transitionMatrix + (base + i2) * DK + i";
   const SC = SCAN_COLUMNS;
   const Q = [...Array(SC).keys()];
   return `
@@ -481,26 +771,18 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let bh = wgid / ncg;
   ${Q.map((q) => `let cc${q} = min(c0 + ${q}u, DV - 1u);`).join("\n  ")}
   for (var i = lid; i < DK; i += WG) {
-    ${
-    Q.map((q) =>
-      `col[${q}u * DK + i] = ${
-        reverse ? "0.0" : `select(0.0, init[(bh * DK + i) * DV + cc${q}], u.hasInit != 0u)`
-      };`
-    ).join("\n    ")
-  }
+    ${Q.map((q) => `col[${q}u * DK + i] = 0.0;`).join("\n    ")}
   }
   workgroupBarrier();
   var nx: array<f32, ${Math.ceil(s.dk / 64) * SC}>;
   for (var k = 0u; k < nck(); k++) {
-    let n = ${reverse ? "nck() - 1u - k" : "k"};
+    let n = nck() - 1u - k;
     let base = (bh * nck() + n) * DK;
     for (var i = lid; i < DK; i += WG) {
       ${
     Q.map((q) =>
-      `if (c0 + ${q}u < DV) { cw[u.${
-        reverse ? "dExitState" : "entryState"
-      } + (base + i) * DV + cc${q}] = col[${q}u * DK + i]; }
-      var v${q} = cw[u.${reverse ? "reverseScanLink" : "chunkStateIncrement"} + (base + i) * DV + cc${q}];`
+      `if (c0 + ${q}u < DV) { cw[u.dExitState + (base + i) * DV + cc${q}] = col[${q}u * DK + i]; }
+      var v${q} = cw[u.reverseScanLink + (base + i) * DV + cc${q}];`
     ).join("\n      ")
   }
       for (var i2 = 0u; i2 < DK; i2++) {
@@ -517,13 +799,8 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   }
   for (var i = lid; i < DK; i += WG) {
     ${
-    Q.map((q) =>
-      `if (c0 + ${q}u < DV) { ${
-        reverse
-          ? `out[u.gDC + (bh * DK + i) * DV + cc${q}]`
-          : `cw[u.finalState + (bh * DK + i) * DV + cc${q}]`
-      } = col[${q}u * DK + i]; }`
-    ).join("\n    ")
+    Q.map((q) => `if (c0 + ${q}u < DV) { out[u.gDC + (bh * DK + i) * DV + cc${q}] = col[${q}u * DK + i]; }`)
+      .join("\n    ")
   }
   }
 }`;

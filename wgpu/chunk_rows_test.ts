@@ -52,13 +52,19 @@ const CASES = [
   { rule: "falcon1", spec: { B: 1, T: 70, H: 1, dk: 4, dv: 68, seed: 43, packed: true, s0: true }, C: 64 },
 ] as const;
 
-// the Dv = 68 cases compile every backward pipeline at that size: minutes on a software adapter, so at the
-// full level (the GPU machine) only
-for (const c of CASES.filter((c) => FULL_LEVEL || c.spec.dv < 64)) {
+// at Dv = 68 every backward pipeline takes minutes to compile on a software adapter: the forward (the
+// readout's two tiles per invocation) in every run, the backward (query_grads at Dk = 4) at the full level
+// falcon1's forward at Dv = 68 alone takes ~3 minutes to compile there (its solve and scans): full level only
+for (const c of CASES.filter((c) => FULL_LEVEL || c.rule !== "falcon1")) {
+  const whole = FULL_LEVEL || c.spec.dv < 64;
   gpuTest(
-    `staged row kernels of ${c.rule} match the reference at C = ${c.C}, Dk = ${c.spec.dk}, Dv = ${c.spec.dv}`,
+    `staged row kernels of ${c.rule} match the reference at C = ${c.C}, Dk = ${c.spec.dk}, Dv = ${c.spec.dv}${
+      whole ? "" : " (forward; backward at the full level)"
+    }`,
     async (gpu) => {
-      await compareChunk(gpu, ruleConfig(c.rule), c.spec, chunkForm(c.C), `${c.rule} C=${c.C}`);
+      await compareChunk(gpu, ruleConfig(c.rule), c.spec, chunkForm(c.C), `${c.rule} C=${c.C}`, {
+        forwardOnly: !whole,
+      });
     },
   );
 }

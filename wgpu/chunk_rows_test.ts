@@ -23,9 +23,10 @@ Deno.test("rowsTiles: the widest panel and deepest slab that fit, one score tile
     throw new Error(`C = 64, D = 128 at 16 KiB: ${JSON.stringify(tight)} does not fit`);
   }
   // one 4 x 4 score tile per invocation: C / 4 row quads times panel / 4 column quads <= ROWS_WG
-  for (const C of [1, 3, 64, 128, 256]) {
+  // and whole slabs per panel (the mix walks a panel slab by slab)
+  for (const C of [1, 3, 40, 64, 128, 256]) {
     const t = rowsTiles(C, 3, 16, 16, 4 * C, 49152 / 4 - 16);
-    if (!t || t.panel % 4 !== 0 || Math.ceil(C / 4) * (t.panel / 4) > ROWS_WG) {
+    if (!t || t.panel % 4 !== 0 || t.panel % t.slab !== 0 || Math.ceil(C / 4) * (t.panel / 4) > ROWS_WG) {
       throw new Error(`C = ${C}: ${JSON.stringify(t)}`);
     }
   }

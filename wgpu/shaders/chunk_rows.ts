@@ -51,8 +51,8 @@ export function rowsKernelFloats(C: number, dk: number, dv: number, steps: numbe
 }
 
 /**
- * The largest slab (16, 8, 4) and panel (at most 64 pair columns, and at most what keeps one score
- * block per invocation) whose workgroup arrays fit in `limitFloats`; null when none does.
+ * The largest panel (at most 64 pair columns, and at most what keeps one score block per invocation)
+ * and slab (16, 8 or 4, dividing the panel) whose workgroup arrays fit in `limitFloats`; null when none does.
  */
 export function rowsTiles(
   C: number,
@@ -65,7 +65,8 @@ export function rowsTiles(
   const c4 = quads(C);
   const widest = 4 * Math.max(1, Math.min(16, Math.floor(ROWS_WG / c4), quads(C + pad)));
   for (let panel = widest; panel >= 4; panel -= 4) {
-    for (const slab of [16, 8, 4]) {
+    // the mix walks a panel slab by slab: whole slabs only
+    for (const slab of [16, 8, 4].filter((b) => panel % b === 0)) {
       if (rowsKernelFloats(C, dk, dv, steps, { slab, panel }) <= limitFloats) return { slab, panel };
     }
   }

@@ -41,7 +41,6 @@ import {
   WINDOW_TILE_ROWS,
 } from "./shaders/chunk_wgsl.ts";
 import { chunkShader } from "./shaders/fast_weight_chunk_shader.ts";
-import { rowsTiles } from "./shaders/chunk_rows.ts";
 import { PER_COLUMN_BACKWARD, PER_COLUMN_FORWARD } from "./shaders/fast_weight_chunk_per_column.ts";
 import { statKind } from "./shaders/fast_weight_coef.ts";
 import { windowSlots } from "./shaders/fast_weight_recurrent.ts";
@@ -96,18 +95,11 @@ export function chunkShape(config: RuleConfig, d: ChunkDims, C: number, sharedBy
   // falcon3's window_row_grads and window_solve_input_grads take about WINDOW_TILE_ROWS instance rows (W per step): more rows would
   // only grow their workgroup arrays (fewer workgroups in flight), not the reuse of a value read
   const steps = windowDelta ? Math.max(1, Math.floor(WINDOW_TILE_ROWS / (pad + 1))) : Infinity;
-  // the staged readout / query_grads of the additive and delta families (chunk_rows.ts)
-  const staged = isWindowDeltaChunkRule(config) || isPerColumnChunkRule(config)
-    ? { slab: 0, panel: 0 }
-    : rowsTiles(C, pad, d.dk, d.dv, (isSolveChunkRule(config) ? 6 : 4) * C, limit);
-  if (staged === null) throw tooBig();
   return {
     H: d.H,
     dk: d.dk,
     dv: d.dv,
     C,
-    rowsSlab: staged.slab,
-    rowsPanel: staged.panel,
     R: fit("rows", C),
     RC: fit("cols", Math.min(cols, steps)),
     RP: fit("pairs", Math.min(C, steps)),

@@ -22,15 +22,8 @@ export interface ChunkShape {
   readonly dv: number;
   /** Chunk size `C`. */
   readonly C: number;
-  /** Rows per workgroup of falcon3's `window_readout` and `window_query_grads` kernels. */
+  /** Rows per workgroup of the `readout` and `query_grads` kernels. */
   readonly R: number;
-  /**
-   * Contracted entries per staged slab of the additive and delta families' `readout` and `query_grads`
-   * (`chunk_rows.ts`; 0 for the families that do not run them).
-   */
-  readonly rowsSlab: number;
-  /** Pair columns per panel of those kernels (0 for the families that do not run them). */
-  readonly rowsPanel: number;
   /** Pair columns per workgroup of the `pair_column_grads` kernel. */
   readonly RC: number;
   /** Rows per workgroup of the delta rules' `solve_input_grads` kernel. */
@@ -398,8 +391,6 @@ export function chunkKey(pass: ChunkPass, config: RuleConfig, s: ChunkShape, hea
     s.R,
     s.RC,
     s.RP,
-    s.rowsSlab,
-    s.rowsPanel,
     heads.mambaA.join(","),
     heads.retnetG.join(","),
   ].join(":");
@@ -519,7 +510,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
       return BH * nck * stagedBlocks(s.C, s.C);
     case "readout":
     case "query_grads":
-      return BH * nck;
+      return BH * nck * Math.ceil(s.C / s.R);
     case "pair_column_grads":
     case "readout_dw":
       return BH * nck * Math.ceil((s.C + pad) / s.RC);
@@ -600,8 +591,7 @@ var<workgroup> cga: array<f32, C>;  // a_t`
       : ""
   }
 fn load_chunk(lid: u32, bh: u32, b: u32, a: u32, len: u32) {
-  // (kernels of more than WG invocations: the first WG load)
-  for (var k = lid; k < len && lid < WG; k += WG) {
+  for (var k = lid; k < len; k += WG) {
     cp[k] = cw[u.logDecay + bh * u.T + a + k];
     cg[k] = cw[u.writeGain + bh * u.T + a + k];
     clo[k] = stepinfo[(b * u.T + a + k) * 2u];

@@ -67,7 +67,6 @@ import {
   tile4,
   tile4Each,
 } from "./chunk_wgsl.ts";
-import { stagedRowsKernel } from "./chunk_rows.ts";
 import type { DeltaPass } from "./fast_weight_chunk_delta.ts";
 import type { PerColumnPass } from "./fast_weight_chunk_per_column.ts";
 import type { WindowDeltaPass } from "./fast_weight_chunk_window_delta.ts";
@@ -158,7 +157,7 @@ ${flatEntry("u.B * H * DK * DV")}
 }`;
     case "readout":
     case "query_grads":
-      return head + chunkSteps(delta) + valueWgsl(delta) + stagedRowsKernel(pass, s, windowSlots(config) - 1);
+      return head + chunkSteps(delta) + rowsKernel(pass, s, windowSlots(config) - 1, delta);
     case "base_readout_grads":
       return head + chunkSteps(delta) + `
 ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}

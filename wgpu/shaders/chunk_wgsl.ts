@@ -474,7 +474,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "window_transition":
       return BH * nck * transitionTiles(s.dk, s.dv);
     case "transition":
-      return BH * nck * (stagedBlocks(s.dk, s.dk) + stagedBlocks(s.dk, s.dv));
+      return BH * nck * transitionTiles(s.dk, s.dv);
     case "window_pseudo_values":
       return BH * nck * stateTiles(s.C * (pad + 1), s.dv);
     case "window_readout":

@@ -58,6 +58,7 @@ import {
   stateTiles,
   tile4,
   tile4Each,
+  transitionTiles,
 } from "./chunk_wgsl.ts";
 
 /** Passes only the delta rules run. */
@@ -134,8 +135,7 @@ ${chunkEntry(`${stagedBlocks(s.C, s.C)}u`)}
     case "transition":
       return head + chunkSteps(true) + `
 var<workgroup> ge: array<f32, C>;
-${stagedProductArrays("tr")}
-${chunkEntry(`${stagedBlocks(s.dk, s.dk) + stagedBlocks(s.dk, s.dv)}u`)}
+${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
   for (var k = lid; k < len; k += WG) {
     var v = 0.0;
     if (cseg[k] == cseg[len - 1u]) { v = exp(cp[len - 1u] - cp[k]); }
@@ -144,37 +144,51 @@ ${chunkEntry(`${stagedBlocks(s.dk, s.dk) + stagedBlocks(s.dk, s.dv)}u`)}
   workgroupBarrier();
   let dec = exp(cp[len - 1u]);
   let bk = base_kind(len - 1u);
-  // 32 x 32 blocks per workgroup: first of K [Dk, Dk] (right factor V), then of D [Dk, Dv] (right factor U0)
-  let nr = ${Math.ceil(s.dk / STAGED_BLOCK)}u;
-  let inK = tile < nr * nr;
-  let blk = select(tile - nr * nr, tile, inK);
-  let nbc = select(${Math.ceil(s.dv / STAGED_BLOCK)}u, nr, inK);
-  let ncols = select(DV, DK, inK);
-  let right = select(pseudo_values_constant_at(bh, n, 0u, 0u), pseudo_values_state_factor_at(bh, n, 0u, 0u), inK);
-  let cb = bh * nck() + n;
-  ${
-        stagedProduct({
-          name: "tr",
-          row0: `(blk / nbc) * ${STAGED_BLOCK}u`,
-          col0: `(blk % nbc) * ${STAGED_BLOCK}u`,
-          rows: "DK",
-          cols: "ncols",
-          depth: "len",
-          a: "xp(bh, i32(a + k), i) * ge[k]",
-          aAlong: "row",
-          b: "cw[right + k * ncols + j]",
-          bAlong: "col",
-          store: `if (i < DK && j < ncols) {
-      if (inK) {
-        cw[u.transitionMatrix + (cb * DK + i) * DK + j] = select(0.0, dec, bk == 0u && i == j) - v;
-      } else {
-        var w = 0.0;
-        if (bk == 1u && u.hasS0 != 0u) { w = dec * s0[(bh * DK + i) * DV + j]; }
-        cw[u.chunkStateIncrement + (cb * DK + i) * DV + j] = w + v;
+  // 4 x 4 blocks per invocation: first of K [Dk, Dk], then of D [Dk, Dv]
+  let blk = tile * WG + lid;
+  let nr = (DK + 3u) / 4u;
+  let nkm = nr * nr;
+  let nds = nr * ((DV + 3u) / 4u);
+  if (blk < nkm) {
+    let i0 = (blk / nr) * 4u;
+    let i20 = (blk % nr) * 4u;
+    ${
+        tile4(
+          "e",
+          "len",
+          "xp(bh, i32(a + k), min(i0 + ${r}u, DK - 1u))",
+          "cw[pseudo_values_state_factor_at(bh, n, k, min(i20 + ${c}u, DK - 1u))]",
+          "ge[k]",
+        )
       }
-    }`,
-        })
+    ${
+        tile4Each((r, c) =>
+          `if (i0 + ${r}u < DK && i20 + ${c}u < DK) { cw[u.transitionMatrix + ((bh * nck() + n) * DK + i0 + ${r}u) * DK + i20 + ${c}u] = select(0.0, dec, bk == 0u && ${r}u + i0 == ${c}u + i20) - e${r}${c}; }`
+        )
       }
+  } else if (blk < nkm + nds) {
+    let nc = (DV + 3u) / 4u;
+    let i0 = ((blk - nkm) / nc) * 4u;
+    let cb0 = ((blk - nkm) % nc) * 4u;
+    ${
+        tile4(
+          "e",
+          "len",
+          "xp(bh, i32(a + k), min(i0 + ${r}u, DK - 1u))",
+          "cw[pseudo_values_constant_at(bh, n, k, min(cb0 + ${c}u, DV - 1u))]",
+          "ge[k]",
+        )
+      }
+    ${
+        tile4Each((r, c) =>
+          `if (i0 + ${r}u < DK && cb0 + ${c}u < DV) {
+      var v = 0.0;
+      if (bk == 1u && u.hasS0 != 0u) { v = dec * s0[(bh * DK + i0 + ${r}u) * DV + cb0 + ${c}u]; }
+      cw[u.chunkStateIncrement + ((bh * nck() + n) * DK + i0 + ${r}u) * DV + cb0 + ${c}u] = v + e${r}${c};
+    }`
+        )
+      }
+  }
 }`;
     case "delta_state_scan":
       return head + stateScanKernel(s);

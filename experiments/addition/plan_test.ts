@@ -8,6 +8,7 @@ import {
   TRANSFORMER,
   TRANSFORMER_PLAIN,
   variantName,
+  windowVariant,
 } from "./plan.ts";
 
 Deno.test("makePlan('full') trains 14 variants x 3 seeds of one size on 32 digits and evaluates 1..48", () => {
@@ -80,4 +81,24 @@ Deno.test("the plans' Transformer runs with short conv and QK RMS-norm; the plai
 
 Deno.test("every plan trains on the default addition format until a plan sets one", () => {
   for (const name of ["full", "paper", "lab", "smoke"] as const) assertEquals(makePlan(name).task, {});
+});
+
+Deno.test("the gpu plan runs Falcon-3A at a window of 2 (named for it), every other variant as the full list", () => {
+  const gpu = makePlan("gpu");
+  const names = gpu.variants.map((v) => variantName(v));
+  assertEquals(names.filter((n) => n.startsWith("falcon3a")), [
+    "falcon3a-prefix-w2",
+    "falcon3a-same-step-w2",
+  ]);
+  for (const v of gpu.variants) {
+    if (v.mixer === "falcon3a") assertEquals(v.model, { window: 2 });
+    else assertEquals(FULL_VARIANTS.includes(v), true);
+  }
+  assertEquals(gpu.variants.length, FULL_VARIANTS.length);
+  // the probe of variant_probe.ts --window 2 is the same variant: its stored result is the plan run's
+  const base = FULL_VARIANTS.find((v) => v.mixer === "falcon3a" && v.alignment === "prefix")!;
+  assertEquals(
+    runFingerprint(gpu, windowVariant(base, 2), 0),
+    runFingerprint(gpu, gpu.variants.find((v) => v.name === "falcon3a-prefix-w2")!, 0),
+  );
 });

@@ -17,7 +17,15 @@ import { parseArgs } from "node:util";
 import { backendChoice } from "../../backend_select.ts";
 import { trainAndEvaluate } from "./one_run.ts";
 import { int, planVariant } from "./run_one.ts";
-import { makePlan, type PlanName, type Variant, variantName } from "./plan.ts";
+import {
+  FULL_VARIANTS,
+  makePlan,
+  type Plan,
+  type PlanName,
+  type Variant,
+  variantName,
+  windowVariant,
+} from "./plan.ts";
 
 /** What a probe changes in a variant. */
 export interface ProbeChanges {
@@ -39,11 +47,19 @@ export function probeVariant(base: Variant, changes: ProbeChanges): Variant {
   if (base.mixer !== "falcon3" && base.mixer !== "falcon3a") {
     throw new RangeError(`variant_probe: --window applies to falcon3 and falcon3a, not ${base.mixer}`);
   }
-  return {
-    ...base,
-    name: `${variantName(base)}-w${window}`,
-    model: { ...base.model, window },
-  };
+  return windowVariant(base, window);
+}
+
+/**
+ * The variant a probe changes: the plan's own of that name, else the unchanged one of the full list
+ * (the `gpu` plan runs Falcon-3A at a window of 2 as `falcon3a-prefix-w2`; `falcon3a-prefix` names the
+ * default window there too). Otherwise the plan's RangeError listing its variants.
+ */
+export function probeBase(plan: Plan, name: string | undefined): Variant {
+  return FULL_VARIANTS.find((v) =>
+    variantName(v) === name && !plan.variants.some((p) => variantName(p) === name)
+  ) ??
+    planVariant(plan, name);
 }
 
 if (import.meta.main) {
@@ -69,7 +85,7 @@ if (import.meta.main) {
       steps: int("steps", values.steps),
       samples: int("samples", values.samples),
     });
-    const variant = probeVariant(planVariant(plan, values.variant), { window: int("window", values.window) });
+    const variant = probeVariant(probeBase(plan, values.variant), { window: int("window", values.window) });
     await trainAndEvaluate(plan, variant, int("seed", values.seed) ?? 0, {
       backend: backendName,
       threads: int("threads", values.threads),

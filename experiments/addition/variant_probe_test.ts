@@ -1,9 +1,20 @@
 import { assertEquals, assertThrows } from "../../src/eval/_assert.ts";
 import { describeVariant, makePlan, runName, variantName } from "./plan.ts";
-import { probeVariant } from "./variant_probe.ts";
+import { probeBase, probeVariant } from "./variant_probe.ts";
 
 const plan = makePlan("gpu");
-const falcon3aPrefix = plan.variants.find((v) => variantName(v) === "falcon3a-prefix")!;
+// the gpu plan runs falcon3a at a window of 2: a probe of "falcon3a-prefix" starts from the full list's
+const falcon3aPrefix = probeBase(plan, "falcon3a-prefix");
+
+Deno.test("probeBase() takes the plan's variant of a name, else the full list's; names neither: the plan's error", () => {
+  assertEquals([falcon3aPrefix.mixer, falcon3aPrefix.alignment, falcon3aPrefix.model], [
+    "falcon3a",
+    "prefix",
+    undefined,
+  ]);
+  assertEquals(probeBase(plan, "falcon3a-prefix-w2").model, { window: 2 });
+  assertThrows(() => probeBase(plan, "falcon9"), RangeError, 'plan gpu has no variant "falcon9"');
+});
 
 Deno.test("probeVariant() sets the window, names the run after it and says so in the variant's description", () => {
   const probe = probeVariant(falcon3aPrefix, { window: 2 });

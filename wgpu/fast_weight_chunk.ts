@@ -34,10 +34,12 @@ import {
   type ChunkUniformField,
   chunkWork,
   COLUMN_UNIFORM_FIELDS,
+  isAdditiveChunkRule,
   isDeltaChunkRule,
   isPerColumnChunkRule,
   isSolveChunkRule,
   isWindowDeltaChunkRule,
+  PAIR_COLUMN_TILE_MAX,
   WINDOW_TILE_ROWS,
 } from "./shaders/chunk_wgsl.ts";
 import { chunkShader } from "./shaders/fast_weight_chunk_shader.ts";
@@ -85,9 +87,9 @@ export function chunkShape(config: RuleConfig, d: ChunkDims, C: number, sharedBy
     );
   const floats = (r: number) => chunkSharedFloats(config, { dk: d.dk, dv: d.dv, C, R: r, RC: r, RP: r });
   if (floats(1).local > limit) throw tooBig();
-  // the largest power-of-two tile (up to 16, and up to the rows or columns there are) that fits
-  const fit = (key: "rows" | "cols" | "pairs", max: number) => {
-    for (let r = 16; r >= 1; r >>= 1) if (r <= max && floats(r)[key] <= limit) return r;
+  // the largest power-of-two tile (up to top, and up to the rows or columns there are) that fits
+  const fit = (key: "rows" | "cols" | "pairs", max: number, top = 16) => {
+    for (let r = top; r >= 1; r >>= 1) if (r <= max && floats(r)[key] <= limit) return r;
     throw tooBig();
   };
   const windowDelta = isWindowDeltaChunkRule(config);
@@ -95,13 +97,16 @@ export function chunkShape(config: RuleConfig, d: ChunkDims, C: number, sharedBy
   // falcon3's window_row_grads and window_solve_input_grads take about WINDOW_TILE_ROWS instance rows (W per step): more rows would
   // only grow their workgroup arrays (fewer workgroups in flight), not the reuse of a value read
   const steps = windowDelta ? Math.max(1, Math.floor(WINDOW_TILE_ROWS / (pad + 1))) : Infinity;
+  const pairColumnRule = isAdditiveChunkRule(config) || isDeltaChunkRule(config);
   return {
     H: d.H,
     dk: d.dk,
     dv: d.dv,
     C,
     R: fit("rows", C),
-    RC: fit("cols", Math.min(cols, steps)),
+    // pair_column_grads (additive and delta rules) takes up to PAIR_COLUMN_TILE_MAX pair columns: each staged
+    // q, dO and G value then serves more of them
+    RC: fit("cols", Math.min(cols, steps), pairColumnRule ? PAIR_COLUMN_TILE_MAX : 16),
     RP: fit("pairs", Math.min(C, steps)),
   };
 }

@@ -6,7 +6,7 @@
 import { ruleConfig } from "../src/rules/config.ts";
 import { chunkShape } from "./fast_weight_chunk.ts";
 import { CHUNK_PASSES, chunkSharedFloats, chunkWork } from "./shaders/chunk_wgsl.ts";
-import { SCAN_COLUMNS, WINDOW_TILE_ROWS } from "./shaders/chunk_wgsl.ts";
+import { PAIR_COLUMN_TILE_MAX, SCAN_COLUMNS, WINDOW_TILE_ROWS } from "./shaders/chunk_wgsl.ts";
 
 const WEBGPU_DEFAULT_SHARED = 16384;
 
@@ -94,5 +94,26 @@ Deno.test("chunkShape sizes falcon3's tiles by its W instance rows per step", ()
   }
   if (!message.includes("chunkSize = 64")) {
     throw new Error(`expected a RangeError naming chunkSize, got "${message}"`);
+  }
+});
+
+Deno.test("chunkShape gives pair_column_grads up to 64 pair columns per workgroup, as many as fit", () => {
+  const d = { B: 8, T: 4096, H: 8, dk: 64, dv: 64 };
+  for (const rule of ["falcon1a", "falcon1"] as const) {
+    const config = ruleConfig(rule);
+    // the H200's (and WebGPU's default) workgroup memory: 49152 and 16384 bytes
+    for (const [shared, expected] of [[49152, PAIR_COLUMN_TILE_MAX], [WEBGPU_DEFAULT_SHARED, 16]]) {
+      const s = chunkShape(config, d, 64, shared);
+      const limit = shared / 4 - 16;
+      const cols = chunkSharedFloats(config, s).cols;
+      if (s.RC !== expected || cols > limit) {
+        throw new Error(
+          `${rule} at ${shared} bytes: RC = ${s.RC} (${cols} floats), expected ${expected} within ${limit}`,
+        );
+      }
+      if (s.RC < PAIR_COLUMN_TILE_MAX && chunkSharedFloats(config, { ...s, RC: 2 * s.RC }).cols <= limit) {
+        throw new Error(`${rule} at ${shared} bytes: RC = ${s.RC} is not the largest that fits`);
+      }
+    }
   }
 });

@@ -18,8 +18,9 @@ import { ALIGNMENTS, isFalconRule, isWindowRule, ruleConfig, type RuleName } fro
 import { recurrentTrace } from "../src/rules/reference/recurrent.ts";
 import { SMALL_CHUNK, SMALL_HEADS } from "../src/testing/shapes.ts";
 import { type CaseSpec, headOf, randomCase, uploadCase } from "./_fast_weight_case.ts";
-import { chunkWorkspaceBytes } from "./fast_weight_chunk.ts";
+import { chunkShape, chunkWorkspaceBytes } from "./fast_weight_chunk.ts";
 import { chunkForm, compareChunk, FULL_LEVEL } from "./_chunk_compare.ts";
+import { STAGED_WG } from "./shaders/chunk_staged_tiles.ts";
 import { gpuTest } from "./_test_util.ts";
 
 const CHUNK_RULES: RuleName[] = [
@@ -215,6 +216,24 @@ gpuTest(
       from: 5,
       forwardOnly: true,
     });
+  },
+);
+
+// pair_column_grads with 32-column tiles and Dk = 132: 8 x 33 blocks of the dx products over 256 invocations
+// (a second block for some), 17 staged slices of the key and value entries, 4 of the steps, a partial last
+// chunk (the other variants and window pairs run at the small sizes above; a new shape compiles slowly on a
+// software adapter, so one rule)
+gpuTest(
+  "webgpu pair_column_grads of falcon1a matches with more 4 x 4 blocks than invocations (C = 32, Dk = 132, Dv = 4)",
+  async (gpu) => {
+    const config = ruleConfig("falcon1a");
+    const spec = { B: 1, T: 40, H: 1, dk: 132, dv: 4, seed: 51, packed: true, s0: true };
+    const shape = chunkShape(config, spec, 32, gpu.runtime.device.limits.maxComputeWorkgroupStorageSize);
+    const blocks = Math.ceil(shape.RC / 4) * Math.ceil(spec.dk / 4);
+    if (blocks <= STAGED_WG) {
+      throw new Error(`RC = ${shape.RC} gives ${blocks} dx blocks, none a second per invocation`);
+    }
+    await compareChunk(gpu, config, spec, chunkForm(32), "falcon1a C=32 Dk=132 Dv=4");
   },
 );
 

@@ -11,6 +11,7 @@
 import { isDeltaRule, type RuleConfig, type RuleFamily, ruleFamily } from "../../src/rules/config.ts";
 import { coefficientWgsl, f32Literal, type HeadConstants, statKind } from "./fast_weight_coef.ts";
 import { topEigenWgsl, windowSlots } from "./fast_weight_recurrent.ts";
+import { roundUp4, STAGE_DEPTH, STAGED_WG, stagedFloats } from "./chunk_staged_tiles.ts";
 
 /** Compile-time shape of the chunk kernels. */
 export interface ChunkShape {
@@ -356,8 +357,52 @@ export function chunkSharedFloats(
     // the delta rules' blocked solve holds the most of the per-chunk passes without tiles
     local: steps + Math.max(s.C + pad, isDeltaChunkRule(config) ? SOLVE_SHARED_FLOATS : 0),
     rows: steps + s.R * (s.C + pad),
-    cols: steps + s.RC * (s.dk + s.dv + 3 * s.C + 2),
+    // pair_column_grads (readout_dw, the delta rules' other variant, needs less)
+    cols: steps + pairColumnLayout(s, pad, isSolveChunkRule(config) ? "delta" : "additive").floats,
     pairs: steps + s.RP * (2 * s.C + s.dk),
+  };
+}
+
+/** The variants of the `pair_column_grads` kernel: additive rules, delta rules, and the delta rules' `readout_dw` (no exit term). */
+export type PairColumnVariant = "additive" | "delta" | "deltaNoExit";
+
+/** Pair columns per workgroup of `pair_column_grads` at most: at `C = Dk = Dv = 64` its 256 invocations then hold one 4 x 4 block of every product. */
+export const PAIR_COLUMN_TILE_MAX = 64;
+
+/**
+ * Workgroup arrays of the `pair_column_grads` kernel (`fast_weight_chunk_additive.ts`), in floats, besides
+ * the chunk's step arrays: the readout weights `wq`, `wd` (`weightRows x RC4` each, rows rounded up to whole
+ * slices of `STAGE_DEPTH` steps; `readout_dw` keeps only `wd`), the exit weights `M[e, j]` and `x_j^T G y_j` (`RC`
+ * each) and the staging array `stage` (the largest of: a slice of q, dO, x, y for the products; of y, G^T,
+ * x, G for the exit products; of q, dO for the sums over steps; the `x_j^T G y_j` parts; the `d g_s`
+ * parts). `floats` is their total.
+ */
+export function pairColumnLayout(
+  s: Pick<ChunkShape, "dk" | "dv" | "C" | "RC">,
+  pad: number,
+  variant: PairColumnVariant,
+) {
+  const exit = variant !== "deltaNoExit";
+  const [C4, RC4, DK4, DV4] = [s.C, s.RC, s.dk, s.dv].map(roundUp4);
+  const weightRows = Math.ceil(s.C / STAGE_DEPTH) * STAGE_DEPTH;
+  const gainItems = s.RC * (pad + 1);
+  const gainParts = Math.max(1, Math.floor(STAGED_WG / gainItems));
+  // the staged operands of the kernel's three loops (it checks its own against these)
+  const transposed = (width: number) => ({ width, along: "depth" as const });
+  const rows = (width: number) => ({ width, along: "width" as const });
+  const stage = roundUp4(Math.max(
+    stagedFloats([transposed(C4), transposed(RC4), transposed(C4), transposed(RC4)]),
+    exit ? stagedFloats([transposed(RC4), transposed(DK4), transposed(RC4), rows(DV4)]) : 0,
+    stagedFloats(exit ? [rows(DK4), rows(DV4)] : [rows(DV4)]),
+    exit ? RC4 * (DK4 / 4) : 0,
+    variant === "additive" ? gainItems * gainParts : 0,
+  ));
+  const weights = weightRows * RC4;
+  return {
+    weightRows,
+    stage,
+    gainParts,
+    floats: stage + (exit ? 2 * weights + 2 * s.RC : weights),
   };
 }
 

@@ -61,12 +61,27 @@ import {
   flatEntry,
   isDeltaChunkRule,
   isSolveChunkRule,
+  pairColumnLayout,
+  type PairColumnVariant,
   prelude,
   stateTiles,
   stepCoefWgsl,
   tile4,
   tile4Each,
 } from "./chunk_wgsl.ts";
+import {
+  component,
+  declareAccumulators,
+  eachTileRow,
+  gridBlocks,
+  roundUp4,
+  STAGED_WG,
+  stagedFloats,
+  stagedLoop,
+  type StagedOperand,
+  type TileGrid,
+  type TileProduct,
+} from "./chunk_staged_tiles.ts";
 import type { DeltaPass } from "./fast_weight_chunk_delta.ts";
 import type { PerColumnPass } from "./fast_weight_chunk_per_column.ts";
 import type { WindowDeltaPass } from "./fast_weight_chunk_window_delta.ts";
@@ -344,108 +359,342 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
  * `pair_column_grads`: for pair columns `j` of the chunk (`j = a-PAD .. e`), with `G` the exit-state gradient:
  * `dx_j = sum_t M[t,j] (y_j.dO_t) q_t + M[e,j] G y_j`, `dy_j = sum_t M[t,j] (q_t.x_j) dO_t + M[e,j] G^T x_j`,
  * and `dWriteGainTerms[j, o] = sum_{t >= s} [seg] exp(P_t - P_s) (q_t.x_j)(y_j.dO_t) + [seg] exp(P_e - P_s) x_j^T G y_j`
- * for `s = j + o` (the terms of `d g_s`).
+ * for `s = j + o` (the terms of `d g_s`); `readout_dw` (`deltaNoExit`) only `dy_j` without the exit term.
+ *
+ * One workgroup of `STAGED_WG` invocations per `(b, h, chunk, RC pair columns)`; every product is a register
+ * tile fed from workgroup memory (`chunk_staged_tiles.ts`), its operands staged slice by slice with coalesced loads:
+ * 1. `q_t.x_j` and `dO_t.y_j` (steps x pair columns, over the key and value entries): the readout weights
+ *    `wq = M (y.dO)`, `wd = M (q.x)` into workgroup memory, `(q.x)(y.dO)` into `decayWeightsReadout`;
+ * 2. `G y_j` and `G^T x_j` (pair columns x entries) into the registers of `dx_j`, `dy_j` (and `x_j^T G y_j`,
+ *    `decayWeightsExit`, from the first), then scaled by `M[e, j]`;
+ * 3. `dx_j += sum_t wq[t, j] q_t`, `dy_j += sum_t wd[t, j] dO_t` (over the chunk's steps), stored;
+ * then the additive rules' `dWriteGainTerms` from `decayWeightsReadout` read back, each sum split over invocations.
  */
-function colsKernel(s: ChunkShape, pad: number, variant: "additive" | "delta" | "deltaNoExit"): string {
+function colsKernel(s: ChunkShape, pad: number, variant: PairColumnVariant): string {
   const delta = variant !== "additive";
   const exit = variant !== "deltaNoExit";
-  const jbn = Math.ceil(s.RC / 4);
-  const blocks = jbn * Math.ceil(s.C / 4);
-  const tile = productTile(exit);
+  const layout = pairColumnLayout(s, pad, variant);
+  const [C4, RC4, DK4, DV4] = [s.C, s.RC, s.dk, s.dv].map(roundUp4);
+  const stepPair: TileGrid = { name: "stepPair", rows: C4, cols: RC4 };
+  const pairKey: TileGrid = { name: "pairKey", rows: RC4, cols: DK4 };
+  const pairValue: TileGrid = { name: "pairValue", rows: RC4, cols: DV4 };
+  // operands, entry (k, i): the depth index k and the width index i; transposed ones (the products' A and B
+  // of loops 1 and 2) hold 4 consecutive steps or pair columns in one vec4
+  const pairColumns = (K: string, value: string): StagedOperand => ({
+    width: RC4,
+    along: "depth",
+    value,
+    valid: `i < RC && c0 + i < ncol && k < ${K}`,
+  });
+  const keysT = pairColumns("DK", "xp(bh, j0 + i32(c0 + i), k)");
+  const valuesT = pairColumns("DV", "vp(bh, j0 + i32(c0 + i), k)");
+  const queriesT: StagedOperand = {
+    width: C4,
+    along: "depth",
+    value: "qn(bh, a + i, k)",
+    valid: "i < len && k < DK",
+  };
+  const doutT: StagedOperand = {
+    width: C4,
+    along: "depth",
+    value: "dout[((b * u.T + a + i) * H + h) * DV + k]",
+    valid: "i < len && k < DV",
+  };
+  // G [Dk, Dv] as (k, i) = G[i, k] (for G y) and as its rows (for G^T x)
+  const exitT: StagedOperand = {
+    width: DK4,
+    along: "depth",
+    value: "cw[gb + i * DV + k]",
+    valid: "i < DK && k < DV",
+  };
+  const exitRows: StagedOperand = {
+    width: DV4,
+    along: "width",
+    value: "cw[gb + k * DV + i]",
+    valid: "k < DK && i < DV",
+  };
+  const queries: StagedOperand = {
+    width: DK4,
+    along: "width",
+    value: "qn(bh, a + k, i)",
+    valid: "k < len && i < DK",
+  };
+  const douts: StagedOperand = {
+    width: DV4,
+    along: "width",
+    value: "dout[((b * u.T + a + k) * H + h) * DV + i]",
+    valid: "k < len && i < DV",
+  };
+  const qx: TileProduct = { acc: "qx", grid: stepPair, a: 0, b: 1 };
+  const yd: TileProduct = { acc: "yd", grid: stepPair, a: 2, b: 3 };
+  const dx = (a: TileProduct["a"], b: number): TileProduct => ({ acc: "dx", grid: pairKey, a, b });
+  const dy = (a: TileProduct["a"], b: number): TileProduct => ({ acc: "dy", grid: pairValue, a, b });
+  const weights = (array: string) => ({ array, width4: RC4 / 4 });
+  // the staged operands of loops 1, 2 (exit variants) and 3
+  const productOperands = [queriesT, keysT, doutT, valuesT];
+  const exitOperands = [valuesT, exitT, keysT, exitRows];
+  const sumOperands = exit ? [queries, douts] : [douts];
+  for (const operands of [productOperands, ...(exit ? [exitOperands] : []), sumOperands]) {
+    if (stagedFloats(operands) > layout.stage) {
+      throw new RangeError(
+        `pair_column_grads: ${stagedFloats(operands)} staged floats, above its layout's ${layout.stage}`,
+      );
+    }
+  }
+  const tiles = Math.ceil((s.C + pad) / s.RC);
+  const weightFloats4 = (layout.weightRows * RC4) / 4;
+  const wide = Math.max(s.dk, s.dv);
   return `${valueWgsl(delta)}
-var<workgroup> gy: array<f32, ${s.RC * s.dk}>;
-var<workgroup> gx: array<f32, ${s.RC * s.dv}>;
-var<workgroup> wq: array<f32, ${s.RC * s.C}>;
-var<workgroup> wd: array<f32, ${s.RC * s.C}>;
-var<workgroup> dm: array<f32, ${s.RC * s.C}>;
-var<workgroup> mex: array<f32, ${2 * s.RC}>;
-${chunkEntry(`${Math.ceil((s.C + pad) / s.RC)}u`)}
+var<workgroup> stage: array<vec4<f32>, ${layout.stage / 4}>; // the staged slices, then partial sums
+${
+    exit
+      ? `var<workgroup> wq: array<vec4<f32>, ${weightFloats4}>; // [step][pair column / 4]: M[t,j] (y_j.dO_t)`
+      : ""
+  }
+var<workgroup> wd: array<vec4<f32>, ${weightFloats4}>; // [step][pair column / 4]: M[t,j] (q_t.x_j)
+${
+    exit
+      ? `var<workgroup> exitWeight: array<f32, RC>; // M[e,j]
+var<workgroup> exitProduct: array<f32, RC>; // x_j^T G y_j`
+      : ""
+  }
+@compute @workgroup_size(${STAGED_WG})
+fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  let wgid = gid.y * nwg.x + gid.x;
+  let tiles = ${tiles}u;
+  if (wgid >= u.B * H * nck() * tiles) { return; }
+  let tile = wgid % tiles;
+  let bn = wgid / tiles;
+  let n = bn % nck();
+  let bh = bn / nck();
+  let b = bh / H;
+  let a = n * C;
+  let len = min(C, u.T - a);
+  // load_chunk strides by WG: the invocations past the first WG pass a step index past the chunk
+  load_chunk(select(C, lid, lid < WG), bh, b, a, len);
   let h = bh % H;
   let c0 = tile * RC;
   let j0 = i32(a) - i32(PAD);
   let ncol = len + PAD;
-  ${exit ? "let gb = u.dExitState + (bh * nck() + n) * DK * DV;" : ""}
+  let chunkId = bh * nck() + n;
   ${
     exit
-      ? `// G y_j and G^T x_j as 4 x 4 register tiles (4 rows of G x 4 pair columns, then 4 columns of G x
-  // 4 pair columns): every value an invocation reads serves 4 products
-  ${exitTile("gy", "DK", "DV", "cw[gb + min(o0 + ${r}u, DK - 1u) * DV + k]", "vp(bh, jx${c}, k)")}
-  ${exitTile("gx", "DV", "DK", "cw[gb + k * DV + min(o0 + ${r}u, DV - 1u)]", "xp(bh, jx${c}, k)")}`
-      : `// no exit-state gradient in this variant
-  for (var k = lid; k < RC * DK; k += WG) { gy[k] = 0.0; }
-  for (var k = lid; k < RC * DV; k += WG) { gx[k] = 0.0; }`
-  }
-  workgroupBarrier();
-  // (pair column, row) products, register-tiled: each invocation computes a 4 x 4 block of rows x pair
-  // columns, so every value it reads serves 4 products (rows of q, dO, x, y differ per invocation)
-  for (var bk = lid; bk < ${blocks}u; bk += WG) {
-    let jr0 = (bk % ${jbn}u) * 4u;
-    let tt0 = (bk / ${jbn}u) * 4u;
-    ${tile.decl}
-    ${tile.qxBody}
-    ${tile.ydBody}
-    ${tile.store}
-  }
-  for (var jr = lid; jr < RC; jr += WG) {
-    let jj = c0 + jr;
-    var me = 0.0;
-    var ex = 0.0;
-    if (jj < ncol) {
-      let j = j0 + i32(jj);
-      me = m_of(len - 1u, j, a);
-      for (var i = 0u; i < DK; i++) { ex += xp(bh, j, i) * gy[jr * DK + i]; }
-    }
-    mex[2u * jr] = me;
-    mex[2u * jr + 1u] = ex;
-    ${exit ? "if (jj < ncol) { cw[u.decayWeightsExit + (bh * nck() + n) * CP + jj] = ex; }" : ""}
-  }
-  workgroupBarrier();
-  // dx_j (exit variants) and dy_j, 4 pair columns x 4 entries per invocation
-  ${
-    exit
-      ? colsGradTile("DK", "wq", "qn(bh, a + k, min(o0 + ${c}u, DK - 1u))", "gy", (o) =>
-        `if (jj >= PAD) {
-        out[u.gDX + (bh * (PAD + u.T + 1u) + u32(j + i32(PAD))) * DK + ${o}] = v;
-      } else {
-        cw[u.dxPrecedingPairs + ((bh * nck() + n) * PAD + jj) * DK + ${o}] = v;
-      }`)
+      ? `let gb = u.dExitState + chunkId * DK * DV;
+  for (var jr = lid; jr < RC; jr += ${STAGED_WG}u) {
+    var m = 0.0;
+    if (c0 + jr < ncol) { m = m_of(len - 1u, j0 + i32(c0 + jr), a); }
+    exitWeight[jr] = m;
+  }`
       : ""
   }
   ${
-    colsGradTile(
-      "DV",
-      "wd",
-      "dout[((b * u.T + a + k) * H + h) * DV + min(o0 + ${c}u, DV - 1u)]",
-      "gx",
-      (o) =>
-        delta
-          ? `cw[u.${exit ? "dPseudoValues" : "dPseudoValuesReadout"} + (bh * u.T + u32(j)) * DV + ${o}] = v;`
-          : `if (jj >= PAD) {
-        out[u.gDY + (bh * (PAD + u.T) + u32(j + i32(PAD))) * DV + ${o}] = v;
-      } else {
-        cw[u.dyPrecedingPairs + ((bh * nck() + n) * PAD + jj) * DV + ${o}] = v;
-      }`,
-    )
+    layout.weightRows > C4
+      ? `// the weight rows past the products' (read by the last slice of loop 3 against staged zeros) hold 0
+  for (var k = ${(C4 * RC4) / 4}u + lid; k < ${weightFloats4}u; k += ${STAGED_WG}u) {
+    ${exit ? "wq[k] = vec4<f32>(0.0);" : ""}
+    wd[k] = vec4<f32>(0.0);
+  }`
+      : ""
+  }
+  // 1. q_t.x_j and dO_t.y_j: 4 steps x 4 pair columns per block
+  ${gridBlocks(stepPair)}
+  ${declareAccumulators(qx)}
+  ${declareAccumulators(yd)}
+  ${stagedLoop(`${wide}u`, productOperands, [qx, yd])}
+  ${readoutWeights(stepPair, exit, RC4 / 4)}
+  ${gridBlocks(pairValue)}
+  ${declareAccumulators(dy(0, 0))}
+  ${exit ? `${gridBlocks(pairKey)}\n  ${declareAccumulators(dx(0, 0))}` : ""}
+  ${
+    exit
+      ? `// 2. G y_j and G^T x_j: 4 pair columns x 4 entries per block
+  ${stagedLoop(`${wide}u`, exitOperands, [dx(0, 1), dy(2, 3)])}
+  ${exitProducts(pairKey, DK4 / 4)}
+  ${eachTileRow(pairKey, (p, r) => `dx${p}_${r} *= exitWeight[min(pairKeyRow${p} * 4u + ${r}u, RC - 1u)];`)}
+  ${
+        eachTileRow(pairValue, (p, r) =>
+          `dy${p}_${r} *= exitWeight[min(pairValueRow${p} * 4u + ${r}u, RC - 1u)];`)
+      }`
+      : ""
+  }
+  // 3. the sums over the chunk's steps
+  ${
+    exit
+      ? stagedLoop("len", sumOperands, [dx(weights("wq"), 0), dy(weights("wd"), 1)])
+      : stagedLoop("len", sumOperands, [dy(weights("wd"), 0)])
   }
   ${
-    delta ? "" : `  for (var k = lid; k < RC * NW; k += WG) {
-    let jr = k / NW;
-    let o = k % NW;
+    exit
+      ? pairColumnStores(pairKey, "dx", "DK", (o) =>
+        `if (jj >= PAD) {
+          out[u.gDX + (bh * (PAD + u.T + 1u) + u32(j + i32(PAD))) * DK + ${o}] = v;
+        } else {
+          cw[u.dxPrecedingPairs + (chunkId * PAD + jj) * DK + ${o}] = v;
+        }`)
+      : ""
+  }
+  ${
+    pairColumnStores(pairValue, "dy", "DV", (o) =>
+      delta
+        ? `cw[u.${exit ? "dPseudoValues" : "dPseudoValuesReadout"} + (bh * u.T + u32(j)) * DV + ${o}] = v;`
+        : `if (jj >= PAD) {
+          out[u.gDY + (bh * (PAD + u.T) + u32(j + i32(PAD))) * DV + ${o}] = v;
+        } else {
+          cw[u.dyPrecedingPairs + (chunkId * PAD + jj) * DV + ${o}] = v;
+        }`)
+  }
+  ${delta ? "" : writeGainTerms(RC4 / 4, layout.gainParts)}
+}`;
+}
+
+/**
+ * WGSL after loop 1 of `pair_column_grads`: each block's masked readout weights into `wq` / `wd` (one vec4 per
+ * step row) and, with the exit term, `(q_t.x_j)(y_j.dO_t)` into `decayWeightsReadout`. Steps past the chunk and
+ * pair columns past the tile or the chunk are 0 in the weights and not stored.
+ */
+function readoutWeights(grid: TileGrid, exit: boolean, rowVec4: number): string {
+  const g = grid.name;
+  return eachTileRow(grid, (p, r) => {
+    const columns = [0, 1, 2, 3].map((c) => {
+      const x = component(c);
+      return `{
+      let jr = ${g}Col${p} * 4u + ${c}u;
+      let jj = c0 + jr;
+      if (jr < RC && jj < ncol && tt < len) {
+        var vm = 0.0;
+        if (jj <= tt + PAD) {
+          let m = m_of(tt, j0 + i32(jj), a);
+          ${exit ? `vq.${x} = m * yd${p}_${r}.${x};` : ""}
+          vd.${x} = m * qx${p}_${r}.${x};
+          vm = qx${p}_${r}.${x} * yd${p}_${r}.${x};
+        }
+        ${exit ? `if (${g}On${p}) { cw[u.decayWeightsReadout + (chunkId * C + tt) * CP + jj] = vm; }` : ""}
+      }
+    }`;
+    });
+    return `{
+    let tt = ${g}Row${p} * 4u + ${r}u;
+    var vq = vec4<f32>(0.0);
+    var vd = vec4<f32>(0.0);
+    ${columns.join("\n    ")}
+    if (${g}On${p}) {
+      ${exit ? `wq[tt * ${rowVec4}u + ${g}Col${p}] = vq;` : ""}
+      wd[tt * ${rowVec4}u + ${g}Col${p}] = vd;
+    }
+  }`;
+  });
+}
+
+/**
+ * WGSL after loop 2 of `pair_column_grads`: `x_j^T G y_j` from the `dx` blocks (which hold `G y_j`), each
+ * block's part over its 4 entries into `stage` (`parts` per pair column), then one sum per pair column
+ * into `exitProduct` and `decayWeightsExit`.
+ */
+function exitProducts(grid: TileGrid, parts: number): string {
+  const g = grid.name;
+  const rows = eachTileRow(grid, (p, r) =>
+    `{
+    let jr = ${g}Row${p} * 4u + ${r}u;
     let jj = c0 + jr;
-    if (jj >= ncol) { continue; }
-    let sa = i32(jj) - i32(PAD) + i32(o); // s - a
-    if (sa < 0 || sa >= i32(len)) { continue; }
+    if (${g}On${p} && jr < RC) {
+      var part = 0.0;
+      if (jj < ncol) {
+        ${
+      [0, 1, 2, 3].map((c) =>
+        `{ let o = ${g}Col${p} * 4u + ${c}u; if (o < DK) { part += xp(bh, j0 + i32(jj), o) * dx${p}_${r}.${
+          component(c)
+        }; } }`
+      ).join("\n        ")
+    }
+      }
+      let e = jr * ${parts}u + ${g}Col${p};
+      stage[e / 4u][e % 4u] = part;
+    }
+  }`);
+  return `// x_j^T G y_j: the parts of the blocks of G y_j, then a sum per pair column
+  ${rows}
+  workgroupBarrier();
+  for (var jr = lid; jr < RC; jr += ${STAGED_WG}u) {
+    var ex = 0.0;
+    for (var o = 0u; o < ${parts}u; o++) { let e = jr * ${parts}u + o; ex += stage[e / 4u][e % 4u]; }
+    exitProduct[jr] = ex;
+    if (c0 + jr < ncol) { cw[u.decayWeightsExit + chunkId * CP + c0 + jr] = ex; }
+  }
+  workgroupBarrier();`;
+}
+
+/**
+ * WGSL of the stores of a pair-column gradient (`dx` over `DK` entries or `dy` over `DV`): `store(o)` writes `v`,
+ * entry `o` of pair `j` (tile column `jr`, chunk column `jj`), for the blocks' entries inside the tile and the chunk.
+ */
+function pairColumnStores(grid: TileGrid, acc: string, N: string, store: (o: string) => string): string {
+  const g = grid.name;
+  return eachTileRow(grid, (p, r) =>
+    `{
+    let jr = ${g}Row${p} * 4u + ${r}u;
+    let jj = c0 + jr;
+    if (${g}On${p} && jr < RC && jj < ncol) {
+      let j = j0 + i32(jj);
+      ${
+      [0, 1, 2, 3].map((c) =>
+        `{
+        let o = ${g}Col${p} * 4u + ${c}u;
+        let v = ${acc}${p}_${r}.${component(c)};
+        if (o < ${N}) {
+          ${store("o")}
+        }
+      }`
+      ).join("\n      ")
+    }
+    }
+  }`);
+}
+
+/**
+ * WGSL of the additive rules' `dWriteGainTerms[j, o]` (`s = j + o`): `decayWeightsReadout` of the tile read back into
+ * `wq` (its weights are spent), each sum over the steps `t >= s` split over `parts` invocations (partial sums in
+ * `stage`), then added up with the exit term.
+ */
+function writeGainTerms(rowVec4: number, parts: number): string {
+  return `// the terms of d g_s: (q_t.x_j)(y_j.dO_t) read back from decayWeightsReadout
+  storageBarrier();
+  for (var k = lid; k < C * RC; k += ${STAGED_WG}u) {
+    let tt = k / RC;
+    let jr = k % RC;
+    var v = 0.0;
+    if (tt < len && c0 + jr < ncol) { v = cw[u.decayWeightsReadout + (chunkId * C + tt) * CP + c0 + jr]; }
+    wq[tt * ${rowVec4}u + jr / 4u][jr % 4u] = v;
+  }
+  workgroupBarrier();
+  for (var it = lid; it < RC * NW * ${parts}u; it += ${STAGED_WG}u) {
+    let item = it / ${parts}u;
+    let part = it % ${parts}u;
+    let jr = item / NW;
+    let jj = c0 + jr;
+    let sa = i32(jj) - i32(PAD) + i32(item % NW); // s - a
+    var v = 0.0;
+    if (jj < ncol && sa >= 0 && sa < i32(len)) {
+      let ss = u32(sa);
+      for (var tt = ss + part; tt < len; tt += ${parts}u) {
+        if (cseg[tt] == cseg[ss]) { v += exp(cp[tt] - cp[ss]) * wq[tt * ${rowVec4}u + jr / 4u][jr % 4u]; }
+      }
+    }
+    stage[it / 4u][it % 4u] = v;
+  }
+  workgroupBarrier();
+  for (var item = lid; item < RC * NW; item += ${STAGED_WG}u) {
+    let jr = item / NW;
+    let o = item % NW;
+    let jj = c0 + jr;
+    let sa = i32(jj) - i32(PAD) + i32(o);
+    if (jj >= ncol || sa < 0 || sa >= i32(len)) { continue; }
     let ss = u32(sa);
     var v = 0.0;
-    for (var tt = ss; tt < len; tt++) {
-      if (cseg[tt] == cseg[ss]) { v += exp(cp[tt] - cp[ss]) * dm[jr * C + tt]; }
-    }
-    if (cseg[len - 1u] == cseg[ss]) { v += exp(cp[len - 1u] - cp[ss]) * mex[2u * jr + 1u]; }
-    cw[u.dWriteGainTerms + ((bh * nck() + n) * CP + jj) * NW + o] = v;
-  }
-`
-  }
-}`;
+    for (var p = 0u; p < ${parts}u; p++) { let e = item * ${parts}u + p; v += stage[e / 4u][e % 4u]; }
+    if (cseg[len - 1u] == cseg[ss]) { v += exp(cp[len - 1u] - cp[ss]) * exitProduct[jr]; }
+    cw[u.dWriteGainTerms + (chunkId * CP + jj) * NW + o] = v;
+  }`;
 }
 
 /**
@@ -476,94 +725,6 @@ function scoreTile(K: string, a: string, b: string): string {
     )
   }
   }`;
-}
-
-/**
- * WGSL of one `pair_column_grads` exit-state product as 4 x 4 register tiles: `dst[jr * N + o] = sum_k A(o, k) B(j, k)`
- * over `k < K`, for the tile's pair columns `jr < RC` and outputs `o < N`; `a` / `b` are WGSL templates
- * with `${r}` (output row of the block) / `${c}` (pair column of the block, bound to `jx${c}`) and the
- * loop index `k`. Reads are clamped inside the arrays; what lies outside is not stored.
- */
-function exitTile(dst: string, N: string, K: string, a: string, b: string): string {
-  return `for (var bk = lid; bk < ((RC + 3u) / 4u) * ((${N} + 3u) / 4u); bk += WG) {
-    let jr0 = (bk % ((RC + 3u) / 4u)) * 4u;
-    let o0 = (bk / ((RC + 3u) / 4u)) * 4u;
-    ${[0, 1, 2, 3].map((c) => `let jx${c} = j0 + i32(min(c0 + jr0 + ${c}u, ncol - 1u));`).join("\n    ")}
-    ${tile4("e", K, a, b)}
-    ${
-    tile4Each((r, c) =>
-      `if (jr0 + ${c}u < RC && o0 + ${r}u < ${N}) { ${dst}[(jr0 + ${c}u) * ${N} + o0 + ${r}u] = select(0.0, e${r}${c}, c0 + jr0 + ${c}u < ncol); }`
-    )
-  }
-  }`;
-}
-
-/**
- * WGSL of a `pair_column_grads` gradient as 4 x 4 blocks (pair columns `jr0 + r` x entries `o0 + c`, `o < N`):
- * `v = mex[jr] ex[jr, o] + sum_{tt < len} w[jr, tt] B(tt, o)` with `w` the workgroup weights (`wq`, `wd`),
- * `b` a WGSL template in `${c}` and the loop index `k`; `store(o)` writes `v` for the pair `j`.
- */
-function colsGradTile(N: string, w: string, b: string, ex: string, store: (o: string) => string): string {
-  return `for (var bk = lid; bk < ((RC + 3u) / 4u) * ((${N} + 3u) / 4u); bk += WG) {
-    let jr0 = (bk % ((RC + 3u) / 4u)) * 4u;
-    let o0 = (bk / ((RC + 3u) / 4u)) * 4u;
-    ${tile4("e", "len", `${w}[min(jr0 + \${r}u, RC - 1u) * C + k]`, b)}
-    ${
-    tile4Each((r, c) =>
-      `{
-      let jr = jr0 + ${r}u;
-      let o = o0 + ${c}u;
-      let jj = c0 + jr;
-      if (jr < RC && o < ${N} && jj < ncol) {
-        let j = j0 + i32(jj);
-        let v = mex[2u * jr] * ${ex}[jr * ${N} + o] + e${r}${c};
-        ${store("o")}
-      }
-    }`
-    )
-  }
-  }`;
-}
-
-/**
- * WGSL pieces of the `pair_column_grads` kernel's 4 x 4 register tile (rows `tt0 + r` x pair columns `jr0 + c`):
- * `qx` = q_t . x_j, `yd` = dO_t . y_j, then the masked stores of the readout weights and their gradient
- * terms. Rows and columns past the chunk are clamped for the loads and skipped at the store.
- */
-function productTile(exit: boolean) {
-  const decl = [0, 1, 2, 3].map((r) =>
-    `let t${r} = a + min(tt0 + ${r}u, len - 1u);
-    let x${r} = j0 + i32(min(c0 + jr0 + ${r}u, ncol - 1u));`
-  ).join("\n    ");
-  const qxBody = tile4("qx", "DK", "qn(bh, t${r}, k)", "xp(bh, x${c}, k)");
-  const ydBody = tile4("yd", "DV", "dout[((b * u.T + t${r}) * H + h) * DV + k]", "vp(bh, x${c}, k)");
-  const store = tile4Each((r, c) =>
-    `{
-      let tt = tt0 + ${r}u;
-      let jr = jr0 + ${c}u;
-      let jj = c0 + jr;
-      if (jr < RC && tt < C) {
-        var vq = 0.0;
-        var vd = 0.0;
-        var vm = 0.0;
-        if (jj < ncol && tt < len && jj <= tt + PAD) {
-          let m = m_of(tt, x${c}, a);
-          vq = m * yd${r}${c};
-          vd = m * qx${r}${c};
-          vm = qx${r}${c} * yd${r}${c};
-        }
-        wq[jr * C + tt] = vq;
-        wd[jr * C + tt] = vd;
-        dm[jr * C + tt] = vm;
-        ${
-      exit
-        ? "if (jj < ncol && tt < len) { cw[u.decayWeightsReadout + ((bh * nck() + n) * C + tt) * CP + jj] = vm; }"
-        : ""
-    }
-      }
-    }`
-  );
-  return { decl, qxBody, ydBody, store };
 }
 
 /** WGSL `vp(bh, j, c)`: the values the readout mixes: targets `y_j` (additive) or pseudo-values `w_j` (delta). */

@@ -1,0 +1,207 @@
+/**
+ * WGSL generator of register-tile products fed from workgroup memory, for the chunk kernels that run
+ * `STAGED_WG` (16 x 16) invocations: `out[row, col] += sum_k A[k, row] B[k, col]`, `k` walked in slices
+ * `STAGE_DEPTH` deep.
+ *
+ * Per slice, every operand is staged into one workgroup array `stage` (vec4 entries) as a
+ * `STAGE_DEPTH x width` block, depth row `kk` at `kk * stagedRowFloats` floats: the loads follow the operand's
+ * global layout, so consecutive invocations read consecutive floats, and an entry outside the operand is
+ * staged as 0 (its products vanish; the kernel skips those rows and columns at its stores). Then each
+ * invocation adds a 4 x 4 block of every product per depth row: one vec4 of `A` (4 rows) and one of `B`
+ * (4 columns) read from workgroup memory feed 16 FMAs. `A` may also be a workgroup array the kernel
+ * filled itself (`WorkgroupOperand`). An invocation holds `tilesPerInvocation(grid)` blocks of a grid,
+ * `STAGED_WG` blocks apart, so one slice staged serves all of them.
+ *
+ * Preconditions: widths and grid sizes are multiples of 4; the loop bound is uniform over the
+ * workgroup (a compile-time size or one read from the uniform block), as the barriers in it need.
+ *
+ * @module
+ */
+
+/** Invocations per workgroup of the staged-tile kernels (16 x 16). */
+export const STAGED_WG = 256;
+
+/** Depth of a staged slice: depth rows of every operand staged per step of a loop. */
+export const STAGE_DEPTH = 8;
+
+/** `n` rounded up to a multiple of 4 (vec4 rows of workgroup memory). */
+export function roundUp4(n: number): number {
+  return Math.ceil(n / 4) * 4;
+}
+
+/** An operand staged per slice: entry `(k, i)`, `k` the global depth index, `i < width`. */
+export interface StagedOperand {
+  /** Floats per depth row in workgroup memory, a multiple of 4 (4 consecutive entries are one vec4). */
+  readonly width: number;
+  /** The index that runs along consecutive global addresses, `k` (`depth`) or `i` (`width`): the loads follow it. */
+  readonly along: "depth" | "width";
+  /** WGSL value of entry `(k, i)`, read only where `valid` holds. */
+  readonly value: string;
+  /** WGSL condition on `k` and `i`; where it fails the entry is 0. */
+  readonly valid: string;
+}
+
+/** An `A` operand the kernel holds in a workgroup array of vec4: depth row `k` at `k * width4` vec4 entries. */
+export interface WorkgroupOperand {
+  /** The array's name. */
+  readonly array: string;
+  /** vec4 entries per depth row. */
+  readonly width4: number;
+}
+
+/** The output of a product, `rows x cols` (multiples of 4), as 4 x 4 blocks spread over the invocations. */
+export interface TileGrid {
+  /** WGSL name prefix of the invocation's block indices (`<name>Row<p>`, `<name>Col<p>`, `<name>On<p>`). */
+  readonly name: string;
+  /** Output rows (entries of `A`'s depth rows). */
+  readonly rows: number;
+  /** Output columns (entries of `B`'s depth rows). */
+  readonly cols: number;
+}
+
+/** One product of a staged loop: accumulators `<acc><p>_<r>` (vec4: row `r` of block `p`, its 4 columns). */
+export interface TileProduct {
+  /** WGSL name prefix of the accumulators. */
+  readonly acc: string;
+  /** The output grid. */
+  readonly grid: TileGrid;
+  /** `A`: the index of a staged operand of the loop, or a workgroup array. */
+  readonly a: number | WorkgroupOperand;
+  /** `B`: the index of a staged operand of the loop. */
+  readonly b: number;
+}
+
+/** 4 x 4 blocks of a grid each invocation holds. */
+export function tilesPerInvocation(grid: TileGrid): number {
+  return Math.ceil(blocksOf(grid) / STAGED_WG);
+}
+
+function blocksOf(grid: TileGrid): number {
+  if (grid.rows % 4 || grid.cols % 4) {
+    throw new RangeError(
+      `tile grid ${grid.name} is ${grid.rows} x ${grid.cols}: both must be multiples of 4`,
+    );
+  }
+  return (grid.rows / 4) * (grid.cols / 4);
+}
+
+const range = (n: number) => Array.from({ length: n }, (_, i) => i);
+const XYZW = ["x", "y", "z", "w"];
+
+/**
+ * WGSL `let`s of the invocation's blocks of `grid`: block `p` is `lid + p * STAGED_WG`, its row block
+ * `<name>Row<p>` and column block `<name>Col<p>` (column blocks run fastest over the invocations, so
+ * neighbours read neighbouring vec4 of `B` and share the vec4 of `A`), and `<name>On<p>` whether it
+ * exists (a block past the grid repeats the last one for its reads and stores nothing).
+ */
+export function gridBlocks(grid: TileGrid): string {
+  const nb = blocksOf(grid);
+  const nc = grid.cols / 4;
+  return range(tilesPerInvocation(grid)).map((p) => {
+    const g = `${grid.name}`;
+    return `let ${g}Block${p} = min(lid + ${p * STAGED_WG}u, ${nb - 1}u);
+  let ${g}Row${p} = ${g}Block${p} / ${nc}u;
+  let ${g}Col${p} = ${g}Block${p} % ${nc}u;
+  let ${g}On${p} = ${(p + 1) * STAGED_WG <= nb ? "true" : `lid + ${p * STAGED_WG}u < ${nb}u`};`;
+  }).join("\n  ");
+}
+
+/** WGSL declarations of a product's accumulators, zero. */
+export function declareAccumulators(product: TileProduct): string {
+  return range(tilesPerInvocation(product.grid)).flatMap((p) =>
+    range(4).map((r) => `var ${product.acc}${p}_${r} = vec4<f32>(0.0);`)
+  ).join(" ");
+}
+
+/** `f(p, r)` for every row `r` of every block `p` of the invocation's tiles of `grid`, joined as WGSL lines. */
+export function eachTileRow(grid: TileGrid, f: (p: number, r: number) => string): string {
+  return range(tilesPerInvocation(grid)).flatMap((p) => range(4).map((r) => f(p, r))).join("\n  ");
+}
+
+/** WGSL component `c` (0..3) of a vec4 expression. */
+export function component(c: number): string {
+  return XYZW[c];
+}
+
+/**
+ * Floats per depth row of a staged operand in workgroup memory: its width, plus 4 where the loads run along
+ * the depth (consecutive invocations then store `STAGE_DEPTH` depth rows apart: the padding puts those rows in
+ * different banks).
+ */
+export function stagedRowFloats(o: Pick<StagedOperand, "width" | "along">): number {
+  if (o.width % 4) throw new RangeError(`staged operand width ${o.width}: must be a multiple of 4`);
+  return o.along === "depth" ? o.width + 4 : o.width;
+}
+
+/** Floats of `stage` a loop over `operands` needs. */
+export function stagedFloats(operands: readonly Pick<StagedOperand, "width" | "along">[]): number {
+  return STAGE_DEPTH * operands.reduce((sum, o) => sum + stagedRowFloats(o), 0);
+}
+
+/**
+ * WGSL of one staged loop: `for d0 in 0, STAGE_DEPTH, .. < bound`, stage `operands` (depth `k = d0 + kk`),
+ * barrier, accumulate every product over the slice, barrier. The accumulators and the grid blocks
+ * must be declared before (`declareAccumulators`, `gridBlocks`).
+ */
+export function stagedLoop(
+  bound: string,
+  operands: readonly StagedOperand[],
+  products: readonly TileProduct[],
+): string {
+  const offsets: number[] = [];
+  let floats = 0;
+  for (const o of operands) {
+    offsets.push(floats / 4);
+    floats += STAGE_DEPTH * stagedRowFloats(o);
+  }
+  const loads = operands.map((o, n) => {
+    const count = STAGE_DEPTH * o.width;
+    const [kk, i] = o.along === "depth"
+      ? [`e % ${STAGE_DEPTH}u`, `e / ${STAGE_DEPTH}u`]
+      : [`e / ${o.width}u`, `e % ${o.width}u`];
+    return range(Math.ceil(count / STAGED_WG)).map((r) => {
+      const body = `let kk = ${kk};
+      let i = ${i};
+      let k = d0 + kk;
+      var v = 0.0;
+      if (${o.valid}) { v = ${o.value}; }
+      stage[${offsets[n]}u + kk * ${stagedRowFloats(o) / 4}u + i / 4u][i % 4u] = v;`;
+      const e = `let e = lid + ${r * STAGED_WG}u;`;
+      return (r + 1) * STAGED_WG <= count
+        ? `{
+      ${e}
+      ${body}
+    }`
+        : `{
+      ${e}
+      if (e < ${count}u) {
+      ${body}
+      }
+    }`;
+    }).join("\n    ");
+  }).join("\n    ");
+  const ref = (src: number | WorkgroupOperand, kk: number, block: string) =>
+    typeof src === "number"
+      ? `stage[${offsets[src] + (kk * stagedRowFloats(operands[src])) / 4}u + ${block}]`
+      : `${src.array}[(d0 + ${kk}u) * ${src.width4}u + ${block}]`;
+  const steps = range(STAGE_DEPTH).map((kk) =>
+    products.map((pr) =>
+      range(tilesPerInvocation(pr.grid)).map((p) => {
+        const g = pr.grid.name;
+        const a = `${pr.acc}a${p}`;
+        const b = `${pr.acc}b${p}`;
+        return `{
+      let ${a} = ${ref(pr.a, kk, `${g}Row${p}`)};
+      let ${b} = ${ref(pr.b, kk, `${g}Col${p}`)};
+      ${range(4).map((r) => `${pr.acc}${p}_${r} += ${a}.${XYZW[r]} * ${b};`).join(" ")}
+    }`;
+      }).join("\n    ")
+    ).join("\n    ")
+  ).join("\n    ");
+  return `for (var d0 = 0u; d0 < ${bound}; d0 += ${STAGE_DEPTH}u) {
+    ${loads}
+    workgroupBarrier();
+    ${steps}
+    workgroupBarrier();
+  }`;
+}

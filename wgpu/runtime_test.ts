@@ -1,6 +1,11 @@
 import assert from "node:assert/strict";
 import { gpuTest } from "./_test_util.ts";
-import { CONSTANT_CACHE_BYTES, PROMOTE_AFTER_FLUSHES } from "./runtime.ts";
+import {
+  CONSTANT_CACHE_BYTES,
+  FLUSH_DISPATCHES,
+  IDLE_FLUSH_DISPATCHES,
+  PROMOTE_AFTER_FLUSHES,
+} from "./runtime.ts";
 import { createWebGpuBackend } from "./backend.ts";
 
 gpuTest(
@@ -179,6 +184,36 @@ gpuTest(
       gpu.embeddingForward(out, table, ids);
       assert.deepEqual(Array.from(await gpu.read(out)), Array.from(ids, (id) => id * 10), `batch ${k}`);
       gpu.dispose(out);
+    }
+  },
+);
+
+gpuTest(
+  "after a sync the first submit comes at IDLE_FLUSH_DISPATCHES dispatches, the next ones at FLUSH_DISPATCHES",
+  async (gpu) => {
+    const rt = gpu.runtime;
+    const x = gpu.fromArray([1, 2, 3], [3]);
+    const y = gpu.zeros([3]);
+    await gpu.sync();
+    const queue = rt.device.queue;
+    const submit = queue.submit.bind(queue);
+    const at: number[] = [];
+    let dispatches = 0;
+    queue.submit = (buffers) => {
+      at.push(dispatches);
+      submit(buffers);
+    };
+    try {
+      for (let i = 0; i < IDLE_FLUSH_DISPATCHES + FLUSH_DISPATCHES + 2; i++) {
+        dispatches++;
+        gpu.add(y, y, x);
+      }
+      // the device waited for nothing: the first 8 went at once, then the usual interval
+      assert.deepEqual(at, [IDLE_FLUSH_DISPATCHES, IDLE_FLUSH_DISPATCHES + FLUSH_DISPATCHES]);
+      const sum = await gpu.read(y);
+      assert.deepEqual(Array.from(sum), [1, 2, 3].map((v) => v * dispatches));
+    } finally {
+      queue.submit = submit;
     }
   },
 );

@@ -281,6 +281,10 @@ ${flatEntry("u.B * H * (PAD + u.T + 1u) * (DK + DV)")}
   }
 }
 
+/** Loop bounds of the readout's and dq's products with `S0`: none without one (the tile stays 0). */
+const S0_DK = "select(0u, DK, u.hasS0 != 0u)";
+const S0_DV = "select(0u, DV, u.hasS0 != 0u)";
+
 /**
  * `readout`: `o_t = exp(P_t) base_t^T q_t + sum_j (M[t,j] q_t.x_j) y_j`;
  * `query_grads`: `dq_t = exp(P_t) base_t dO_t + sum_j (M[t,j] dO_t.y_j) x_j` (= `S_t dO_t`).
@@ -315,9 +319,9 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
     ${
     fwd
       ? tile4("ei", "DK", "qn(bh, t${r}, k)", "cw[base + k * DV + min(cl0 + ${c}u, DV - 1u)]") + "\n    " +
-        tile4("es", "DK", "qn(bh, t${r}, k)", "s0[bh * DK * DV + k * DV + min(cl0 + ${c}u, DV - 1u)]")
+        tile4("es", S0_DK, "qn(bh, t${r}, k)", "s0[bh * DK * DV + k * DV + min(cl0 + ${c}u, DV - 1u)]")
       : tile4("ei", "DV", `${doutAt} + k]`, "cw[base + min(cl0 + ${c}u, DK - 1u) * DV + k]") + "\n    " +
-        tile4("es", "DV", `${doutAt} + k]`, "s0[bh * DK * DV + min(cl0 + ${c}u, DK - 1u) * DV + k]")
+        tile4("es", S0_DV, `${doutAt} + k]`, "s0[bh * DK * DV + min(cl0 + ${c}u, DK - 1u) * DV + k]")
   }
     ${
     tile4(

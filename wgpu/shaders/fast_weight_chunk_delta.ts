@@ -526,8 +526,10 @@ function stateBlock(a: string, b: string, w: string, assign: (e: string) => stri
  * from workgroup memory (`chunk_staged_tiles.ts`), its operands staged slice by slice with coalesced loads:
  * 1. `x_j.x_k`, `dR_j.W_k` (and, unless `RP = C`, `W_j.dR_k`) for the rows `j` x the chunk's columns `k`, over
  *    the key and value entries; from them `F` (both orders, `scxT`), the rows' `d a` pair sums and
- *    `decayWeightsSolve`. With `RP = C` (`mirror`) the lower triangle gives all: entry `(t, s)`, `s < t`,
- *    stores `F[t,s]` at `(t, s)` and `(s, t)`;
+ *    `decayWeightsSolve`. With `RP = C` (`mirror`) the blocks on and below the diagonal give all (a `lower` grid:
+ *    the invocations past them skip the products): entry `(t, s)`, `s < t`, stores `F[t,s]` at `(t, s)` and
+ *    `(s, t)` of `scxT`; `decayWeightsSolve` is then not written above the diagonal blocks (`delta_decay_grads`
+ *    reads only `s < t`);
  * 2. `dx_j += sum_k scx[j,k] x_k` (over the chunk's steps, `scxT` the left factor);
  * 3. `base_j dR_j` against both bases at once: depth `c < Dv` pairs `dR_j` (rows from `S_in`) with `S_in`,
  *    depth `Dv + c` pairs `dR_j` (rows from `S0`) with `S0`;
@@ -537,7 +539,8 @@ function pairsKernel(s: ChunkShape): string {
   const layout = solveInputGradsLayout(s);
   const { mirror } = layout;
   const [C4, RP4, DK4] = [s.C, s.RP, s.dk].map(roundUp4);
-  const pair: TileGrid = { name: "pair", rows: RP4, cols: C4 };
+  // with RP = C only the blocks on and below the diagonal: they give F at both (t, s) and (s, t)
+  const pair: TileGrid = { name: "pair", rows: RP4, cols: C4, lower: mirror };
   const rowKey: TileGrid = { name: "rowKey", rows: RP4, cols: DK4 };
   // entry (k, i): k the key or value entry, i the chunk step (or the workgroup's row)
   const chunkOperand = (value: string, K: string): StagedOperand => ({
@@ -742,7 +745,9 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   workgroupBarrier();
   for (var jr = lid; jr < RP; jr += ${STAGED_WG}u) {
     var sum = 0.0;
-    for (var o = 0u; o < ${C4 / 4}u; o++) { sum += ${partLoad(`jr * ${C4 / 4}u + o`)}; }
+    for (var o = 0u; o < ${mirror ? "jr / 4u + 1u" : `${C4 / 4}u`}; o++) { sum += ${
+    partLoad(`jr * ${C4 / 4}u + o`)
+  }; }
     rowErase[jr] = sum;
   }
   workgroupBarrier();

@@ -40,6 +40,7 @@ import {
   isSolveChunkRule,
   isWindowDeltaChunkRule,
   PAIR_COLUMN_TILE_MAX,
+  SOLVE_INPUT_GRADS_ROWS_MAX,
   WINDOW_TILE_ROWS,
 } from "./shaders/chunk_wgsl.ts";
 import { chunkShader } from "./shaders/fast_weight_chunk_shader.ts";
@@ -107,7 +108,9 @@ export function chunkShape(config: RuleConfig, d: ChunkDims, C: number, sharedBy
     // pair_column_grads (additive and delta rules) takes up to PAIR_COLUMN_TILE_MAX pair columns: each staged
     // q, dO and G value then serves more of them
     RC: fit("cols", Math.min(cols, steps), pairColumnRule ? PAIR_COLUMN_TILE_MAX : 16),
-    RP: fit("pairs", Math.min(C, steps)),
+    // the delta rules' solve_input_grads takes up to SOLVE_INPUT_GRADS_ROWS_MAX rows (the whole chunk at C <= 64):
+    // each staged x, dR and W value then serves every row, and F is mirrored instead of a third product
+    RP: fit("pairs", Math.min(C, steps), isDeltaChunkRule(config) ? SOLVE_INPUT_GRADS_ROWS_MAX : 16),
   };
 }
 

@@ -6,7 +6,12 @@
 import { ruleConfig } from "../src/rules/config.ts";
 import { chunkShape } from "./fast_weight_chunk.ts";
 import { CHUNK_PASSES, chunkSharedFloats, chunkWork } from "./shaders/chunk_wgsl.ts";
-import { PAIR_COLUMN_TILE_MAX, SCAN_COLUMNS, WINDOW_TILE_ROWS } from "./shaders/chunk_wgsl.ts";
+import {
+  PAIR_COLUMN_TILE_MAX,
+  SCAN_COLUMNS,
+  SOLVE_INPUT_GRADS_ROWS_MAX,
+  WINDOW_TILE_ROWS,
+} from "./shaders/chunk_wgsl.ts";
 
 const WEBGPU_DEFAULT_SHARED = 16384;
 
@@ -113,6 +118,29 @@ Deno.test("chunkShape gives pair_column_grads up to 64 pair columns per workgrou
       }
       if (s.RC < PAIR_COLUMN_TILE_MAX && chunkSharedFloats(config, { ...s, RC: 2 * s.RC }).cols <= limit) {
         throw new Error(`${rule} at ${shared} bytes: RC = ${s.RC} is not the largest that fits`);
+      }
+    }
+  }
+});
+
+Deno.test("chunkShape gives the delta rules' solve_input_grads the whole chunk where it fits, fewer rows within 16 KiB", () => {
+  const d = { B: 8, T: 4096, H: 8, dk: 64, dv: 64 };
+  for (const rule of ["falcon1", "deltanet", "gated_deltanet"] as const) {
+    const config = ruleConfig(rule);
+    // the H200's (and llvmpipe's) workgroup memory, then WebGPU's default
+    for (const [shared, expected] of [[49152, SOLVE_INPUT_GRADS_ROWS_MAX], [WEBGPU_DEFAULT_SHARED, 16]]) {
+      const s = chunkShape(config, d, 64, shared);
+      const limit = shared / 4 - 16;
+      const pairs = chunkSharedFloats(config, s).pairs;
+      if (s.RP !== expected || pairs > limit) {
+        throw new Error(
+          `${rule} at ${shared} bytes: RP = ${s.RP} (${pairs} floats), expected ${expected} within ${limit}`,
+        );
+      }
+      if (
+        s.RP < SOLVE_INPUT_GRADS_ROWS_MAX && chunkSharedFloats(config, { ...s, RP: 2 * s.RP }).pairs <= limit
+      ) {
+        throw new Error(`${rule} at ${shared} bytes: RP = ${s.RP} is not the largest that fits`);
       }
     }
   }

@@ -219,6 +219,20 @@ gpuTest(
   },
 );
 
+// solve_input_grads with one workgroup per chunk (RP = C): the pair weights F mirrored in workgroup memory
+// instead of a third product (the small level's C = 3 takes RP = 2 < C, two workgroups per chunk and three
+// products); packed starts with S0, a carry (rows from S_in), a partial last chunk
+gpuTest(
+  "webgpu chunk kernels of falcon1 match the reference with solve_input_grads over the whole chunk (RP = C = 4)",
+  async (gpu) => {
+    const config = ruleConfig("falcon1");
+    const spec = { B: 1, T: 15, H: 2, dk: 5, dv: 6, seed: 53, packed: true, s0: true };
+    const shape = chunkShape(config, spec, 4, gpu.runtime.device.limits.maxComputeWorkgroupStorageSize);
+    if (shape.RP !== 4) throw new Error(`RP = ${shape.RP} at C = 4, expected the whole chunk`);
+    await compareChunk(gpu, config, spec, chunkForm(4), "falcon1 C=4 RP=4 carry", { from: 2 });
+  },
+);
+
 // pair_column_grads with 32-column tiles and Dk = 132: 8 x 33 blocks of the dx products over 256 invocations
 // (a second block for some), 17 staged slices of the key and value entries, 4 of the steps, a partial last
 // chunk (the other variants and window pairs run at the small sizes above; a new shape compiles slowly on a

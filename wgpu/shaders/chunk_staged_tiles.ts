@@ -57,6 +57,11 @@ export interface TileGrid {
   readonly rows: number;
   /** Output columns (entries of `B`'s depth rows). */
   readonly cols: number;
+  /**
+   * Only the blocks on and below the diagonal of a square grid (`rows = cols`), row by row: for a product whose
+   * upper blocks nobody reads. Invocations past the blocks skip the products (whole idle warps issue nothing).
+   */
+  readonly lower?: boolean;
 }
 
 /** One product of a staged loop: accumulators `<acc><p>_<r>` (vec4: row `r` of block `p`, its 4 columns). */
@@ -82,6 +87,13 @@ function blocksOf(grid: TileGrid): number {
       `tile grid ${grid.name} is ${grid.rows} x ${grid.cols}: both must be multiples of 4`,
     );
   }
+  if (grid.lower) {
+    if (grid.rows !== grid.cols) {
+      throw new RangeError(`lower tile grid ${grid.name} is ${grid.rows} x ${grid.cols}: it must be square`);
+    }
+    const n = grid.rows / 4;
+    return (n * (n + 1)) / 2;
+  }
   return (grid.rows / 4) * (grid.cols / 4);
 }
 
@@ -97,6 +109,7 @@ const XYZW = ["x", "y", "z", "w"];
 export function gridBlocks(grid: TileGrid): string {
   const nb = blocksOf(grid);
   const nc = grid.cols / 4;
+  if (grid.lower) return lowerGridBlocks(grid, nb);
   return range(tilesPerInvocation(grid)).map((p) => {
     const g = `${grid.name}`;
     return `let ${g}Block${p} = min(lid + ${p * STAGED_WG}u, ${nb - 1}u);
@@ -104,6 +117,22 @@ export function gridBlocks(grid: TileGrid): string {
   let ${g}Col${p} = ${g}Block${p} % ${nc}u;
   let ${g}On${p} = ${(p + 1) * STAGED_WG <= nb ? "true" : `lid + ${p * STAGED_WG}u < ${nb}u`};`;
   }).join("\n  ");
+}
+
+/**
+ * `gridBlocks` of a `lower` grid: block `b` is row block `R` with `R (R + 1) / 2 <= b < (R + 1) (R + 2) / 2`
+ * (from a float square root, then corrected by one either way), column block `b - R (R + 1) / 2 <= R`.
+ */
+function lowerGridBlocks(grid: TileGrid, nb: number): string {
+  const g = grid.name;
+  return range(tilesPerInvocation(grid)).map((p) =>
+    `let ${g}Block${p} = min(lid + ${p * STAGED_WG}u, ${nb - 1}u);
+  var ${g}Row${p} = u32((sqrt(8.0 * f32(${g}Block${p}) + 1.0) - 1.0) * 0.5);
+  if (${g}Row${p} * (${g}Row${p} + 1u) / 2u > ${g}Block${p}) { ${g}Row${p} -= 1u; }
+  if ((${g}Row${p} + 1u) * (${g}Row${p} + 2u) / 2u <= ${g}Block${p}) { ${g}Row${p} += 1u; }
+  let ${g}Col${p} = ${g}Block${p} - ${g}Row${p} * (${g}Row${p} + 1u) / 2u;
+  let ${g}On${p} = ${(p + 1) * STAGED_WG <= nb ? "true" : `lid + ${p * STAGED_WG}u < ${nb}u`};`
+  ).join("\n  ");
 }
 
 /** WGSL declarations of a product's accumulators, zero. */
@@ -190,7 +219,9 @@ export function stagedLoop(
         const g = pr.grid.name;
         const a = `${pr.acc}a${p}`;
         const b = `${pr.acc}b${p}`;
-        return `{
+        // a lower grid's invocations past its blocks skip the products
+        const skip = pr.grid.lower && (p + 1) * STAGED_WG > blocksOf(pr.grid);
+        return `${skip ? `if (${g}On${p}) ` : ""}{
       let ${a} = ${ref(pr.a, kk, `${g}Row${p}`)};
       let ${b} = ${ref(pr.b, kk, `${g}Col${p}`)};
       ${range(4).map((r) => `${pr.acc}${p}_${r} += ${a}.${XYZW[r]} * ${b};`).join(" ")}

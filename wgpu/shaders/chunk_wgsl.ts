@@ -359,8 +359,39 @@ export function chunkSharedFloats(
     rows: steps + s.R * (s.C + pad),
     // pair_column_grads (readout_dw, the delta rules' other variant, needs less)
     cols: steps + pairColumnLayout(s, pad, isSolveChunkRule(config) ? "delta" : "additive").floats,
-    pairs: steps + s.RP * (2 * s.C + s.dk),
+    // solve_input_grads (the delta rules; the additive rules have no such pass)
+    pairs: steps + solveInputGradsLayout(s).floats,
   };
+}
+
+/** Rows of the chunk per workgroup of the delta rules' `solve_input_grads` at most: the whole chunk at `C <= 64`. */
+export const SOLVE_INPUT_GRADS_ROWS_MAX = 64;
+
+/**
+ * Workgroup arrays of the delta rules' `solve_input_grads` kernel (`fast_weight_chunk_delta.ts`), in floats,
+ * besides the chunk's step arrays: the pair weights `scxT` (`scxRows x RP4`: per chunk column `kk`, the
+ * workgroup's rows; depth rows rounded up to whole slices of `STAGE_DEPTH` steps), the rows' `d a` pair sums
+ * (`RP`) and the staging array `stage` (the largest of: a slice of the `x`, `dR`, `W` operands of the pair
+ * products, the workgroup's rows of them too unless `RP = C` (`mirror`: one operand serves both sides, and
+ * `F` is mirrored in workgroup memory instead of a third product); of `x` rows for `dx`; of the masked `dR`
+ * rows and the bases; the pair sums' parts; the `x.base^T dR` and `dR.y` parts). `floats` is their total.
+ */
+export function solveInputGradsLayout(s: Pick<ChunkShape, "dk" | "C" | "RP">) {
+  const [C4, RP4, DK4] = [s.C, s.RP, s.dk].map(roundUp4);
+  const mirror = s.RP === s.C;
+  const transposed = (width: number) => ({ width, along: "depth" as const });
+  const chunk = [transposed(C4), transposed(C4), transposed(C4)];
+  const pairOperands = mirror ? chunk : [...chunk, transposed(RP4), transposed(RP4), transposed(RP4)];
+  const scxRows = Math.ceil(s.C / STAGE_DEPTH) * STAGE_DEPTH;
+  const rowParts = Math.max(1, Math.floor(STAGED_WG / s.RP));
+  const stage = roundUp4(Math.max(
+    stagedFloats(pairOperands),
+    stagedFloats([{ width: DK4, along: "width" }]),
+    stagedFloats([transposed(RP4), transposed(DK4)]),
+    RP4 * (C4 / 4),
+    RP4 * (DK4 / 4) + s.RP * rowParts,
+  ));
+  return { mirror, scxRows, rowParts, stage, floats: stage + scxRows * RP4 + s.RP };
 }
 
 /** The variants of the `pair_column_grads` kernel: additive rules, delta rules, and the delta rules' `readout_dw` (no exit term). */

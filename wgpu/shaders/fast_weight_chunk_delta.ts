@@ -53,6 +53,7 @@ import {
   SCAN_COLUMNS,
   SOLVE_COLUMNS,
   SOLVE_ROWS,
+  solveInputGradsLayout,
   STAGED_BLOCK,
   stagedBlocks,
   stateTiles,
@@ -60,6 +61,19 @@ import {
   tile4Each,
   transitionTiles,
 } from "./chunk_wgsl.ts";
+import {
+  component,
+  declareAccumulators,
+  gridBlocks,
+  roundUp4,
+  STAGED_WG,
+  stagedFloats,
+  stagedLoop,
+  type StagedOperand,
+  type TileGrid,
+  type TileProduct,
+  tilesPerInvocation,
+} from "./chunk_staged_tiles.ts";
 
 /** Passes only the delta rules run. */
 export const DELTA_ONLY_PASSES = [
@@ -482,53 +496,6 @@ ${chunkEntry(`((DV + DK + ${width} - 1u) / ${width})`)}
 }
 
 /**
- * WGSL of one `solve_input_grads` block (rows `jt = r0 + jr0 + r`, columns `kk = kb0 + c`): per entry in one segment
- * off the diagonal, with `(t, s) = (max, min)(jt, kk)`, `f = -(dR_t . W_s) a_t exp(Pp_t - P_s)` into `scx`,
- * and below the diagonal `-(dR_t . W_s) exp(Pp_t - P_s) (x_jt . x_kk)` into `sv1` and `f (x_jt . x_kk)`
- * into `decayWeightsSolve`; zero elsewhere.
- */
-function pairsBlock(): string {
-  return `${[0, 1, 2, 3].map((r) => `let jt${r} = a + min(r0 + jr0 + ${r}u, len - 1u);`).join("\n    ")}
-    ${[0, 1, 2, 3].map((c) => `let kk${c} = a + min(kb0 + ${c}u, len - 1u);`).join("\n    ")}
-    ${tile4("xx", "DK", "xp(bh, i32(jt${r}), k)", "xp(bh, i32(kk${c}), k)")}
-    ${
-    tile4("dl", "DV", "cw[u.dRightHandSide + row(bh, jt${r}, k)]", "cw[u.pseudoValues + row(bh, kk${c}, k)]")
-  }
-    ${
-    tile4("du", "DV", "cw[u.pseudoValues + row(bh, jt${r}, k)]", "cw[u.dRightHandSide + row(bh, kk${c}, k)]")
-  }
-    ${
-    tile4Each((r, c) =>
-      `{
-      let jr = jr0 + ${r}u;
-      let jt = r0 + jr;
-      let kk = kb0 + ${c}u;
-      if (jr < RP && kk < C) {
-        var cx = 0.0;
-        var v1 = 0.0;
-        var v2 = 0.0;
-        if (jt < len && kk < len && kk != jt && cseg[kk] == cseg[jt]) {
-          let tq = max(jt, kk);
-          let sq = min(jt, kk);
-          let dw = select(du${r}${c}, dl${r}${c}, kk < jt);
-          let gp = exp(cpp[tq] - cp[sq]);
-          let f = -dw * cga[tq] * gp;
-          cx = f;
-          if (kk < jt) {
-            v1 = -dw * gp * xx${r}${c};
-            v2 = f * xx${r}${c};
-          }
-        }
-        scx[jr * C + kk] = cx;
-        sv1[jr * C + kk] = v1;
-        if (jt < len && kk < len) { cw[u.decayWeightsSolve + ((bh * nck() + n) * C + jt) * C + kk] = select(0.0, v2, kk < jt); }
-      }
-    }`
-    )
-  }`;
-}
-
-/**
  * WGSL of a state-shaped pass as 4 x 4 blocks per invocation: `assign(e)` + `sum_k [w(k)] a(k, i) b(k, c)`
  * for the block's entries `e = i * DV + c` (`a`, `b`, `w` as in {@linkcode tile4}, the block at `i0`,
  * `cb0`; `assign` ends with the operator that joins the sum).
@@ -554,94 +521,270 @@ function stateBlock(a: string, b: string, w: string, assign: (e: string) => stri
  * `da_j = sum_s -(dR_j.w_s) Gp[j,s] x_j.x_s - exp(Pp_j) dR_j.(base_j^T x_j)`, `db_j = dR_j.y_j`,
  * and the decay factors' shares for `delta_decay_grads`: `decayWeightsSolve[t,s] = F[t,s] x_t.x_s` (factor `Gp[t,s]`) and
  * `decayWeightsSolveBase_t = -a_t exp(Pp_t) dR_t.(base_t^T x_t)` (factor `exp(Pp_t)`).
+ *
+ * One workgroup of `STAGED_WG` invocations per `(b, h, chunk, RP rows)`; every product is a register tile fed
+ * from workgroup memory (`chunk_staged_tiles.ts`), its operands staged slice by slice with coalesced loads:
+ * 1. `x_j.x_k`, `dR_j.W_k` (and, unless `RP = C`, `W_j.dR_k`) for the rows `j` x the chunk's columns `k`, over
+ *    the key and value entries; from them `F` (both orders, `scxT`), the rows' `d a` pair sums and
+ *    `decayWeightsSolve`. With `RP = C` (`mirror`) the blocks on and below the diagonal give all (a `lower` grid:
+ *    the invocations past them skip the products): entry `(t, s)`, `s < t`, stores `F[t,s]` at `(t, s)` and
+ *    `(s, t)` of `scxT`; `decayWeightsSolve` is then not written above the diagonal blocks (`delta_decay_grads`
+ *    reads only `s < t`);
+ * 2. `dx_j += sum_k scx[j,k] x_k` (over the chunk's steps, `scxT` the left factor);
+ * 3. `base_j dR_j` against both bases at once: depth `c < Dv` pairs `dR_j` (rows from `S_in`) with `S_in`,
+ *    depth `Dv + c` pairs `dR_j` (rows from `S0`) with `S0`;
+ * then `dx` stored, `dy`, and per row the sums over parts (`d a`, `d b`, `decayWeightsSolveBase`).
  */
 function pairsKernel(s: ChunkShape): string {
+  const layout = solveInputGradsLayout(s);
+  const { mirror } = layout;
+  const [C4, RP4, DK4] = [s.C, s.RP, s.dk].map(roundUp4);
+  // with RP = C only the blocks on and below the diagonal: they give F at both (t, s) and (s, t)
+  const pair: TileGrid = { name: "pair", rows: RP4, cols: C4, lower: mirror };
+  const rowKey: TileGrid = { name: "rowKey", rows: RP4, cols: DK4 };
+  // entry (k, i): k the key or value entry, i the chunk step (or the workgroup's row)
+  const chunkOperand = (value: string, K: string): StagedOperand => ({
+    width: C4,
+    along: "depth",
+    value: value.replaceAll("STEP", "a + i"),
+    valid: `i < len && k < ${K}`,
+  });
+  const rowOperand = (value: string, K: string): StagedOperand => ({
+    width: RP4,
+    along: "depth",
+    value: value.replaceAll("STEP", "a + r0 + i"),
+    valid: `i < RP && r0 + i < len && k < ${K}`,
+  });
+  const keys = "xp(bh, i32(STEP), k)";
+  const rhsGrads = "cw[u.dRightHandSide + row(bh, STEP, k)]";
+  const values = "cw[u.pseudoValues + row(bh, STEP, k)]";
+  const pairOperands = [
+    chunkOperand(keys, "DK"),
+    chunkOperand(rhsGrads, "DV"),
+    chunkOperand(values, "DV"),
+    ...(mirror ? [] : [rowOperand(keys, "DK"), rowOperand(rhsGrads, "DV"), rowOperand(values, "DV")]),
+  ];
+  const rows = (n: number) => mirror ? n : n + 3;
+  const xx: TileProduct = { acc: "xx", grid: pair, a: rows(0), b: 0 };
+  const dl: TileProduct = { acc: "dl", grid: pair, a: rows(1), b: 2 };
+  const du: TileProduct = { acc: "du", grid: pair, a: rows(2), b: 1 };
+  const pairProducts = mirror ? [xx, dl] : [xx, dl, du];
+  const keyRows: StagedOperand = {
+    width: DK4,
+    along: "width",
+    value: "xp(bh, i32(a + k), i)",
+    valid: "k < len && i < DK",
+  };
+  const maskedRhsGrads: StagedOperand = {
+    width: RP4,
+    along: "depth",
+    value: "masked_rhs_grad(bh, a, r0 + i, k)",
+    valid: "i < RP && r0 + i < len && k < baseDepth",
+  };
+  const bases: StagedOperand = {
+    width: DK4,
+    along: "depth",
+    value: "base_entry(bh, bin, i, k)",
+    valid: "i < DK && k < baseDepth",
+  };
+  const px: TileProduct = { acc: "px", grid: rowKey, a: { array: "scxT", width4: RP4 / 4 }, b: 0 };
+  const bd: TileProduct = { acc: "bd", grid: rowKey, a: 0, b: 1 };
+  for (const operands of [pairOperands, [keyRows], [maskedRhsGrads, bases]]) {
+    if (stagedFloats(operands) > layout.stage) {
+      throw new RangeError(
+        `solve_input_grads: ${stagedFloats(operands)} staged floats, above its layout's ${layout.stage}`,
+      );
+    }
+  }
+  const W4 = RP4 / 4;
+  const parts = layout.rowParts;
+  const keyParts = DK4 / 4;
+  const partStore = (e: string, v: string) => `{ let e = ${e}; stage[e / 4u][e % 4u] = ${v}; }`;
+  const partLoad = (e: string) => `stage[(${e}) / 4u][(${e}) % 4u]`;
+  // per block of the pair grid: F, the d a pair sums' parts, decayWeightsSolve
+  const pairStores = Array.from({ length: tilesPerInvocation(pair) }, (_, p) => {
+    const columns = [0, 1, 2, 3].map((c) => {
+      const entries = [0, 1, 2, 3].map((r) =>
+        `{
+        let jr = jb + ${r}u;
+        let jt = r0 + jr;
+        var cx = 0.0;
+        var v2 = 0.0;
+        if (jr < RP && jt < len && kk < len && kk != jt && cseg[kk] == cseg[jt]${
+          mirror ? " && kk < jt" : ""
+        }) {
+          let tq = max(jt, kk);
+          let sq = min(jt, kk);
+          let dw = ${
+          mirror
+            ? `dl${p}_${r}.${component(c)}`
+            : `select(du${p}_${r}.${component(c)}, dl${p}_${r}.${component(c)}, kk < jt)`
+        };
+          let gp = exp(cpp[tq] - cp[sq]);
+          let f = -dw * cga[tq] * gp;
+          cx = f;
+          if (kk < jt) {
+            erase.${component(r)} += -dw * gp * xx${p}_${r}.${component(c)};
+            v2 = f * xx${p}_${r}.${component(c)};
+          }
+        }
+        ${
+          mirror
+            ? `if (pairOn${p} && kk <= jt) {
+          scxT[kk * ${W4}u + jr / 4u][jr % 4u] = cx;
+          scxT[jt * ${W4}u + kk / 4u][kk % 4u] = cx;
+        }`
+            : `column.${component(r)} = cx;`
+        }
+        if (pairOn${p} && jr < RP && jt < len && kk < len) {
+          cw[u.decayWeightsSolve + (chunkId * C + jt) * C + kk] = select(0.0, v2, kk < jt);
+        }
+      }`
+      ).join("\n      ");
+      return `{
+      let kk = kb + ${c}u;
+      ${mirror ? "" : "var column = vec4<f32>(0.0);"}
+      ${entries}
+      ${mirror ? "" : `if (pairOn${p}) { scxT[kk * ${W4}u + pairRow${p}] = column; }`}
+    }`;
+    }).join("\n    ");
+    return `{
+    let jb = pairRow${p} * 4u;
+    let kb = pairCol${p} * 4u;
+    var erase = vec4<f32>(0.0);
+    ${columns}
+    if (pairOn${p}) {
+      ${
+      [0, 1, 2, 3].map((r) => partStore(`(jb + ${r}u) * ${C4 / 4}u + pairCol${p}`, `erase.${component(r)}`))
+        .join("\n      ")
+    }
+    }
+  }`;
+  }).join("\n  ");
+  // per block of the row x key grid: dx, and the parts of x_j . (base_j^T dR_j)
+  const rowKeyStores = Array.from({ length: tilesPerInvocation(rowKey) }, (_, p) =>
+    [0, 1, 2, 3].map((r) =>
+      `{
+    let jr = rowKeyRow${p} * 4u + ${r}u;
+    let jt = r0 + jr;
+    var part = 0.0;
+    if (rowKeyOn${p} && jr < RP && jt < len) {
+      let t = a + jt;
+      let gain = cga[jt] * exp(cpp[jt]);
+      ${
+        [0, 1, 2, 3].map((c) =>
+          `{
+        let q = rowKeyCol${p} * 4u + ${c}u;
+        if (q < DK) {
+          let based = bd${p}_${r}.${component(c)};
+          part += xp(bh, i32(t), q) * based;
+          let kx = u.gDX + (bh * (u.T + 1u) + t) * DK + q;
+          out[kx] = out[kx] + px${p}_${r}.${component(c)} - gain * based;
+        }
+      }`
+        ).join("\n      ")
+      }
+    }
+    if (rowKeyOn${p}) { ${partStore(`jr * ${keyParts}u + rowKeyCol${p}`, "part")} }
+  }`
+    ).join("\n  ")).join("\n  ");
+  const tiles = Math.ceil(s.C / s.RP);
+  const dbOffset = RP4 * keyParts;
   return `
-var<workgroup> scx: array<f32, ${s.RP * s.C}>;
-var<workgroup> sv1: array<f32, ${s.RP * s.C}>;
-var<workgroup> sxb: array<f32, ${s.RP * s.dk}>;
-${chunkEntry(`${Math.ceil(s.C / s.RP)}u`)}
+var<workgroup> stage: array<vec4<f32>, ${layout.stage / 4}>; // the staged slices, then partial sums
+var<workgroup> scxT: array<vec4<f32>, ${
+    (layout.scxRows * RP4) / 4
+  }>; // [chunk column kk][row / 4]: F[max, min] of (row, kk)
+var<workgroup> rowErase: array<f32, RP>; // sum_s -(dR_j.w_s) Gp[j,s] x_j.x_s
+// dR_t against the base it meets: depth k < DV for the rows from S_in, DV + c for those from S0
+fn masked_rhs_grad(bh: u32, a: u32, jt: u32, k: u32) -> f32 {
+  let kind = base_kind(jt);
+  if (k < DV) {
+    if (kind != 0u) { return 0.0; }
+    return cw[u.dRightHandSide + row(bh, a + jt, k)];
+  }
+  if (kind != 1u) { return 0.0; }
+  return cw[u.dRightHandSide + row(bh, a + jt, k - DV)];
+}
+// entry (q, c) of S_in (depth k = c < DV) or of S0 (k = DV + c)
+fn base_entry(bh: u32, bin: u32, q: u32, k: u32) -> f32 {
+  if (k < DV) { return cw[bin + q * DV + k]; }
+  return s0[(bh * DK + q) * DV + k - DV];
+}
+@compute @workgroup_size(${STAGED_WG})
+fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  let wgid = gid.y * nwg.x + gid.x;
+  let tiles = ${tiles}u;
+  if (wgid >= u.B * H * nck() * tiles) { return; }
+  let tile = wgid % tiles;
+  let bn = wgid / tiles;
+  let n = bn % nck();
+  let bh = bn / nck();
+  let b = bh / H;
+  let a = n * C;
+  let len = min(C, u.T - a);
+  // load_chunk strides by WG: the invocations past the first WG pass a step index past the chunk
+  load_chunk(select(C, lid, lid < WG), bh, b, a, len);
   let r0 = tile * RP;
-  // 4 rows jt x 4 columns kk per invocation: x_jt . x_kk, DR_jt . W_kk (used below the diagonal) and
-  // DR_kk . W_jt (above it), each value read serving 4 products
-  for (var bk = lid; bk < ((RP + 3u) / 4u) * ((C + 3u) / 4u); bk += WG) {
-    let jr0 = (bk / ((C + 3u) / 4u)) * 4u;
-    let kb0 = (bk % ((C + 3u) / 4u)) * 4u;
-    ${pairsBlock()}
+  let chunkId = bh * nck() + n;
+  let bin = u.entryState + chunkId * DK * DV;
+  ${
+    layout.scxRows > C4
+      ? `// the depth rows of scxT past the chunk's columns (read by the last slice of loop 2 against staged zeros) hold 0
+  for (var k = ${(C4 * RP4) / 4}u + lid; k < ${
+        (layout.scxRows * RP4) / 4
+      }u; k += ${STAGED_WG}u) { scxT[k] = vec4<f32>(0.0); }`
+      : ""
+  }
+  // 1. x_j.x_k, dR_j.W_k${mirror ? "" : ", W_j.dR_k"}: 4 rows x 4 chunk columns per block
+  ${gridBlocks(pair)}
+  ${pairProducts.map(declareAccumulators).join("\n  ")}
+  ${stagedLoop(`${Math.max(s.dk, s.dv)}u`, pairOperands, pairProducts)}
+  ${pairStores}
+  workgroupBarrier();
+  for (var jr = lid; jr < RP; jr += ${STAGED_WG}u) {
+    var sum = 0.0;
+    for (var o = 0u; o < ${mirror ? "jr / 4u + 1u" : `${C4 / 4}u`}; o++) { sum += ${
+    partLoad(`jr * ${C4 / 4}u + o`)
+  }; }
+    rowErase[jr] = sum;
   }
   workgroupBarrier();
-  let bin = u.entryState + (bh * nck() + n) * DK * DV;
-
-  // dx rows as 4 x 4 blocks (rows jt x key entries q): the pair terms, and the right-hand side's
-  // -a_t exp(Pp_t) base_t^T x_t against both bases (S_in and S0; each row takes its own)
-  for (var bk = lid; bk < ((RP + 3u) / 4u) * ((DK + 3u) / 4u); bk += WG) {
-    let q0 = (bk % ((DK + 3u) / 4u)) * 4u;
-    let jr0 = (bk / ((DK + 3u) / 4u)) * 4u;
-    ${[0, 1, 2, 3].map((r) => `let tp${r} = a + min(r0 + jr0 + ${r}u, len - 1u);`).join("\n    ")}
-    ${
-    tile4(
-      "px",
-      "len",
-      "scx[min(jr0 + ${r}u, RP - 1u) * C + k]",
-      "xp(bh, i32(a + k), min(q0 + ${c}u, DK - 1u))",
-    )
-  }
-    ${
-    tile4(
-      "bi",
-      "DV",
-      "cw[u.dRightHandSide + row(bh, tp${r}, k)]",
-      "cw[bin + min(q0 + ${c}u, DK - 1u) * DV + k]",
-    )
-  }
-    ${
-    tile4(
-      "bs",
-      "DV",
-      "cw[u.dRightHandSide + row(bh, tp${r}, k)]",
-      "s0[bh * DK * DV + min(q0 + ${c}u, DK - 1u) * DV + k]",
-    )
-  }
-    ${
-    tile4Each((r, c) =>
-      `{
-      let jr = jr0 + ${r}u;
-      let q = q0 + ${c}u;
-      let jt = r0 + jr;
-      if (jr < RP && q < DK && jt < len) {
-        let t = a + jt;
-        let bk = base_kind(jt);
-        let fromS0 = bk == 1u;
-        var bd = 0.0;
-        if (bk == 0u || (fromS0 && u.hasS0 != 0u)) { bd = select(bi${r}${c}, bs${r}${c}, fromS0); }
-        let v = px${r}${c} - cga[jt] * exp(cpp[jt]) * bd;
-        sxb[jr * DK + q] = xp(bh, i32(t), q) * bd;
-        let kx = u.gDX + (bh * (u.T + 1u) + t) * DK + q;
-        out[kx] = out[kx] + v;
-      }
-    }`
-    )
-  }
-  }
-  for (var k = lid; k < RP * DV; k += WG) {
+  // 2. and 3.: 4 rows x 4 key entries per block
+  ${gridBlocks(rowKey)}
+  ${declareAccumulators(px)}
+  ${declareAccumulators(bd)}
+  ${stagedLoop("len", [keyRows], [px])}
+  let baseDepth = select(DV, 2u * DV, u.hasS0 != 0u);
+  ${stagedLoop("baseDepth", [maskedRhsGrads, bases], [bd])}
+  ${rowKeyStores}
+  for (var k = lid; k < RP * DV; k += ${STAGED_WG}u) {
     let jt = r0 + k / DV;
     let c = k % DV;
     if (jt < len) { out[u.gDY + (bh * u.T + a + jt) * DV + c] = cg[jt] * cw[u.dRightHandSide + row(bh, a + jt, c)]; }
   }
+  // dR_j.y_j in ${parts} parts per row (neighbouring invocations read neighbouring entries)
+  for (var it = lid; it < RP * ${parts}u; it += ${STAGED_WG}u) {
+    let jt = r0 + it / ${parts}u;
+    var v = 0.0;
+    if (jt < len) {
+      let t = a + jt;
+      for (var c = it % ${parts}u; c < DV; c += ${parts}u) { v += cw[u.dRightHandSide + row(bh, t, c)] * yp(bh, i32(t), c); }
+    }
+    ${partStore(`${dbOffset}u + it`, "v")}
+  }
   workgroupBarrier();
-  for (var jr = lid; jr < RP; jr += WG) {
+  for (var jr = lid; jr < RP; jr += ${STAGED_WG}u) {
     let jt = r0 + jr;
     if (jt >= len) { continue; }
-    let t = a + jt;
-    var s1 = 0.0;
-    for (var kk = 0u; kk < len; kk++) { s1 += sv1[jr * C + kk]; }
     var xbd = 0.0;
-    for (var i = 0u; i < DK; i++) { xbd += sxb[jr * DK + i]; }
+    for (var o = 0u; o < ${keyParts}u; o++) { xbd += ${partLoad(`jr * ${keyParts}u + o`)}; }
     var db = 0.0;
-    for (var c = 0u; c < DV; c++) { db += cw[u.dRightHandSide + row(bh, t, c)] * yp(bh, i32(t), c); }
+    for (var o = 0u; o < ${parts}u; o++) { db += ${partLoad(`${dbOffset}u + jr * ${parts}u + o`)}; }
     let ex = exp(cpp[jt]);
-    let k = bh * u.T + t;
-    cw[u.dEraseGain + k] = s1 - ex * xbd;
+    let k = bh * u.T + a + jt;
+    cw[u.dEraseGain + k] = rowErase[jr] - ex * xbd;
     cw[u.dDeltaWriteGain + k] = db;
     cw[u.decayWeightsSolveBase + k] = -cga[jt] * ex * xbd;
   }

@@ -21,6 +21,7 @@ import { type CaseSpec, headOf, randomCase, uploadCase } from "./_fast_weight_ca
 import { chunkShape, chunkWorkspaceBytes } from "./fast_weight_chunk.ts";
 import { chunkForm, compareChunk, FULL_LEVEL } from "./_chunk_compare.ts";
 import { STAGED_WG } from "./shaders/chunk_staged_tiles.ts";
+import { decayGradLayout } from "./shaders/chunk_wgsl.ts";
 import { gpuTest } from "./_test_util.ts";
 
 const CHUNK_RULES: RuleName[] = [
@@ -230,6 +231,24 @@ gpuTest(
     const shape = chunkShape(config, spec, 4, gpu.runtime.device.limits.maxComputeWorkgroupStorageSize);
     if (shape.RP !== 4) throw new Error(`RP = ${shape.RP} at C = 4, expected the whole chunk`);
     await compareChunk(gpu, config, spec, chunkForm(4), "falcon1 C=4 RP=4 carry", { from: 2 });
+  },
+);
+
+// the log-decay gradient (decay_grads, delta_decay_grads) past one suffix block: C = 40 walks 2 blocks (32 and 8
+// steps), with starts (segments) and a partial last chunk (about 2 minutes of compiling the backward pipelines
+// per rule on a software adapter: at the full level only)
+gpuTest(
+  "webgpu decay gradients of falcon1a and falcon1 match over several suffix blocks (C = 40)",
+  async (gpu) => {
+    for (const rule of ["falcon1a", "falcon1"] as const) {
+      const layout = decayGradLayout(40, rule === "falcon1");
+      if (layout.rows >= 40) {
+        throw new Error(`C = 40: ${layout.rows} rows per suffix block, expected several`);
+      }
+      if (!FULL_LEVEL) continue;
+      const spec = { B: 1, T: 90, H: 1, dk: 4, dv: 4, seed: 53, packed: true, s0: true };
+      await compareChunk(gpu, ruleConfig(rule), spec, chunkForm(40), `${rule} C=40 Dk=4 Dv=4`);
+    }
   },
 );
 

@@ -338,6 +338,8 @@ export function chunkSharedFloats(
     return { local: 2 * s.dk + 12 * s.C, rows, cols, pairs: 12 * s.C + s.RP * s.C };
   }
   const steps = (isSolveChunkRule(config) ? 6 : 4) * s.C;
+  // the log-decay gradient (decay_grads, delta_decay_grads): its suffix block and step arrays
+  const decay = decayGradLayout(s.C, isSolveChunkRule(config)).floats;
   if (isWindowDeltaChunkRule(config)) {
     // falcon3: tiles over instance rows (W per step); window_readout/window_query_grads: R steps' decays and pair scores; window_row_grads: RC steps of W rows
     // (their RC + PAD pairs' q.x, the rows' dO.w and G w, the pairs' G^T x, the decays); window_solve_input_grads: RP
@@ -347,7 +349,7 @@ export function chunkSharedFloats(
     const cw = s.C * nw;
     const ps = windowPanelSteps(nw, s.C);
     return {
-      local: steps + nw * (cw + CHUNK_WG),
+      local: steps + Math.max(nw * (cw + CHUNK_WG), decay),
       rows: steps + s.R * (2 * s.C + pad),
       cols: steps + s.C + s.RC * s.C + (s.RC + pad) * (s.C + s.dv) + s.RC * nw * (s.C + s.dk + 1),
       pairs: steps + s.RP * (ps + 1) + s.RP * nw * (2 * ps * nw + ps + pad + s.dk + 2),
@@ -355,7 +357,7 @@ export function chunkSharedFloats(
   }
   return {
     // the delta rules' blocked solve holds the most of the per-chunk passes without tiles
-    local: steps + Math.max(s.C + pad, isDeltaChunkRule(config) ? SOLVE_SHARED_FLOATS : 0),
+    local: steps + Math.max(s.C + pad, decay, isDeltaChunkRule(config) ? SOLVE_SHARED_FLOATS : 0),
     rows: steps + s.R * (s.C + pad),
     // pair_column_grads (readout_dw, the delta rules' other variant, needs less)
     cols: steps + pairColumnLayout(s, pad, isSolveChunkRule(config) ? "delta" : "additive").floats,
@@ -815,38 +817,96 @@ fn dgamma_of(co: Co, dlg: f32) -> f32 {
 }`;
 }
 
+/** Invocations per step of the `q_t . dqBase_t` dot products of {@linkcode decayGradKernel} (at most). */
+export const DECAY_DOT_LANES = 16;
+
+/** Floats of the suffix-sum block of {@linkcode decayGradKernel} at most (its rows shrink for large chunks). */
+export const DECAY_SUFFIX_FLOATS = 2112;
+
+/**
+ * Workgroup layout of {@linkcode decayGradKernel} for chunk size `C` (the WGSL constants `DECAY_*` compute the
+ * same): `stride` (the odd row stride of the suffix block, so an invocation per row reads distinct banks),
+ * `rows` (steps per suffix block), `parts` (invocations per row summing it), `lanes` (invocations per step of the
+ * `q . dqBase` dots), and `floats`, its workgroup arrays besides the chunk's step arrays.
+ */
+export function decayGradLayout(C: number, delta: boolean) {
+  const stride = C + 1 - (C % 2);
+  const rows = Math.max(1, Math.min(C, CHUNK_WG / 2, Math.floor(DECAY_SUFFIX_FLOATS / stride)));
+  const parts = Math.floor(CHUNK_WG / rows);
+  const lanes = Math.min(DECAY_DOT_LANES, rows);
+  // red, red8, bw (and the delta rules' solve base), the suffix block, the rows' partial sums
+  const floats = CHUNK_WG + 8 + (delta ? 2 : 1) * C + rows * stride + CHUNK_WG;
+  return { stride, rows, parts, lanes, floats };
+}
+
 /**
  * WGSL of the per-chunk log-decay gradient (`decay_grads` additive, `delta_decay_grads` delta): one workgroup per
- * `(b, h, chunk)`, one invocation per step `r`. `d log gamma_r` sums, over every decay factor whose
+ * `(b, h, chunk)`. `d log gamma_r` sums, over every decay factor whose
  * chain of steps holds `r`, the factor's share of the loss (its value times its gradient):
  * readout `Gam[t,s]` for `s < r <= t` (weights `decayWeightsReadout`: `(q_t.x_j)(v_j.dO_t)`, times `g_s` summed over
  * the window of `s`), the exit factors `Gam[e,s]` (weights `decayWeightsExit`: `x_j^T G v_j`), the bases
  * `exp(P_t)` (`q_t . dqBase_t`) and `exp(P_e)` (`<G, base_e>`) for `r <= t`, and for the delta rules the
- * solve's factors `Gp[t,s]` (`decayWeightsSolve`) and `exp(Pp_t)` (`decayWeightsSolveBase`) for `r <= t - 1`. Every term carries
- * `gamma_r`, so a small `gamma_r` gives a small, accurate sum (no cancellation).
+ * solve's factors `Gp[t,s]` (`decayWeightsSolve`) and `exp(Pp_t)` (`decayWeightsSolveBase`) for `r <= t - 1`.
+ *
+ * Parallel form: with `F[t,s]` the readout (and, at `t = e`, exit) term and `Gs[t,s]` the solve term of the pair
+ * `(t, s)` in one segment, `d log gamma_r = sum_{s<r} Q[r,s] + base_r + [r in e's segment] exp(P_e) <G, base_e>`,
+ * `Q[r,s] = sum_{t>=r} F[t,s] + sum_{t>r} Gs[t,s]`, `base_r = sum_{t>=r} q_t . dqBase_t + sum_{t>r} exp(Pp_t)`
+ * (over `r`'s segment). The steps go in blocks of `DECAY_ROWS` from the chunk's end: one invocation per column `s`
+ * walks the block's rows down, adding to its running suffix sum and storing `Q[t,s]` in workgroup memory (the
+ * invocations of a warp read one row `t` of the weights: consecutive floats), column `len - 1` (which has no
+ * `s < t` pairs) holds `base_t`; then `DECAY_PARTS` invocations per row sum it. Each weight is read once, no
+ * loop is serial over more than `C` steps, and every barrier sits in uniform control flow. Only sums, no
+ * differences: every term of `d log gamma_r` carries `gamma_r`, so a small `gamma_r` gives a small, accurate sum.
  * Additive rules also gather `d g_t` from `dWriteGainTerms` into `dWriteGain`. Writes `d log gamma` into `dLogDecay`.
  */
 export function decayGradKernel(delta: boolean): string {
-  const xw = delta
-    ? "cw[u.decayWeightsReadout + (cb * C + t) * CP + s]"
-    : "cg[s] * win_sum(u.decayWeightsReadout + (cb * C + t) * CP, s, a)";
-  const xe = delta
-    ? "cw[u.decayWeightsExit + cb * CP + s]"
-    : "cg[s] * win_sum(u.decayWeightsExit + cb * CP, s, a)";
+  const readoutWeight = delta
+    ? "cw[u.decayWeightsReadout + (cb * C + tt) * CP + s] + select(0.0, exit, tt == last)"
+    : "cg[s] * (win_sum(u.decayWeightsReadout + (cb * C + tt) * CP, s, np) + select(0.0, exit, tt == last))";
   return `
-var<workgroup> red: array<f32, WG>;
-var<workgroup> bw: array<f32, C>;
-// sum over the window pairs j = s, s-1, .., lo_s of row[j] (pair j at column j - a + PAD)
-fn win_sum(row: u32, s: u32, a: u32) -> f32 {
-  let np = u32(max(i32(a + s) - clo[s] + 1, 0));
+// the suffix block's odd row stride, rows, invocations per row; q . dqBase lanes; columns per invocation
+const DECAY_STRIDE = C + 1u - C % 2u;
+const DECAY_ROWS = max(1u, min(min(C, WG / 2u), ${DECAY_SUFFIX_FLOATS}u / DECAY_STRIDE));
+const DECAY_PARTS = WG / DECAY_ROWS;
+const DECAY_LANES = min(${DECAY_DOT_LANES}u, DECAY_ROWS);
+const DECAY_COLUMNS = (C + WG - 1u) / WG;
+var<workgroup> red: array<f32, WG>;   // <G, base_e> partial sums, one per invocation
+var<workgroup> red8: array<f32, 8>;   // and their 8 sums of 8
+var<workgroup> bw: array<f32, C>;     // q_t . dqBase_t
+${
+    delta
+      ? "var<workgroup> solve_base: array<f32, C>; // decayWeightsSolveBase_t\n"
+      : ""
+  }// Q[t, s] of the block's rows (column len - 1: base_t); before the blocks, the q . dqBase lane sums
+var<workgroup> suffix: array<f32, DECAY_ROWS * DECAY_STRIDE>;
+var<workgroup> row_part: array<f32, WG>; // the block rows' partial sums, DECAY_PARTS per row
+${
+    delta
+      ? ""
+      : `// sum over the window pairs j = s, s-1, .., lo_s of row[j] (pair j at column j - a + PAD; np pairs)
+fn win_sum(row: u32, s: u32, np: u32) -> f32 {
   var v = 0.0;
   for (var o = 0u; o < NW; o++) { if (o < np) { v += cw[row + s - o + PAD]; } }
   return v;
 }
+`
+  }// d log gamma of the rows [t0, t1) of a finished block: the exit base term and the rows' partial sums
+fn finish_rows(lid: u32, t0: u32, t1: u32, last: u32, out0: u32) {
+  let r = t0 + lid;
+  if (lid < DECAY_ROWS && r < t1) {
+    var exit_base = 0.0;
+    for (var k = 0u; k < 8u; k++) { exit_base += red8[k]; }
+    var acc = select(0.0, exp(cp[last]) * exit_base, cseg[r] == cseg[last]);
+    for (var p = 0u; p < DECAY_PARTS; p++) { acc += row_part[p * DECAY_ROWS + lid]; }
+    cw[u.dLogDecay + out0 + r] = acc;
+  }
+}
 ${chunkEntry("1u")}
   let cb = bh * nck() + n;
-  // exit base weight exp(P_e) <G_n, base_e>
-  let bk = base_kind(len - 1u);
+  let out0 = bh * u.T + a;
+  let last = len - 1u;
+  // exit base weight <G_n, base_e> (times exp(P_e) in finish_rows): coalesced partial sums
+  let bk = base_kind(last);
   let z = bk == 1u;
   let gb = u.dExitState + cb * DK * DV;
   let sb = select(u.entryState + cb * DK * DV, bh * DK * DV, z);
@@ -855,50 +915,87 @@ ${chunkEntry("1u")}
     for (var k = lid; k < DK * DV; k += WG) { part += cw[gb + k] * select(cw[sb + k], s0[sb + k], z); }
   }
   red[lid] = part;
-  workgroupBarrier();
-  for (var w = WG / 2u; w > 0u; w >>= 1u) {
-    if (lid < w) { red[lid] += red[lid + w]; }
-    workgroupBarrier();
+  // q_t . dqBase_t: DECAY_LANES invocations per step, each a strided share (neighbours read neighbouring floats)
+  let lane = lid % DECAY_LANES;
+  let lane_step = lid / DECAY_LANES;
+  if (lane_step < WG / DECAY_LANES) {
+    for (var t = lane_step; t < len; t += WG / DECAY_LANES) {
+      var v = 0.0;
+      for (var i = lane; i < DK; i += DECAY_LANES) { v += qn(bh, a + t, i) * cw[u.dqBase + (out0 + t) * DK + i]; }
+      suffix[lane * DECAY_STRIDE + t] = v;
+    }
   }
-  let ebase = exp(cp[len - 1u]) * red[0];
-  for (var tt = lid; tt < len; tt += WG) {
-    var v = 0.0;
-    for (var i = 0u; i < DK; i++) { v += qn(bh, a + tt, i) * cw[u.dqBase + (bh * u.T + a + tt) * DK + i]; }
-    bw[tt] = v;
-  }
-  workgroupBarrier();
   for (var r = lid; r < len; r += WG) {
-    var sg0 = r;
-    for (; sg0 > 0u; sg0--) { if (cseg[sg0 - 1u] != cseg[r]) { break; } }
-    var acc = 0.0;
-    for (var t = r; t < len; t++) {
-      if (cseg[t] != cseg[r]) { break; }
-      acc += bw[t];
-      for (var s = sg0; s < r; s++) { acc += exp(cp[t] - cp[s]) * ${xw}; }
-      ${
-    delta
-      ? `if (t > r) {
-        acc += cw[u.decayWeightsSolveBase + bh * u.T + a + t];
-        for (var s = sg0; s < r; s++) { acc += cw[u.decayWeightsSolve + (cb * C + t) * C + s]; }
-      }`
-      : ""
-  }
-    }
-    if (cseg[len - 1u] == cseg[r]) {
-      acc += ebase;
-      for (var s = sg0; s < r; s++) { acc += exp(cp[len - 1u] - cp[s]) * ${xe}; }
-    }
-    let idx = bh * u.T + a + r;
-    cw[u.dLogDecay + idx] = acc;
     ${
-    delta ? "" : `var dg = 0.0;
+    delta ? "solve_base[r] = cw[u.decayWeightsSolveBase + out0 + r];" : `var dg = 0.0;
     let np = u32(max(i32(a + r) - clo[r] + 1, 0));
     for (var o = 0u; o < NW; o++) {
       if (o < np) { dg += cw[u.dWriteGainTerms + (cb * CP + (r - o + PAD)) * NW + o]; }
     }
-    cw[u.dWriteGain + idx] = dg;`
+    cw[u.dWriteGain + out0 + r] = dg;`
   }
   }
+  workgroupBarrier();
+  if (lid < 8u) {
+    var v = 0.0;
+    for (var k = 0u; k < WG / 8u; k++) { v += red[lid * (WG / 8u) + k]; }
+    red8[lid] = v;
+  }
+  for (var t = lid; t < len; t += WG) {
+    var v = 0.0;
+    for (var l = 0u; l < DECAY_LANES; l++) { v += suffix[l * DECAY_STRIDE + t]; }
+    bw[t] = v;
+  }
+  workgroupBarrier();
+  // the running suffix sums of this invocation's columns s = lid + c WG
+  var run: array<f32, DECAY_COLUMNS>;
+  let blocks = (len + DECAY_ROWS - 1u) / DECAY_ROWS;
+  for (var blk = blocks; blk > 0u; blk--) {
+    let t0 = (blk - 1u) * DECAY_ROWS;
+    let t1 = min(t0 + DECAY_ROWS, len);
+    if (blk < blocks) { finish_rows(lid, t1, min(t1 + DECAY_ROWS, len), last, out0); }
+    for (var c = 0u; c < DECAY_COLUMNS; c++) {
+      let s = lid + c * WG;
+      if (s < len) {
+        let base = s == last;
+        let lo = select(max(t0, s + 1u), t0, base);
+        ${
+    delta
+      ? "let exit = cw[u.decayWeightsExit + cb * CP + s];"
+      : `let np = u32(max(i32(a + s) - clo[s] + 1, 0));
+        let exit = win_sum(u.decayWeightsExit + cb * CP, s, np);`
+  }
+        var acc = run[c];
+        for (var t = t1; t > lo; t--) {
+          let tt = t - 1u;
+          // a column's sum ends with its segment; the base column's restarts at every segment's last step
+          let cut = select(cseg[tt] != cseg[s], tt == last || cseg[min(tt + 1u, last)] != cseg[tt], base);
+          if (cut) { acc = 0.0; }
+          let e = exp(select(cp[tt] - cp[s], 0.0, cut || base));
+          acc += select(select(e * (${readoutWeight}), 0.0, cut), bw[tt], base);
+          suffix[(tt - t0) * DECAY_STRIDE + s] = acc;${
+    delta
+      ? `
+          acc += select(select(cw[u.decayWeightsSolve + (cb * C + tt) * C + s], 0.0, cut), solve_base[tt], base);`
+      : ""
+  }
+        }
+        run[c] = acc;
+      }
+    }
+    workgroupBarrier();
+    // row r's sum over s < r of Q[r, s], plus base_r: DECAY_PARTS invocations per row, each a stride of s
+    let p = lid / DECAY_ROWS;
+    let r = t0 + lid % DECAY_ROWS;
+    if (p < DECAY_PARTS && r < t1) {
+      let row = (r - t0) * DECAY_STRIDE;
+      var acc = select(0.0, suffix[row + last], p == 0u);
+      for (var s = p; s < r; s += DECAY_PARTS) { acc += suffix[row + s]; }
+      row_part[lid] = acc;
+    }
+    workgroupBarrier();
+  }
+  finish_rows(lid, 0u, min(DECAY_ROWS, len), last, out0);
 }`;
 }
 

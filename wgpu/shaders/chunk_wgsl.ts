@@ -729,10 +729,13 @@ fn m_of(tt: u32, j: i32, a: u32) -> f32 {
 
 /**
  * Entry point header of a per-chunk pass: `bh, b, n, a, len, tile` from the flat workgroup id; with
- * `load` (passes that declare `chunkSteps`) also the chunk's step arrays.
+ * `load` (passes that declare `chunkSteps`) also the chunk's step arrays. `invocations` above
+ * {@linkcode CHUNK_WG}: `load_chunk` strides by `WG`, so the invocations past the first `WG` pass it a step
+ * index past the chunk (they still reach its barriers).
  */
-export function chunkEntry(tiles: string, load = true): string {
-  return `@compute @workgroup_size(${CHUNK_WG})
+export function chunkEntry(tiles: string, load = true, invocations = CHUNK_WG): string {
+  const first = invocations > CHUNK_WG ? "select(C, lid, lid < WG)" : "lid";
+  return `@compute @workgroup_size(${invocations})
 fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
   let wgid = gid.y * nwg.x + gid.x;
@@ -744,7 +747,7 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let bh = bn / nck();
   let b = bh / H;
   let a = n * C;
-  let len = min(C, u.T - a);${load ? "\n  load_chunk(lid, bh, b, a, len);" : ""}`;
+  let len = min(C, u.T - a);${load ? `\n  load_chunk(${first}, bh, b, a, len);` : ""}`;
 }
 
 export function flatEntry(count: string): string {

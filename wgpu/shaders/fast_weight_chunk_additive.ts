@@ -462,21 +462,7 @@ ${
 var<workgroup> exitProduct: array<f32, RC>; // x_j^T G y_j`
       : ""
   }
-@compute @workgroup_size(${STAGED_WG})
-fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-  let wgid = gid.y * nwg.x + gid.x;
-  let tiles = ${tiles}u;
-  if (wgid >= u.B * H * nck() * tiles) { return; }
-  let tile = wgid % tiles;
-  let bn = wgid / tiles;
-  let n = bn % nck();
-  let bh = bn / nck();
-  let b = bh / H;
-  let a = n * C;
-  let len = min(C, u.T - a);
-  // load_chunk strides by WG: the invocations past the first WG pass a step index past the chunk
-  load_chunk(select(C, lid, lid < WG), bh, b, a, len);
+${chunkEntry(`${tiles}u`, true, STAGED_WG)}
   let h = bh % H;
   let c0 = tile * RC;
   let j0 = i32(a) - i32(PAD);

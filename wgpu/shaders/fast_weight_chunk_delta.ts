@@ -711,21 +711,7 @@ fn base_entry(bh: u32, bin: u32, q: u32, k: u32) -> f32 {
   if (k < DV) { return cw[bin + q * DV + k]; }
   return s0[(bh * DK + q) * DV + k - DV];
 }
-@compute @workgroup_size(${STAGED_WG})
-fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-  let wgid = gid.y * nwg.x + gid.x;
-  let tiles = ${tiles}u;
-  if (wgid >= u.B * H * nck() * tiles) { return; }
-  let tile = wgid % tiles;
-  let bn = wgid / tiles;
-  let n = bn % nck();
-  let bh = bn / nck();
-  let b = bh / H;
-  let a = n * C;
-  let len = min(C, u.T - a);
-  // load_chunk strides by WG: the invocations past the first WG pass a step index past the chunk
-  load_chunk(select(C, lid, lid < WG), bh, b, a, len);
+${chunkEntry(`${tiles}u`, true, STAGED_WG)}
   let r0 = tile * RP;
   let chunkId = bh * nck() + n;
   let bin = u.entryState + chunkId * DK * DV;

@@ -10,9 +10,8 @@
  * Work is spread over `B*H*ceil(T/C)*tiles` workgroups in the per-chunk passes; only the scans
  * over chunks are sequential, over `T/C` steps (additive: one invocation per state element;
  * delta: one workgroup per 4 value columns, a `Dk x Dk` transition per step), and the delta rules'
- * triangular solves run over the `C` steps of a chunk (the forward one in blocks of 16 steps, one invocation
- * per column inside a block; the backward's one invocation per column; falcon3: its `C W` instance rows, a
- * step's `W` rows at once). The per-column rules walk the chunks in order once
+ * triangular solves run one invocation per column over the `C` steps of a chunk (falcon3: its
+ * `C W` instance rows, a step's `W` rows at once). The per-column rules walk the chunks in order once
  * per `(b, h, value column)` workgroup (their solves carry the state from chunk to chunk), the rows of
  * each chunk spread over its invocations.
  *

@@ -356,8 +356,7 @@ export function chunkSharedFloats(
     };
   }
   return {
-    // the delta rules' blocked solve holds the most of the per-chunk passes without tiles
-    local: steps + Math.max(s.C + pad, decay, isDeltaChunkRule(config) ? SOLVE_SHARED_FLOATS : 0),
+    local: steps + Math.max(s.C + pad, decay),
     rows: steps + s.R * (s.C + pad),
     // pair_column_grads (readout_dw, the delta rules' other variant, needs less)
     cols: steps + pairColumnLayout(s, pad, isSolveChunkRule(config) ? "delta" : "additive").floats,
@@ -483,19 +482,6 @@ export const SCAN_COLUMNS = 4;
  */
 export const STAGED_BLOCK = 32;
 
-/** Rows of `U0 | V` the delta rules' blocked `solve` advances by at a time (one diagonal block of `I + A`). */
-export const SOLVE_ROWS = 16;
-
-/** Columns of `U0 | V` per workgroup of the delta rules' blocked `solve` (one per invocation in its diagonal steps). */
-export const SOLVE_COLUMNS = 64;
-
-/**
- * Workgroup floats of the blocked `solve` besides the step arrays: the staged slices (16 deep) of the
- * left and right factors, the row block's right-hand sides and its diagonal block of `A`.
- */
-export const SOLVE_SHARED_FLOATS = 16 * (SOLVE_ROWS + SOLVE_COLUMNS) + SOLVE_ROWS * SOLVE_COLUMNS +
-  SOLVE_ROWS * SOLVE_ROWS;
-
 /** Workgroups per chunk of a staged product with a `rows x cols` output: its {@linkcode STAGED_BLOCK} blocks. */
 export function stagedBlocks(rows: number, cols: number): number {
   return Math.ceil(rows / STAGED_BLOCK) * Math.ceil(cols / STAGED_BLOCK);
@@ -539,10 +525,9 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "decay_grads":
     case "delta_decay_grads":
     case "column_coefs":
+    case "solve":
     case "solve_transposed":
       return BH * nck;
-    case "solve":
-      return BH * nck * Math.ceil((s.dk + s.dv) / SOLVE_COLUMNS);
     case "window_solve_transposed":
       return BH * nck * Math.ceil(s.dv / SOLVE_TRANSPOSED_COLUMNS);
     case "window_solve":

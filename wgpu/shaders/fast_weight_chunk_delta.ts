@@ -15,7 +15,7 @@
  *   `Bv = [start] exp(P_e) S0 + X^T diag(Gam[e,:]) U0`.
  *
  * Kernels (`fastweight_chunk_<pass>_f32`): `solve_matrix` (per `(b, h, chunk)` and 32 x 32 block: `A`), `solve`
- * (per `(b, h, chunk)` and 64 columns of `U0 | V`: blocked forward substitution, {@linkcode solveKernel}), `transition` (per
+ * (per `(b, h, chunk)`, one invocation per column of `U0 | V`: forward substitution), `transition` (per
  * `(b, h, chunk)` and 32 x 32 block: `K`, `Bv`), `delta_state_scan` (per `(b, h)` and 4 value columns, sequential over
  * chunks: `S_in` of every chunk), `pseudo_values` (per `(b, h, chunk)` and 32 x 32 block: `W`). The readout runs the
  * shared `readout` kernel with values `w`. `solve_matrix`, `transition` and `pseudo_values` are staged products
@@ -51,8 +51,6 @@ import {
   flatEntry,
   prelude,
   SCAN_COLUMNS,
-  SOLVE_COLUMNS,
-  SOLVE_ROWS,
   solveInputGradsLayout,
   STAGED_BLOCK,
   stagedBlocks,
@@ -145,7 +143,30 @@ ${chunkEntry(`${stagedBlocks(s.C, s.C)}u`)}
       }
 }`;
     case "solve":
-      return head + chunkSteps(true) + solveKernel();
+      return head + chunkSteps(true) + `
+${chunkEntry("1u")}
+  for (var col = lid; col < DV + DK; col += WG) {
+    for (var t = 0u; t < len; t++) {
+      let ex = exp(cpp[t]);
+      var r = 0.0;
+      if (col < DV) {
+        r = cg[t] * yp(bh, i32(a + t), col);
+        if (base_kind(t) == 1u && u.hasS0 != 0u) {
+          var sx = 0.0;
+          for (var i = 0u; i < DK; i++) { sx += s0[(bh * DK + i) * DV + col] * xp(bh, i32(a + t), i); }
+          r -= cga[t] * ex * sx;
+        }
+        for (var q = 0u; q < t; q++) { r -= cw[solve_matrix_at(bh, n, t, q)] * cw[pseudo_values_constant_at(bh, n, q, col)]; }
+        cw[pseudo_values_constant_at(bh, n, t, col)] = r;
+      } else {
+        let i = col - DV;
+        if (base_kind(t) == 0u) { r = cga[t] * ex * xp(bh, i32(a + t), i); }
+        for (var q = 0u; q < t; q++) { r -= cw[solve_matrix_at(bh, n, t, q)] * cw[pseudo_values_state_factor_at(bh, n, q, i)]; }
+        cw[pseudo_values_state_factor_at(bh, n, t, i)] = r;
+      }
+    }
+  }
+}`;
     case "transition":
       return head + chunkSteps(true) + `
 var<workgroup> ge: array<f32, C>;
@@ -291,26 +312,13 @@ ${flatEntry("u.B * H * DK * DV")}
 /** Depth of the operand slices a staged product holds in workgroup memory at a time. */
 const STAGED_SLICE = 16;
 
-/** Output block of a staged product: rows x columns, multiples of 4 with `(rows / 4) (cols / 4) = WG`. */
-interface ProductBlock {
-  rows: number;
-  cols: number;
-}
+/** Invocations along each side of a staged product's workgroup (each holds a 4 x 4 register tile). */
+const STAGED_SIDE = STAGED_BLOCK / 4;
 
-/** The square block of `solve_matrix`, `transition` and `pseudo_values` (8 x 8 invocations). */
-const SQUARE_BLOCK: ProductBlock = { rows: STAGED_BLOCK, cols: STAGED_BLOCK };
-
-/** The block of one step of the blocked `solve`: {@linkcode SOLVE_ROWS} rows of {@linkcode SOLVE_COLUMNS} columns (4 x 16 invocations). */
-const SOLVE_BLOCK: ProductBlock = { rows: SOLVE_ROWS, cols: SOLVE_COLUMNS };
-
-/** One staged product `P[i, j] (+)= sum_{k < depth} A[i, k] B[k, j]` over a workgroup's output block. */
+/** One staged product `P[i, j] = sum_{k < depth} A[i, k] B[k, j]` over a workgroup's output block. */
 interface StagedProduct {
   /** Prefix of its workgroup arrays (declared by {@linkcode stagedProductArrays}) and registers. */
   name: string;
-  /** The block's shape (default {@linkcode SQUARE_BLOCK}). */
-  block?: ProductBlock;
-  /** Declare (zero) the accumulators; false adds to those of an earlier product of the same name. */
-  declare?: boolean;
   /** WGSL: the block's first row and first column (uniform across the workgroup). */
   row0: string;
   col0: string;
@@ -324,30 +332,31 @@ interface StagedProduct {
   /** WGSL of `B[k, j]`, and which of its indices is contiguous in memory. */
   b: string;
   bAlong: "col" | "depth";
-  /** WGSL statement storing `v = P[i, j]` (every `i`, `j` of the block: it checks its own bounds); none: no epilogue. */
-  store?: string;
+  /** WGSL statement storing `v = P[i, j]` (every `i`, `j` of the block: it checks its own bounds). */
+  store: string;
 }
 
 /** The workgroup arrays of a staged product: `STAGED_SLICE`-deep slices of `A` as `[k][i / 4]` and `B` as `[k][j / 4]` vec4. */
-function stagedProductArrays(name: string, block: ProductBlock = SQUARE_BLOCK): string {
+function stagedProductArrays(name: string): string {
+  const n = STAGED_SLICE * STAGED_SIDE;
   return `
-var<workgroup> ${name}A: array<vec4<f32>, ${(STAGED_SLICE * block.rows) / 4}>;
-var<workgroup> ${name}B: array<vec4<f32>, ${(STAGED_SLICE * block.cols) / 4}>;
+var<workgroup> ${name}A: array<vec4<f32>, ${n}>;
+var<workgroup> ${name}B: array<vec4<f32>, ${n}>;
 `;
 }
 
 /**
- * WGSL of a staged product over one output block per workgroup (the GEMM of `matmul.ts` over a chunk's
- * operands): every `STAGED_SLICE`-deep slice of `A` and `B` is loaded once, consecutive invocations
- * reading consecutive floats, into workgroup memory; each invocation then accumulates a 4 x 4 register
- * tile from two vec4 reads per `k` (16 products). Must run in uniform control flow (barriers). Declares
- * `<name>0..3` (the tile's rows), `<name>Row`, `<name>Col` (the invocation's row and column groups) in the
- * enclosing scope when `declare`.
+ * WGSL of a staged product over one {@linkcode STAGED_BLOCK}-square output block per workgroup (the GEMM of
+ * `matmul.ts` over a chunk's operands): every `STAGED_SLICE`-deep slice of `A` and `B` is loaded once,
+ * consecutive invocations reading consecutive floats, into workgroup memory; each invocation then
+ * accumulates a 4 x 4 register tile from two vec4 reads per `k` (16 products). Must run in uniform
+ * control flow (barriers).
  */
 function stagedProduct(p: StagedProduct): string {
   const { name } = p;
-  const block = p.block ?? SQUARE_BLOCK;
+  const B = STAGED_BLOCK;
   const S = STAGED_SLICE;
+  const side = STAGED_SIDE;
   const R = [0, 1, 2, 3];
   const stage = (
     op: "A" | "B",
@@ -357,142 +366,47 @@ function stagedProduct(p: StagedProduct): string {
     first: string,
     bound: string,
   ) => {
-    const width = op === "A" ? block.rows : block.cols;
     const contiguous = along !== "depth";
-    return `for (var e = lid; e < ${width * S}u; e += WG) {
-        let si = ${contiguous ? `e % ${width}u` : `e / ${S}u`};
-        let sk = ${contiguous ? `e / ${width}u` : `e % ${S}u`};
-        let ${index} = ${first} + si;
-        let k = k0 + sk;
-        var v = 0.0;
-        if (${index} < ${bound} && k < ${p.depth}) { v = ${expr}; }
-        ${name}${op}[sk * ${width / 4}u + si / 4u][si % 4u] = v;
-      }`;
+    return `{
+          let si = ${contiguous ? `e % ${B}u` : `e / ${S}u`};
+          let sk = ${contiguous ? `e / ${B}u` : `e % ${S}u`};
+          let ${index} = ${first} + si;
+          let k = k0 + sk;
+          var v = 0.0;
+          if (${index} < ${bound} && k < ${p.depth}) { v = ${expr}; }
+          ${name}${op}[sk * ${side}u + si / 4u][si % 4u] = v;
+        }`;
   };
-  const declare = p.declare ?? true
-    ? `let ${name}Row = lid / ${block.cols / 4}u;
-  let ${name}Col = lid % ${block.cols / 4}u;
-  ${R.map((r) => `var ${name}${r} = vec4<f32>(0.0);`).join("\n  ")}
-  `
-    : "";
-  const epilogue = p.store === undefined ? "" : `
-  let ${name}I0 = ${p.row0} + ${name}Row * 4u;
-  let ${name}J0 = ${p.col0} + ${name}Col * 4u;
-  ${
-    R.map((r) =>
-      `for (var c = 0u; c < 4u; c++) {
-    let i = ${name}I0 + ${r}u;
-    let j = ${name}J0 + c;
-    let v = ${name}${r}[c];
-    ${p.store}
-  }`
-    ).join("\n  ")
-  }`;
-  return `${declare}for (var k0 = 0u; k0 < ${p.depth}; k0 += ${S}u) {
-      ${stage("A", p.aAlong, p.a, "i", p.row0, p.rows)}
-      ${stage("B", p.bAlong, p.b, "j", p.col0, p.cols)}
+  return `{
+    let ${name}Row = lid / ${side}u;
+    let ${name}Col = lid % ${side}u;
+    ${R.map((r) => `var ${name}${r} = vec4<f32>(0.0);`).join("\n    ")}
+    for (var k0 = 0u; k0 < ${p.depth}; k0 += ${S}u) {
+      for (var e = lid; e < ${B * S}u; e += WG) {
+        ${stage("A", p.aAlong, p.a, "i", p.row0, p.rows)}
+        ${stage("B", p.bAlong, p.b, "j", p.col0, p.cols)}
+      }
       workgroupBarrier();
       for (var kk = 0u; kk < ${S}u; kk++) {
-        let av = ${name}A[kk * ${block.rows / 4}u + ${name}Row];
-        let bv = ${name}B[kk * ${block.cols / 4}u + ${name}Col];
+        let av = ${name}A[kk * ${side}u + ${name}Row];
+        let bv = ${name}B[kk * ${side}u + ${name}Col];
         ${R.map((r) => `${name}${r} += av[${r}] * bv;`).join("\n        ")}
       }
       workgroupBarrier();
-    }${epilogue}`;
-}
-
-/**
- * `solve`, blocked: `(I + A) [U0 | V] = [R0 | RV]` per `(b, h, chunk)` and {@linkcode SOLVE_COLUMNS} columns of
- * `U0 | V`, in row blocks of {@linkcode SOLVE_ROWS}. For the block at `r0`: its right-hand sides less the solved
- * rows' share, `R[r0.., :] - A[r0.., :r0] W[:r0, :]` (and, for `U0` columns after a start, less
- * `a_t exp(Pp_t) S0^T x_t`), as staged products into workgroup memory; then forward substitution inside the
- * block's diagonal block of `A` (staged too), one invocation per column; the solved rows go to the workspace,
- * where the next blocks' products read them (`storageBarrier`). Right-hand sides: `R0_t = b_t y_t` and
- * `RV_t = [base_t = S_in] a_t exp(Pp_t) x_t`.
- */
-function solveKernel(): string {
-  const blocks = `${SOLVE_ROWS}u`;
-  const width = `${SOLVE_COLUMNS}u`;
-  return `
-${stagedProductArrays("sv", SOLVE_BLOCK)}
-var<workgroup> rhs: array<f32, ${
-    SOLVE_ROWS * SOLVE_COLUMNS
-  }>;  // the row block's right-hand sides, then its rows of U0 | V
-var<workgroup> diag: array<f32, ${SOLVE_ROWS * SOLVE_ROWS}>;   // the row block's diagonal block of A
-// entry (t, j) of U0 | V (j < DV: U0, else V)
-fn solved_at(bh: u32, n: u32, t: u32, j: u32) -> u32 {
-  if (j < DV) { return pseudo_values_constant_at(bh, n, t, j); }
-  return pseudo_values_state_factor_at(bh, n, t, j - DV);
-}
-// S0[i, j] for the U0 columns, 0 for the V ones
-fn s0_right(bh: u32, i: u32, j: u32) -> f32 {
-  if (j >= DV) { return 0.0; }
-  return s0[(bh * DK + i) * DV + j];
-}
-// the right-hand side's terms other than S0's: b_t y_t (U0), [base_t = S_in] a_t exp(Pp_t) x_t (V)
-fn right_side(bh: u32, a: u32, t: u32, j: u32) -> f32 {
-  if (j < DV) { return cg[t] * yp(bh, i32(a + t), j); }
-  if (base_kind(t) != 0u) { return 0.0; }
-  return cga[t] * exp(cpp[t]) * xp(bh, i32(a + t), j - DV);
-}
-${chunkEntry(`((DV + DK + ${width} - 1u) / ${width})`)}
-  let j0 = tile * ${width};
-  // the S0 term: only where the block has U0 columns and there is an S0
-  let s0Depth = select(0u, DK, u.hasS0 != 0u && j0 < DV);
-  let col = j0 + lid;
-  for (var r0 = 0u; r0 < len; r0 += ${blocks}) {
-    ${
-    stagedProduct({
-      name: "sv",
-      block: SOLVE_BLOCK,
-      row0: "r0",
-      col0: "j0",
-      rows: "len",
-      cols: "DV + DK",
-      depth: "r0",
-      a: "cw[solve_matrix_at(bh, n, i, k)]",
-      aAlong: "depth",
-      b: "cw[solved_at(bh, n, k, j)]",
-      bAlong: "col",
-    })
-  }
-    ${
-    stagedProduct({
-      name: "sv",
-      block: SOLVE_BLOCK,
-      declare: false,
-      row0: "r0",
-      col0: "j0",
-      rows: "len",
-      cols: "DV + DK",
-      depth: "s0Depth",
-      a: "select(0.0, cga[i] * exp(cpp[i]) * xp(bh, i32(a + i), k), base_kind(i) == 1u)",
-      aAlong: "depth",
-      b: "s0_right(bh, k, j)",
-      bAlong: "col",
-      store:
-        `if (i < len && j < DV + DK) { rhs[(i - r0) * ${width} + j - j0] = right_side(bh, a, i, j) - v; }`,
-    })
-  }
-    for (var e = lid; e < ${SOLVE_ROWS * SOLVE_ROWS}u; e += WG) {
-      let t = e / ${blocks};
-      let q = e % ${blocks};
-      var v = 0.0;
-      if (q < t && r0 + t < len) { v = cw[solve_matrix_at(bh, n, r0 + t, r0 + q)]; }
-      diag[e] = v;
     }
-    workgroupBarrier();
-    if (col < DV + DK) {
-      for (var t = 0u; t < min(${blocks}, len - r0); t++) {
-        var w = rhs[t * ${width} + lid];
-        for (var q = 0u; q < t; q++) { w -= diag[t * ${blocks} + q] * rhs[q * ${width} + lid]; }
-        rhs[t * ${width} + lid] = w;
-        cw[solved_at(bh, n, r0 + t, col)] = w;
-      }
-    }
-    storageBarrier();
+    let ${name}I0 = ${p.row0} + ${name}Row * 4u;
+    let ${name}J0 = ${p.col0} + ${name}Col * 4u;
+    ${
+    R.map((r) =>
+      `for (var c = 0u; c < 4u; c++) {
+      let i = ${name}I0 + ${r}u;
+      let j = ${name}J0 + c;
+      let v = ${name}${r}[c];
+      ${p.store}
+    }`
+    ).join("\n    ")
   }
-}`;
+  }`;
 }
 
 /**

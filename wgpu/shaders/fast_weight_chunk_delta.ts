@@ -699,6 +699,24 @@ function scanPanelColumns(dk: number): number {
 }
 
 /**
+ * Entry point header of the delta rules' sequential scans over the chunks (`delta_state_scan`,
+ * `delta_reverse_scan`): one workgroup per `(b, h)` and {@linkcode SCAN_COLUMNS} value columns `c0..`
+ * (`cc0..` clamped at DV; only real ones are stored), each transition entry read serving all of them.
+ */
+function scanEntry(): string {
+  const SC = SCAN_COLUMNS;
+  return `@compute @workgroup_size(${CHUNK_WG})
+fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  let wgid = gid.y * nwg.x + gid.x;
+  let ncg = (DV + ${SC - 1}u) / ${SC}u;
+  if (wgid >= u.B * H * ncg) { return; }
+  let c0 = (wgid % ncg) * ${SC}u;
+  let bh = wgid / ncg;
+  ${[...Array(SC).keys()].map((q) => `let cc${q} = min(c0 + ${q}u, DV - 1u);`).join("\n  ")}`;
+}
+
+/**
  * `delta_state_scan` (`S_{n+1} = K_n S_n + Bv_n`, storing every `S_in` and the final state): one workgroup per
  * `(b, h)` and {@linkcode SCAN_COLUMNS} value columns, the columns in workgroup memory, one invocation per key
  * row `i` (rows `lid + m WG`). Each chunk's `K_n` goes through workgroup memory in panels of `KP` columns,
@@ -728,16 +746,7 @@ fn panel_entry(base: u32, p0: u32, e: u32) -> f32 {
   if (i >= DK || p0 + j >= DK) { return 0.0; }
   return cw[u.transitionMatrix + (base + i) * DK + p0 + j];
 }
-@compute @workgroup_size(${CHUNK_WG})
-fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-  let wgid = gid.y * nwg.x + gid.x;
-  let ncg = (DV + ${SC - 1}u) / ${SC}u;
-  if (wgid >= u.B * H * ncg) { return; }
-  // ${SC} value columns per workgroup (clamped at DV; only real ones are stored)
-  let c0 = (wgid % ncg) * ${SC}u;
-  let bh = wgid / ncg;
-  ${Q.map((q) => `let cc${q} = min(c0 + ${q}u, DV - 1u);`).join("\n  ")}
+${scanEntry()}
   ${M.map((m) => `let i${m} = lid + ${m * CHUNK_WG}u;`).join("\n  ")}
   ${
     M.map((m) =>
@@ -816,17 +825,7 @@ function reverseScanKernel(s: ChunkShape): string {
   const Q = [...Array(SC).keys()];
   return `
 var<workgroup> col: array<f32, ${SC * s.dk}>;
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-  let wgid = gid.y * nwg.x + gid.x;
-  let ncg = (DV + ${SC - 1}u) / ${SC}u;
-  if (wgid >= u.B * H * ncg) { return; }
-  // ${SC} value columns per workgroup (clamped at DV; only real ones are stored): each transition entry
-  // read serves ${SC} columns
-  let c0 = (wgid % ncg) * ${SC}u;
-  let bh = wgid / ncg;
-  ${Q.map((q) => `let cc${q} = min(c0 + ${q}u, DV - 1u);`).join("\n  ")}
+${scanEntry()}
   for (var i = lid; i < DK; i += WG) {
     ${Q.map((q) => `col[${q}u * DK + i] = 0.0;`).join("\n    ")}
   }

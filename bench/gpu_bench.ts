@@ -11,7 +11,8 @@
  * `--profile` (also time every kernel of one forward + backward per rule with GPU timestamps: `profile_ms`,
  * busiest first; `profile_kernel_ms` their sum; `profile_span_ms` from the first kernel's start to the last
  * one's end; needs `timestamp-query`; `forward_batch_*_ms`: per call of a batch of `--fw-inner` forwards,
- * the wall time, the device's span from the first kernel to the last and the kernels' sum), `--out FILE`. `*_host_seconds`: time per call spent recording and
+ * the wall time, the device's span from the first kernel to the last and the kernels' sum), `--flush-ms MS`
+ * (the runtime's `flushAfterMs`, default `FLUSH_AFTER_MS`; `inf`: submit by dispatch count only), `--out FILE`. `*_host_seconds`: time per call spent recording and
  * submitting on the host.
  * Each timed batch ends with one device sync; `sync_overhead_seconds` is that sync alone.
  * Small shapes (e.g. `--gemm 256 --T 64 --B 1 --H 2 --dk 16 --dv 16`) run on software adapters.
@@ -46,6 +47,7 @@ const { values } = parseArgs({
     profile: { type: "boolean", default: false },
     "gemm-inner": { type: "string", default: "10" },
     "fw-inner": { type: "string", default: "16" },
+    "flush-ms": { type: "string" },
     out: { type: "string" },
   },
 });
@@ -192,6 +194,13 @@ async function fastWeight(
 }
 
 const gpu = await createWebGpuBackend({ timestamps: values.profile });
+if (values["flush-ms"] !== undefined) {
+  const ms = values["flush-ms"] === "inf" ? Infinity : Number(values["flush-ms"]);
+  if (!(ms >= 0)) {
+    throw new RangeError(`--flush-ms must be a number of ms >= 0 or "inf", got "${values["flush-ms"]}"`);
+  }
+  gpu.runtime.flushAfterMs = ms;
+}
 const gemmInner = int("gemm-inner", values["gemm-inner"]);
 const reps = int("reps", values.reps);
 const dims = {
@@ -207,6 +216,7 @@ const report: Record<string, unknown> = {
   deno: Deno.version.deno,
   date: new Date().toISOString(),
   reps,
+  flush_after_ms: String(gpu.runtime.flushAfterMs),
 };
 if (!values["skip-gemm"]) {
   const sizes = values.gemm.split(",").map((s) => int("gemm", s.trim()));

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { gpuTest } from "./_test_util.ts";
 import {
   CONSTANT_CACHE_BYTES,
+  FLUSH_AFTER_MS,
   FLUSH_DISPATCHES,
   IDLE_FLUSH_DISPATCHES,
   PROMOTE_AFTER_FLUSHES,
@@ -203,6 +204,8 @@ gpuTest(
       at.push(dispatches);
       submit(buffers);
     };
+    // by count alone (this slow adapter's host may record for longer than FLUSH_AFTER_MS)
+    rt.flushAfterMs = Infinity;
     try {
       for (let i = 0; i < IDLE_FLUSH_DISPATCHES + FLUSH_DISPATCHES + 2; i++) {
         dispatches++;
@@ -214,6 +217,56 @@ gpuTest(
       assert.deepEqual(Array.from(sum), [1, 2, 3].map((v) => v * dispatches));
     } finally {
       queue.submit = submit;
+      rt.flushAfterMs = FLUSH_AFTER_MS;
+    }
+  },
+);
+
+gpuTest(
+  "a dispatch FLUSH_AFTER_MS of host time after the first one since a flush submits, short of the count",
+  async (gpu) => {
+    const rt = gpu.runtime;
+    const x = gpu.fromArray([1, 2, 3], [3]);
+    const y = gpu.zeros([3]);
+    await gpu.sync();
+    const queue = rt.device.queue;
+    const submit = queue.submit.bind(queue);
+    const at: number[] = [];
+    let dispatches = 0;
+    let now = 1000;
+    queue.submit = (buffers) => {
+      at.push(dispatches);
+      submit(buffers);
+    };
+    rt.clock = () => now;
+    try {
+      // the first IDLE_FLUSH_DISPATCHES go at once; then 3 dispatches inside the interval, and the 4th at its end
+      for (let i = 0; i < IDLE_FLUSH_DISPATCHES + 3; i++) {
+        dispatches++;
+        gpu.add(y, y, x);
+      }
+      now += FLUSH_AFTER_MS / 2;
+      dispatches++;
+      gpu.add(y, y, x);
+      assert.deepEqual(
+        at,
+        [IDLE_FLUSH_DISPATCHES],
+        "not yet: the interval runs from the first dispatch after a flush",
+      );
+      now += FLUSH_AFTER_MS / 2;
+      dispatches++;
+      gpu.add(y, y, x);
+      assert.deepEqual(at, [IDLE_FLUSH_DISPATCHES, dispatches]);
+      // a host pause before a dispatch starts no interval early: the clock starts at that dispatch
+      now += 50;
+      dispatches++;
+      gpu.add(y, y, x);
+      assert.deepEqual(at, [IDLE_FLUSH_DISPATCHES, dispatches - 1]);
+      const sum = await gpu.read(y);
+      assert.deepEqual(Array.from(sum), [1, 2, 3].map((v) => v * dispatches));
+    } finally {
+      queue.submit = submit;
+      rt.clock = () => performance.now();
     }
   },
 );

@@ -21,7 +21,7 @@ import { type CaseSpec, headOf, randomCase, uploadCase } from "./_fast_weight_ca
 import { chunkShape, chunkWorkspaceBytes } from "./fast_weight_chunk.ts";
 import { chunkForm, compareChunk, FULL_LEVEL } from "./_chunk_compare.ts";
 import { STAGED_WG } from "./shaders/chunk_staged_tiles.ts";
-import { decayGradLayout } from "./shaders/chunk_wgsl.ts";
+import { bindsVec4, decayGradLayout } from "./shaders/chunk_wgsl.ts";
 import { gpuTest } from "./_test_util.ts";
 
 const CHUNK_RULES: RuleName[] = [
@@ -60,16 +60,17 @@ function atLevel(small: Problem[], full: Problem[]): Problem[] {
 for (const rule of CHUNK_RULES) {
   // a window of 4 pairs reaches 3 chunks back at chunk size 1 (the pairs of the steps before a chunk
   // are then spread over several earlier chunks); without a window chunk size 1 is the same code as 3.
-  // Those new pipelines also take Dk = 8: whole 4 x 4 blocks only, no partial one
+  // Those new pipelines also take Dk = Dv = 8: whole 4 x 4 blocks only, no partial one, and the readout and
+  // dq kernels' 16-byte loads of the workspace rows and dO (`bindsVec4`; the other shapes assemble them)
   const windowed = isWindowRule(rule);
   const problems = atLevel(
     [
       { spec: { ...SHAPE, seed: 21 + C, packed: true, s0: true }, opts: chunkForm(C), label: `C=${C}` },
       ...(windowed
         ? [{
-          spec: { ...SHAPE, dk: 8, seed: 22, packed: true, s0: true },
+          spec: { ...SHAPE, dk: 8, dv: 8, seed: 22, packed: true, s0: true },
           opts: chunkForm(1),
-          label: "C=1 Dk=8",
+          label: "C=1 Dk=Dv=8",
         }]
         : []),
     ],
@@ -222,14 +223,18 @@ gpuTest(
 
 // solve_input_grads with one workgroup per chunk (RP = C): the pair weights F mirrored in workgroup memory
 // instead of a third product (the small level's C = 3 takes RP = 2 < C, two workgroups per chunk and three
-// products); packed starts with S0, a carry (rows from S_in), a partial last chunk
+// products); packed starts with S0, a carry (rows from S_in), a partial last chunk. Dk = 8, Dv = 4: the delta
+// rules' readout and dq with 16-byte loads of the workspace rows and dO (`bindsVec4`)
 gpuTest(
   "webgpu chunk kernels of falcon1 match the reference with solve_input_grads over the whole chunk (RP = C = 4)",
   async (gpu) => {
     const config = ruleConfig("falcon1");
-    const spec = { B: 1, T: 15, H: 2, dk: 5, dv: 6, seed: 53, packed: true, s0: true };
+    const spec = { B: 1, T: 15, H: 2, dk: 8, dv: 4, seed: 53, packed: true, s0: true };
     const shape = chunkShape(config, spec, 4, gpu.runtime.device.limits.maxComputeWorkgroupStorageSize);
     if (shape.RP !== 4) throw new Error(`RP = ${shape.RP} at C = 4, expected the whole chunk`);
+    if (!bindsVec4("readout", spec) || !bindsVec4("query_grads", spec)) {
+      throw new Error("expected vec4 loads");
+    }
     await compareChunk(gpu, config, spec, chunkForm(4), "falcon1 C=4 RP=4 carry", { from: 2 });
   },
 );

@@ -601,10 +601,78 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
   }
 }
 
+/**
+ * Passes that read the workspace rows (and `dO`) four entries at a time (`qn4`, `xp4`, `yp4`, `do4`): with
+ * `Dk` and `Dv` multiples of 4 they bind `ws` and `dout` as `array<vec4<f32>>` (one 16-byte load per 4
+ * entries), otherwise the same functions assemble the vec4 from scalar loads, 0 past the row's end.
+ */
+const VEC4_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([
+  "readout",
+  "query_grads",
+  "state_increment",
+  "base_readout_grads",
+]);
+
+/** Whether `pass` binds `ws` and `dout` as vec4 arrays at shape `s` ({@linkcode VEC4_PASSES}). */
+export function bindsVec4(pass: ChunkPass, s: Pick<ChunkShape, "dk" | "dv">): boolean {
+  return VEC4_PASSES.has(pass) && s.dk % 4 === 0 && s.dv % 4 === 0;
+}
+
+/** WGSL `vec4` of `at(i + m)`, `m = 0..3`: entries at or past `n` are 0 (and read at `n - 1`). */
+function maskedVec4(at: (i: string) => string, i: string, n: string): string {
+  const parts = [0, 1, 2, 3].map((m) =>
+    m === 0 ? at(i) : `select(0.0, ${at(`min(${i} + ${m}u, ${n} - 1u)`)}, ${i} + ${m}u < ${n})`
+  );
+  return `vec4<f32>(${parts.join(", ")})`;
+}
+
+/**
+ * WGSL of the workspace row accessors: `qn` (query rows), `xp` (pair key rows, from slot `-PAD`), `yp`
+ * (pair value rows), and for {@linkcode VEC4_PASSES} their vec4 forms from entry `i` (a multiple of 4) and
+ * `do4` (`dO` entries `k..k+3` of the row at float `r0`), as 16-byte loads where {@linkcode bindsVec4}.
+ */
+function workspaceAccessors(pass: ChunkPass, s: ChunkShape, usesDout: boolean): string {
+  const q = "(bh * u.T + t) * DK + i";
+  const x = "u.B * H * u.T * DK + (bh * (PAD + u.T + 1u) + u32(j + i32(PAD))) * DK + i";
+  const y = "u.B * H * (u.T * DK + (PAD + u.T + 1u) * DK) + (bh * (PAD + u.T) + u32(j + i32(PAD))) * DV + c";
+  if (!VEC4_PASSES.has(pass)) {
+    return `fn qn(bh: u32, t: u32, i: u32) -> f32 { return ws[${q}]; }
+fn xp(bh: u32, j: i32, i: u32) -> f32 { return ws[${x}]; }
+fn yp(bh: u32, j: i32, c: u32) -> f32 { return ws[${y}]; }`;
+  }
+  if (bindsVec4(pass, s)) {
+    return `fn qn(bh: u32, t: u32, i: u32) -> f32 { let f = ${q}; return ws[f >> 2u][f & 3u]; }
+fn xp(bh: u32, j: i32, i: u32) -> f32 { let f = ${x}; return ws[f >> 2u][f & 3u]; }
+fn yp(bh: u32, j: i32, c: u32) -> f32 { let f = ${y}; return ws[f >> 2u][f & 3u]; }
+fn qn4(bh: u32, t: u32, i: u32) -> vec4<f32> { return ws[(${q}) >> 2u]; }
+fn xp4(bh: u32, j: i32, i: u32) -> vec4<f32> { return ws[(${x}) >> 2u]; }
+fn yp4(bh: u32, j: i32, c: u32) -> vec4<f32> { return ws[(${y}) >> 2u]; }${
+      usesDout ? "\nfn do4(r0: u32, k: u32) -> vec4<f32> { return dout[(r0 + k) >> 2u]; }" : ""
+    }`;
+  }
+  return `fn qn(bh: u32, t: u32, i: u32) -> f32 { return ws[${q}]; }
+fn xp(bh: u32, j: i32, i: u32) -> f32 { return ws[${x}]; }
+fn yp(bh: u32, j: i32, c: u32) -> f32 { return ws[${y}]; }
+fn qn4(bh: u32, t: u32, i: u32) -> vec4<f32> { return ${maskedVec4((e) => `qn(bh, t, ${e})`, "i", "DK")}; }
+fn xp4(bh: u32, j: i32, i: u32) -> vec4<f32> { return ${maskedVec4((e) => `xp(bh, j, ${e})`, "i", "DK")}; }
+fn yp4(bh: u32, j: i32, c: u32) -> vec4<f32> { return ${maskedVec4((e) => `yp(bh, j, ${e})`, "c", "DV")}; }${
+    usesDout
+      ? `\nfn do4(r0: u32, k: u32) -> vec4<f32> { return ${
+        maskedVec4((e) => `dout[r0 + ${e}]`, "k", "DV")
+      }; }`
+      : ""
+  }`;
+}
+
 export function prelude(pass: ChunkPass, config: RuleConfig, s: ChunkShape, heads: HeadConstants): string {
   const nw = windowSlots(config);
   const names = chunkBindings(pass, config);
-  const bindings = names.map((name, i) => `@group(0) @binding(${i}) ${DECL[name]};`).join("\n");
+  const vec4 = bindsVec4(pass, s);
+  const decl = (name: ChunkBindingName) =>
+    vec4 && (name === "ws" || name === "dout")
+      ? DECL[name].replace("array<f32>", "array<vec4<f32>>")
+      : DECL[name];
+  const bindings = names.map((name, i) => `@group(0) @binding(${i}) ${decl(name)};`).join("\n");
   const nb = names.length;
   const usesWs = names.includes("ws");
   return `// fastweight_chunk_${pass}_f32 (${config.rule})
@@ -622,15 +690,7 @@ const RC = ${s.RC}u;
 const RP = ${s.RP}u;
 const WG = ${CHUNK_WG}u;
 const CP = ${s.C + nw - 1}u;
-${
-    usesWs
-      ? `fn qn(bh: u32, t: u32, i: u32) -> f32 { return ws[(bh * u.T + t) * DK + i]; }
-fn xp(bh: u32, j: i32, i: u32) -> f32 { return ws[u.B * H * u.T * DK + (bh * (PAD + u.T + 1u) + u32(j + i32(PAD))) * DK + i]; }
-fn yp(bh: u32, j: i32, c: u32) -> f32 {
-  return ws[u.B * H * (u.T * DK + (PAD + u.T + 1u) * DK) + (bh * (PAD + u.T) + u32(j + i32(PAD))) * DV + c];
-}`
-      : ""
-  }
+${usesWs ? workspaceAccessors(pass, s, names.includes("dout")) : ""}
 fn nck() -> u32 { return u.NCK; }
 ${COEF_PASSES.has(pass) ? coefficientWgsl(config, heads) : ""}
 `;

@@ -66,7 +66,6 @@ import {
   prelude,
   stateTiles,
   stepCoefWgsl,
-  tile4,
   tile4Each,
 } from "./chunk_wgsl.ts";
 import {
@@ -134,18 +133,17 @@ ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
   if (bk < ((DK + 3u) / 4u) * nbc) {
     let i0 = (bk / nbc) * 4u;
     let cb0 = (bk % nbc) * 4u;
+    // sum_k me[k] x_k[i0..] y_k[cb0..]^T: a vec4 of each per pair
     ${
-        tile4(
-          "e",
+        vec4Tile(
+          [{ acc: "e", a: "xp4(bh, j0 + i32(k), i0) * me[k]" }],
           "len + PAD",
-          "xp(bh, j0 + i32(k), min(i0 + ${r}u, DK - 1u))",
-          "yp(bh, j0 + i32(k), min(cb0 + ${c}u, DV - 1u))",
-          "me[k]",
+          "yp4(bh, j0 + i32(k), cb0)",
         )
       }
     ${
         tile4Each((r, c) =>
-          `if (i0 + ${r}u < DK && cb0 + ${c}u < DV) { cw[u.chunkStateIncrement + (bh * nck() + n) * DK * DV + (i0 + ${r}u) * DV + cb0 + ${c}u] = e${r}${c}; }`
+          `if (i0 + ${r}u < DK && cb0 + ${c}u < DV) { cw[u.chunkStateIncrement + (bh * nck() + n) * DK * DV + (i0 + ${r}u) * DV + cb0 + ${c}u] = e${r}[${c}]; }`
         )
       }
   }
@@ -183,23 +181,23 @@ ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
   if (bk < ((DK + 3u) / 4u) * nbc) {
     let i0 = (bk / nbc) * 4u;
     let cb0 = (bk % nbc) * 4u;
+    // sum_k exp(P_k) q_k[i0..] dO_k[cb0..]^T, split by base kind: a vec4 of each per step
     ${
-        ["uu", "vv"].map((p, kind) =>
-          tile4(
-            p,
-            "len",
-            "qn(bh, a + k, min(i0 + ${r}u, DK - 1u))",
-            "dout[((b * u.T + a + k) * H + h) * DV + min(cb0 + ${c}u, DV - 1u)]",
-            `select(0.0, exp(cp[k]), base_kind(k) == ${kind}u)`,
-          )
-        ).join("\n    ")
+        vec4Tile(
+          [0, 1].map((kind) => ({
+            acc: ["uu", "vv"][kind],
+            a: `qn4(bh, a + k, i0) * select(0.0, exp(cp[k]), base_kind(k) == ${kind}u)`,
+          })),
+          "len",
+          "do4(((b * u.T + a + k) * H + h) * DV, cb0)",
+        )
       }
     let k0 = ((bh * nck() + n) * 2u) * DK * DV;
     ${
         tile4Each((r, c) =>
           `if (i0 + ${r}u < DK && cb0 + ${c}u < DV) {
-      cw[u.dBaseReadout + k0 + (i0 + ${r}u) * DV + cb0 + ${c}u] = uu${r}${c};
-      cw[u.dBaseReadout + k0 + DK * DV + (i0 + ${r}u) * DV + cb0 + ${c}u] = vv${r}${c};
+      cw[u.dBaseReadout + k0 + (i0 + ${r}u) * DV + cb0 + ${c}u] = uu${r}[${c}];
+      cw[u.dBaseReadout + k0 + DK * DV + (i0 + ${r}u) * DV + cb0 + ${c}u] = vv${r}[${c}];
     }`
         )
       }
@@ -281,6 +279,27 @@ ${flatEntry("u.B * H * (PAD + u.T + 1u) * (DK + DV)")}
   }
 }
 
+/**
+ * WGSL of 4 x 4 state blocks as outer products: for `k < K`, `<acc><r> += a[r] * b` for each product
+ * (`a`, `b` vec4 expressions in `k`: 4 rows and 4 columns of the block; the products share `b`). The
+ * accumulators are vec4 per row, declared here.
+ */
+function vec4Tile(products: readonly { acc: string; a: string }[], K: string, b: string): string {
+  const R4 = [0, 1, 2, 3];
+  return `${products.map((p) => R4.map((r) => `var ${p.acc}${r} = vec4<f32>(0.0);`).join(" ")).join(" ")}
+    for (var k = 0u; k < ${K}; k++) {
+      let vb = ${b};
+      ${
+    products.map((p) =>
+      `{
+        let va = ${p.a};
+        ${R4.map((r) => `${p.acc}${r} += va[${r}] * vb;`).join(" ")}
+      }`
+    ).join("\n      ")
+  }
+    }`;
+}
+
 /** Loop bounds of the readout's and dq's products with `S0`: none without one (the tile stays 0). */
 const S0_DK = "select(0u, DK, u.hasS0 != 0u)";
 const S0_DV = "select(0u, DV, u.hasS0 != 0u)";
@@ -288,51 +307,79 @@ const S0_DV = "select(0u, DV, u.hasS0 != 0u)";
 /**
  * `readout`: `o_t = exp(P_t) base_t^T q_t + sum_j (M[t,j] q_t.x_j) y_j`;
  * `query_grads`: `dq_t = exp(P_t) base_t dO_t + sum_j (M[t,j] dO_t.y_j) x_j` (= `S_t dO_t`).
+ *
+ * Every product is a 4 x 4 block per invocation (4 rows x 4 columns, each value read serving 4 products), its
+ * row and column operands read 4 entries at a time (`qn4`, `xp4`, `yp4`, `do4` of `chunk_wgsl.ts`: one 16-byte
+ * load each where `Dk` and `Dv` are multiples of 4), the accumulators one vec4 per row.
  */
 function rowsKernel(pass: "readout" | "query_grads", s: ChunkShape, pad: number, delta: boolean): string {
   const fwd = pass === "readout";
-  // the dO row of block row r (bound to t\${r}), for the dq kernel's inter-chunk part
+  const R4 = [0, 1, 2, 3];
+  // output columns: value entries (o) or key entries (dq)
   const NC = fwd ? "DV" : "DK";
-  const doutAt = "dout[((b * u.T + t${r}) * H + h) * DV";
-  return `${valueWgsl(delta)}
+  const rows = (f: (r: number) => string) => R4.map(f).join("\n    ");
+  // the dO row of step t<r>, from float doutRow<r>
+  const doutRows = fwd ? "" : rows((r) => `let doutRow${r} = ((b * u.T + t${r}) * H + h) * DV;`);
+  // 4 state entries of row `i` from column `c` (clamped at the row's end; the products they meet are 0 or unused)
+  const stateRow = (buf: string, at: string, i: string, c: string, n: string) =>
+    `vec4<f32>(${R4.map((m) => `${buf}[${at} + ${i} + min(${c} + ${m}u, ${n} - 1u)]`).join(", ")})`;
+  // the inter-chunk part against one base (the entering state in cw at `base`, or S0 at `s0Base`) up to bound K
+  const inter = (acc: string, buf: string, at: string, K: string) =>
+    fwd
+      // o: sum_k q_t[k] base[k, c]: the q entries 4 at a time, each against a vec4 of a base row
+      ? `for (var k = 0u; k < ${K}; k += 4u) {
+      ${rows((r) => `let q${r} = qn4(bh, t${r}, k);`)}
+      ${
+        R4.map((kk) =>
+          `{
+        let sv = ${stateRow(buf, at, `min(k + ${kk}u, DK - 1u) * DV`, "cl0", "DV")};
+        ${R4.map((r) => `${acc}${r} += q${r}[${kk}] * sv;`).join(" ")}
+      }`
+        ).join("\n      ")
+      }
+    }`
+      // dq: sum_c base[k, c] dO_t[c]: dot products of 4 dO entries with 4 of each base row k = cl0 + c
+      : `for (var k = 0u; k < ${K}; k += 4u) {
+      ${rows((r) => `let d${r} = do4(doutRow${r}, k);`)}
+      ${
+        R4.map((c) => `let sv${c} = ${stateRow(buf, at, `min(cl0 + ${c}u, DK - 1u) * DV`, "k", "DV")};`).join(
+          "\n      ",
+        )
+      }
+      ${rows((r) => `${acc}${r} += vec4<f32>(${R4.map((c) => `dot(d${r}, sv${c})`).join(", ")});`)}
+    }`;
+  return `${valueWgsl4(delta)}
 var<workgroup> sc: array<f32, ${s.R * (s.C + pad)}>;
 ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
   let h = bh % H;
   let r0 = tile * R;
   let j0 = i32(a) - i32(PAD);
-  // scores of the tile's rows, 4 rows x 4 pair columns per invocation (each value read serves 4 products)
+  // scores of the tile's rows, 4 rows x 4 pair columns per invocation
   ${
     scoreTile(
       fwd ? "DK" : "DV",
-      fwd ? "qn(bh, t${r}, k)" : "dout[((b * u.T + t${r}) * H + h) * DV + k]",
-      fwd ? "xp(bh, jx${c}, k)" : "vp(bh, jx${c}, k)",
+      fwd ? (r) => `qn4(bh, t${r}, k)` : (r) => `do4(((b * u.T + t${r}) * H + h) * DV, k)`,
+      fwd ? (c) => `xp4(bh, jx${c}, k)` : (c) => `vp4(bh, jx${c}, k)`,
     )
   }
   workgroupBarrier();
   let base = u.entryState + (bh * nck() + n) * DK * DV;
+  let s0Base = bh * DK * DV;
   // 4 rows x 4 columns per invocation: the inter-chunk part against both bases (S_in and S0; each row
   // takes its own), then the intra-chunk part from the scores
   for (var bk = lid; bk < ((R + 3u) / 4u) * ((${NC} + 3u) / 4u); bk += WG) {
     let cl0 = (bk % ((${NC} + 3u) / 4u)) * 4u;
     let tr0 = (bk / ((${NC} + 3u) / 4u)) * 4u;
-    ${[0, 1, 2, 3].map((r) => `let t${r} = a + min(r0 + tr0 + ${r}u, len - 1u);`).join("\n    ")}
-    ${
-    fwd
-      ? tile4("ei", "DK", "qn(bh, t${r}, k)", "cw[base + k * DV + min(cl0 + ${c}u, DV - 1u)]") + "\n    " +
-        tile4("es", S0_DK, "qn(bh, t${r}, k)", "s0[bh * DK * DV + k * DV + min(cl0 + ${c}u, DV - 1u)]")
-      : tile4("ei", "DV", `${doutAt} + k]`, "cw[base + min(cl0 + ${c}u, DK - 1u) * DV + k]") + "\n    " +
-        tile4("es", S0_DV, `${doutAt} + k]`, "s0[bh * DK * DV + min(cl0 + ${c}u, DK - 1u) * DV + k]")
-  }
-    ${
-    tile4(
-      "ea",
-      "len + PAD",
-      "sc[min(tr0 + ${r}u, R - 1u) * CP + k]",
-      fwd
-        ? "vp(bh, j0 + i32(k), min(cl0 + ${c}u, DV - 1u))"
-        : "xp(bh, j0 + i32(k), min(cl0 + ${c}u, DK - 1u))",
-    )
-  }
+    ${rows((r) => `let t${r} = a + min(r0 + tr0 + ${r}u, len - 1u);`)}
+    ${doutRows}
+    ${rows((r) => `var ei${r} = vec4<f32>(0.0); var es${r} = vec4<f32>(0.0); var ea${r} = vec4<f32>(0.0);`)}
+    ${inter("ei", "cw", "base", fwd ? "DK" : "DV")}
+    ${inter("es", "s0", "s0Base", fwd ? S0_DK : S0_DV)}
+    // intra: sum_j sc[t, j] (y_j or w_j) for o, (x_j) for dq: a vec4 of 4 columns per pair
+    for (var k = 0u; k < len + PAD; k++) {
+      let bv = ${fwd ? "vp4(bh, j0 + i32(k), cl0)" : "xp4(bh, j0 + i32(k), cl0)"};
+      ${rows((r) => `ea${r} += sc[min(tr0 + ${r}u, R - 1u) * CP + k] * bv;`)}
+    }
     ${
     tile4Each((r, c) =>
       `{
@@ -343,13 +390,13 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
         let bk = base_kind(tt);
         let fromS0 = bk == 1u;
         var inter = 0.0;
-        if (bk == 0u || (fromS0 && u.hasS0 != 0u)) { inter = select(ei${r}${c}, es${r}${c}, fromS0); }
+        if (bk == 0u || (fromS0 && u.hasS0 != 0u)) { inter = select(ei${r}[${c}], es${r}[${c}], fromS0); }
         let acc = exp(cp[tt]) * inter;
         ${fwd ? "" : "cw[u.dqBase + (bh * u.T + t) * DK + col] = acc;"}
         ${
         fwd
-          ? `out[((b * u.T + t) * H + h) * DV + col] = acc + ea${r}${c};`
-          : `out[(bh * u.T + t) * DK + col] = acc + ea${r}${c};`
+          ? `out[((b * u.T + t) * H + h) * DV + col] = acc + ea${r}[${c}];`
+          : `out[(bh * u.T + t) * DK + col] = acc + ea${r}[${c}];`
       }
       }
     }`
@@ -693,13 +740,21 @@ function writeGainTerms(rowVec4: number, parts: number): string {
  * mask is; `a` / `b` are WGSL templates with `${r}` (row of the block, bound to `t${r}`) / `${c}` (pair
  * column, bound to `jx${c}`) and the loop index `k`. Reads are clamped to valid rows and columns.
  */
-function scoreTile(K: string, a: string, b: string): string {
+function scoreTile(K: string, a: (r: number) => string, b: (c: number) => string): string {
+  const R4 = [0, 1, 2, 3];
   return `for (var bk = lid; bk < ((R + 3u) / 4u) * ((CP + 3u) / 4u); bk += WG) {
     let jj0 = (bk % ((CP + 3u) / 4u)) * 4u;
     let tr0 = (bk / ((CP + 3u) / 4u)) * 4u;
-    ${[0, 1, 2, 3].map((r) => `let t${r} = a + min(r0 + tr0 + ${r}u, len - 1u);`).join("\n    ")}
-    ${[0, 1, 2, 3].map((c) => `let jx${c} = j0 + i32(min(jj0 + ${c}u, CP - 1u));`).join("\n    ")}
-    ${tile4("e", K, a, b)}
+    ${R4.map((r) => `let t${r} = a + min(r0 + tr0 + ${r}u, len - 1u);`).join("\n    ")}
+    ${R4.map((c) => `let jx${c} = j0 + i32(min(jj0 + ${c}u, CP - 1u));`).join("\n    ")}
+    ${R4.map((r) => `var e${r} = vec4<f32>(0.0);`).join(" ")}
+    for (var k = 0u; k < ${K}; k += 4u) {
+      ${R4.map((r) => `let ea${r} = ${a(r)};`).join("\n      ")}
+      ${R4.map((c) => `let eb${c} = ${b(c)};`).join("\n      ")}
+      ${
+    R4.map((r) => `e${r} += vec4<f32>(${R4.map((c) => `dot(ea${r}, eb${c})`).join(", ")});`).join("\n      ")
+  }
+    }
     ${
     tile4Each((r, c) =>
       `{
@@ -708,7 +763,7 @@ function scoreTile(K: string, a: string, b: string): string {
       let tt = r0 + tr;
       if (tr < R && jj < CP) {
         var v = 0.0;
-        if (tt < len && jj <= tt + PAD) { v = m_of(tt, jx${c}, a) * e${r}${c}; }
+        if (tt < len && jj <= tt + PAD) { v = m_of(tt, jx${c}, a) * e${r}[${c}]; }
         sc[tr * CP + jj] = v;
       }
     }`
@@ -722,4 +777,14 @@ function valueWgsl(delta: boolean): string {
   return delta
     ? "fn vp(bh: u32, j: i32, c: u32) -> f32 { return cw[u.pseudoValues + (bh * u.T + u32(j)) * DV + c]; }"
     : "fn vp(bh: u32, j: i32, c: u32) -> f32 { return yp(bh, j, c); }";
+}
+
+/** {@linkcode valueWgsl} and `vp4(bh, j, c)`: entries `c..c+3` (clamped at the row's end for the pseudo-values). */
+function valueWgsl4(delta: boolean): string {
+  const at = "u.pseudoValues + (bh * u.T + u32(j)) * DV";
+  return valueWgsl(delta) + "\n" + (delta
+    ? `fn vp4(bh: u32, j: i32, c: u32) -> vec4<f32> {
+  return vec4<f32>(${[0, 1, 2, 3].map((m) => `cw[${at} + min(c + ${m}u, DV - 1u)]`).join(", ")});
+}`
+    : "fn vp4(bh: u32, j: i32, c: u32) -> vec4<f32> { return yp4(bh, j, c); }");
 }

@@ -62,12 +62,6 @@ export interface TileGrid {
    * upper blocks nobody reads. Invocations past the blocks skip the products (whole idle warps issue nothing).
    */
   readonly lower?: boolean;
-  /**
-   * WGSL counts of the rows and columns holding data in this workgroup (uniform over it; e.g. the pair columns
-   * of a chunk's last, partial tile): blocks starting at or past them skip their products (`<name>Live<p>`), so
-   * whole idle warps issue nothing. The kernel still checks its own bounds at its stores.
-   */
-  readonly live?: { readonly rows?: string; readonly cols?: string };
 }
 
 /** One product of a staged loop: accumulators `<acc><p>_<r>` (vec4: row `r` of block `p`, its 4 columns). */
@@ -121,22 +115,8 @@ export function gridBlocks(grid: TileGrid): string {
     return `let ${g}Block${p} = min(lid + ${p * STAGED_WG}u, ${nb - 1}u);
   let ${g}Row${p} = ${g}Block${p} / ${nc}u;
   let ${g}Col${p} = ${g}Block${p} % ${nc}u;
-  let ${g}On${p} = ${(p + 1) * STAGED_WG <= nb ? "true" : `lid + ${p * STAGED_WG}u < ${nb}u`};${
-      liveBlock(grid, p)
-    }`;
+  let ${g}On${p} = ${(p + 1) * STAGED_WG <= nb ? "true" : `lid + ${p * STAGED_WG}u < ${nb}u`};`;
   }).join("\n  ");
-}
-
-/** WGSL `let <name>Live<p>` of a grid with `live` counts: the block is on and starts inside them. */
-function liveBlock(grid: TileGrid, p: number): string {
-  if (!grid.live) return "";
-  const g = grid.name;
-  const inside = [
-    `${g}On${p}`,
-    ...(grid.live.rows ? [`${g}Row${p} * 4u < ${grid.live.rows}`] : []),
-    ...(grid.live.cols ? [`${g}Col${p} * 4u < ${grid.live.cols}`] : []),
-  ];
-  return `\n  let ${g}Live${p} = ${inside.join(" && ")};`;
 }
 
 /**
@@ -239,13 +219,9 @@ export function stagedLoop(
         const g = pr.grid.name;
         const a = `${pr.acc}a${p}`;
         const b = `${pr.acc}b${p}`;
-        // a lower grid's invocations past its blocks, and blocks past a grid's live counts, skip the products
-        const skip = pr.grid.live
-          ? `if (${g}Live${p}) `
-          : pr.grid.lower && (p + 1) * STAGED_WG > blocksOf(pr.grid)
-          ? `if (${g}On${p}) `
-          : "";
-        return `${skip}{
+        // a lower grid's invocations past its blocks skip the products
+        const skip = pr.grid.lower && (p + 1) * STAGED_WG > blocksOf(pr.grid);
+        return `${skip ? `if (${g}On${p}) ` : ""}{
       let ${a} = ${ref(pr.a, kk, `${g}Row${p}`)};
       let ${b} = ${ref(pr.b, kk, `${g}Col${p}`)};
       ${range(4).map((r) => `${pr.acc}${p}_${r} += ${a}.${XYZW[r]} * ${b};`).join(" ")}

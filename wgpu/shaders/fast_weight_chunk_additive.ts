@@ -461,16 +461,9 @@ function colsKernel(s: ChunkShape, pad: number, variant: PairColumnVariant): str
   const exit = variant !== "deltaNoExit";
   const layout = pairColumnLayout(s, pad, variant);
   const [C4, RC4, DK4, DV4] = [s.C, s.RC, s.dk, s.dv].map(roundUp4);
-  // the products skip the blocks of steps past the chunk and of pair columns past the tile's (a partial last
-  // tile: e.g. the window's PAD columns past C + PAD = 64 + 3 at RC = 64)
-  const stepPair: TileGrid = {
-    name: "stepPair",
-    rows: C4,
-    cols: RC4,
-    live: { rows: "len", cols: "liveCols" },
-  };
-  const pairKey: TileGrid = { name: "pairKey", rows: RC4, cols: DK4, live: { rows: "liveCols" } };
-  const pairValue: TileGrid = { name: "pairValue", rows: RC4, cols: DV4, live: { rows: "liveCols" } };
+  const stepPair: TileGrid = { name: "stepPair", rows: C4, cols: RC4 };
+  const pairKey: TileGrid = { name: "pairKey", rows: RC4, cols: DK4 };
+  const pairValue: TileGrid = { name: "pairValue", rows: RC4, cols: DV4 };
   // operands, entry (k, i): the depth index k and the width index i; transposed ones (the products' A and B
   // of loops 1 and 2) hold 4 consecutive steps or pair columns in one vec4
   const pairColumns = (K: string, value: string): StagedOperand => ({
@@ -556,7 +549,6 @@ ${chunkEntry(`${tiles}u`, true, STAGED_WG)}
   let c0 = tile * RC;
   let j0 = i32(a) - i32(PAD);
   let ncol = len + PAD;
-  let liveCols = select(0u, ncol - c0, ncol > c0);
   let chunkId = bh * nck() + n;
   ${
     exit

@@ -21,7 +21,7 @@ import { type CaseSpec, headOf, randomCase, uploadCase } from "./_fast_weight_ca
 import { chunkShape, chunkWorkspaceBytes } from "./fast_weight_chunk.ts";
 import { chunkForm, compareChunk, FULL_LEVEL } from "./_chunk_compare.ts";
 import { STAGED_WG } from "./shaders/chunk_staged_tiles.ts";
-import { bindsVec4, decayGradLayout, DQ_STATE_SLICE } from "./shaders/chunk_wgsl.ts";
+import { bindsVec4, decayGradLayout } from "./shaders/chunk_wgsl.ts";
 import { gpuTest } from "./_test_util.ts";
 
 const CHUNK_RULES: RuleName[] = [
@@ -223,14 +223,13 @@ gpuTest(
 
 // solve_input_grads with one workgroup per chunk (RP = C): the pair weights F mirrored in workgroup memory
 // instead of a third product (the small level's C = 3 takes RP = 2 < C, two workgroups per chunk and three
-// products); packed starts with S0, a carry (rows from S_in), a partial last chunk. Dk = 8, Dv = 20: the delta
-// rules' readout and dq with 16-byte loads of the workspace rows and dO (`bindsVec4`), dq's staged base rows in
-// two slices (DQ_STATE_SLICE entries, then a partial one)
+// products); packed starts with S0, a carry (rows from S_in), a partial last chunk. Dk = 8, Dv = 4: the delta
+// rules' readout and dq with 16-byte loads of the workspace rows and dO (`bindsVec4`)
 gpuTest(
   "webgpu chunk kernels of falcon1 match the reference with solve_input_grads over the whole chunk (RP = C = 4)",
   async (gpu) => {
     const config = ruleConfig("falcon1");
-    const spec = { B: 1, T: 15, H: 2, dk: 8, dv: 20, seed: 53, packed: true, s0: true };
+    const spec = { B: 1, T: 15, H: 2, dk: 8, dv: 4, seed: 53, packed: true, s0: true };
     const shape = chunkShape(config, spec, 4, gpu.runtime.device.limits.maxComputeWorkgroupStorageSize);
     if (shape.RP !== 4) throw new Error(`RP = ${shape.RP} at C = 4, expected the whole chunk`);
     if (!bindsVec4("readout", spec) || !bindsVec4("query_grads", spec)) {

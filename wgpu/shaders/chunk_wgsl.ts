@@ -325,17 +325,6 @@ export function isChunkRule(config: RuleConfig): boolean {
   return true;
 }
 
-/** Value entries of the base rows `query_grads` stages per slice (`sst`). */
-export const DQ_STATE_SLICE = 16;
-
-/**
- * Workgroup floats of `query_grads`' staged base rows: every key row's slice of {@linkcode DQ_STATE_SLICE}
- * entries plus 4 of padding (5 vec4 apart), the rows of each block of 4 in 4 groups (`stagedStateRows` of `fast_weight_chunk_additive.ts`).
- */
-export function dqStateFloats(dk: number): number {
-  return 4 * Math.ceil(dk / 4) * (DQ_STATE_SLICE + 4);
-}
-
 /** Workgroup floats of the kernels with tiles (for picking `R`, `RC`, `RP` and checking `C`). */
 export function chunkSharedFloats(
   config: RuleConfig,
@@ -368,8 +357,7 @@ export function chunkSharedFloats(
   }
   return {
     local: steps + Math.max(s.C + pad, decay),
-    // readout and query_grads (its staged base rows too)
-    rows: steps + s.R * (s.C + pad) + dqStateFloats(s.dk),
+    rows: steps + s.R * (s.C + pad),
     // pair_column_grads (readout_dw, the delta rules' other variant, needs less)
     cols: steps + pairColumnLayout(s, pad, isSolveChunkRule(config) ? "delta" : "additive").floats,
     // solve_input_grads (the delta rules; the additive rules have no such pass)

@@ -52,15 +52,12 @@ import type { RuleConfig } from "../../src/rules/config.ts";
 import { type HeadConstants, statKind } from "./fast_weight_coef.ts";
 import { windowSlots } from "./fast_weight_recurrent.ts";
 import {
-  CHUNK_WG,
   chunkEntry,
   type ChunkPass,
   type ChunkShape,
   chunkSteps,
   coefBackKernel,
   decayGradKernel,
-  DQ_STATE_SLICE,
-  dqStateFloats,
   flatEntry,
   isDeltaChunkRule,
   isSolveChunkRule,
@@ -303,20 +300,6 @@ function vec4Tile(products: readonly { acc: string; a: string }[], K: string, b:
     }`;
 }
 
-/**
- * WGSL of `query_grads`' staged base rows `sst` and `stateSlot(i)`, the first vec4 of key row `i`'s slice: row
- * `i` sits in group `i % 4` at position `i / 4`, so the invocations of a warp (key blocks `4L`, row `4L + c`)
- * read consecutive positions of one group, 5 vec4 apart: 8 neighbours hit 8 different 16-byte banks (4 rows
- * apart, at a pitch of 4 vec4, they would share 2).
- */
-function stagedStateRows(dk: number): string {
-  const dk4 = Math.ceil(dk / 4);
-  const pitch = (DQ_STATE_SLICE + 4) / 4;
-  return `
-var<workgroup> sst: array<vec4<f32>, ${dqStateFloats(dk) / 4}>;
-fn stateSlot(i: u32) -> u32 { return ((i % 4u) * ${dk4}u + i / 4u) * ${pitch}u; }`;
-}
-
 /** Loop bounds of the readout's and dq's products with `S0`: none without one (the tile stays 0). */
 const S0_DK = "select(0u, DK, u.hasS0 != 0u)";
 const S0_DV = "select(0u, DV, u.hasS0 != 0u)";
@@ -355,36 +338,18 @@ function rowsKernel(pass: "readout" | "query_grads", s: ChunkShape, pad: number,
         ).join("\n      ")
       }
     }`
-      // dq: sum_c base[i, c] dO_t[c] for the block's key entries i = cl0 + c': slices of the base rows, staged
-      // (coalesced loads; see stagedStateRows), dotted with 4 dO entries at a time
-      : `for (var k0 = 0u; k0 < ${K}; k0 += ${DQ_STATE_SLICE}u) {
-      for (var e = lid; e < DK * ${DQ_STATE_SLICE}u; e += WG) {
-        let i = e / ${DQ_STATE_SLICE}u;
-        let kk = e % ${DQ_STATE_SLICE}u;
-        var v = 0.0;
-        if (k0 + kk < DV) { v = ${buf}[${at} + i * DV + k0 + kk]; }
-        sst[stateSlot(i) + kk / 4u][kk % 4u] = v;
+      // dq: sum_c base[k, c] dO_t[c]: dot products of 4 dO entries with 4 of each base row k = cl0 + c
+      : `for (var k = 0u; k < ${K}; k += 4u) {
+      ${rows((r) => `let d${r} = do4(doutRow${r}, k);`)}
+      ${
+        R4.map((c) => `let sv${c} = ${stateRow(buf, at, `min(cl0 + ${c}u, DK - 1u) * DV`, "k", "DV")};`).join(
+          "\n      ",
+        )
       }
-      workgroupBarrier();
-      for (var kk = 0u; kk < min(${DQ_STATE_SLICE}u, DV - k0); kk += 4u) {
-        ${rows((r) => `let d${r} = do4(doutRow${r}, k0 + kk);`)}
-        ${
-        R4.map((c) => `let sv${c} = sst[stateSlot(min(cl0 + ${c}u, DK - 1u)) + kk / 4u];`).join("\n        ")
-      }
-        ${rows((r) => `${acc}${r} += vec4<f32>(${R4.map((c) => `dot(d${r}, sv${c})`).join(", ")});`)}
-      }
-      workgroupBarrier();
+      ${rows((r) => `${acc}${r} += vec4<f32>(${R4.map((c) => `dot(d${r}, sv${c})`).join(", ")});`)}
     }`;
-  // dq's output blocks, spread over the invocations in whole rounds (its staging barriers need uniform control flow)
-  const blocks = Math.ceil(s.R / 4) * Math.ceil((fwd ? s.dv : s.dk) / 4);
-  const blockLoop = fwd
-    ? `for (var bk = lid; bk < ${blocks}u; bk += WG) {
-    let on = true;`
-    : `for (var round = 0u; round < ${Math.ceil(blocks / CHUNK_WG)}u; round++) {
-    let on = lid + round * WG < ${blocks}u;
-    let bk = min(lid + round * WG, ${blocks - 1}u);`;
   return `${valueWgsl4(delta)}
-var<workgroup> sc: array<f32, ${s.R * (s.C + pad)}>;${fwd ? "" : stagedStateRows(s.dk)}
+var<workgroup> sc: array<f32, ${s.R * (s.C + pad)}>;
 ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
   let h = bh % H;
   let r0 = tile * R;
@@ -402,7 +367,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
   let s0Base = bh * DK * DV;
   // 4 rows x 4 columns per invocation: the inter-chunk part against both bases (S_in and S0; each row
   // takes its own), then the intra-chunk part from the scores
-  ${blockLoop}
+  for (var bk = lid; bk < ((R + 3u) / 4u) * ((${NC} + 3u) / 4u); bk += WG) {
     let cl0 = (bk % ((${NC} + 3u) / 4u)) * 4u;
     let tr0 = (bk / ((${NC} + 3u) / 4u)) * 4u;
     ${rows((r) => `let t${r} = a + min(r0 + tr0 + ${r}u, len - 1u);`)}
@@ -420,7 +385,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
       `{
       let tt = r0 + tr0 + ${r}u;
       let col = cl0 + ${c}u;
-      if (on && tr0 + ${r}u < R && col < ${NC} && tt < len) {
+      if (tr0 + ${r}u < R && col < ${NC} && tt < len) {
         let t = a + tt;
         let bk = base_kind(tt);
         let fromS0 = bk == 1u;

@@ -231,7 +231,8 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
   for (const [name, size] of sizes) {
     offsets[name] = total;
     const used = !column || COLUMN_SECTIONS.has(name);
-    if (used && (backward || FORWARD_SECTIONS.has(name))) total += size;
+    // whole vec4: the readout and dq kernels read the entry states and pseudo-values 16 bytes at a time
+    if (used && (backward || FORWARD_SECTIONS.has(name))) total += Math.ceil(size / 4) * 4;
   }
   // falcon3's dPseudoValuesReadout (read last by window_scan_link) shares dRightHandSide's floats (written first by window_solve_transposed, after it)
   if (windowDelta) offsets.dPseudoValuesReadout = offsets.dRightHandSide;

@@ -618,6 +618,28 @@ export function bindsVec4(pass: ChunkPass, s: Pick<ChunkShape, "dk" | "dv">): bo
   return VEC4_PASSES.has(pass) && s.dk % 4 === 0 && s.dv % 4 === 0;
 }
 
+/**
+ * Passes that also bind the workspace `cw` and `s0` as vec4 arrays where {@linkcode bindsVec4} holds: the readout
+ * and dq kernels read state rows and pseudo-values 16 bytes at a time (`cw4`, `s04`; the workspace sections start
+ * at multiples of 4 floats), their other workspace floats through `cwf` / `cwset` (a store of one component).
+ */
+const VEC4_WORKSPACE_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>(["readout", "query_grads"]);
+
+/** Whether `pass` binds `cw` and `s0` as vec4 arrays at shape `s` ({@linkcode VEC4_WORKSPACE_PASSES}). */
+export function bindsVec4Workspace(pass: ChunkPass, s: Pick<ChunkShape, "dk" | "dv">): boolean {
+  return VEC4_WORKSPACE_PASSES.has(pass) && bindsVec4(pass, s);
+}
+
+/** WGSL `cwf(i)` (and, where `cw` is a vec4 array, `cwset(i, v)`, `cw4(i)` and `s04(i)` from float `i`, a multiple of 4). */
+function workspaceFloatAccessors(vec4: boolean, hasS0: boolean): string {
+  if (!vec4) return "fn cwf(i: u32) -> f32 { return cw[i]; }";
+  return `fn cwf(i: u32) -> f32 { return cw[i >> 2u][i & 3u]; }
+fn cwset(i: u32, v: f32) { cw[i >> 2u][i & 3u] = v; }
+fn cw4(i: u32) -> vec4<f32> { return cw[i >> 2u]; }${
+    hasS0 ? "\nfn s04(i: u32) -> vec4<f32> { return s0[i >> 2u]; }" : ""
+  }`;
+}
+
 /** WGSL `vec4` of `at(i + m)`, `m = 0..3`: entries at or past `n` are 0 (and read at `n - 1`). */
 function maskedVec4(at: (i: string) => string, i: string, n: string): string {
   const parts = [0, 1, 2, 3].map((m) =>
@@ -668,10 +690,11 @@ export function prelude(pass: ChunkPass, config: RuleConfig, s: ChunkShape, head
   const nw = windowSlots(config);
   const names = chunkBindings(pass, config);
   const vec4 = bindsVec4(pass, s);
+  const vec4Workspace = bindsVec4Workspace(pass, s);
+  const vectors = (name: ChunkBindingName) =>
+    (vec4 && (name === "ws" || name === "dout")) || (vec4Workspace && (name === "cw" || name === "s0"));
   const decl = (name: ChunkBindingName) =>
-    vec4 && (name === "ws" || name === "dout")
-      ? DECL[name].replace("array<f32>", "array<vec4<f32>>")
-      : DECL[name];
+    vectors(name) ? DECL[name].replace("array<f32>", "array<vec4<f32>>") : DECL[name];
   const bindings = names.map((name, i) => `@group(0) @binding(${i}) ${decl(name)};`).join("\n");
   const nb = names.length;
   const usesWs = names.includes("ws");
@@ -691,6 +714,7 @@ const RP = ${s.RP}u;
 const WG = ${CHUNK_WG}u;
 const CP = ${s.C + nw - 1}u;
 ${usesWs ? workspaceAccessors(pass, s, names.includes("dout")) : ""}
+${workspaceFloatAccessors(vec4Workspace, names.includes("s0"))}
 fn nck() -> u32 { return u.NCK; }
 ${COEF_PASSES.has(pass) ? coefficientWgsl(config, heads) : ""}
 `;
@@ -715,11 +739,11 @@ var<workgroup> cga: array<f32, C>;  // a_t`
   }
 fn load_chunk(lid: u32, bh: u32, b: u32, a: u32, len: u32) {
   for (var k = lid; k < len; k += WG) {
-    cp[k] = cw[u.logDecay + bh * u.T + a + k];
-    cg[k] = cw[u.writeGain + bh * u.T + a + k];
+    cp[k] = cwf(u.logDecay + bh * u.T + a + k);
+    cg[k] = cwf(u.writeGain + bh * u.T + a + k);
     clo[k] = stepinfo[(b * u.T + a + k) * 2u];
     cseg[k] = u32(stepinfo[(b * u.T + a + k) * 2u + 1u]);
-    ${delta ? "cga[k] = cw[u.eraseGain + bh * u.T + a + k];" : ""}
+    ${delta ? "cga[k] = cwf(u.eraseGain + bh * u.T + a + k);" : ""}
   }
   workgroupBarrier();
   if (lid == 0u) {

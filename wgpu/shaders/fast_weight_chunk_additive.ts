@@ -52,6 +52,7 @@ import type { RuleConfig } from "../../src/rules/config.ts";
 import { type HeadConstants, statKind } from "./fast_weight_coef.ts";
 import { windowSlots } from "./fast_weight_recurrent.ts";
 import {
+  bindsVec4Workspace,
   chunkEntry,
   type ChunkPass,
   type ChunkShape,
@@ -320,9 +321,13 @@ function rowsKernel(pass: "readout" | "query_grads", s: ChunkShape, pad: number,
   const rows = (f: (r: number) => string) => R4.map(f).join("\n    ");
   // the dO row of step t<r>, from float doutRow<r>
   const doutRows = fwd ? "" : rows((r) => `let doutRow${r} = ((b * u.T + t${r}) * H + h) * DV;`);
-  // 4 state entries of row `i` from column `c` (clamped at the row's end; the products they meet are 0 or unused)
+  // 4 state entries of row `i` from column `c`: one 16-byte load where cw and s0 are vec4 arrays, else clamped at
+  // the row's end (the products they meet are 0 or unused)
+  const vec4Workspace = bindsVec4Workspace(pass, s);
   const stateRow = (buf: string, at: string, i: string, c: string, n: string) =>
-    `vec4<f32>(${R4.map((m) => `${buf}[${at} + ${i} + min(${c} + ${m}u, ${n} - 1u)]`).join(", ")})`;
+    vec4Workspace
+      ? `${buf}4(${at} + ${i} + ${c})`
+      : `vec4<f32>(${R4.map((m) => `${buf}[${at} + ${i} + min(${c} + ${m}u, ${n} - 1u)]`).join(", ")})`;
   // the inter-chunk part against one base (the entering state in cw at `base`, or S0 at `s0Base`) up to bound K
   const inter = (acc: string, buf: string, at: string, K: string) =>
     fwd
@@ -348,7 +353,7 @@ function rowsKernel(pass: "readout" | "query_grads", s: ChunkShape, pad: number,
       }
       ${rows((r) => `${acc}${r} += vec4<f32>(${R4.map((c) => `dot(d${r}, sv${c})`).join(", ")});`)}
     }`;
-  return `${valueWgsl4(delta)}
+  return `${valueWgsl4(delta, vec4Workspace)}
 var<workgroup> sc: array<f32, ${s.R * (s.C + pad)}>;
 ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
   let h = bh % H;
@@ -392,7 +397,13 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
         var inter = 0.0;
         if (bk == 0u || (fromS0 && u.hasS0 != 0u)) { inter = select(ei${r}[${c}], es${r}[${c}], fromS0); }
         let acc = exp(cp[tt]) * inter;
-        ${fwd ? "" : "cw[u.dqBase + (bh * u.T + t) * DK + col] = acc;"}
+        ${
+        fwd
+          ? ""
+          : vec4Workspace
+          ? "cwset(u.dqBase + (bh * u.T + t) * DK + col, acc);"
+          : "cw[u.dqBase + (bh * u.T + t) * DK + col] = acc;"
+      }
         ${
         fwd
           ? `out[((b * u.T + t) * H + h) * DV + col] = acc + ea${r}[${c}];`
@@ -775,16 +786,20 @@ function scoreTile(K: string, a: (r: number) => string, b: (c: number) => string
 /** WGSL `vp(bh, j, c)`: the values the readout mixes: targets `y_j` (additive) or pseudo-values `w_j` (delta). */
 function valueWgsl(delta: boolean): string {
   return delta
-    ? "fn vp(bh: u32, j: i32, c: u32) -> f32 { return cw[u.pseudoValues + (bh * u.T + u32(j)) * DV + c]; }"
+    ? "fn vp(bh: u32, j: i32, c: u32) -> f32 { return cwf(u.pseudoValues + (bh * u.T + u32(j)) * DV + c); }"
     : "fn vp(bh: u32, j: i32, c: u32) -> f32 { return yp(bh, j, c); }";
 }
 
-/** {@linkcode valueWgsl} and `vp4(bh, j, c)`: entries `c..c+3` (clamped at the row's end for the pseudo-values). */
-function valueWgsl4(delta: boolean): string {
+/**
+ * {@linkcode valueWgsl} and `vp4(bh, j, c)`: entries `c..c+3` (the pseudo-values as one 16-byte load in the
+ * kernels that bind `cw` as vec4, else clamped at the row's end).
+ */
+function valueWgsl4(delta: boolean, vec4Workspace: boolean): string {
   const at = "u.pseudoValues + (bh * u.T + u32(j)) * DV";
+  const scalar = `vec4<f32>(${[0, 1, 2, 3].map((m) => `cw[${at} + min(c + ${m}u, DV - 1u)]`).join(", ")})`;
   return valueWgsl(delta) + "\n" + (delta
     ? `fn vp4(bh: u32, j: i32, c: u32) -> vec4<f32> {
-  return vec4<f32>(${[0, 1, 2, 3].map((m) => `cw[${at} + min(c + ${m}u, DV - 1u)]`).join(", ")});
+  return ${vec4Workspace ? `cw4(${at} + c)` : scalar};
 }`
     : "fn vp4(bh: u32, j: i32, c: u32) -> vec4<f32> { return yp4(bh, j, c); }");
 }

@@ -525,9 +525,11 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "decay_grads":
     case "delta_decay_grads":
     case "column_coefs":
-    case "solve":
-    case "solve_transposed":
       return BH * nck;
+    case "solve":
+      return BH * nck * Math.ceil((s.dk + s.dv) / CHUNK_WG);
+    case "solve_transposed":
+      return BH * nck * Math.ceil(s.dv / CHUNK_WG);
     case "window_solve_transposed":
       return BH * nck * Math.ceil(s.dv / SOLVE_TRANSPOSED_COLUMNS);
     case "window_solve":

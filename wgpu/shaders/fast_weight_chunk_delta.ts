@@ -144,8 +144,12 @@ ${chunkEntry(`${stagedBlocks(s.C, s.C)}u`)}
 }`;
     case "solve":
       return head + chunkSteps(true) + `
-${chunkEntry("1u")}
-  for (var col = lid; col < DV + DK; col += WG) {
+${chunkEntry(`${Math.ceil((s.dk + s.dv) / CHUNK_WG)}u`)}
+  // one column of [U0 | V] per invocation; its earlier rows also in private memory (the substitution reads them
+  // back at every step)
+  let col = tile * WG + lid;
+  if (col < DV + DK) {
+    var prev: array<f32, C>;
     for (var t = 0u; t < len; t++) {
       let ex = exp(cpp[t]);
       var r = 0.0;
@@ -156,14 +160,15 @@ ${chunkEntry("1u")}
           for (var i = 0u; i < DK; i++) { sx += s0[(bh * DK + i) * DV + col] * xp(bh, i32(a + t), i); }
           r -= cga[t] * ex * sx;
         }
-        for (var q = 0u; q < t; q++) { r -= cw[solve_matrix_at(bh, n, t, q)] * cw[pseudo_values_constant_at(bh, n, q, col)]; }
+        for (var q = 0u; q < t; q++) { r -= cw[solve_matrix_at(bh, n, t, q)] * prev[q]; }
         cw[pseudo_values_constant_at(bh, n, t, col)] = r;
       } else {
         let i = col - DV;
         if (base_kind(t) == 0u) { r = cga[t] * ex * xp(bh, i32(a + t), i); }
-        for (var q = 0u; q < t; q++) { r -= cw[solve_matrix_at(bh, n, t, q)] * cw[pseudo_values_state_factor_at(bh, n, q, i)]; }
+        for (var q = 0u; q < t; q++) { r -= cw[solve_matrix_at(bh, n, t, q)] * prev[q]; }
         cw[pseudo_values_state_factor_at(bh, n, t, i)] = r;
       }
+      prev[t] = r;
     }
   }
 }`;
@@ -267,12 +272,16 @@ ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
       return head + reverseScanKernel(s);
     case "solve_transposed":
       return head + chunkSteps(true) + `
-${chunkEntry("1u")}
-  for (var c = lid; c < DV; c += WG) {
+${chunkEntry(`${Math.ceil(s.dv / CHUNK_WG)}u`)}
+  // one value column per invocation; its later rows also in private memory
+  let c = tile * WG + lid;
+  if (c < DV) {
+    var later: array<f32, C>;
     for (var tr = i32(len) - 1; tr >= 0; tr--) {
       let t = u32(tr);
       var r = cw[u.dPseudoValues + row(bh, a + t, c)];
-      for (var t2 = t + 1u; t2 < len; t2++) { r -= cw[solve_matrix_at(bh, n, t2, t)] * cw[u.dRightHandSide + row(bh, a + t2, c)]; }
+      for (var t2 = t + 1u; t2 < len; t2++) { r -= cw[solve_matrix_at(bh, n, t2, t)] * later[t2]; }
+      later[t] = r;
       cw[u.dRightHandSide + row(bh, a + t, c)] = r;
     }
   }

@@ -613,6 +613,7 @@ const VEC4_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([
   "query_grads",
   "state_increment",
   "base_readout_grads",
+  "transition",
 ]);
 
 /** Whether `pass` binds `ws` and `dout` as vec4 arrays at shape `s` ({@linkcode VEC4_PASSES}). */
@@ -1088,6 +1089,27 @@ export function tile4(p: string, K: string, a: string, b: string, w?: string): s
       ${R.map((r) => `let ${p}a${r} = ${at(a, r)}${w ? ` * ${p}w` : ""};`).join("\n      ")}
       ${R.map((c) => `let ${p}b${c} = ${at(b, c)};`).join("\n      ")}
       ${R.flatMap((r) => R.map((c) => `${p}${r}${c} += ${p}a${r} * ${p}b${c};`)).join("\n      ")}
+    }`;
+}
+
+/**
+ * WGSL of 4 x 4 state blocks as outer products: for `k < K`, `<acc><r> += a[r] * b` for each product
+ * (`a`, `b` vec4 expressions in `k`: 4 rows and 4 columns of the block; the products share `b`). The
+ * accumulators are vec4 per row, declared here.
+ */
+export function vec4Tile(products: readonly { acc: string; a: string }[], K: string, b: string): string {
+  const R4 = [0, 1, 2, 3];
+  return `${products.map((p) => R4.map((r) => `var ${p.acc}${r} = vec4<f32>(0.0);`).join(" ")).join(" ")}
+    for (var k = 0u; k < ${K}; k++) {
+      let vb = ${b};
+      ${
+    products.map((p) =>
+      `{
+        let va = ${p.a};
+        ${R4.map((r) => `${p.acc}${r} += va[${r}] * vb;`).join(" ")}
+      }`
+    ).join("\n      ")
+  }
     }`;
 }
 

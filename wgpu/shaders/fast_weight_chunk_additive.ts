@@ -68,6 +68,7 @@ import {
   stateTiles,
   stepCoefWgsl,
   tile4Each,
+  vec4Tile,
 } from "./chunk_wgsl.ts";
 import {
   component,
@@ -278,27 +279,6 @@ ${flatEntry("u.B * H * (PAD + u.T + 1u) * (DK + DV)")}
   out[k] = acc;
 }`;
   }
-}
-
-/**
- * WGSL of 4 x 4 state blocks as outer products: for `k < K`, `<acc><r> += a[r] * b` for each product
- * (`a`, `b` vec4 expressions in `k`: 4 rows and 4 columns of the block; the products share `b`). The
- * accumulators are vec4 per row, declared here.
- */
-function vec4Tile(products: readonly { acc: string; a: string }[], K: string, b: string): string {
-  const R4 = [0, 1, 2, 3];
-  return `${products.map((p) => R4.map((r) => `var ${p.acc}${r} = vec4<f32>(0.0);`).join(" ")).join(" ")}
-    for (var k = 0u; k < ${K}; k++) {
-      let vb = ${b};
-      ${
-    products.map((p) =>
-      `{
-        let va = ${p.a};
-        ${R4.map((r) => `${p.acc}${r} += va[${r}] * vb;`).join(" ")}
-      }`
-    ).join("\n      ")
-  }
-    }`;
 }
 
 /** Loop bounds of the readout's and dq's products with `S0`: none without one (the tile stays 0). */

@@ -58,6 +58,7 @@ import {
   tile4,
   tile4Each,
   transitionTiles,
+  vec4Tile,
 } from "./chunk_wgsl.ts";
 import {
   component,
@@ -193,17 +194,18 @@ ${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
     let i0 = (blk / nr) * 4u;
     let i20 = (blk % nr) * 4u;
     ${
-        tile4(
-          "e",
+        vec4Tile(
+          [{ acc: "e", a: "xp4(bh, i32(a + k), i0) * ge[k]" }],
           "len",
-          "xp(bh, i32(a + k), min(i0 + ${r}u, DK - 1u))",
-          "cw[pseudo_values_state_factor_at(bh, n, k, min(i20 + ${c}u, DK - 1u))]",
-          "ge[k]",
+          `vec4<f32>(${
+            [0, 1, 2, 3].map((c) => `cw[pseudo_values_state_factor_at(bh, n, k, min(i20 + ${c}u, DK - 1u))]`)
+              .join(", ")
+          })`,
         )
       }
     ${
         tile4Each((r, c) =>
-          `if (i0 + ${r}u < DK && i20 + ${c}u < DK) { cw[u.transitionMatrix + ((bh * nck() + n) * DK + i0 + ${r}u) * DK + i20 + ${c}u] = select(0.0, dec, bk == 0u && ${r}u + i0 == ${c}u + i20) - e${r}${c}; }`
+          `if (i0 + ${r}u < DK && i20 + ${c}u < DK) { cw[u.transitionMatrix + ((bh * nck() + n) * DK + i0 + ${r}u) * DK + i20 + ${c}u] = select(0.0, dec, bk == 0u && ${r}u + i0 == ${c}u + i20) - e${r}[${c}]; }`
         )
       }
   } else if (blk < nkm + nds) {
@@ -211,12 +213,13 @@ ${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
     let i0 = ((blk - nkm) / nc) * 4u;
     let cb0 = ((blk - nkm) % nc) * 4u;
     ${
-        tile4(
-          "e",
+        vec4Tile(
+          [{ acc: "e", a: "xp4(bh, i32(a + k), i0) * ge[k]" }],
           "len",
-          "xp(bh, i32(a + k), min(i0 + ${r}u, DK - 1u))",
-          "cw[pseudo_values_constant_at(bh, n, k, min(cb0 + ${c}u, DV - 1u))]",
-          "ge[k]",
+          `vec4<f32>(${
+            [0, 1, 2, 3].map((c) => `cw[pseudo_values_constant_at(bh, n, k, min(cb0 + ${c}u, DV - 1u))]`)
+              .join(", ")
+          })`,
         )
       }
     ${
@@ -224,7 +227,7 @@ ${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
           `if (i0 + ${r}u < DK && cb0 + ${c}u < DV) {
       var v = 0.0;
       if (bk == 1u && u.hasS0 != 0u) { v = dec * s0[(bh * DK + i0 + ${r}u) * DV + cb0 + ${c}u]; }
-      cw[u.chunkStateIncrement + ((bh * nck() + n) * DK + i0 + ${r}u) * DV + cb0 + ${c}u] = v + e${r}${c};
+      cw[u.chunkStateIncrement + ((bh * nck() + n) * DK + i0 + ${r}u) * DV + cb0 + ${c}u] = v + e${r}[${c}];
     }`
         )
       }

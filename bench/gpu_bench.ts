@@ -17,7 +17,7 @@
  * Each timed batch ends with one device sync; `sync_overhead_seconds` is that sync alone.
  * `forward_backward_*`: batches of a forward and its backward (as a training step runs them, and as fla's peer
  * times its `fwd+bwd`); `forward_plus_backward_tokens_per_s`: the forward and backward batches' times added
- * (two syncs' shares: the `forward_backward_tokens_per_s` of reports before 2026-12-02 06:00 UTC).
+ * (two syncs' shares: the `forward_backward_tokens_per_s` of reports before 2026-12-02 05:20 UTC).
  * Small shapes (e.g. `--gemm 256 --T 64 --B 1 --H 2 --dk 16 --dv 16`) run on software adapters.
  *
  * @module
@@ -201,7 +201,7 @@ async function fastWeight(
     forward_tokens_per_s: tokens / forward,
     forward_backward_seconds: both.seconds,
     forward_backward_tokens_per_s: tokens / both.seconds,
-    // the sum of the two batches above: a sync share in each (the figure of reports before 2026-12-02 06:00 UTC)
+    // the sum of the two batches above: a sync share in each (the figure of reports before 2026-12-02 05:20 UTC)
     forward_plus_backward_tokens_per_s: tokens / (forward + backward),
   };
 }

@@ -47,26 +47,31 @@ export function gpuTest(name: string, fn: (gpu: WebGpuBackend) => Promise<void>,
 
 /**
  * Calls of `proto[method]` (e.g. `GPUComputePassEncoder.prototype`, `"dispatchWorkgroups"`) while `body`
- * records its commands and the runtime flushes them.
+ * records its commands and the runtime flushes them. The runtime submits by dispatch count alone meanwhile:
+ * a flush after `FLUSH_AFTER_MS` of host time (a slow adapter compiling a kernel) would run held work early,
+ * and the counts would depend on the machine's speed.
  */
 export function callsDuring(
-  gpu: { runtime: { flush(): void } },
+  gpu: { runtime: { flush(): void; flushAfterMs: number } },
   proto: object,
   method: string,
   body: () => void,
 ): number {
   const target = proto as Record<string, (...args: unknown[]) => unknown>;
   const original = target[method];
+  const flushAfterMs = gpu.runtime.flushAfterMs;
   let calls = 0;
   target[method] = function (this: unknown, ...args: unknown[]) {
     calls++;
     return original.apply(this, args);
   };
+  gpu.runtime.flushAfterMs = Infinity;
   try {
     body();
     gpu.runtime.flush();
   } finally {
     target[method] = original;
+    gpu.runtime.flushAfterMs = flushAfterMs;
   }
   return calls;
 }

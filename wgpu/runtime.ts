@@ -95,7 +95,7 @@ export class GpuRuntime {
   /** {@linkcode GpuRuntime.clock} at the first dispatch since the last flush. */
   #recordingSince = 0;
   /** Host ms of recording after which a dispatch flushes ({@linkcode FLUSH_AFTER_MS}; `Infinity`: by count only). */
-  flushAfterMs = FLUSH_AFTER_MS;
+  flushAfterMs: number = FLUSH_AFTER_MS;
   /** The host clock of {@linkcode GpuRuntime.flushAfterMs}, in ms (tests replace it). */
   clock: () => number = () => performance.now();
   /** Small immutable host-data buffers by usage and content hash: a training step repeats the same ones. */

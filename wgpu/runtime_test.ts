@@ -7,7 +7,7 @@ import {
   IDLE_FLUSH_DISPATCHES,
   PROMOTE_AFTER_FLUSHES,
 } from "./runtime.ts";
-import { createWebGpuBackend } from "./backend.ts";
+import { createWebGpuBackend, type WebGpuBackend } from "./backend.ts";
 
 gpuTest(
   "temp() hands out one cached buffer per small content, and one upload per large content until the flush",
@@ -189,35 +189,56 @@ gpuTest(
   },
 );
 
+/**
+ * A runtime just synced, whose `add(y, y, x)` dispatches `step()` counts and whose submits `at` records (the
+ * dispatch count at each); `restore()` puts `queue.submit`, the clock and the flush delay back.
+ */
+async function submitRecorder(gpu: WebGpuBackend) {
+  const rt = gpu.runtime;
+  const x = gpu.fromArray([1, 2, 3], [3]);
+  const y = gpu.zeros([3]);
+  await gpu.sync();
+  const queue = rt.device.queue;
+  const submit = queue.submit.bind(queue);
+  const at: number[] = [];
+  let dispatches = 0;
+  queue.submit = (buffers) => {
+    at.push(dispatches);
+    submit(buffers);
+  };
+  return {
+    at,
+    step(): number {
+      // counted first: a submit inside the dispatch records it
+      dispatches++;
+      gpu.add(y, y, x);
+      return dispatches;
+    },
+    /** `y` now: `x` times the dispatches. */
+    async check(): Promise<void> {
+      assert.deepEqual(Array.from(await gpu.read(y)), [1, 2, 3].map((v) => v * dispatches));
+    },
+    restore(): void {
+      queue.submit = submit;
+      rt.flushAfterMs = FLUSH_AFTER_MS;
+      rt.clock = () => performance.now();
+    },
+  };
+}
+
 gpuTest(
   "after a sync the first submit comes at IDLE_FLUSH_DISPATCHES dispatches, the next ones at FLUSH_DISPATCHES",
   async (gpu) => {
-    const rt = gpu.runtime;
-    const x = gpu.fromArray([1, 2, 3], [3]);
-    const y = gpu.zeros([3]);
-    await gpu.sync();
-    const queue = rt.device.queue;
-    const submit = queue.submit.bind(queue);
-    const at: number[] = [];
-    let dispatches = 0;
-    queue.submit = (buffers) => {
-      at.push(dispatches);
-      submit(buffers);
-    };
+    const r = await submitRecorder(gpu);
     // by count alone (this slow adapter's host may record for longer than FLUSH_AFTER_MS)
-    rt.flushAfterMs = Infinity;
+    gpu.runtime.flushAfterMs = Infinity;
     try {
-      for (let i = 0; i < IDLE_FLUSH_DISPATCHES + FLUSH_DISPATCHES + 2; i++) {
-        dispatches++;
-        gpu.add(y, y, x);
-      }
+      for (let i = 0; i < IDLE_FLUSH_DISPATCHES + FLUSH_DISPATCHES + 2; i++) r.step();
       // the device waited for nothing: the first 8 went at once, then the usual interval
-      assert.deepEqual(at, [IDLE_FLUSH_DISPATCHES, IDLE_FLUSH_DISPATCHES + FLUSH_DISPATCHES]);
-      const sum = await gpu.read(y);
-      assert.deepEqual(Array.from(sum), [1, 2, 3].map((v) => v * dispatches));
+      assert.deepEqual(r.at, [IDLE_FLUSH_DISPATCHES, IDLE_FLUSH_DISPATCHES + FLUSH_DISPATCHES]);
+      await r.check();
     } finally {
-      queue.submit = submit;
-      rt.flushAfterMs = FLUSH_AFTER_MS;
+      r.restore();
     }
   },
 );
@@ -225,48 +246,29 @@ gpuTest(
 gpuTest(
   "a dispatch FLUSH_AFTER_MS of host time after the first one since a flush submits, short of the count",
   async (gpu) => {
-    const rt = gpu.runtime;
-    const x = gpu.fromArray([1, 2, 3], [3]);
-    const y = gpu.zeros([3]);
-    await gpu.sync();
-    const queue = rt.device.queue;
-    const submit = queue.submit.bind(queue);
-    const at: number[] = [];
-    let dispatches = 0;
+    const r = await submitRecorder(gpu);
     let now = 1000;
-    queue.submit = (buffers) => {
-      at.push(dispatches);
-      submit(buffers);
-    };
-    rt.clock = () => now;
+    gpu.runtime.clock = () => now;
     try {
       // the first IDLE_FLUSH_DISPATCHES go at once; then 3 dispatches inside the interval, and the 4th at its end
-      for (let i = 0; i < IDLE_FLUSH_DISPATCHES + 3; i++) {
-        dispatches++;
-        gpu.add(y, y, x);
-      }
+      for (let i = 0; i < IDLE_FLUSH_DISPATCHES + 3; i++) r.step();
       now += FLUSH_AFTER_MS / 2;
-      dispatches++;
-      gpu.add(y, y, x);
+      r.step();
       assert.deepEqual(
-        at,
+        r.at,
         [IDLE_FLUSH_DISPATCHES],
         "not yet: the interval runs from the first dispatch after a flush",
       );
       now += FLUSH_AFTER_MS / 2;
-      dispatches++;
-      gpu.add(y, y, x);
-      assert.deepEqual(at, [IDLE_FLUSH_DISPATCHES, dispatches]);
+      const fourth = r.step();
+      assert.deepEqual(r.at, [IDLE_FLUSH_DISPATCHES, fourth]);
       // a host pause before a dispatch starts no interval early: the clock starts at that dispatch
       now += 50;
-      dispatches++;
-      gpu.add(y, y, x);
-      assert.deepEqual(at, [IDLE_FLUSH_DISPATCHES, dispatches - 1]);
-      const sum = await gpu.read(y);
-      assert.deepEqual(Array.from(sum), [1, 2, 3].map((v) => v * dispatches));
+      r.step();
+      assert.deepEqual(r.at, [IDLE_FLUSH_DISPATCHES, fourth]);
+      await r.check();
     } finally {
-      queue.submit = submit;
-      rt.clock = () => performance.now();
+      r.restore();
     }
   },
 );

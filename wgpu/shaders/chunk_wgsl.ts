@@ -633,14 +633,28 @@ export function bindsVec4Workspace(pass: ChunkPass, s: Pick<ChunkShape, "dk" | "
   return VEC4_WORKSPACE_PASSES.has(pass) && bindsVec4(pass, s);
 }
 
-/** WGSL `cwf(i)` (and, where `cw` is a vec4 array, `cwset(i, v)`, `cw4(i)` and `s04(i)` from float `i`, a multiple of 4). */
-function workspaceFloatAccessors(vec4: boolean, hasS0: boolean): string {
-  if (!vec4) return "fn cwf(i: u32) -> f32 { return cw[i]; }";
+/**
+ * WGSL `cwf(i)` (one float of `cw`) and, in {@linkcode VEC4_WORKSPACE_PASSES}, `cwset(i, v)`; where those bind
+ * `cw` as a vec4 array also `cw4(i)` and `s04(i)` (4 floats from float `i`, a multiple of 4).
+ */
+function workspaceFloatAccessors(pass: ChunkPass, s: ChunkShape, hasS0: boolean): string {
+  if (!VEC4_WORKSPACE_PASSES.has(pass)) return "fn cwf(i: u32) -> f32 { return cw[i]; }";
+  if (!bindsVec4Workspace(pass, s)) {
+    return "fn cwf(i: u32) -> f32 { return cw[i]; }\nfn cwset(i: u32, v: f32) { cw[i] = v; }";
+  }
   return `fn cwf(i: u32) -> f32 { return cw[i >> 2u][i & 3u]; }
 fn cwset(i: u32, v: f32) { cw[i >> 2u][i & 3u] = v; }
 fn cw4(i: u32) -> vec4<f32> { return cw[i >> 2u]; }${
     hasS0 ? "\nfn s04(i: u32) -> vec4<f32> { return s0[i >> 2u]; }" : ""
   }`;
+}
+
+/**
+ * WGSL `vec4` of `at(min(i + m, n - 1))`, `m = 0..3`: entries past the row's end repeat its last one (for
+ * operands whose products there are 0 or unused).
+ */
+export function clampedVec4(at: (i: string) => string, i: string, n: string): string {
+  return `vec4<f32>(${[0, 1, 2, 3].map((m) => at(`min(${i} + ${m}u, ${n} - 1u)`)).join(", ")})`;
 }
 
 /** WGSL `vec4` of `at(i + m)`, `m = 0..3`: entries at or past `n` are 0 (and read at `n - 1`). */
@@ -660,32 +674,24 @@ function workspaceAccessors(pass: ChunkPass, s: ChunkShape, usesDout: boolean): 
   const q = "(bh * u.T + t) * DK + i";
   const x = "u.B * H * u.T * DK + (bh * (PAD + u.T + 1u) + u32(j + i32(PAD))) * DK + i";
   const y = "u.B * H * (u.T * DK + (PAD + u.T + 1u) * DK) + (bh * (PAD + u.T) + u32(j + i32(PAD))) * DV + c";
-  if (!VEC4_PASSES.has(pass)) {
-    return `fn qn(bh: u32, t: u32, i: u32) -> f32 { return ws[${q}]; }
-fn xp(bh: u32, j: i32, i: u32) -> f32 { return ws[${x}]; }
-fn yp(bh: u32, j: i32, c: u32) -> f32 { return ws[${y}]; }`;
-  }
-  if (bindsVec4(pass, s)) {
-    return `fn qn(bh: u32, t: u32, i: u32) -> f32 { let f = ${q}; return ws[f >> 2u][f & 3u]; }
-fn xp(bh: u32, j: i32, i: u32) -> f32 { let f = ${x}; return ws[f >> 2u][f & 3u]; }
-fn yp(bh: u32, j: i32, c: u32) -> f32 { let f = ${y}; return ws[f >> 2u][f & 3u]; }
-fn qn4(bh: u32, t: u32, i: u32) -> vec4<f32> { return ws[(${q}) >> 2u]; }
-fn xp4(bh: u32, j: i32, i: u32) -> vec4<f32> { return ws[(${x}) >> 2u]; }
-fn yp4(bh: u32, j: i32, c: u32) -> vec4<f32> { return ws[(${y}) >> 2u]; }${
-      usesDout ? "\nfn do4(r0: u32, k: u32) -> vec4<f32> { return dout[(r0 + k) >> 2u]; }" : ""
-    }`;
-  }
-  return `fn qn(bh: u32, t: u32, i: u32) -> f32 { return ws[${q}]; }
-fn xp(bh: u32, j: i32, i: u32) -> f32 { return ws[${x}]; }
-fn yp(bh: u32, j: i32, c: u32) -> f32 { return ws[${y}]; }
-fn qn4(bh: u32, t: u32, i: u32) -> vec4<f32> { return ${maskedVec4((e) => `qn(bh, t, ${e})`, "i", "DK")}; }
-fn xp4(bh: u32, j: i32, i: u32) -> vec4<f32> { return ${maskedVec4((e) => `xp(bh, j, ${e})`, "i", "DK")}; }
-fn yp4(bh: u32, j: i32, c: u32) -> vec4<f32> { return ${maskedVec4((e) => `yp(bh, j, ${e})`, "c", "DV")}; }${
-    usesDout
-      ? `\nfn do4(r0: u32, k: u32) -> vec4<f32> { return ${
-        maskedVec4((e) => `dout[r0 + ${e}]`, "k", "DV")
-      }; }`
-      : ""
+  const vec4 = bindsVec4(pass, s);
+  // a float of ws: one component of its vec4 where ws is a vec4 array
+  const float = (f: string) => vec4 ? `let f = ${f}; return ws[f >> 2u][f & 3u];` : `return ws[${f}];`;
+  const scalars = `fn qn(bh: u32, t: u32, i: u32) -> f32 { ${float(q)} }
+fn xp(bh: u32, j: i32, i: u32) -> f32 { ${float(x)} }
+fn yp(bh: u32, j: i32, c: u32) -> f32 { ${float(y)} }`;
+  if (!VEC4_PASSES.has(pass)) return scalars;
+  const rows = vec4 ? [`ws[(${q}) >> 2u]`, `ws[(${x}) >> 2u]`, `ws[(${y}) >> 2u]`, "dout[(r0 + k) >> 2u]"] : [
+    maskedVec4((e) => `qn(bh, t, ${e})`, "i", "DK"),
+    maskedVec4((e) => `xp(bh, j, ${e})`, "i", "DK"),
+    maskedVec4((e) => `yp(bh, j, ${e})`, "c", "DV"),
+    maskedVec4((e) => `dout[r0 + ${e}]`, "k", "DV"),
+  ];
+  return `${scalars}
+fn qn4(bh: u32, t: u32, i: u32) -> vec4<f32> { return ${rows[0]}; }
+fn xp4(bh: u32, j: i32, i: u32) -> vec4<f32> { return ${rows[1]}; }
+fn yp4(bh: u32, j: i32, c: u32) -> vec4<f32> { return ${rows[2]}; }${
+    usesDout ? `\nfn do4(r0: u32, k: u32) -> vec4<f32> { return ${rows[3]}; }` : ""
   }`;
 }
 
@@ -717,7 +723,7 @@ const RP = ${s.RP}u;
 const WG = ${CHUNK_WG}u;
 const CP = ${s.C + nw - 1}u;
 ${usesWs ? workspaceAccessors(pass, s, names.includes("dout")) : ""}
-${workspaceFloatAccessors(vec4Workspace, names.includes("s0"))}
+${workspaceFloatAccessors(pass, s, names.includes("s0"))}
 fn nck() -> u32 { return u.NCK; }
 ${COEF_PASSES.has(pass) ? coefficientWgsl(config, heads) : ""}
 `;

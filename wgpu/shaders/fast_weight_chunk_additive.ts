@@ -57,6 +57,7 @@ import {
   type ChunkPass,
   type ChunkShape,
   chunkSteps,
+  clampedVec4,
   coefBackKernel,
   decayGradKernel,
   flatEntry,
@@ -305,9 +306,7 @@ function rowsKernel(pass: "readout" | "query_grads", s: ChunkShape, pad: number,
   // the row's end (the products they meet are 0 or unused)
   const vec4Workspace = bindsVec4Workspace(pass, s);
   const stateRow = (buf: string, at: string, i: string, c: string, n: string) =>
-    vec4Workspace
-      ? `${buf}4(${at} + ${i} + ${c})`
-      : `vec4<f32>(${R4.map((m) => `${buf}[${at} + ${i} + min(${c} + ${m}u, ${n} - 1u)]`).join(", ")})`;
+    vec4Workspace ? `${buf}4(${at} + ${i} + ${c})` : clampedVec4((e) => `${buf}[${at} + ${i} + ${e}]`, c, n);
   // the inter-chunk part against one base (the entering state in cw at `base`, or S0 at `s0Base`) up to bound K
   const inter = (acc: string, buf: string, at: string, K: string) =>
     fwd
@@ -377,13 +376,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
         var inter = 0.0;
         if (bk == 0u || (fromS0 && u.hasS0 != 0u)) { inter = select(ei${r}[${c}], es${r}[${c}], fromS0); }
         let acc = exp(cp[tt]) * inter;
-        ${
-        fwd
-          ? ""
-          : vec4Workspace
-          ? "cwset(u.dqBase + (bh * u.T + t) * DK + col, acc);"
-          : "cw[u.dqBase + (bh * u.T + t) * DK + col] = acc;"
-      }
+        ${fwd ? "" : "cwset(u.dqBase + (bh * u.T + t) * DK + col, acc);"}
         ${
         fwd
           ? `out[((b * u.T + t) * H + h) * DV + col] = acc + ea${r}[${c}];`
@@ -728,8 +721,8 @@ function writeGainTerms(rowVec4: number, parts: number): string {
 /**
  * WGSL of the `readout` / `query_grads` scores as 4 x 4 register tiles: `sc[tr * CP + jj] = M[t, j] sum_k A(t, k) B(j, k)`
  * over `k < K` for the tile's rows `tr < R` (`t = a + r0 + tr`) and pair columns `jj < CP`, zero where the
- * mask is; `a` / `b` are WGSL templates with `${r}` (row of the block, bound to `t${r}`) / `${c}` (pair
- * column, bound to `jx${c}`) and the loop index `k`. Reads are clamped to valid rows and columns.
+ * mask is; `a(r)` / `b(c)` give the WGSL vec4 of entries `k..k+3` of row `t${r}` / pair column `jx${c}` (the
+ * loop steps `k` by 4). Rows and columns past the tile's are read clamped and stored nowhere.
  */
 function scoreTile(K: string, a: (r: number) => string, b: (c: number) => string): string {
   const R4 = [0, 1, 2, 3];
@@ -776,7 +769,7 @@ function valueWgsl(delta: boolean): string {
  */
 function valueWgsl4(delta: boolean, vec4Workspace: boolean): string {
   const at = "u.pseudoValues + (bh * u.T + u32(j)) * DV";
-  const scalar = `vec4<f32>(${[0, 1, 2, 3].map((m) => `cw[${at} + min(c + ${m}u, DV - 1u)]`).join(", ")})`;
+  const scalar = clampedVec4((e) => `cw[${at} + ${e}]`, "c", "DV");
   return valueWgsl(delta) + "\n" + (delta
     ? `fn vp4(bh: u32, j: i32, c: u32) -> vec4<f32> {
   return ${vec4Workspace ? `cw4(${at} + c)` : scalar};

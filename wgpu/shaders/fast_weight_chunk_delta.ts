@@ -46,6 +46,7 @@ import {
   type ChunkPass,
   type ChunkShape,
   chunkSteps,
+  clampedVec4,
   coefBackKernel,
   decayGradKernel,
   flatEntry,
@@ -197,10 +198,7 @@ ${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
         vec4Tile(
           [{ acc: "e", a: "xp4(bh, i32(a + k), i0) * ge[k]" }],
           "len",
-          `vec4<f32>(${
-            [0, 1, 2, 3].map((c) => `cw[pseudo_values_state_factor_at(bh, n, k, min(i20 + ${c}u, DK - 1u))]`)
-              .join(", ")
-          })`,
+          clampedVec4((e) => `cw[pseudo_values_state_factor_at(bh, n, k, ${e})]`, "i20", "DK"),
         )
       }
     ${
@@ -216,10 +214,7 @@ ${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
         vec4Tile(
           [{ acc: "e", a: "xp4(bh, i32(a + k), i0) * ge[k]" }],
           "len",
-          `vec4<f32>(${
-            [0, 1, 2, 3].map((c) => `cw[pseudo_values_constant_at(bh, n, k, min(cb0 + ${c}u, DV - 1u))]`)
-              .join(", ")
-          })`,
+          clampedVec4((e) => `cw[pseudo_values_constant_at(bh, n, k, ${e})]`, "cb0", "DV"),
         )
       }
     ${

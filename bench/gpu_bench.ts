@@ -136,19 +136,20 @@ async function fastWeight(
     lambdabar: gpu.fromArray(rng.uniforms(n, 0, 0.5), [B, T, H]),
   };
   const dO = gpu.fromArray(rng.normals(n * dv), [B, T, H, dv]);
-  const fwd = await timeCalls(gpu, reps, () => {
+  // one call each, its outputs given back to the pool at once
+  const forwardCall = () => {
     const r = gpu.fastWeightForward(config, inputs, { form, chunkSize: chunk });
     for (const t of [r.o, r.carry.state, r.carry.lastKey, r.carry.windowX, r.carry.windowY]) gpu.dispose(t);
-  }, inner);
+  };
   const backwardCall = () => {
     const g = gpu.fastWeightBackward(config, inputs, dO, { form, chunkSize: chunk });
     for (const t of Object.values(g)) gpu.dispose(t);
   };
+  const fwd = await timeCalls(gpu, reps, forwardCall, inner);
   const bwd = await timeCalls(gpu, reps, backwardCall, inner);
   // a forward and its backward per call, as a training step runs them (one sync per `inner` pairs)
   const both = await timeCalls(gpu, reps, () => {
-    const r = gpu.fastWeightForward(config, inputs, { form, chunkSize: chunk });
-    for (const t of [r.o, r.carry.state, r.carry.lastKey, r.carry.windowX, r.carry.windowY]) gpu.dispose(t);
+    forwardCall();
     backwardCall();
   }, inner);
   const forward = fwd.seconds;
@@ -159,19 +160,14 @@ async function fastWeight(
   if (values.profile) {
     // one forward + backward with every dispatch timed on the GPU (timestamp queries)
     gpu.runtime.startProfile();
-    const r = gpu.fastWeightForward(config, inputs, { form, chunkSize: chunk });
-    const g = gpu.fastWeightBackward(config, inputs, dO, { form, chunkSize: chunk });
+    forwardCall();
+    backwardCall();
     profile = await gpu.runtime.stopProfile();
-    for (const t of [r.o, r.carry.state, r.carry.lastKey, r.carry.windowX, r.carry.windowY]) gpu.dispose(t);
-    for (const t of Object.values(g)) gpu.dispose(t);
     // a timed batch of `inner` forwards with every dispatch timed: the device's span per call against the
     // wall time per call of the same batch (their difference is time the device spent outside the kernels)
     const t0 = performance.now();
     gpu.runtime.startProfile();
-    for (let i = 0; i < inner; i++) {
-      const f = gpu.fastWeightForward(config, inputs, { form, chunkSize: chunk });
-      for (const t of [f.o, f.carry.state, f.carry.lastKey, f.carry.windowX, f.carry.windowY]) gpu.dispose(t);
-    }
+    for (let i = 0; i < inner; i++) forwardCall();
     const batch = await gpu.runtime.stopProfile();
     batchProfile = {
       forward_batch_wall_ms: (performance.now() - t0) / inner,

@@ -15,9 +15,12 @@
  * (the runtime's `flushAfterMs`, default `FLUSH_AFTER_MS`; `inf`: submit by dispatch count only), `--out FILE`. `*_host_seconds`: time per call spent recording and
  * submitting on the host.
  * Each timed batch ends with one device sync; `sync_overhead_seconds` is that sync alone.
- * `forward_backward_*`: batches of a forward and its backward (as a training step runs them, and as fla's peer
- * times its `fwd+bwd`); `forward_plus_backward_tokens_per_s`: the forward and backward batches' times added
- * (two syncs' shares: the `forward_backward_tokens_per_s` of reports before 2026-12-02 05:20 UTC).
+ * `forward_backward_*`: batches of a forward that keeps its workspaces (`keepForBackward`) and the backward
+ * given them (as a training step runs them, and as fla's peer times its `fwd+bwd`: autograd keeps the forward's
+ * tensors); `forward_backward_recompute_*`: the same pairs with a backward that recomputes the forward (the
+ * `forward_backward_*` of reports from 2026-12-02 05:20 to 08:00 UTC); `forward_plus_backward_tokens_per_s`:
+ * the plain forward and backward batches' times added (two syncs' shares: the `forward_backward_tokens_per_s`
+ * of reports before 2026-12-02 05:20 UTC). `--profile` times the kept pair's kernels.
  * Small shapes (e.g. `--gemm 256 --T 64 --B 1 --H 2 --dk 16 --dv 16`) run on software adapters.
  *
  * @module
@@ -145,10 +148,19 @@ async function fastWeight(
     const g = gpu.fastWeightBackward(config, inputs, dO, { form, chunkSize: chunk });
     for (const t of Object.values(g)) gpu.dispose(t);
   };
+  // a forward that keeps its workspaces and the backward that uses them, as a training step runs them
+  const pairCall = () => {
+    const r = gpu.fastWeightForward(config, inputs, { form, chunkSize: chunk, keepForBackward: true });
+    for (const t of [r.o, r.carry.state, r.carry.lastKey, r.carry.windowX, r.carry.windowY]) gpu.dispose(t);
+    const g = gpu.fastWeightBackward(config, inputs, dO, { form, chunkSize: chunk, saved: r.saved });
+    for (const t of Object.values(g)) gpu.dispose(t);
+  };
   const fwd = await timeCalls(gpu, reps, forwardCall, inner);
   const bwd = await timeCalls(gpu, reps, backwardCall, inner);
-  // a forward and its backward per call, as a training step runs them (one sync per `inner` pairs)
-  const both = await timeCalls(gpu, reps, () => {
+  // one sync per `inner` pairs
+  const both = await timeCalls(gpu, reps, pairCall, inner);
+  // the same with the backward recomputing the forward (the figure of reports before 2026-12-02 08:00 UTC)
+  const recomputing = await timeCalls(gpu, reps, () => {
     forwardCall();
     backwardCall();
   }, inner);
@@ -160,8 +172,7 @@ async function fastWeight(
   if (values.profile) {
     // one forward + backward with every dispatch timed on the GPU (timestamp queries)
     gpu.runtime.startProfile();
-    forwardCall();
-    backwardCall();
+    pairCall();
     profile = await gpu.runtime.stopProfile();
     // a timed batch of `inner` forwards with every dispatch timed: the device's span per call against the
     // wall time per call of the same batch (their difference is time the device spent outside the kernels)
@@ -197,6 +208,8 @@ async function fastWeight(
     forward_tokens_per_s: tokens / forward,
     forward_backward_seconds: both.seconds,
     forward_backward_tokens_per_s: tokens / both.seconds,
+    forward_backward_recompute_seconds: recomputing.seconds,
+    forward_backward_recompute_tokens_per_s: tokens / recomputing.seconds,
     // the sum of the two batches above: a sync share in each (the figure of reports before 2026-12-02 05:20 UTC)
     forward_plus_backward_tokens_per_s: tokens / (forward + backward),
   };

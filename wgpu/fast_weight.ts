@@ -23,12 +23,14 @@
  */
 
 import type {
+  BackwardOptions,
   Carry,
   FastWeightGrads,
   FastWeightInputs,
   FastWeightOps,
   FastWeightOutputs,
   FormOptions,
+  ForwardOptions,
   Tensor,
 } from "../src/rules/backend.ts";
 import { isPerColumnRule, isWindowRule, retnetDecay, type RuleConfig } from "../src/rules/config.ts";
@@ -43,6 +45,7 @@ import { type GpuRuntime, grid } from "./runtime.ts";
 import { gpuBuffer, type GpuTensor } from "./tensor.ts";
 import { chunkWorkspaceBytes, createChunkKernels } from "./fast_weight_chunk.ts";
 import { batchSlicedOps, type SliceRows } from "./fast_weight_slices.ts";
+import { keptCallKey, KeptForward } from "./kept_forward.ts";
 import { isChunkRule } from "./shaders/chunk_wgsl.ts";
 import type { HeadConstants } from "./shaders/fast_weight_coef.ts";
 import {
@@ -142,6 +145,18 @@ export function createFastWeightOps(rt: GpuRuntime, options: FastWeightOpsOption
   return batchSlicedOps(rt, wholeBatchOps(rt, limit), chunkSliceRows(limit));
 }
 
+/**
+ * The workspaces a kept forward holds for the call `key` (taken from it: the backward releases them), or
+ * null when there is none; a saved forward of another backend is a TypeError.
+ */
+function keptWorkspaces(saved: BackwardOptions["saved"], key: string) {
+  if (saved === undefined) return null;
+  if (!(saved instanceof KeptForward)) {
+    throw new TypeError("options.saved is not from a forward of this webgpu backend");
+  }
+  return saved.take(key);
+}
+
 /** The fast-weight ops on a runtime, every call on its whole batch. */
 function wholeBatchOps(rt: GpuRuntime, chunkWorkspaceLimit: number): FastWeightOps {
   const limits = rt.device.limits;
@@ -184,13 +199,26 @@ function wholeBatchOps(rt: GpuRuntime, chunkWorkspaceLimit: number): FastWeightO
    * Normalise into the head-major workspace (one dispatch writes every row of it, zeros included;
    * carry rows, when there is a carry, after it); returns it and its sizes.
    */
-  function prepare(config: RuleConfig, inputs: FastWeightInputs, d: FastWeightDims) {
+  function prepare(
+    config: RuleConfig,
+    inputs: FastWeightInputs,
+    d: FastWeightDims,
+    kept: GpuTensor | null = null,
+  ) {
     const { B, T, H, dk, dv } = d;
     const BH = B * H;
     const W = windowSlots(config);
     const PAD = W - 1;
     const XR = PAD + T + 1;
     const YR = PAD + T;
+    const xBase = BH * T * dk;
+    const yBase = xBase + BH * XR * dk;
+    const stepTable = () => {
+      const { meta, counts } = stepMeta(config, B, T, inputs.starts, inputs.carry);
+      return { meta: rt.temp(meta, "storage"), counts, XR, YR, PAD, xBase, yBase };
+    };
+    // a kept forward's workspace already holds these rows (the same inputs)
+    if (kept) return { ws: kept, ...stepTable() };
     const prefix = config.alignment === "prefix";
     const ws = rt.tensor([BH * (T * dk + XR * dk + YR * dv)], false);
     const workspaceRows = BH * (T + XR + YR);
@@ -242,8 +270,6 @@ function wholeBatchOps(rt: GpuRuntime, chunkWorkspaceLimit: number): FastWeightO
       ]);
       rt.dispatch(norm(p.D), [ws.buffer, src, u], grid(rowGroups(n, p.D)));
     };
-    const xBase = BH * T * dk;
-    const yBase = xBase + BH * XR * dk;
     const c = inputs.carry;
     if (c) {
       if (prefix) {
@@ -278,8 +304,7 @@ function wholeBatchOps(rt: GpuRuntime, chunkWorkspaceLimit: number): FastWeightO
         });
       }
     }
-    const { meta, counts } = stepMeta(config, B, T, inputs.starts, inputs.carry);
-    return { ws, meta: rt.temp(meta, "storage"), counts, XR, YR, PAD, xBase, yBase };
+    return { ws, ...stepTable() };
   }
 
   function commonBindings(inputs: FastWeightInputs, ws: GpuTensor, meta: GPUBuffer): GPUBuffer[] {
@@ -323,7 +348,7 @@ function wholeBatchOps(rt: GpuRuntime, chunkWorkspaceLimit: number): FastWeightO
     fastWeightForward(
       config: RuleConfig,
       inputs: FastWeightInputs,
-      options: FormOptions = {},
+      options: ForwardOptions = {},
     ): FastWeightOutputs {
       const ck = formOf(options);
       const d = fastWeightDims(config, inputs);
@@ -332,8 +357,20 @@ function wholeBatchOps(rt: GpuRuntime, chunkWorkspaceLimit: number): FastWeightO
       const prep = prepare(config, inputs, d);
       const o = rt.tensor([B, T, H, dv], false);
       const state = rt.tensor([B, H, dk, dv], false);
+      let saved: KeptForward | undefined;
       if (usesChunkKernels(config, options)) {
-        chunk.forward(config, heads, d, ck, chunkInputs(inputs, prep.ws, prep.meta), o, state);
+        const keep = options.keepForBackward ?? false;
+        const cw = chunk.forward(
+          config,
+          heads,
+          d,
+          ck,
+          chunkInputs(inputs, prep.ws, prep.meta),
+          o,
+          state,
+          keep,
+        );
+        if (cw) saved = new KeptForward(keptCallKey(config, d, options), prep.ws, cw, rt.pool);
       } else {
         const shape = shapeOf(config, d, ck);
         const pipe = rt.pipeline(
@@ -386,16 +423,16 @@ function wholeBatchOps(rt: GpuRuntime, chunkWorkspaceLimit: number): FastWeightO
           BH: B * H,
         });
       }
-      rt.pool.release(prep.ws.buffer);
+      if (!saved) rt.pool.release(prep.ws.buffer);
       const carry: Carry = { state, lastKey, windowX, windowY, windowCount: prep.counts };
-      return { o, carry };
+      return saved ? { o, carry, saved } : { o, carry };
     },
 
     fastWeightBackward(
       config: RuleConfig,
       inputs: FastWeightInputs,
       dO: Tensor,
-      options: FormOptions = {},
+      options: BackwardOptions = {},
     ): FastWeightGrads {
       const ck = formOf(options);
       const d = fastWeightDims(config, inputs);
@@ -403,7 +440,8 @@ function wholeBatchOps(rt: GpuRuntime, chunkWorkspaceLimit: number): FastWeightO
       expectShape("dO", dO, [B, T, H, dv]);
       const BH = B * H;
       const heads = headConstants(config, H);
-      const prep = prepare(config, inputs, d);
+      const kept = keptWorkspaces(options.saved, keptCallKey(config, d, options));
+      const prep = prepare(config, inputs, d, kept?.ws ?? null);
       const bw = isPerColumnRule(config.rule) ? dv : 1;
       const gDX = BH * T * dk;
       const gDY = gDX + BH * prep.XR * dk;
@@ -429,6 +467,7 @@ function wholeBatchOps(rt: GpuRuntime, chunkWorkspaceLimit: number): FastWeightO
             gDS0,
             gDC,
           },
+          kept?.cw ?? null,
         );
       } else {
         const shape = shapeOf(config, d, ck);

@@ -279,6 +279,18 @@ function forwardPasses(config: RuleConfig): readonly ChunkPass[] {
     : ["coef", "state_increment", "state_scan", "readout"];
 }
 
+/**
+ * How many of a rule's first backward passes recompute the forward (the passes a backward given the
+ * forward's workspace skips): the backward's leading passes that are the forward's, readout excluded.
+ */
+function recomputedPasses(config: RuleConfig): number {
+  const forward = forwardPasses(config);
+  const backward = backwardPasses(config);
+  let n = 0;
+  while (n < forward.length - 1 && backward[n] === forward[n]) n++;
+  return n;
+}
+
 /** The backward passes of a rule (recomputing the forward states first), in dispatch order. */
 function backwardPasses(config: RuleConfig): readonly ChunkPass[] {
   if (isPerColumnChunkRule(config)) return PER_COLUMN_BACKWARD;
@@ -342,28 +354,39 @@ export function createChunkKernels(rt: GpuRuntime, workspaceLimit: number) {
   const sharedBytes = rt.device.limits.maxComputeWorkgroupStorageSize;
   const bindingLimit = rt.device.limits.maxStorageBufferBindingSize;
 
-  /** Record `passes` on a fresh chunk workspace (backward sections when `io.dout` is given); returns it. */
+  /**
+   * Record `passes` on a chunk workspace: `io.workspace` (a kept forward's), else a fresh one (with the
+   * backward sections when `backwardLayout`); returns it.
+   */
   function run(
     passes: readonly ChunkPass[],
     config: RuleConfig,
     heads: HeadConstants,
     d: ChunkDims,
     C: number,
-    io: ChunkInputs & { dout: GPUBuffer | null; out: GPUBuffer; grads?: GradOffsets },
+    io: ChunkInputs & {
+      dout: GPUBuffer | null;
+      out: GPUBuffer;
+      grads?: GradOffsets;
+      backwardLayout: boolean;
+      workspace?: GpuTensor;
+    },
   ) {
     const shape = chunkShape(config, d, C, sharedBytes);
     const pad = windowSlots(config) - 1;
-    const layout = workspaceLayout(config, d, C, io.dout !== null);
+    const layout = workspaceLayout(config, d, C, io.backwardLayout);
     const limit = Math.min(workspaceLimit, bindingLimit);
     if (layout.total * 4 > limit) {
       throw new RangeError(
-        `${config.rule} ${io.dout ? "backward" : "forward"} in chunk form at B = ${d.B}, T = ${d.T}, ` +
+        `${config.rule} ${
+          io.backwardLayout ? "backward" : "forward"
+        } in chunk form at B = ${d.B}, T = ${d.T}, ` +
           `H = ${d.H}, Dk = ${d.dk}, Dv = ${d.dv}, chunkSize = ${C} needs a ${layout.total * 4}-byte ` +
           `chunk workspace, above its limit of ${limit} bytes (this device's maxStorageBufferBindingSize is ` +
           `${bindingLimit}): use a shorter T or chunk size, or form "recurrent"`,
       );
     }
-    const cw = rt.tensor([layout.total], false);
+    const cw = io.workspace ?? rt.tensor([layout.total], false);
     const values: Record<ChunkUniformField, number> = {
       ...Object.fromEntries(CHUNK_UNIFORM_FIELDS.map((f) => [f, 0])),
       ...layout.offsets,
@@ -398,7 +421,11 @@ export function createChunkKernels(rt: GpuRuntime, workspaceLimit: number) {
   }
 
   return {
-    /** Forward: outputs `o [B, T, H, Dv]` into `o` and the final state `[B, H, Dk, Dv]` into `state`. */
+    /**
+     * Forward: outputs `o [B, T, H, Dv]` into `o` and the final state `[B, H, Dk, Dv]` into `state`. When
+     * `keep`, the workspace is laid out as the backward's and returned for {@linkcode backward} (the
+     * caller owns it); otherwise it is released and the result is null.
+     */
     forward(
       config: RuleConfig,
       heads: HeadConstants,
@@ -407,11 +434,13 @@ export function createChunkKernels(rt: GpuRuntime, workspaceLimit: number) {
       io: ChunkInputs,
       o: GpuTensor,
       state: GpuTensor,
-    ): void {
+      keep = false,
+    ): GpuTensor | null {
       const { layout, cw } = run(forwardPasses(config), config, heads, d, C, {
         ...io,
         dout: null,
         out: o.buffer,
+        backwardLayout: keep,
       });
       const bytes = d.B * d.H * d.dk * d.dv * 4;
       rt.encoder().copyBufferToBuffer(
@@ -421,10 +450,16 @@ export function createChunkKernels(rt: GpuRuntime, workspaceLimit: number) {
         0,
         bytes,
       );
+      if (keep) return cw;
       rt.pool.release(cw.buffer);
+      return null;
     },
 
-    /** Backward: fills the zeroed gradient workspace `g` (layout {@linkcode GradOffsets}). */
+    /**
+     * Backward: fills the zeroed gradient workspace `g` (layout {@linkcode GradOffsets}). Given `kept` (the
+     * workspace a `keep` forward of the same call returned), it skips the passes that recompute the forward
+     * and releases it.
+     */
     backward(
       config: RuleConfig,
       heads: HeadConstants,
@@ -434,8 +469,17 @@ export function createChunkKernels(rt: GpuRuntime, workspaceLimit: number) {
       dout: GPUBuffer,
       g: GpuTensor,
       grads: GradOffsets,
+      kept: GpuTensor | null = null,
     ): void {
-      const { cw } = run(backwardPasses(config), config, heads, d, C, { ...io, dout, out: g.buffer, grads });
+      const passes = kept ? backwardPasses(config).slice(recomputedPasses(config)) : backwardPasses(config);
+      const { cw } = run(passes, config, heads, d, C, {
+        ...io,
+        dout,
+        out: g.buffer,
+        grads,
+        backwardLayout: true,
+        workspace: kept ?? undefined,
+      });
       rt.pool.release(cw.buffer);
     },
   };

@@ -10,18 +10,22 @@
  */
 
 import type {
+  BackwardOptions,
   Carry,
   FastWeightGrads,
   FastWeightInputs,
   FastWeightOps,
   FastWeightOutputs,
   FormOptions,
+  ForwardOptions,
+  ForwardSaved,
   Tensor,
 } from "../src/rules/backend.ts";
 import { shapeSize } from "../src/rules/backend.ts";
 import type { RuleConfig } from "../src/rules/config.ts";
 import type { GpuRuntime } from "./runtime.ts";
 import { disposeTensor, gpuBuffer, type GpuTensor } from "./tensor.ts";
+import { SlicedKeptForward } from "./kept_forward.ts";
 
 /** How many batch rows one call may take at once (`>= B` runs the call whole). */
 export type SliceRows = (
@@ -125,47 +129,91 @@ export function batchSlicedOps(rt: GpuRuntime, ops: FastWeightOps, sliceRows: Sl
     fastWeightForward(
       config: RuleConfig,
       inputs: FastWeightInputs,
-      options: FormOptions = {},
+      options: ForwardOptions = {},
     ): FastWeightOutputs {
       const [B, T] = inputs.q.shape;
-      const rows = sliceRows(config, inputs, options, false);
-      if (rows >= B) return ops.fastWeightForward(config, inputs, options);
+      const keep = options.keepForBackward ?? false;
+      // a kept forward is sliced as its backward will be (its workspace is the backward's)
+      const rows = sliceRows(config, inputs, options, keep);
+      if (rows >= B) {
+        const whole = ops.fastWeightForward(config, inputs, options);
+        if (!whole.saved) return whole;
+        return { ...whole, saved: new SlicedKeptForward(inputs.q, [{ b0: 0, n: B, saved: whole.saved }]) };
+      }
       let outs: Record<"o" | "state" | "lastKey" | "windowX" | "windowY", GpuTensor> | null = null;
       const windowCount = new Int32Array(B);
+      const kept: { b0: number; n: number; saved: ForwardSaved | undefined }[] = [];
       for (const { b0, n } of batchSlices(B, rows)) {
         const { part, made } = sliceInputs(inputs, T, b0, n);
-        const { o, carry: { windowCount: counts, ...state } } = ops.fastWeightForward(config, part, options);
+        const { o, carry: { windowCount: counts, ...state }, saved } = ops.fastWeightForward(
+          config,
+          part,
+          options,
+        );
         outs = placeRows(outs, { o, ...state }, B, b0);
         windowCount.set(counts, b0);
+        kept.push({ b0, n, saved });
         made.forEach(release);
       }
       const { o, ...state } = outs!;
-      return { o, carry: { ...state, windowCount } };
+      const carry = { ...state, windowCount };
+      if (!kept.some((k) => k.saved)) return { o, carry };
+      return { o, carry, saved: new SlicedKeptForward(inputs.q, kept) };
     },
 
     fastWeightBackward(
       config: RuleConfig,
       inputs: FastWeightInputs,
       dO: Tensor,
-      options: FormOptions = {},
+      options: BackwardOptions = {},
     ): FastWeightGrads {
       const [B, T] = inputs.q.shape;
       const rows = sliceRows(config, inputs, options, true);
-      if (rows >= B) return ops.fastWeightBackward(config, inputs, dO, options);
-      // checked here, not per slice, so that the error names the call's shapes
-      const want = [B, T, inputs.q.shape[2], inputs.v.shape[3]];
-      if (dO.shape.length !== 4 || dO.shape.some((d, i) => d !== want[i])) {
-        throw new RangeError(`dO has shape [${dO.shape}], expected [${want}]`);
+      const kept = keptSlices(options.saved, inputs.q, batchSlices(B, Math.min(rows, B)));
+      try {
+        if (rows >= B) {
+          return ops.fastWeightBackward(config, inputs, dO, { ...options, saved: kept?.[0].saved });
+        }
+        // checked here, not per slice, so that the error names the call's shapes
+        const want = [B, T, inputs.q.shape[2], inputs.v.shape[3]];
+        if (dO.shape.length !== 4 || dO.shape.some((d, i) => d !== want[i])) {
+          throw new RangeError(`dO has shape [${dO.shape}], expected [${want}]`);
+        }
+        let result: Record<keyof FastWeightGrads, GpuTensor> | null = null;
+        batchSlices(B, rows).forEach(({ b0, n }, i) => {
+          const { part, made } = sliceInputs(inputs, T, b0, n);
+          const dOPart = rowsOf(dO, "dO", b0, n);
+          const partOptions = { ...options, saved: kept?.[i].saved };
+          result = placeRows(result, { ...ops.fastWeightBackward(config, part, dOPart, partOptions) }, B, b0);
+          release(dOPart);
+          made.forEach(release);
+        });
+        return result!;
+      } catch (e) {
+        // what a failed backward did not take is released (a part it took, it released)
+        kept?.forEach((k) => k.saved?.dispose());
+        throw e;
       }
-      let result: Record<keyof FastWeightGrads, GpuTensor> | null = null;
-      for (const { b0, n } of batchSlices(B, rows)) {
-        const { part, made } = sliceInputs(inputs, T, b0, n);
-        const dOPart = rowsOf(dO, "dO", b0, n);
-        result = placeRows(result, { ...ops.fastWeightBackward(config, part, dOPart, options) }, B, b0);
-        release(dOPart);
-        made.forEach(release);
-      }
-      return result!;
     },
   };
+}
+
+/**
+ * The per-slice parts of a saved forward of `q`, checked against the backward's `slices` (null when none
+ * was given); a saved forward of another backend, of other inputs or sliced otherwise is an error.
+ */
+function keptSlices(saved: ForwardSaved | undefined, q: Tensor, slices: { b0: number; n: number }[]) {
+  if (saved === undefined) return null;
+  if (!(saved instanceof SlicedKeptForward)) {
+    throw new TypeError("options.saved is not from a forward of this webgpu backend");
+  }
+  const parts = saved.take(q);
+  if (parts.length !== slices.length || parts.some((p, i) => p.b0 !== slices[i].b0 || p.n !== slices[i].n)) {
+    parts.forEach((p) => p.saved?.dispose());
+    throw new RangeError(
+      `saved forward ran in ${parts.length} batch slices, this backward in ${slices.length}: ` +
+        "give the backward the options of the forward",
+    );
+  }
+  return parts;
 }

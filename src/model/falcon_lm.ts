@@ -168,16 +168,16 @@ export class FalconLM implements LanguageModel {
     return this.#acts;
   }
 
-  #context(batch: Pick<Batch, "B" | "T" | "starts">, acts: ModelActs): StepContext {
-    return { B: batch.B, T: batch.T, starts: batch.starts, ones: acts.ones, ws: this.#ws };
+  #context(batch: Pick<Batch, "B" | "T" | "starts">, acts: ModelActs, training: boolean): StepContext {
+    return { B: batch.B, T: batch.T, starts: batch.starts, ones: acts.ones, ws: this.#ws, training };
   }
 
-  /** Forward to logits, keeping every activation backward needs. */
-  #forward(batch: Pick<Batch, "B" | "T" | "ids" | "starts">): ModelActs {
+  /** Forward to logits, keeping every activation backward needs (and what it would recompute, when `training`). */
+  #forward(batch: Pick<Batch, "B" | "T" | "ids" | "starts">, training: boolean): ModelActs {
     checkBatch(this.config, batch);
     const be = this.backend;
     const acts = this.#ensure(batch.B, batch.T);
-    const ctx = this.#context(batch, acts);
+    const ctx = this.#context(batch, acts, training);
     const flat = [batch.B, batch.T, this.config.dModel];
     const blockOut = this.#ws.get("model.blockOut", flat);
     const L = this.config.layers;
@@ -218,7 +218,7 @@ export class FalconLM implements LanguageModel {
 
   /** Logits `[B, T, V]` of a batch (no gradient). */
   async logits(batch: Pick<Batch, "B" | "T" | "ids" | "starts">): Promise<Float32Array | Float64Array> {
-    return await this.backend.read(this.#forward(batch).logits);
+    return await this.backend.read(this.#forward(batch, false).logits);
   }
 
   /** Zero the gradients, run forward and backward; returns the weighted loss sum and the weight sum. */
@@ -237,8 +237,8 @@ export class FalconLM implements LanguageModel {
   recordForwardBackward(batch: Batch): Tensor {
     const be = this.backend;
     for (const p of this.#params) be.fill(p.grad, 0);
-    const acts = this.#forward(batch);
-    const ctx = this.#context(batch, acts);
+    const acts = this.#forward(batch, true);
+    const ctx = this.#context(batch, acts, true);
     const { dModel: D, layers: L, vocabSize: V } = this.config;
     const flat = [batch.B, batch.T, D];
     const dLogits = this.#ws.get("model.dLogits", [batch.B, batch.T, V], true);

@@ -24,6 +24,7 @@ import {
   type Backend,
   type FastWeightInputs,
   type FormOptions,
+  type ForwardSaved,
   matmulSwigluForward,
   type Tensor,
 } from "../rules/backend.ts";
@@ -70,6 +71,8 @@ interface FastWeightActs {
   readonly gatePre: Tensor | null;
   /** (B, T, D) silu(gatePre) * oFlat, the input of out_proj (outputGate only). */
   readonly gated: Tensor | null;
+  /** What the kernel's last training forward kept for its backward (the backward consumes it). */
+  saved: ForwardSaved | undefined;
 }
 
 /** The kernel's {@linkcode RuleConfig} for a model: its alignment, window and qkNorm, plus `coupling`. */
@@ -152,6 +155,7 @@ export class FastWeightMixer implements Mixer {
       oFlat: be.zeros(flat),
       gatePre: this.#gate ? be.zeros(flat) : null,
       gated: this.#gate ? be.zeros(flat) : null,
+      saved: undefined,
     };
     return this.#acts;
   }
@@ -170,6 +174,7 @@ export class FastWeightMixer implements Mixer {
       acts.gated,
     ];
     for (const t of all) if (t) this.#be.dispose(t);
+    acts.saved?.dispose();
   }
 
   #inputs(ctx: StepContext, acts: FastWeightActs): FastWeightInputs {
@@ -233,7 +238,12 @@ export class FastWeightMixer implements Mixer {
     if (this.#lambda && acts.lambdaPre) {
       this.#streamForward(ctx, x, this.#lambda, acts.lambdaPre, acts.lambdabar, "lambda");
     }
-    const result = be.fastWeightForward(this.#rule, this.#inputs(ctx, acts), this.#form);
+    acts.saved?.dispose();
+    const result = be.fastWeightForward(this.#rule, this.#inputs(ctx, acts), {
+      ...this.#form,
+      keepForBackward: ctx.training,
+    });
+    acts.saved = result.saved;
     for (const t of [result.carry.state, result.carry.lastKey, result.carry.windowX, result.carry.windowY]) {
       be.dispose(t);
     }
@@ -280,7 +290,9 @@ export class FastWeightMixer implements Mixer {
     }
     const dO = ctx.ws.get("mixer.dO", acts.o.shape, true);
     be.rmsNormBackward(dO, this.#oNorm.grad, dOFlat, acts.o, this.#oNorm.value, acts.oRstd);
-    const g = be.fastWeightBackward(this.#rule, this.#inputs(ctx, acts), dO, this.#form);
+    const saved = acts.saved;
+    acts.saved = undefined;
+    const g = be.fastWeightBackward(this.#rule, this.#inputs(ctx, acts), dO, { ...this.#form, saved });
     if (this.#beta && acts.betaPre) {
       this.#streamBackward(ctx, x, dx, this.#beta, acts.betaPre, g.dbeta, "beta");
     }

@@ -24,6 +24,8 @@ export interface StepContext {
   readonly ones: Tensor;
   /** Scratch tensors shared by every layer. */
   readonly ws: Workspace;
+  /** Whether a backward of this forward follows (a training step): a mixer may then keep more for it. */
+  readonly training: boolean;
 }
 
 /** A mixer: `out = Mixer(x)` on `(B, T, D)`, with a backward that accumulates. */

@@ -75,12 +75,40 @@ export interface FormOptions {
   readonly chunkSize?: number;
 }
 
+/** Options of a forward call. */
+export interface ForwardOptions extends FormOptions {
+  /**
+   * Keep what the backward of the same inputs would otherwise recompute (the chunk-parallel states and
+   * solves), returned as {@linkcode FastWeightOutputs.saved}. A backend that recomputes anyway returns
+   * nothing. Default false.
+   */
+  readonly keepForBackward?: boolean;
+}
+
+/** Options of a backward call. */
+export interface BackwardOptions extends FormOptions {
+  /**
+   * What the forward of the same inputs, rule and options kept ({@linkcode FastWeightOutputs.saved}).
+   * The backward uses it instead of recomputing, and disposes of it; the inputs must not have changed since
+   * that forward.
+   */
+  readonly saved?: ForwardSaved;
+}
+
+/** What a forward kept for its backward: opaque, made and read by one backend. */
+export interface ForwardSaved {
+  /** Free what it holds (a backward given it does so itself; a second call does nothing). */
+  dispose(): void;
+}
+
 /** Outputs of a forward call. */
 export interface FastWeightOutputs {
   /** Readout `o_t = S_t^T phi(q_t)`: `[B, T, H, Dv]`. */
   readonly o: Tensor;
   /** Carry for continuing the sequence in a later call. */
   readonly carry: Carry;
+  /** Present when the forward ran with `keepForBackward` and the backend keeps anything. */
+  readonly saved?: ForwardSaved;
 }
 
 /** Gradients of a backward call with respect to every input (shapes as in {@linkcode FastWeightInputs}). */
@@ -104,16 +132,21 @@ export interface FastWeightGrads {
 /** The fast-weight kernels (SPEC sections 2-6). */
 export interface FastWeightOps {
   /** Run a rule forward. */
-  fastWeightForward(config: RuleConfig, inputs: FastWeightInputs, options?: FormOptions): FastWeightOutputs;
+  fastWeightForward(
+    config: RuleConfig,
+    inputs: FastWeightInputs,
+    options?: ForwardOptions,
+  ): FastWeightOutputs;
   /**
    * Gradients of `L = sum(o * dO)` with respect to every input. Recomputes what it needs from the
-   * inputs (the chunked form stores only chunk-boundary states). Returns freshly allocated tensors.
+   * inputs (the chunked form stores only chunk-boundary states), unless `options.saved` holds what the
+   * forward kept. Returns freshly allocated tensors.
    */
   fastWeightBackward(
     config: RuleConfig,
     inputs: FastWeightInputs,
     dO: Tensor,
-    options?: FormOptions,
+    options?: BackwardOptions,
   ): FastWeightGrads;
 }
 

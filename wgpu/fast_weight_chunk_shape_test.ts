@@ -6,12 +6,8 @@
 import { ruleConfig } from "../src/rules/config.ts";
 import { chunkShape } from "./fast_weight_chunk.ts";
 import { CHUNK_PASSES, chunkSharedFloats, chunkWork } from "./shaders/chunk_wgsl.ts";
-import {
-  PAIR_COLUMN_TILE_MAX,
-  SCAN_COLUMNS,
-  SOLVE_INPUT_GRADS_ROWS_MAX,
-  WINDOW_TILE_ROWS,
-} from "./shaders/chunk_wgsl.ts";
+import { scanColumns } from "./shaders/chunk_delta_scans.ts";
+import { PAIR_COLUMN_TILE_MAX, SOLVE_INPUT_GRADS_ROWS_MAX, WINDOW_TILE_ROWS } from "./shaders/chunk_wgsl.ts";
 
 const WEBGPU_DEFAULT_SHARED = 16384;
 
@@ -62,12 +58,12 @@ Deno.test("chunk passes spread over B*H*chunks*tiles workgroups, not B*H", () =>
   for (const pass of CHUNK_PASSES) {
     const groups = chunkWork(pass, s, config.window - 1, d.B, d.T);
     // the scans over chunks: one invocation per state element (additive: B*H*Dk*Dv/64 workgroups)
-    // or one workgroup per SCAN_COLUMNS value columns (delta: an invocation per key row), or one per
+    // or one workgroup per scanColumns(Dk) value columns (delta: an invocation per key row), or one per
     // value column (the per-column rules' column_state_scan and column_reverse_scan: an invocation per chunk row or key row)
     const floor = pass === "state_scan" || pass === "reverse_scan"
       ? (BH * d.dk * d.dv) / 64
       : pass === "delta_state_scan" || pass === "delta_reverse_scan"
-      ? BH * Math.ceil(d.dv / SCAN_COLUMNS)
+      ? BH * Math.ceil(d.dv / scanColumns(d.dk))
       : pass === "column_state_scan" || pass === "column_reverse_scan"
       ? BH * d.dv
       : chunks;

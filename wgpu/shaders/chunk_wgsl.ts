@@ -12,6 +12,7 @@ import { isDeltaRule, type RuleConfig, type RuleFamily, ruleFamily } from "../..
 import { coefficientWgsl, f32Literal, type HeadConstants, statKind } from "./fast_weight_coef.ts";
 import { topEigenWgsl, windowSlots } from "./fast_weight_recurrent.ts";
 import { roundUp4, STAGE_DEPTH, STAGED_WG, stagedFloats } from "./chunk_staged_tiles.ts";
+import { scanColumns } from "./chunk_delta_scans.ts";
 
 /** Compile-time shape of the chunk kernels. */
 export interface ChunkShape {
@@ -473,9 +474,6 @@ export function chunkKey(pass: ChunkPass, config: RuleConfig, s: ChunkShape, hea
   ].join(":");
 }
 
-/** Value columns per workgroup of the delta rules' sequential scans (`delta_state_scan`, `delta_reverse_scan`). */
-export const SCAN_COLUMNS = 4;
-
 /**
  * Rows and columns of the output block one workgroup of a staged product computes (the delta rules'
  * `solve_matrix`, `transition`, `pseudo_values`): 8 x 8 invocations, a 4 x 4 register tile each.
@@ -561,7 +559,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
       return flat(BH * s.dk * s.dv);
     case "delta_state_scan":
     case "delta_reverse_scan":
-      return BH * Math.ceil(s.dv / SCAN_COLUMNS);
+      return BH * Math.ceil(s.dv / scanColumns(s.dk));
     case "pseudo_values":
       return BH * nck * stagedBlocks(s.C, s.dv);
     case "pair_row_grads":

@@ -51,7 +51,6 @@ import {
   decayGradKernel,
   flatEntry,
   prelude,
-  SCAN_COLUMNS,
   solveInputGradsLayout,
   STAGED_BLOCK,
   stagedBlocks,
@@ -61,6 +60,7 @@ import {
   transitionTiles,
   vec4Tile,
 } from "./chunk_wgsl.ts";
+import { deltaReverseScanKernel, deltaStateScanKernel } from "./chunk_delta_scans.ts";
 import {
   component,
   declareAccumulators,
@@ -229,7 +229,7 @@ ${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
   }
 }`;
     case "delta_state_scan":
-      return head + stateScanKernel(s);
+      return head + deltaStateScanKernel(s);
     case "pseudo_values":
       return head + stagedProductArrays("pv") + `
 ${chunkEntry(`${stagedBlocks(s.C, s.dv)}u`, false)}
@@ -267,7 +267,7 @@ ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
       }
 }`;
     case "delta_reverse_scan":
-      return head + reverseScanKernel(s);
+      return head + deltaReverseScanKernel(s);
     case "solve_transposed":
       return head + chunkSteps(true) + `
 ${chunkEntry(`${Math.ceil(s.dv / CHUNK_WG)}u`)}
@@ -694,177 +694,6 @@ ${chunkEntry(`${tiles}u`, true, STAGED_WG)}
     cw[u.dEraseGain + k] = rowErase[jr] - ex * xbd;
     cw[u.dDeltaWriteGain + k] = db;
     cw[u.decayWeightsSolveBase + k] = -cga[jt] * ex * xbd;
-  }
-}`;
-}
-
-/** Transition columns per panel of `delta_state_scan`: at most 32, as many as keep the `Dk x (KP + 1)` panel within 9 KiB. */
-function scanPanelColumns(dk: number): number {
-  let kp = 32;
-  while (kp > 1 && dk * (kp + 1) > 2304) kp >>= 1;
-  return kp;
-}
-
-/**
- * Entry point header of the delta rules' sequential scans over the chunks (`delta_state_scan`,
- * `delta_reverse_scan`): one workgroup per `(b, h)` and {@linkcode SCAN_COLUMNS} value columns `c0..`
- * (`cc0..` clamped at DV; only real ones are stored), each transition entry read serving all of them.
- */
-function scanEntry(): string {
-  const SC = SCAN_COLUMNS;
-  return `@compute @workgroup_size(${CHUNK_WG})
-fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-  let wgid = gid.y * nwg.x + gid.x;
-  let ncg = (DV + ${SC - 1}u) / ${SC}u;
-  if (wgid >= u.B * H * ncg) { return; }
-  let c0 = (wgid % ncg) * ${SC}u;
-  let bh = wgid / ncg;
-  ${[...Array(SC).keys()].map((q) => `let cc${q} = min(c0 + ${q}u, DV - 1u);`).join("\n  ")}`;
-}
-
-/**
- * `delta_state_scan` (`S_{n+1} = K_n S_n + Bv_n`, storing every `S_in` and the final state): one workgroup per
- * `(b, h)` and {@linkcode SCAN_COLUMNS} value columns, the columns in workgroup memory, one invocation per key
- * row `i` (rows `lid + m WG`). Each chunk's `K_n` goes through workgroup memory in panels of `KP` columns,
- * loaded coalesced (consecutive invocations read consecutive floats of a row, `Dk KP / WG` loads each) into
- * registers one panel ahead (the next panel's loads overlap the current one's products: they do not depend
- * on the state) and read by row `i` at stride `KP + 1` (no bank conflicts); every entry serves the
- * workgroup's columns.
- */
-function stateScanKernel(s: ChunkShape): string {
-  const SC = SCAN_COLUMNS;
-  const Q = [...Array(SC).keys()];
-  const KP = scanPanelColumns(s.dk);
-  const M = [...Array(Math.ceil(s.dk / CHUNK_WG)).keys()];
-  // the panel entries each invocation loads (entry e = lid + r WG: row e / KP, column e % KP)
-  const P = [...Array(Math.ceil((s.dk * KP) / CHUNK_WG)).keys()];
-  const perRow = (m: number, body: (q: number) => string) =>
-    `if (i${m} < DK) {
-      ${Q.map(body).join("\n      ")}
-    }`;
-  return `
-var<workgroup> col: array<f32, ${SC * s.dk}>;
-var<workgroup> panel: array<f32, ${s.dk * (KP + 1)}>;
-// entry e of the panel of columns p0.. of the transition at row offset base (0 past its rows and columns)
-fn panel_entry(base: u32, p0: u32, e: u32) -> f32 {
-  let i = e / ${KP}u;
-  let j = e % ${KP}u;
-  if (i >= DK || p0 + j >= DK) { return 0.0; }
-  return cw[u.transitionMatrix + (base + i) * DK + p0 + j];
-}
-${scanEntry()}
-  ${M.map((m) => `let i${m} = lid + ${m * CHUNK_WG}u;`).join("\n  ")}
-  ${
-    M.map((m) =>
-      perRow(m, (q) =>
-        `col[${q}u * DK + i${m}] = select(0.0, init[(bh * DK + i${m}) * DV + cc${q}], u.hasInit != 0u);`)
-    ).join("\n  ")
-  }
-  // the next panel, loaded into registers while the current one is in use
-  ${P.map((r) => `var pf${r} = panel_entry(bh * nck() * DK, 0u, lid + ${r * CHUNK_WG}u);`).join("\n  ")}
-  workgroupBarrier();
-  for (var n = 0u; n < nck(); n++) {
-    let base = (bh * nck() + n) * DK;
-    ${M.flatMap((m) => Q.map((q) => `var v${m}${q} = 0.0;`)).join(" ")}
-    ${
-    M.map((m) =>
-      perRow(m, (q) =>
-        `if (c0 + ${q}u < DV) { cw[u.entryState + (base + i${m}) * DV + cc${q}] = col[${q}u * DK + i${m}]; }
-      v${m}${q} = cw[u.chunkStateIncrement + (base + i${m}) * DV + cc${q}];`)
-    ).join("\n    ")
-  }
-    for (var p0 = 0u; p0 < DK; p0 += ${KP}u) {
-      workgroupBarrier();
-      ${
-    P.map((r) =>
-      `if (lid + ${r * CHUNK_WG}u < DK * ${KP}u) { panel[((lid + ${r * CHUNK_WG}u) / ${KP}u) * ${
-        KP + 1
-      }u + (lid + ${r * CHUNK_WG}u) % ${KP}u] = pf${r}; }`
-    ).join("\n      ")
-  }
-      workgroupBarrier();
-      // prefetch: this chunk's next panel, or the next chunk's first
-      let last = p0 + ${KP}u >= DK;
-      let nextChunk = select(n, n + 1u, last);
-      if (nextChunk < nck()) {
-        let nextBase = (bh * nck() + nextChunk) * DK;
-        let nextP0 = select(p0 + ${KP}u, 0u, last);
-        ${P.map((r) => `pf${r} = panel_entry(nextBase, nextP0, lid + ${r * CHUNK_WG}u);`).join("\n        ")}
-      }
-      ${
-    M.map((m) =>
-      `if (i${m} < DK) {
-        for (var j = 0u; j < ${KP}u; j++) {
-          let km = panel[i${m} * ${KP + 1}u + j];
-          let i2 = min(p0 + j, DK - 1u);
-          ${Q.map((q) => `v${m}${q} += km * col[${q}u * DK + i2];`).join("\n          ")}
-        }
-      }`
-    ).join("\n      ")
-  }
-    }
-    workgroupBarrier();
-    ${M.map((m) => perRow(m, (q) => `col[${q}u * DK + i${m}] = v${m}${q};`)).join("\n    ")}
-    workgroupBarrier();
-  }
-  ${
-    M.map((m) =>
-      perRow(
-        m,
-        (q) =>
-          `if (c0 + ${q}u < DV) { cw[u.finalState + (bh * DK + i${m}) * DV + cc${q}] = col[${q}u * DK + i${m}]; }`,
-      )
-    ).join("\n  ")
-  }
-}`;
-}
-
-/**
- * `delta_reverse_scan` (`G_{n-1} = K_n^T G_n + L_n`, storing every `G_n`): one workgroup per `(b, h)` and
- * {@linkcode SCAN_COLUMNS} value columns, the columns in workgroup memory, one invocation per key row (a
- * barrier per chunk, `Dk` products per column, each transition entry read once for all the columns;
- * neighbouring invocations read neighbouring entries of a row of `K_n`).
- */
-function reverseScanKernel(s: ChunkShape): string {
-  const km = "u.transitionMatrix + (base + i2) * DK + i";
-  const SC = SCAN_COLUMNS;
-  const Q = [...Array(SC).keys()];
-  return `
-var<workgroup> col: array<f32, ${SC * s.dk}>;
-${scanEntry()}
-  for (var i = lid; i < DK; i += WG) {
-    ${Q.map((q) => `col[${q}u * DK + i] = 0.0;`).join("\n    ")}
-  }
-  workgroupBarrier();
-  var nx: array<f32, ${Math.ceil(s.dk / 64) * SC}>;
-  for (var k = 0u; k < nck(); k++) {
-    let n = nck() - 1u - k;
-    let base = (bh * nck() + n) * DK;
-    for (var i = lid; i < DK; i += WG) {
-      ${
-    Q.map((q) =>
-      `if (c0 + ${q}u < DV) { cw[u.dExitState + (base + i) * DV + cc${q}] = col[${q}u * DK + i]; }
-      var v${q} = cw[u.reverseScanLink + (base + i) * DV + cc${q}];`
-    ).join("\n      ")
-  }
-      for (var i2 = 0u; i2 < DK; i2++) {
-        let m = cw[${km}];
-        ${Q.map((q) => `v${q} += m * col[${q}u * DK + i2];`).join("\n        ")}
-      }
-      ${Q.map((q) => `nx[(i / WG) * ${SC}u + ${q}u] = v${q};`).join("\n      ")}
-    }
-    workgroupBarrier();
-    for (var i = lid; i < DK; i += WG) {
-      ${Q.map((q) => `col[${q}u * DK + i] = nx[(i / WG) * ${SC}u + ${q}u];`).join("\n      ")}
-    }
-    workgroupBarrier();
-  }
-  for (var i = lid; i < DK; i += WG) {
-    ${
-    Q.map((q) => `if (c0 + ${q}u < DV) { out[u.gDC + (bh * DK + i) * DV + cc${q}] = col[${q}u * DK + i]; }`)
-      .join("\n    ")
-  }
   }
 }`;
 }

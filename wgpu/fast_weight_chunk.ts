@@ -39,6 +39,7 @@ import {
   isSolveChunkRule,
   isWindowDeltaChunkRule,
   PAIR_COLUMN_TILE_MAX,
+  pairColumnTail,
   SOLVE_INPUT_GRADS_ROWS_MAX,
   WINDOW_TILE_ROWS,
 } from "./shaders/chunk_wgsl.ts";
@@ -98,15 +99,19 @@ export function chunkShape(config: RuleConfig, d: ChunkDims, C: number, sharedBy
   // only grow their workgroup arrays (fewer workgroups in flight), not the reuse of a value read
   const steps = windowDelta ? Math.max(1, Math.floor(WINDOW_TILE_ROWS / (pad + 1))) : Infinity;
   const pairColumnRule = isAdditiveChunkRule(config) || isDeltaChunkRule(config);
+  // pair_column_grads (additive and delta rules) takes up to PAIR_COLUMN_TILE_MAX pair columns: each staged
+  // q, dO and G value then serves more of them
+  const RC = fit("cols", Math.min(cols, steps), pairColumnRule ? PAIR_COLUMN_TILE_MAX : 16);
   return {
     H: d.H,
     dk: d.dk,
     dv: d.dv,
     C,
     R: fit("rows", C),
-    // pair_column_grads (additive and delta rules) takes up to PAIR_COLUMN_TILE_MAX pair columns: each staged
-    // q, dO and G value then serves more of them
-    RC: fit("cols", Math.min(cols, steps), pairColumnRule ? PAIR_COLUMN_TILE_MAX : 16),
+    RC,
+    // the columns past its whole tiles (falcon3a: 67 = 64 + 3 at C = 64) in a tail pipeline of a small tile, whose
+    // workgroup arrays are no larger than the main one's
+    RT: pairColumnRule ? pairColumnTail(cols, RC) : 0,
     // the delta rules' solve_input_grads takes up to SOLVE_INPUT_GRADS_ROWS_MAX rows (the whole chunk at C <= 64):
     // each staged x, dR and W value then serves every row, and F is mirrored instead of a third product
     RP: fit("pairs", Math.min(C, steps), isDeltaChunkRule(config) ? SOLVE_INPUT_GRADS_ROWS_MAX : 16),
@@ -291,7 +296,10 @@ function recomputedPasses(config: RuleConfig): number {
   return n;
 }
 
-/** The backward passes of a rule (recomputing the forward states first), in dispatch order. */
+/**
+ * The backward passes of a rule (recomputing the forward states first), in dispatch order; the pair-column tails
+ * run only at shapes that have one (`ChunkShape.RT`).
+ */
 function backwardPasses(config: RuleConfig): readonly ChunkPass[] {
   if (isPerColumnChunkRule(config)) return PER_COLUMN_BACKWARD;
   if (isWindowDeltaChunkRule(config)) {
@@ -321,6 +329,7 @@ function backwardPasses(config: RuleConfig): readonly ChunkPass[] {
       "reverse_scan",
       "query_grads",
       "pair_column_grads",
+      "pair_column_grads_tail",
       "decay_grads",
       "coef_grads",
       "pair_row_grads",
@@ -331,9 +340,11 @@ function backwardPasses(config: RuleConfig): readonly ChunkPass[] {
     ...forwardPasses(config).slice(0, -1),
     "base_readout_grads",
     "readout_dw",
+    "readout_dw_tail",
     "scan_link",
     "delta_reverse_scan",
     "pair_column_grads",
+    "pair_column_grads_tail",
     "solve_transposed",
     "query_grads",
     "solve_input_grads",
@@ -410,12 +421,15 @@ export function createChunkKernels(rt: GpuRuntime, workspaceLimit: number) {
       out: io.out,
     };
     for (const pass of passes) {
+      // a pair-column tail pass at a shape without one
+      const work = chunkWork(pass, shape, pad, d.B, d.T);
+      if (work === 0) continue;
       const pipe = rt.pipeline(
         chunkKey(pass, config, shape, heads),
         () => chunkShader(pass, config, shape, heads),
       );
       const bindings = chunkBindings(pass, config).map((name) => buffers[name]);
-      rt.dispatch(pipe, [...bindings, uniform], grid(chunkWork(pass, shape, pad, d.B, d.T)));
+      rt.dispatch(pipe, [...bindings, uniform], grid(work));
     }
     return { layout, cw };
   }

@@ -7,7 +7,18 @@ import { ruleConfig } from "../src/rules/config.ts";
 import { chunkShape } from "./fast_weight_chunk.ts";
 import { CHUNK_PASSES, chunkSharedFloats, chunkWork } from "./shaders/chunk_wgsl.ts";
 import { scanColumns } from "./shaders/chunk_delta_scans.ts";
-import { PAIR_COLUMN_TILE_MAX, SOLVE_INPUT_GRADS_ROWS_MAX, WINDOW_TILE_ROWS } from "./shaders/chunk_wgsl.ts";
+import {
+  PAIR_COLUMN_TILE_MAX,
+  pairColumnInvocations,
+  pairColumnLayout,
+  type PairColumnPass,
+  pairColumnTail,
+  pairColumnTiling,
+  SOLVE_INPUT_GRADS_ROWS_MAX,
+  WINDOW_TILE_ROWS,
+} from "./shaders/chunk_wgsl.ts";
+import { STAGED_WG } from "./shaders/chunk_staged_tiles.ts";
+import { windowSlots } from "./shaders/fast_weight_recurrent.ts";
 
 const WEBGPU_DEFAULT_SHARED = 16384;
 
@@ -55,6 +66,7 @@ Deno.test("chunk passes spread over B*H*chunks*tiles workgroups, not B*H", () =>
   const s = chunkShape(config, d, 64, WEBGPU_DEFAULT_SHARED);
   const BH = d.B * d.H;
   const chunks = BH * Math.ceil(d.T / 64);
+  // (falcon3a's 67 pair columns at RC = 16 leave 3 for the pair-column tails: a workgroup per chunk each)
   for (const pass of CHUNK_PASSES) {
     const groups = chunkWork(pass, s, config.window - 1, d.B, d.T);
     // the scans over chunks: one invocation per state element (additive: B*H*Dk*Dv/64 workgroups)
@@ -137,6 +149,82 @@ Deno.test("chunkShape gives the delta rules' solve_input_grads the whole chunk w
         s.RP < SOLVE_INPUT_GRADS_ROWS_MAX && chunkSharedFloats(config, { ...s, RP: 2 * s.RP }).pairs <= limit
       ) {
         throw new Error(`${rule} at ${shared} bytes: RP = ${s.RP} is not the largest that fits`);
+      }
+    }
+  }
+});
+
+Deno.test("pair-column tiles: whole RC tiles, then the rest in one tail tile of the next power of two below RC", () => {
+  // (columns, RC) -> RT: falcon3a at C = 64 (67 = 64 + 3) and C = 3 (6 = 4 + 2), the pad-0 rules at C = 3
+  // (3 = 2 + 1); no tail where RC divides the columns, or where the rest needs RC itself (7 = 4 + 3)
+  for (
+    const [cols, RC, RT] of [[67, 64, 4], [67, 16, 4], [6, 4, 2], [3, 2, 1], [19, 16, 4], [64, 64, 0], [
+      7,
+      4,
+      0,
+    ]]
+  ) {
+    if (pairColumnTail(cols, RC) !== RT) {
+      throw new Error(`${cols} columns at RC = ${RC}: RT = ${pairColumnTail(cols, RC)}, expected ${RT}`);
+    }
+  }
+  // every column in exactly one tile: the main pipeline's [0, first), the tail's from there
+  for (let cols = 1; cols <= 80; cols++) {
+    for (let RC = 1; RC <= 64; RC *= 2) {
+      const s = { C: cols, RC, RT: pairColumnTail(cols, RC) };
+      const main = pairColumnTiling("pair_column_grads", s, 0);
+      const tail = pairColumnTiling("pair_column_grads_tail", s, 0);
+      const label = `${cols} columns at RC = ${RC}, RT = ${s.RT}`;
+      if (s.RT === 0) {
+        if (main.tiles !== Math.ceil(cols / RC) || tail.tiles !== 0) {
+          throw new Error(`${label}: tiles ${main.tiles}, ${tail.tiles}`);
+        }
+        continue;
+      }
+      if (s.RT >= RC || main.first !== 0 || main.tiles * RC !== tail.first || tail.tiles !== 1) {
+        throw new Error(`${label}: main ${JSON.stringify(main)}, tail ${JSON.stringify(tail)}`);
+      }
+      if (tail.first + s.RT < cols || tail.first + s.RT / 2 >= cols) {
+        throw new Error(
+          `${label}: a tail of ${s.RT} from ${tail.first} is not the smallest that holds the rest`,
+        );
+      }
+    }
+  }
+});
+
+Deno.test("chunkShape gives falcon3a at C = 64 a pair-column tail of 4 columns (67 = 64 + 3), the pad-0 rules none", () => {
+  const d = { B: 8, T: 4096, H: 8, dk: 64, dv: 64 };
+  const chunks = d.B * d.H * Math.ceil(d.T / 64);
+  for (const [rule, RT] of [["falcon3a", 4], ["falcon1a", 0], ["falcon1", 0]] as const) {
+    const config = ruleConfig(rule);
+    const pad = windowSlots(config) - 1;
+    const passes: [PairColumnPass, PairColumnPass][] = rule === "falcon1"
+      ? [["pair_column_grads", "pair_column_grads_tail"], ["readout_dw", "readout_dw_tail"]]
+      : [["pair_column_grads", "pair_column_grads_tail"]];
+    for (const shared of [49152, WEBGPU_DEFAULT_SHARED]) {
+      const s = chunkShape(config, d, 64, shared);
+      const label = `${rule} at ${shared} bytes (RC = ${s.RC})`;
+      if (s.RT !== RT) throw new Error(`${label}: RT = ${s.RT}, expected ${RT}`);
+      for (const [pass, tailPass] of passes) {
+        // the main pipeline: the whole tiles; the tail: one workgroup per chunk, none without a tail
+        const main = chunkWork(pass, s, pad, d.B, d.T);
+        const tail = chunkWork(tailPass, s, pad, d.B, d.T);
+        if (main !== chunks * Math.floor((64 + pad) / s.RC) || tail !== (RT ? chunks : 0)) {
+          throw new Error(`${label} ${pass}: ${main} and ${tail} workgroups`);
+        }
+      }
+      if (!RT) continue;
+      // the tail: 64 invocations (a 4 x 4 block each of its largest product), its workgroup arrays within the main one's
+      const tailShape = { ...s, RC: s.RT };
+      const wg = pairColumnInvocations(s, s.RT, true);
+      if (wg !== 64 || pairColumnInvocations(s, s.RC, false) !== STAGED_WG) {
+        throw new Error(`${label}: ${wg} tail invocations, expected 64`);
+      }
+      const tailFloats = pairColumnLayout(tailShape, pad, "additive", wg).floats;
+      const mainFloats = pairColumnLayout(s, pad, "additive").floats;
+      if (tailFloats > mainFloats) {
+        throw new Error(`${label}: tail ${tailFloats} floats above the main ${mainFloats}`);
       }
     }
   }

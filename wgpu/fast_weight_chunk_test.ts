@@ -239,6 +239,31 @@ gpuTest(
   },
 );
 
+// pair_column_grads (and the delta rules' readout_dw) take the chunk's pair columns past their whole RC tiles in a
+// tail pipeline (RT columns, one workgroup per chunk; none where RC divides them): the small level's C = 3 reaches
+// it for falcon3a (6 = 4 + 2 pair columns) and the pad-0 rules (3 = 2 + 1), so the tests above compare it; the
+// falcon3a C = 1 case (4 columns) and the falcon1 RP = 4 test below (a pad-0 rule, 4 columns) run without one
+gpuTest(
+  "the small level's chunk tests reach the pair-column tail pipelines at C = 3, and run without them at C = 1 and 4",
+  (gpu) => {
+    const shared = gpu.runtime.device.limits.maxComputeWorkgroupStorageSize;
+    const cases = [
+      ["falcon3a", SHAPE, C, 4, 2],
+      ["falcon1a", SHAPE, C, 2, 1],
+      ["falcon1", SHAPE, C, 2, 1],
+      ["falcon3a", { ...SHAPE, dk: 8, dv: 8 }, 1, 4, 0],
+      ["falcon1", { B: 1, T: 15, H: 2, dk: 8, dv: 4 }, 4, 4, 0],
+    ] as const;
+    for (const [rule, d, c, RC, RT] of cases) {
+      const shape = chunkShape(ruleConfig(rule), d, c, shared);
+      if (shape.RC !== RC || shape.RT !== RT) {
+        throw new Error(`${rule} at C = ${c}: RC = ${shape.RC}, RT = ${shape.RT}, expected ${RC}, ${RT}`);
+      }
+    }
+    return Promise.resolve();
+  },
+);
+
 // the log-decay gradient (decay_grads, delta_decay_grads) past one suffix block: C = 40 walks 2 blocks (32 and 8
 // steps), with starts (segments) and a partial last chunk (about 2 minutes of compiling the backward pipelines
 // per rule on a software adapter: at the full level only)

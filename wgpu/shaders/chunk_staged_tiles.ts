@@ -1,7 +1,8 @@
 /**
  * WGSL generator of register-tile products fed from workgroup memory, for the chunk kernels that run
- * `STAGED_WG` (16 x 16) invocations: `out[row, col] += sum_k A[k, row] B[k, col]`, `k` walked in slices
- * `STAGE_DEPTH` deep.
+ * `STAGED_WG` (16 x 16) invocations, or fewer (a grid's `invocations`: a kernel with few blocks, whose idle
+ * invocations would repeat a block's products): `out[row, col] += sum_k A[k, row] B[k, col]`, `k` walked in
+ * slices `STAGE_DEPTH` deep.
  *
  * Per slice, every operand is staged into one workgroup array `stage` (vec4 entries) as a
  * `STAGE_DEPTH x width` block, depth row `kk` at `kk * stagedRowFloats` floats: the loads follow the operand's
@@ -9,8 +10,8 @@
  * staged as 0 (its products vanish; the kernel skips those rows and columns at its stores). Then each
  * invocation adds a 4 x 4 block of every product per depth row: one vec4 of `A` (4 rows) and one of `B`
  * (4 columns) read from workgroup memory feed 16 FMAs. `A` may also be a workgroup array the kernel
- * filled itself (`WorkgroupOperand`). An invocation holds `tilesPerInvocation(grid)` blocks of a grid,
- * `STAGED_WG` blocks apart, so one slice staged serves all of them.
+ * filled itself (`WorkgroupOperand`). An invocation holds `tilesPerInvocation(grid)` blocks of a grid, as
+ * many blocks apart as the kernel has invocations, so one slice staged serves all of them.
  *
  * Preconditions: widths and grid sizes are multiples of 4; the loop bound is uniform over the
  * workgroup (a compile-time size or one read from the uniform block), as the barriers in it need.
@@ -62,6 +63,8 @@ export interface TileGrid {
    * upper blocks nobody reads. Invocations past the blocks skip the products (whole idle warps issue nothing).
    */
   readonly lower?: boolean;
+  /** Invocations of the kernel that computes it ({@linkcode STAGED_WG} when absent); a loop's grids agree. */
+  readonly invocations?: number;
 }
 
 /** One product of a staged loop: accumulators `<acc><p>_<r>` (vec4: row `r` of block `p`, its 4 columns). */
@@ -78,7 +81,12 @@ export interface TileProduct {
 
 /** 4 x 4 blocks of a grid each invocation holds. */
 export function tilesPerInvocation(grid: TileGrid): number {
-  return Math.ceil(blocksOf(grid) / STAGED_WG);
+  return Math.ceil(blocksOf(grid) / invocationsOf(grid));
+}
+
+/** Invocations of the kernel that computes `grid`. */
+export function invocationsOf(grid: TileGrid): number {
+  return grid.invocations ?? STAGED_WG;
 }
 
 function blocksOf(grid: TileGrid): number {
@@ -101,7 +109,7 @@ const range = (n: number) => Array.from({ length: n }, (_, i) => i);
 const XYZW = ["x", "y", "z", "w"];
 
 /**
- * WGSL `let`s of the invocation's blocks of `grid`: block `p` is `lid + p * STAGED_WG`, its row block
+ * WGSL `let`s of the invocation's blocks of `grid`: block `p` is `lid + p * N` (`N` its kernel's invocations), its row block
  * `<name>Row<p>` and column block `<name>Col<p>` (column blocks run fastest over the invocations, so
  * neighbours read neighbouring vec4 of `B` and share the vec4 of `A`), and `<name>On<p>` whether it
  * exists (a block past the grid repeats the last one for its reads and stores nothing).
@@ -109,13 +117,14 @@ const XYZW = ["x", "y", "z", "w"];
 export function gridBlocks(grid: TileGrid): string {
   const nb = blocksOf(grid);
   const nc = grid.cols / 4;
+  const n = invocationsOf(grid);
   if (grid.lower) return lowerGridBlocks(grid, nb);
   return range(tilesPerInvocation(grid)).map((p) => {
     const g = `${grid.name}`;
-    return `let ${g}Block${p} = min(lid + ${p * STAGED_WG}u, ${nb - 1}u);
+    return `let ${g}Block${p} = min(lid + ${p * n}u, ${nb - 1}u);
   let ${g}Row${p} = ${g}Block${p} / ${nc}u;
   let ${g}Col${p} = ${g}Block${p} % ${nc}u;
-  let ${g}On${p} = ${(p + 1) * STAGED_WG <= nb ? "true" : `lid + ${p * STAGED_WG}u < ${nb}u`};`;
+  let ${g}On${p} = ${(p + 1) * n <= nb ? "true" : `lid + ${p * n}u < ${nb}u`};`;
   }).join("\n  ");
 }
 
@@ -125,13 +134,14 @@ export function gridBlocks(grid: TileGrid): string {
  */
 function lowerGridBlocks(grid: TileGrid, nb: number): string {
   const g = grid.name;
+  const n = invocationsOf(grid);
   return range(tilesPerInvocation(grid)).map((p) =>
-    `let ${g}Block${p} = min(lid + ${p * STAGED_WG}u, ${nb - 1}u);
+    `let ${g}Block${p} = min(lid + ${p * n}u, ${nb - 1}u);
   var ${g}Row${p} = u32((sqrt(8.0 * f32(${g}Block${p}) + 1.0) - 1.0) * 0.5);
   if (${g}Row${p} * (${g}Row${p} + 1u) / 2u > ${g}Block${p}) { ${g}Row${p} -= 1u; }
   if ((${g}Row${p} + 1u) * (${g}Row${p} + 2u) / 2u <= ${g}Block${p}) { ${g}Row${p} += 1u; }
   let ${g}Col${p} = ${g}Block${p} - ${g}Row${p} * (${g}Row${p} + 1u) / 2u;
-  let ${g}On${p} = ${(p + 1) * STAGED_WG <= nb ? "true" : `lid + ${p * STAGED_WG}u < ${nb}u`};`
+  let ${g}On${p} = ${(p + 1) * n <= nb ? "true" : `lid + ${p * n}u < ${nb}u`};`
   ).join("\n  ");
 }
 
@@ -170,13 +180,21 @@ export function stagedFloats(operands: readonly Pick<StagedOperand, "width" | "a
 /**
  * WGSL of one staged loop: `for d0 in 0, STAGE_DEPTH, .. < bound`, stage `operands` (depth `k = d0 + kk`),
  * barrier, accumulate every product over the slice, barrier. The accumulators and the grid blocks
- * must be declared before (`declareAccumulators`, `gridBlocks`).
+ * must be declared before (`declareAccumulators`, `gridBlocks`). The loads spread over the invocations of
+ * the products' grids (which must agree).
  */
 export function stagedLoop(
   bound: string,
   operands: readonly StagedOperand[],
   products: readonly TileProduct[],
 ): string {
+  const invocations = new Set(products.map((pr) => invocationsOf(pr.grid)));
+  if (invocations.size !== 1) {
+    throw new RangeError(
+      `staged loop over grids of ${[...invocations].join(" and ")} invocations: they must agree`,
+    );
+  }
+  const [wg] = invocations;
   const offsets: number[] = [];
   let floats = 0;
   for (const o of operands) {
@@ -188,15 +206,15 @@ export function stagedLoop(
     const [kk, i] = o.along === "depth"
       ? [`e % ${STAGE_DEPTH}u`, `e / ${STAGE_DEPTH}u`]
       : [`e / ${o.width}u`, `e % ${o.width}u`];
-    return range(Math.ceil(count / STAGED_WG)).map((r) => {
+    return range(Math.ceil(count / wg)).map((r) => {
       const body = `let kk = ${kk};
       let i = ${i};
       let k = d0 + kk;
       var v = 0.0;
       if (${o.valid}) { v = ${o.value}; }
       stage[${offsets[n]}u + kk * ${stagedRowFloats(o) / 4}u + i / 4u][i % 4u] = v;`;
-      const e = `let e = lid + ${r * STAGED_WG}u;`;
-      return (r + 1) * STAGED_WG <= count
+      const e = `let e = lid + ${r * wg}u;`;
+      return (r + 1) * wg <= count
         ? `{
       ${e}
       ${body}
@@ -220,7 +238,7 @@ export function stagedLoop(
         const a = `${pr.acc}a${p}`;
         const b = `${pr.acc}b${p}`;
         // a lower grid's invocations past its blocks skip the products
-        const skip = pr.grid.lower && (p + 1) * STAGED_WG > blocksOf(pr.grid);
+        const skip = pr.grid.lower && (p + 1) * wg > blocksOf(pr.grid);
         return `${skip ? `if (${g}On${p}) ` : ""}{
       let ${a} = ${ref(pr.a, kk, `${g}Row${p}`)};
       let ${b} = ${ref(pr.b, kk, `${g}Col${p}`)};

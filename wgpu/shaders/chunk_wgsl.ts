@@ -26,8 +26,14 @@ export interface ChunkShape {
   readonly C: number;
   /** Rows per workgroup of the `readout` and `query_grads` kernels. */
   readonly R: number;
-  /** Pair columns per workgroup of the `pair_column_grads` kernel. */
+  /** Pair columns per workgroup of the `pair_column_grads` kernel (and the delta rules' `readout_dw`). */
   readonly RC: number;
+  /**
+   * Pair columns per workgroup of their tail pipelines (`pair_column_grads_tail`, `readout_dw_tail`), 0 for none:
+   * where `RC` does not divide the chunk's pair columns, the rest in one workgroup per chunk of this many
+   * ({@linkcode pairColumnTail}).
+   */
+  readonly RT: number;
   /** Rows per workgroup of the delta rules' `solve_input_grads` kernel. */
   readonly RP: number;
 }
@@ -75,6 +81,7 @@ export const CHUNK_PASSES = [
   "reverse_scan",
   "query_grads",
   "pair_column_grads",
+  "pair_column_grads_tail",
   "decay_grads",
   "coef_grads",
   "pair_row_grads",
@@ -84,6 +91,7 @@ export const CHUNK_PASSES = [
   "delta_state_scan",
   "pseudo_values",
   "readout_dw",
+  "readout_dw_tail",
   "scan_link",
   "delta_reverse_scan",
   "solve_transposed",
@@ -206,6 +214,7 @@ const BINDINGS: Record<ChunkPass, readonly ChunkBindingName[]> = {
   reverse_scan: ["cw", "out"],
   query_grads: ["ws", "stepinfo", "s0", "dout", "cw", "out"],
   pair_column_grads: ["ws", "stepinfo", "dout", "cw", "out"],
+  pair_column_grads_tail: ["ws", "stepinfo", "dout", "cw", "out"],
   decay_grads: ["ws", "stepinfo", "s0", "cw"],
   coef_grads: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
   pair_row_grads: ["ws", "stepinfo", "cw", "out"],
@@ -215,6 +224,7 @@ const BINDINGS: Record<ChunkPass, readonly ChunkBindingName[]> = {
   delta_state_scan: ["init", "cw"],
   pseudo_values: ["cw"],
   readout_dw: ["ws", "stepinfo", "dout", "cw"],
+  readout_dw_tail: ["ws", "stepinfo", "dout", "cw"],
   scan_link: ["stepinfo", "cw"],
   delta_reverse_scan: ["cw", "out"],
   solve_transposed: ["stepinfo", "cw"],
@@ -403,23 +413,93 @@ export type PairColumnVariant = "additive" | "delta" | "deltaNoExit";
 export const PAIR_COLUMN_TILE_MAX = 64;
 
 /**
+ * The pair-column passes: `pair_column_grads` and `readout_dw` (the main pipelines), and their tails (which run
+ * after them where `ChunkShape.RT` is not 0; `chunkWork` is 0 otherwise).
+ */
+export type PairColumnPass =
+  | "pair_column_grads"
+  | "pair_column_grads_tail"
+  | "readout_dw"
+  | "readout_dw_tail";
+
+/** Whether a pass is a pair-column tail pipeline. */
+export function isPairColumnTail(pass: ChunkPass): boolean {
+  return pass === "pair_column_grads_tail" || pass === "readout_dw_tail";
+}
+
+/**
+ * The tail tile of `cols` pair columns in tiles of `RC` (`ChunkShape.RT`): the smallest power of two that holds
+ * the columns past the last whole tile, or 0 where there are none or it would be `RC` itself (a partial last tile
+ * of the main pipeline then costs the same). Each workgroup of a pair-column kernel computes every 4 x 4 block
+ * of its tile whichever columns exist, so the `C + pad = 67` columns of falcon3a at `C = 64` would take a second
+ * 64-column workgroup per chunk for 3 columns; the tail takes them in a workgroup of `RT` columns (and fewer
+ * invocations, {@linkcode pairColumnInvocations}).
+ */
+export function pairColumnTail(cols: number, RC: number): number {
+  const rest = cols % RC;
+  if (rest === 0) return 0;
+  let rt = 1;
+  while (rt < rest) rt *= 2;
+  return rt < RC ? rt : 0;
+}
+
+/**
+ * How a pair-column pass (`pair_column_grads`, `readout_dw` or their tails) tiles the `C + pad` pair columns of
+ * a chunk: `RC` columns per workgroup, `tiles` workgroups per chunk, the first from chunk column `first`. With a
+ * tail (`s.RT > 0`), the main pipeline takes the whole `s.RC` tiles and the tail one tile of `s.RT` from the end
+ * of the last; without one, the main pipeline takes every column (a partial last tile) and the tail none.
+ */
+export function pairColumnTiling(
+  pass: PairColumnPass,
+  s: Pick<ChunkShape, "C" | "RC" | "RT">,
+  pad: number,
+): { RC: number; tiles: number; first: number } {
+  const cols = s.C + pad;
+  const main = Math.floor(cols / s.RC) * s.RC;
+  if (isPairColumnTail(pass)) {
+    return { RC: s.RT, tiles: s.RT ? Math.ceil((cols - main) / s.RT) : 0, first: main };
+  }
+  return { RC: s.RC, tiles: s.RT ? main / s.RC : Math.ceil(cols / s.RC), first: 0 };
+}
+
+/**
+ * Invocations of a pair-column workgroup of `RC` columns: {@linkcode STAGED_WG} for the main pipelines; for a
+ * tail, the fewest (a power of two from {@linkcode CHUNK_WG}) that hold each 4 x 4 block of its largest product
+ * once (`C x RC` scores, `RC x Dk` and `RC x Dv` gradients): at `RC = 4`, `C = Dk = Dv = 64` 64 invocations for
+ * 16 blocks, where 256 would compute each block 16 times over.
+ */
+export function pairColumnInvocations(
+  s: Pick<ChunkShape, "dk" | "dv" | "C">,
+  RC: number,
+  tail: boolean,
+): number {
+  if (!tail) return STAGED_WG;
+  const [C4, RC4, DK4, DV4] = [s.C, RC, s.dk, s.dv].map(roundUp4);
+  const blocks = (RC4 * Math.max(C4, DK4, DV4)) / 16;
+  let n = CHUNK_WG;
+  while (n < blocks && n < STAGED_WG) n *= 2;
+  return n;
+}
+
+/**
  * Workgroup arrays of the `pair_column_grads` kernel (`fast_weight_chunk_additive.ts`), in floats, besides
  * the chunk's step arrays: the readout weights `wq`, `wd` (`weightRows x RC4` each, rows rounded up to whole
  * slices of `STAGE_DEPTH` steps; `readout_dw` keeps only `wd`), the exit weights `M[e, j]` and `x_j^T G y_j` (`RC`
  * each) and the staging array `stage` (the largest of: a slice of q, dO, x, y for the products; of y, G^T,
  * x, G for the exit products; of q, dO for the sums over steps; the `x_j^T G y_j` parts; the `d g_s`
- * parts). `floats` is their total.
+ * parts, split over the kernel's `invocations`). `floats` is their total.
  */
 export function pairColumnLayout(
   s: Pick<ChunkShape, "dk" | "dv" | "C" | "RC">,
   pad: number,
   variant: PairColumnVariant,
+  invocations = STAGED_WG,
 ) {
   const exit = variant !== "deltaNoExit";
   const [C4, RC4, DK4, DV4] = [s.C, s.RC, s.dk, s.dv].map(roundUp4);
   const weightRows = Math.ceil(s.C / STAGE_DEPTH) * STAGE_DEPTH;
   const gainItems = s.RC * (pad + 1);
-  const gainParts = Math.max(1, Math.floor(STAGED_WG / gainItems));
+  const gainParts = Math.max(1, Math.floor(invocations / gainItems));
   // the staged operands of the kernel's three loops (it checks its own against these)
   const transposed = (width: number) => ({ width, along: "depth" as const });
   const rows = (width: number) => ({ width, along: "width" as const });
@@ -468,6 +548,7 @@ export function chunkKey(pass: ChunkPass, config: RuleConfig, s: ChunkShape, hea
     s.C,
     s.R,
     s.RC,
+    s.RT,
     s.RP,
     heads.mambaA.join(","),
     heads.retnetG.join(","),
@@ -510,7 +591,7 @@ export function pairGramTiles(C: number, pad: number): number {
  */
 export const SOLVE_TRANSPOSED_COLUMNS = 16;
 
-/** Number of workgroups (or, for the flat passes, invocations) a pass needs. */
+/** Number of workgroups (or, for the flat passes, invocations) a pass needs (0: a tail pass of a shape without one). */
 export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number, T: number): number {
   const BH = B * s.H;
   const nck = Math.ceil(T / s.C);
@@ -576,7 +657,9 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
       return BH * nck * Math.ceil(s.C / s.R);
     case "pair_column_grads":
     case "readout_dw":
-      return BH * nck * Math.ceil((s.C + pad) / s.RC);
+    case "pair_column_grads_tail":
+    case "readout_dw_tail":
+      return BH * nck * pairColumnTiling(pass, s, pad).tiles;
     case "solve_input_grads":
       return BH * nck * Math.ceil(s.C / s.RP);
     case "column_gram":

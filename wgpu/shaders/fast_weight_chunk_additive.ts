@@ -23,7 +23,8 @@
  * - backward: `base_readout_grads` (per-chunk `sum exp(P_t) q_t dO_t^T`, split by the base: `S_in` or `S0`), `reverse_scan`
  *   (reverse scan: the gradient `G_n` of every chunk's exit state, `dS0`, `dCarryState`), `query_grads` (rows:
  *   `dq_t = S_t dO_t`, and its base part `dqBase`), `pair_column_grads` (per `(b, h, chunk, RC pair columns)`: `dx_j`,
- *   `dy_j`, the terms of `d g_s` (`dWriteGainTerms`) and the readout and exit weights `decayWeightsReadout`, `decayWeightsExit`), `decay_grads` (per
+ *   `dy_j`, the terms of `d g_s` (`dWriteGainTerms`) and the readout and exit weights `decayWeightsReadout`, `decayWeightsExit`;
+ *   `pair_column_grads_tail` the same for the columns past its whole tiles, where there are any), `decay_grads` (per
  *   `(b, h, chunk)`: `d g_t` and `d log gamma_t` by `decayGradKernel` of `chunk_wgsl.ts`: the sum
  *   over the decay factors whose chain holds step `t`, so no cancellation), `coef_grads` (per step:
  *   `d gamma = d log gamma / gamma` (0 where clamped or cut), then `coef_back(co, d gamma, 0, dg)` as
@@ -62,8 +63,12 @@ import {
   decayGradKernel,
   flatEntry,
   isDeltaChunkRule,
+  isPairColumnTail,
   isSolveChunkRule,
+  pairColumnInvocations,
   pairColumnLayout,
+  type PairColumnPass,
+  pairColumnTiling,
   type PairColumnVariant,
   prelude,
   stateTiles,
@@ -77,7 +82,6 @@ import {
   eachTileRow,
   gridBlocks,
   roundUp4,
-  STAGED_WG,
   stagedFloats,
   stagedLoop,
   type StagedOperand,
@@ -101,7 +105,8 @@ export function additiveShader(
   s: ChunkShape,
   heads: HeadConstants,
 ): string {
-  const head = prelude(pass, config, s, heads);
+  // a tail pipeline's RC is its tile's (ChunkShape.RT)
+  const head = prelude(pass, config, isPairColumnTail(pass) ? { ...s, RC: s.RT } : s, heads);
   const kind = statKind(config.rule);
   const delta = isDeltaChunkRule(config);
   const solve = isSolveChunkRule(config);
@@ -232,9 +237,12 @@ ${flatEntry("u.B * H * DK * DV")}
   out[u.gDC + idx] = gs;
 }`;
     case "pair_column_grads":
-      return head + chunkSteps(delta) + colsKernel(s, windowSlots(config) - 1, delta ? "delta" : "additive");
+    case "pair_column_grads_tail":
+      return head + chunkSteps(delta) +
+        colsKernel(pass, s, windowSlots(config) - 1, delta ? "delta" : "additive");
     case "readout_dw":
-      return head + chunkSteps(true) + colsKernel(s, 0, "deltaNoExit");
+    case "readout_dw_tail":
+      return head + chunkSteps(true) + colsKernel(pass, s, 0, "deltaNoExit");
     case "decay_grads":
       return head + chunkSteps(false) + decayGradKernel(false);
     case "coef_grads":
@@ -396,7 +404,13 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
  * and `dWriteGainTerms[j, o] = sum_{t >= s} [seg] exp(P_t - P_s) (q_t.x_j)(y_j.dO_t) + [seg] exp(P_e - P_s) x_j^T G y_j`
  * for `s = j + o` (the terms of `d g_s`); `readout_dw` (`deltaNoExit`) only `dy_j` without the exit term.
  *
- * One workgroup of `STAGED_WG` invocations per `(b, h, chunk, RC pair columns)`; every product is a register
+ * One workgroup of `STAGED_WG` invocations per `(b, h, chunk, RC pair columns)`. Where `RC` does not divide the
+ * `C + pad` columns (`ChunkShape.RT`, e.g. falcon3a's 67 at `C = 64`), the main pipeline takes the whole tiles and
+ * a tail pipeline (`pair_column_grads_tail`, `readout_dw_tail`) the rest: compiled with `RC = RT` and its first
+ * column a constant, one workgroup per chunk of the fewest invocations that hold a block each
+ * (`pairColumnTiling`, `pairColumnInvocations` of `chunk_wgsl.ts`). Every output is per pair column (`dx_j`, `dy_j`,
+ * `dWriteGainTerms`, `decayWeightsReadout`, `decayWeightsExit` at the column's place), none a per-tile part that a
+ * later pass sums, so the two pipelines' tiles need not agree. Every product is a register
  * tile fed from workgroup memory (`chunk_staged_tiles.ts`), its operands staged slice by slice with coalesced loads:
  * 1. `q_t.x_j` and `dO_t.y_j` (steps x pair columns, over the key and value entries): the readout weights
  *    `wq = M (y.dO)`, `wd = M (q.x)` into workgroup memory, `(q.x)(y.dO)` into `decayWeightsReadout`;
@@ -405,14 +419,26 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
  * 3. `dx_j += sum_t wq[t, j] q_t`, `dy_j += sum_t wd[t, j] dO_t` (over the chunk's steps), stored;
  * then the additive rules' `dWriteGainTerms` from `decayWeightsReadout` read back, each sum split over invocations.
  */
-function colsKernel(s: ChunkShape, pad: number, variant: PairColumnVariant): string {
+function colsKernel(
+  pass: PairColumnPass,
+  shape: ChunkShape,
+  pad: number,
+  variant: PairColumnVariant,
+): string {
   const delta = variant !== "additive";
   const exit = variant !== "deltaNoExit";
-  const layout = pairColumnLayout(s, pad, variant);
+  const tiling = pairColumnTiling(pass, shape, pad);
+  if (tiling.tiles === 0) {
+    throw new RangeError(`${pass}: no pair columns to tile at RC = ${shape.RC}, RT = 0`);
+  }
+  // the tile's columns (a tail's RT), the invocations (fewer in a tail: a block each)
+  const s = { ...shape, RC: tiling.RC };
+  const wg = pairColumnInvocations(s, s.RC, isPairColumnTail(pass));
+  const layout = pairColumnLayout(s, pad, variant, wg);
   const [C4, RC4, DK4, DV4] = [s.C, s.RC, s.dk, s.dv].map(roundUp4);
-  const stepPair: TileGrid = { name: "stepPair", rows: C4, cols: RC4 };
-  const pairKey: TileGrid = { name: "pairKey", rows: RC4, cols: DK4 };
-  const pairValue: TileGrid = { name: "pairValue", rows: RC4, cols: DV4 };
+  const stepPair: TileGrid = { name: "stepPair", rows: C4, cols: RC4, invocations: wg };
+  const pairKey: TileGrid = { name: "pairKey", rows: RC4, cols: DK4, invocations: wg };
+  const pairValue: TileGrid = { name: "pairValue", rows: RC4, cols: DV4, invocations: wg };
   // operands, entry (k, i): the depth index k and the width index i; transposed ones (the products' A and B
   // of loops 1 and 2) hold 4 consecutive steps or pair columns in one vec4
   const pairColumns = (K: string, value: string): StagedOperand => ({
@@ -476,7 +502,6 @@ function colsKernel(s: ChunkShape, pad: number, variant: PairColumnVariant): str
       );
     }
   }
-  const tiles = Math.ceil((s.C + pad) / s.RC);
   const weightFloats4 = (layout.weightRows * RC4) / 4;
   const wide = Math.max(s.dk, s.dv);
   return `${valueWgsl(delta)}
@@ -493,16 +518,16 @@ ${
 var<workgroup> exitProduct: array<f32, RC>; // x_j^T G y_j`
       : ""
   }
-${chunkEntry(`${tiles}u`, true, STAGED_WG)}
+${chunkEntry(`${tiling.tiles}u`, true, wg)}
   let h = bh % H;
-  let c0 = tile * RC;
+  let c0 = ${tiling.first ? `${tiling.first}u + ` : ""}tile * RC;
   let j0 = i32(a) - i32(PAD);
   let ncol = len + PAD;
   let chunkId = bh * nck() + n;
   ${
     exit
       ? `let gb = u.dExitState + chunkId * DK * DV;
-  for (var jr = lid; jr < RC; jr += ${STAGED_WG}u) {
+  for (var jr = lid; jr < RC; jr += ${wg}u) {
     var m = 0.0;
     if (c0 + jr < ncol) { m = m_of(len - 1u, j0 + i32(c0 + jr), a); }
     exitWeight[jr] = m;
@@ -512,7 +537,7 @@ ${chunkEntry(`${tiles}u`, true, STAGED_WG)}
   ${
     layout.weightRows > C4
       ? `// the weight rows past the products' (read by the last slice of loop 3 against staged zeros) hold 0
-  for (var k = ${(C4 * RC4) / 4}u + lid; k < ${weightFloats4}u; k += ${STAGED_WG}u) {
+  for (var k = ${(C4 * RC4) / 4}u + lid; k < ${weightFloats4}u; k += ${wg}u) {
     ${exit ? "wq[k] = vec4<f32>(0.0);" : ""}
     wd[k] = vec4<f32>(0.0);
   }`
@@ -531,7 +556,7 @@ ${chunkEntry(`${tiles}u`, true, STAGED_WG)}
     exit
       ? `// 2. G y_j and G^T x_j: 4 pair columns x 4 entries per block
   ${stagedLoop(`${wide}u`, exitOperands, [dx(0, 1), dy(2, 3)])}
-  ${exitProducts(pairKey, DK4 / 4)}
+  ${exitProducts(pairKey, DK4 / 4, wg)}
   ${eachTileRow(pairKey, (p, r) => `dx${p}_${r} *= exitWeight[min(pairKeyRow${p} * 4u + ${r}u, RC - 1u)];`)}
   ${
         eachTileRow(pairValue, (p, r) =>
@@ -565,7 +590,7 @@ ${chunkEntry(`${tiles}u`, true, STAGED_WG)}
           cw[u.dyPrecedingPairs + (chunkId * PAD + jj) * DV + ${o}] = v;
         }`)
   }
-  ${delta ? "" : writeGainTerms(RC4 / 4, layout.gainParts)}
+  ${delta ? "" : writeGainTerms(RC4 / 4, layout.gainParts, wg)}
 }`;
 }
 
@@ -612,7 +637,7 @@ function readoutWeights(grid: TileGrid, exit: boolean, rowVec4: number): string 
  * block's part over its 4 entries into `stage` (`parts` per pair column), then one sum per pair column
  * into `exitProduct` and `decayWeightsExit`.
  */
-function exitProducts(grid: TileGrid, parts: number): string {
+function exitProducts(grid: TileGrid, parts: number, wg: number): string {
   const g = grid.name;
   const rows = eachTileRow(grid, (p, r) =>
     `{
@@ -636,7 +661,7 @@ function exitProducts(grid: TileGrid, parts: number): string {
   return `// x_j^T G y_j: the parts of the blocks of G y_j, then a sum per pair column
   ${rows}
   workgroupBarrier();
-  for (var jr = lid; jr < RC; jr += ${STAGED_WG}u) {
+  for (var jr = lid; jr < RC; jr += ${wg}u) {
     var ex = 0.0;
     for (var o = 0u; o < ${parts}u; o++) { let e = jr * ${parts}u + o; ex += stage[e / 4u][e % 4u]; }
     exitProduct[jr] = ex;
@@ -677,10 +702,10 @@ function pairColumnStores(grid: TileGrid, acc: string, N: string, store: (o: str
  * `wq` (its weights are spent), each sum over the steps `t >= s` split over `parts` invocations (partial sums in
  * `stage`), then added up with the exit term.
  */
-function writeGainTerms(rowVec4: number, parts: number): string {
+function writeGainTerms(rowVec4: number, parts: number, wg: number): string {
   return `// the terms of d g_s: (q_t.x_j)(y_j.dO_t) read back from decayWeightsReadout
   storageBarrier();
-  for (var k = lid; k < C * RC; k += ${STAGED_WG}u) {
+  for (var k = lid; k < C * RC; k += ${wg}u) {
     let tt = k / RC;
     let jr = k % RC;
     var v = 0.0;
@@ -688,7 +713,7 @@ function writeGainTerms(rowVec4: number, parts: number): string {
     wq[tt * ${rowVec4}u + jr / 4u][jr % 4u] = v;
   }
   workgroupBarrier();
-  for (var it = lid; it < RC * NW * ${parts}u; it += ${STAGED_WG}u) {
+  for (var it = lid; it < RC * NW * ${parts}u; it += ${wg}u) {
     let item = it / ${parts}u;
     let part = it % ${parts}u;
     let jr = item / NW;
@@ -704,7 +729,7 @@ function writeGainTerms(rowVec4: number, parts: number): string {
     stage[it / 4u][it % 4u] = v;
   }
   workgroupBarrier();
-  for (var item = lid; item < RC * NW; item += ${STAGED_WG}u) {
+  for (var item = lid; item < RC * NW; item += ${wg}u) {
     let jr = item / NW;
     let o = item % NW;
     let jj = c0 + jr;

@@ -349,9 +349,11 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
   // scores of the tile's rows, 4 rows x 4 pair columns per invocation
   ${
     scoreTile(
+      s.C + pad,
+      pad,
       fwd ? "DK" : "DV",
-      fwd ? (r) => `qn4(bh, t${r}, k)` : (r) => `do4(((b * u.T + t${r}) * H + h) * DV, k)`,
-      fwd ? (c) => `xp4(bh, jx${c}, k)` : (c) => `vp4(bh, jx${c}, k)`,
+      fwd ? (t) => `qn4(bh, ${t}, k)` : (t) => `do4(((b * u.T + ${t}) * H + h) * DV, k)`,
+      fwd ? (j) => `xp4(bh, ${j}, k)` : (j) => `vp4(bh, ${j}, k)`,
     )
   }
   workgroupBarrier();
@@ -745,21 +747,37 @@ function writeGainTerms(rowVec4: number, parts: number, wg: number): string {
 
 /**
  * WGSL of the `readout` / `query_grads` scores as 4 x 4 register tiles: `sc[tr * CP + jj] = M[t, j] sum_k A(t, k) B(j, k)`
- * over `k < K` for the tile's rows `tr < R` (`t = a + r0 + tr`) and pair columns `jj < CP`, zero where the
- * mask is; `a(r)` / `b(c)` give the WGSL vec4 of entries `k..k+3` of row `t${r}` / pair column `jx${c}` (the
+ * over `k < K` for the tile's rows `tr < R` (`t = a + r0 + tr`) and pair columns `jj < CP` (`cp` of them), zero where
+ * the mask is; `a(t)` / `b(j)` give the WGSL vec4 of entries `k..k+3` of row `t` / pair column `j` (WGSL names; the
  * loop steps `k` by 4). Rows and columns past the tile's are read clamped and stored nowhere.
+ *
+ * A window's pad (`pad > 0`) leaves `cp % 4` pair columns past the whole column blocks where `C` is a multiple of 4
+ * (falcon3a: 67 = 16 x 4 + 3 at `C = 64`): as a 4 x 4 block per row block, those would take `R / 4` more blocks
+ * (68 for 64 invocations at `R = 16`), a second round that runs a whole `K` loop of 8 vec4 loads and 16 dot
+ * products in one warp while the rest wait. There the blocks take the whole column blocks only, and the `R x (cp % 4)`
+ * scores past them are one per invocation (`R * (cp % 4) <= 64` invocations: a `K` loop of 2 vec4 loads and one
+ * dot product; the same sum in the same order as a block's entry). Rules without a window keep the blocks.
  */
-function scoreTile(K: string, a: (r: number) => string, b: (c: number) => string): string {
+function scoreTile(
+  cp: number,
+  pad: number,
+  K: string,
+  a: (t: string) => string,
+  b: (j: string) => string,
+): string {
   const R4 = [0, 1, 2, 3];
-  return `for (var bk = lid; bk < ((R + 3u) / 4u) * ((CP + 3u) / 4u); bk += WG) {
-    let jj0 = (bk % ((CP + 3u) / 4u)) * 4u;
-    let tr0 = (bk / ((CP + 3u) / 4u)) * 4u;
+  const tail = pad > 0 ? cp % 4 : 0;
+  // column blocks of the register tiles: the whole ones where the rest are single scores
+  const colBlocks = tail ? "(CP / 4u)" : "((CP + 3u) / 4u)";
+  const blocks = `for (var bk = lid; bk < ((R + 3u) / 4u) * ${colBlocks}; bk += WG) {
+    let jj0 = (bk % ${colBlocks}) * 4u;
+    let tr0 = (bk / ${colBlocks}) * 4u;
     ${R4.map((r) => `let t${r} = a + min(r0 + tr0 + ${r}u, len - 1u);`).join("\n    ")}
     ${R4.map((c) => `let jx${c} = j0 + i32(min(jj0 + ${c}u, CP - 1u));`).join("\n    ")}
     ${R4.map((r) => `var e${r} = vec4<f32>(0.0);`).join(" ")}
     for (var k = 0u; k < ${K}; k += 4u) {
-      ${R4.map((r) => `let ea${r} = ${a(r)};`).join("\n      ")}
-      ${R4.map((c) => `let eb${c} = ${b(c)};`).join("\n      ")}
+      ${R4.map((r) => `let ea${r} = ${a(`t${r}`)};`).join("\n      ")}
+      ${R4.map((c) => `let eb${c} = ${b(`jx${c}`)};`).join("\n      ")}
       ${
     R4.map((r) => `e${r} += vec4<f32>(${R4.map((c) => `dot(ea${r}, eb${c})`).join(", ")});`).join("\n      ")
   }
@@ -778,6 +796,21 @@ function scoreTile(K: string, a: (r: number) => string, b: (c: number) => string
     }`
     )
   }
+  }`;
+  if (!tail) return blocks;
+  return `${blocks}
+  // the ${tail} pair columns past the whole column blocks: one score per invocation
+  for (var e = lid; e < R * ${tail}u; e += WG) {
+    let tr = e / ${tail}u;
+    let jj = ${cp - tail}u + e % ${tail}u;
+    let tt = r0 + tr;
+    let te = a + min(tt, len - 1u);
+    let je = j0 + i32(jj);
+    var acc = 0.0;
+    for (var k = 0u; k < ${K}; k += 4u) { acc += dot(${a("te")}, ${b("je")}); }
+    var v = 0.0;
+    if (tt < len && jj <= tt + PAD) { v = m_of(tt, je, a) * acc; }
+    sc[tr * CP + jj] = v;
   }`;
 }
 

@@ -909,13 +909,51 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let len = min(C, u.T - a);${load ? `\n  load_chunk(${first}, bh, b, a, len);` : ""}`;
 }
 
-export function flatEntry(count: string): string {
+/**
+ * Entry point header of a flat pass: invocation `idx` of `count` (`lid` in its workgroup of `WG`, the workgroups at
+ * multiples of `WG`); `prologue` runs before the invocations past `count` return (WGSL that holds a barrier).
+ */
+export function flatEntry(count: string, prologue = ""): string {
   return `@compute @workgroup_size(${CHUNK_WG})
 fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
-  let idx = (gid.y * nwg.x + gid.x) * WG + lid;
+  let idx = (gid.y * nwg.x + gid.x) * WG + lid;${prologue ? `\n  ${prologue}` : ""}
   if (idx >= ${count}) { return; }`;
 }
+
+/**
+ * {@linkcode flatEntry} of a pass with one invocation per step `idx = bh T + t` that calls `step_co` of
+ * {@linkcode stepCoefWgsl} (`coef`, `coef_grads`, `delta_coef_grads`): for a window mean statistic (`Ebar`) it first
+ * loads the workgroup's pair norms.
+ */
+export function stepCoefEntry(config: RuleConfig): string {
+  const count = "u.B * H * u.T";
+  return flatEntry(count, statKind(config.rule) === "Ebar" ? `load_pair_norms(idx, lid, ${count});` : "");
+}
+
+/**
+ * WGSL of the pair norms of a window mean statistic (`Ebar`, falcon3a), shared by the steps of a workgroup of
+ * {@linkcode stepCoefEntry}: each pair's `||x_p||^2` is summed once (`DK` loads) where every step summed its
+ * window's `W` norms (`W DK` loads, each pair's read by `W` steps). Slot `PAD + l` holds the own pair (`p = t`) of
+ * the workgroup's step `l`, slots `0..PAD-1` those of the `PAD` flat steps before the workgroup (computed by its
+ * first `PAD` invocations). Pair `t - o >= 0` of step `bh T + t` is the own pair of flat step `bh T + t - o` (the same
+ * head), so `window_norm` reads it `o` slots back; a pair before the sequence (`t < o`, a carry's) is summed on the spot.
+ * The sums are those `dot_xx` gives, added in the same order.
+ */
+const WINDOW_NORMS = `
+var<workgroup> pairNorm: array<f32, WG + PAD>;
+fn load_pair_norms(idx: u32, lid: u32, count: u32) {
+  if (idx < count) { pairNorm[PAD + lid] = dot_xx(idx / u.T, i32(idx % u.T)); }
+  if (lid < PAD && idx >= PAD) {
+    let f = idx - PAD;
+    pairNorm[lid] = dot_xx(f / u.T, i32(f % u.T));
+  }
+  workgroupBarrier();
+}
+fn window_norm(bh: u32, t: u32, o: u32) -> f32 {
+  if (t < o) { return dot_xx(bh, i32(t) - i32(o)); }
+  return pairNorm[PAD + (bh * u.T + t) % WG - o];
+}`;
 
 /** WGSL `step_co(bh, b, h, t)`: step `t`'s pair count and coefficients, as the recurrent kernels compute them. */
 export function stepCoefWgsl(config: RuleConfig): string {
@@ -943,8 +981,8 @@ fn step_stat(bh: u32, t: u32, n: u32) -> Stat {
     : "";
   const stat = kind === "E" ? `if (n > 0u) { st = ${dot("0u")}; }` : kind === "Ebar"
     ? `if (n > 0u) {
-    var sm = ${dot("0u")};
-    for (var o = 1u; o < NW; o++) { if (o < n) { sm += ${dot("o")}; } }
+    var sm = window_norm(bh, t, 0u);
+    for (var o = 1u; o < NW; o++) { if (o < n) { sm += window_norm(bh, t, o); } }
     st = sm / f32(n);
   }`
     : kind === "mu"
@@ -957,7 +995,7 @@ fn dot_xx(bh: u32, j: i32) -> f32 {
   for (var i = 0u; i < DK; i++) { let v = xp(bh, j, i); d += v * v; }
   return d;
 }`
-  }
+  }${kind === "Ebar" ? WINDOW_NORMS : ""}
 fn pairs_at(b: u32, t: u32) -> u32 { return u32(max(i32(t) - stepinfo[(b * u.T + t) * 2u] + 1, 0)); }
 fn step_co(bh: u32, b: u32, h: u32, t: u32) -> Co {
   let n = pairs_at(b, t);
@@ -1213,7 +1251,7 @@ export function tile4Each(f: (r: number, c: number) => string): string {
  */
 export function coefBackKernel(config: RuleConfig, da: string, db: string): string {
   return stepCoefWgsl(config) + `
-${flatEntry("u.B * H * u.T")}
+${stepCoefEntry(config)}
   let t = idx % u.T;
   let bh = idx / u.T;
   let b = bh / H;

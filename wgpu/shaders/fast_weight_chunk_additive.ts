@@ -15,7 +15,8 @@
  * - `o_t = exp(P_t) base_t^T q_t + sum_j M[t,j] (q_t . x_j) y_j`.
  *
  * Kernels (`fastweight_chunk_<pass>_f32`), each spread over many workgroups:
- * - `coef`: one invocation per `(b, h, t)`: `log gamma_t` (`log eps_gamma` where clamped) and `g_t`;
+ * - `coef`: one invocation per `(b, h, t)`: `log gamma_t` (`log eps_gamma` where clamped) and `g_t` (falcon3a's window
+ *   mean statistic from pair norms its workgroup sums once each, `stepCoefEntry` of `chunk_wgsl.ts`; `coef_grads` too);
  * - `state_increment`: per `(b, h, chunk, 64 state elements)`: `dS_n = sum_j M[e,j] x_j y_j^T`, the chunk decay
  *   `exp(P_e)` and which base the exit state has (`exitBaseKind`: 0 `S_in`, 1 `S0`, 2 zero);
  * - `state_scan`: per `(b, h, state element)`, sequential over chunks: the entering state of every chunk;
@@ -72,6 +73,7 @@ import {
   type PairColumnVariant,
   prelude,
   stateTiles,
+  stepCoefEntry,
   stepCoefWgsl,
   tile4Each,
   vec4Tile,
@@ -113,7 +115,7 @@ export function additiveShader(
   switch (pass) {
     case "coef":
       return head + stepCoefWgsl(config) + `
-${flatEntry("u.B * H * u.T")}
+${stepCoefEntry(config)}
   let t = idx % u.T;
   let bh = idx / u.T;
   let co = step_co(bh, bh / H, bh % H, t);

@@ -60,6 +60,7 @@ import {
   flatEntry,
   PER_COLUMN_PASSES,
   prelude,
+  stepCoefEntry,
   stepCoefWgsl,
 } from "./chunk_wgsl.ts";
 
@@ -516,7 +517,7 @@ ${flatEntry("u.B * H * u.T * DV")}
       return head + gramGradKernel(reg);
     case "column_coef_grads":
       return head + stepCoefWgsl(config) + coefCol + `
-${flatEntry("u.B * H * u.T")}
+${stepCoefEntry(config)}
   let t = idx % u.T;
   let bh = idx / u.T;
   let b = bh / H;

@@ -18,7 +18,7 @@
  * `forward_backward_*`: batches of a forward that keeps its workspaces (`keepForBackward`) and the backward
  * given them (as a training step runs them, and as fla's peer times its `fwd+bwd`: autograd keeps the forward's
  * tensors); `forward_backward_recompute_*`: the same pairs with a backward that recomputes the forward (the
- * `forward_backward_*` of reports from 2026-12-02 05:20 to 08:00 UTC); `forward_plus_backward_tokens_per_s`:
+ * `forward_backward_*` of reports from 2026-12-02 05:20 to 07:15 UTC); `forward_plus_backward_tokens_per_s`:
  * the plain forward and backward batches' times added (two syncs' shares: the `forward_backward_tokens_per_s`
  * of reports before 2026-12-02 05:20 UTC). `--profile` times the kept pair's kernels.
  * Small shapes (e.g. `--gemm 256 --T 64 --B 1 --H 2 --dk 16 --dv 16`) run on software adapters.
@@ -159,7 +159,7 @@ async function fastWeight(
   const bwd = await timeCalls(gpu, reps, backwardCall, inner);
   // one sync per `inner` pairs
   const both = await timeCalls(gpu, reps, pairCall, inner);
-  // the same with the backward recomputing the forward (the figure of reports before 2026-12-02 08:00 UTC)
+  // the same with the backward recomputing the forward (the figure of reports before 2026-12-02 07:15 UTC)
   const recomputing = await timeCalls(gpu, reps, () => {
     forwardCall();
     backwardCall();

@@ -6,9 +6,24 @@
  */
 
 import type { Backend, Carry, FastWeightInputs, Tensor } from "../src/rules/backend.ts";
-import { isPerColumnRule, retnetDecay, type RuleConfig } from "../src/rules/config.ts";
+import { isPerColumnRule, retnetDecay, type RuleConfig, type RuleName } from "../src/rules/config.ts";
 import type { HeadInputs } from "../src/rules/reference/head.ts";
 import { Rng } from "../src/testing/compare.ts";
+
+/** Every rule the chunk-parallel WebGPU kernels run, in the order the chunk tests take them. */
+export const CHUNK_RULES: readonly RuleName[] = [
+  "falcon1a",
+  "falcon3a",
+  "linear",
+  "retnet",
+  "mamba2",
+  "falcon1",
+  "deltanet",
+  "gated_deltanet",
+  "falcon2",
+  "falcon2a",
+  "falcon3",
+];
 
 /** Sizes and options of a random problem. */
 export interface CaseSpec {

@@ -6,6 +6,7 @@
  * @module
  */
 
+import type { Tensor } from "../src/rules/backend.ts";
 import { createWebGpuBackend, type WebGpuBackend } from "./backend.ts";
 import { webGpuAdapterInfo } from "./device.ts";
 
@@ -74,4 +75,22 @@ export function callsDuring(
     gpu.runtime.flushAfterMs = flushAfterMs;
   }
   return calls;
+}
+
+/** Fail unless `x` and `y` have one shape and the same floats (NaN matching NaN); `what` names the two sides. */
+export async function expectIdentical(
+  gpu: WebGpuBackend,
+  x: Tensor,
+  y: Tensor,
+  name: string,
+  what: [string, string],
+): Promise<void> {
+  if (x.shape.join() !== y.shape.join()) throw new Error(`${name}: shape [${x.shape}] vs [${y.shape}]`);
+  const u = await gpu.read(x);
+  const v = await gpu.read(y);
+  for (let i = 0; i < u.length; i++) {
+    if (!(u[i] === v[i] || (Number.isNaN(u[i]) && Number.isNaN(v[i])))) {
+      throw new Error(`${name}[${i}]: ${what[0]} ${u[i]} vs ${what[1]} ${v[i]}`);
+    }
+  }
 }

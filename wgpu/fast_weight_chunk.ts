@@ -9,7 +9,7 @@
  *
  * Work is spread over `B*H*ceil(T/C)*tiles` workgroups in the per-chunk passes; only the scans
  * over chunks are sequential, over `T/C` steps (additive: one invocation per state element;
- * delta: one workgroup per 4 value columns, a `Dk x Dk` transition per step), and the delta rules'
+ * delta: one workgroup per `scanColumns(Dk)` value columns, a `Dk x Dk` transition per step), and the delta rules'
  * triangular solves run one invocation per column over the `C` steps of a chunk (falcon3: its
  * `C W` instance rows, a step's `W` rows at once). The per-column rules walk the chunks in order once
  * per `(b, h, value column)` workgroup (their solves carry the state from chunk to chunk), the rows of

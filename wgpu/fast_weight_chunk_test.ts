@@ -17,26 +17,12 @@ import type { FormOptions } from "../src/rules/backend.ts";
 import { ALIGNMENTS, isFalconRule, isWindowRule, ruleConfig, type RuleName } from "../src/rules/config.ts";
 import { recurrentTrace } from "../src/rules/reference/recurrent.ts";
 import { SMALL_CHUNK, SMALL_HEADS } from "../src/testing/shapes.ts";
-import { type CaseSpec, headOf, randomCase, uploadCase } from "./_fast_weight_case.ts";
+import { type CaseSpec, CHUNK_RULES, headOf, randomCase, uploadCase } from "./_fast_weight_case.ts";
 import { chunkShape, chunkWorkspaceBytes } from "./fast_weight_chunk.ts";
 import { chunkForm, compareChunk, FULL_LEVEL } from "./_chunk_compare.ts";
 import { STAGED_WG } from "./shaders/chunk_staged_tiles.ts";
 import { bindsVec4, decayGradLayout } from "./shaders/chunk_wgsl.ts";
 import { gpuTest } from "./_test_util.ts";
-
-const CHUNK_RULES: RuleName[] = [
-  "falcon1a",
-  "falcon3a",
-  "linear",
-  "retnet",
-  "mamba2",
-  "falcon1",
-  "deltanet",
-  "gated_deltanet",
-  "falcon2",
-  "falcon2a",
-  "falcon3",
-];
 
 /** The small problem (`B` and `T` are not compile-time sizes: tests vary them freely). */
 const SHAPE = { B: 2, T: 13, ...SMALL_HEADS };

@@ -12,7 +12,7 @@ import type { WebGpuBackend } from "./backend.ts";
 import { createFastWeightOps } from "./fast_weight.ts";
 import { batchSlices } from "./fast_weight_slices.ts";
 import { chunkWorkspaceBytes } from "./fast_weight_chunk.ts";
-import { gpuTest } from "./_test_util.ts";
+import { expectIdentical, gpuTest } from "./_test_util.ts";
 import { SMALL_CHUNK, SMALL_HEADS } from "../src/testing/shapes.ts";
 
 Deno.test("batchSlices covers B rows in order, the last slice holding the rest", () => {
@@ -29,15 +29,8 @@ Deno.test("batchSlices covers B rows in order, the last slice holding the rest",
   if (!threw) throw new Error("rows = 0 must be a RangeError");
 });
 
-async function expectSame(gpu: WebGpuBackend, x: Tensor, y: Tensor, name: string) {
-  if (x.shape.join() !== y.shape.join()) throw new Error(`${name}: shape [${x.shape}] vs [${y.shape}]`);
-  const u = await gpu.read(x);
-  const v = await gpu.read(y);
-  for (let i = 0; i < u.length; i++) {
-    if (!(u[i] === v[i] || (Number.isNaN(u[i]) && Number.isNaN(v[i])))) {
-      throw new Error(`${name}[${i}]: sliced ${u[i]} vs whole ${v[i]}`);
-    }
-  }
+function expectSame(gpu: WebGpuBackend, x: Tensor, y: Tensor, name: string) {
+  return expectIdentical(gpu, x, y, name, ["sliced", "whole"]);
 }
 
 /** Bytes of one batch row's chunk workspace for the positions `[from, to)` of `spec`. */

@@ -6,27 +6,13 @@
  */
 
 import type { BackwardOptions, FastWeightGrads, ForwardOptions, Tensor } from "../src/rules/backend.ts";
-import { type RuleConfig, ruleConfig, type RuleName } from "../src/rules/config.ts";
+import { type RuleConfig, ruleConfig } from "../src/rules/config.ts";
 import { SMALL_CHUNK, SMALL_HEADS } from "../src/testing/shapes.ts";
-import { type CaseSpec, randomCase, uploadCase } from "./_fast_weight_case.ts";
+import { type CaseSpec, CHUNK_RULES, randomCase, uploadCase } from "./_fast_weight_case.ts";
 import type { WebGpuBackend } from "./backend.ts";
 import { chunkWorkspaceBytes } from "./fast_weight_chunk.ts";
 import { createFastWeightOps } from "./fast_weight.ts";
-import { gpuTest } from "./_test_util.ts";
-
-const RULES: RuleName[] = [
-  "falcon1a",
-  "falcon3a",
-  "linear",
-  "retnet",
-  "mamba2",
-  "falcon1",
-  "deltanet",
-  "gated_deltanet",
-  "falcon2",
-  "falcon2a",
-  "falcon3",
-];
+import { expectIdentical, gpuTest } from "./_test_util.ts";
 
 // the shared small sizes (the chunk pipelines the other small tests compile)
 const C = SMALL_CHUNK;
@@ -35,15 +21,8 @@ const SPLIT = 5;
 const FORM = { form: "chunk", chunkSize: C } as const;
 const GRADS = ["dq", "dk", "dv", "dbeta", "dlambdabar", "ds0", "dCarryState"] as const;
 
-async function expectSame(gpu: WebGpuBackend, x: Tensor, y: Tensor, name: string) {
-  if (x.shape.join() !== y.shape.join()) throw new Error(`${name}: shape [${x.shape}] vs [${y.shape}]`);
-  const u = await gpu.read(x);
-  const v = await gpu.read(y);
-  for (let i = 0; i < u.length; i++) {
-    if (!(u[i] === v[i] || (Number.isNaN(u[i]) && Number.isNaN(v[i])))) {
-      throw new Error(`${name}[${i}]: with the kept forward ${u[i]}, recomputed ${v[i]}`);
-    }
-  }
+function expectSame(gpu: WebGpuBackend, x: Tensor, y: Tensor, name: string) {
+  return expectIdentical(gpu, x, y, name, ["with the kept forward", "recomputed"]);
 }
 
 /** Positions `[SPLIT, T)` of a problem, entering with the carry of `[0, SPLIT)`, on `gpu`. */
@@ -79,7 +58,7 @@ async function compareKept(
 gpuTest(
   "a backward given the kept forward matches the recomputing backward exactly, every chunk rule",
   async (gpu) => {
-    for (const rule of RULES) await compareKept(gpu, ruleConfig(rule));
+    for (const rule of CHUNK_RULES) await compareKept(gpu, ruleConfig(rule));
   },
 );
 

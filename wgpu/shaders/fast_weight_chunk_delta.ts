@@ -16,7 +16,7 @@
  *
  * Kernels (`fastweight_chunk_<pass>_f32`): `solve_matrix` (per `(b, h, chunk)` and 32 x 32 block: `A`), `solve`
  * (per `(b, h, chunk)`, one invocation per column of `U0 | V`: forward substitution), `transition` (per
- * `(b, h, chunk)` and 32 x 32 block: `K`, `Bv`), `delta_state_scan` (per `(b, h)` and 4 value columns, sequential over
+ * `(b, h, chunk)` and 32 x 32 block: `K`, `Bv`), `delta_state_scan` (`chunk_delta_scans.ts`: per `(b, h)` and 16 value columns, sequential over
  * chunks: `S_in` of every chunk), `pseudo_values` (per `(b, h, chunk)` and 32 x 32 block: `W`). The readout runs the
  * shared `readout` kernel with values `w`. `solve_matrix`, `transition` and `pseudo_values` are staged products
  * ({@linkcode stagedProduct}): operand slices loaded coalesced into workgroup memory, 4 x 4 register tiles read

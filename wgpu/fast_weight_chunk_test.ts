@@ -14,7 +14,7 @@
  */
 
 import type { FormOptions } from "../src/rules/backend.ts";
-import { ALIGNMENTS, isFalconRule, isWindowRule, ruleConfig, type RuleName } from "../src/rules/config.ts";
+import { ALIGNMENTS, isFalconRule, isWindowRule, ruleConfig } from "../src/rules/config.ts";
 import { recurrentTrace } from "../src/rules/reference/recurrent.ts";
 import { SMALL_CHUNK, SMALL_HEADS } from "../src/testing/shapes.ts";
 import { type CaseSpec, CHUNK_RULES, headOf, randomCase, uploadCase } from "./_fast_weight_case.ts";

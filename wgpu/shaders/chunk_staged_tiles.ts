@@ -10,7 +10,7 @@
  * staged as 0 (its products vanish; the kernel skips those rows and columns at its stores). Then each
  * invocation adds a 4 x 4 block of every product per depth row: one vec4 of `A` (4 rows) and one of `B`
  * (4 columns) read from workgroup memory feed 16 FMAs. `A` may also be a workgroup array the kernel
- * filled itself (`WorkgroupOperand`). An invocation holds `tilesPerInvocation(grid)` blocks of a grid, as
+ * filled itself (`WorkgroupOperand`, or a `FunctionOperand` for a layout of its own). An invocation holds `tilesPerInvocation(grid)` blocks of a grid, as
  * many blocks apart as the kernel has invocations, so one slice staged serves all of them.
  *
  * Preconditions: widths and grid sizes are multiples of 4; the loop bound is uniform over the
@@ -50,6 +50,15 @@ export interface WorkgroupOperand {
   readonly width4: number;
 }
 
+/**
+ * An `A` operand the kernel holds in a workgroup array of a layout of its own, read through a WGSL function
+ * `fn(k: u32, rowBlock: u32) -> vec4<f32>`: entries `(k, 4 rowBlock .. 4 rowBlock + 3)`.
+ */
+export interface FunctionOperand {
+  /** The function's name. */
+  readonly function: string;
+}
+
 /** The output of a product, `rows x cols` (multiples of 4), as 4 x 4 blocks spread over the invocations. */
 export interface TileGrid {
   /** WGSL name prefix of the invocation's block indices (`<name>Row<p>`, `<name>Col<p>`, `<name>On<p>`). */
@@ -73,8 +82,8 @@ export interface TileProduct {
   readonly acc: string;
   /** The output grid. */
   readonly grid: TileGrid;
-  /** `A`: the index of a staged operand of the loop, or a workgroup array. */
-  readonly a: number | WorkgroupOperand;
+  /** `A`: the index of a staged operand of the loop, or a workgroup array (plain or read through a function). */
+  readonly a: number | WorkgroupOperand | FunctionOperand;
   /** `B`: the index of a staged operand of the loop. */
   readonly b: number;
 }
@@ -227,10 +236,12 @@ export function stagedLoop(
     }`;
     }).join("\n    ");
   }).join("\n    ");
-  const ref = (src: number | WorkgroupOperand, kk: number, block: string) =>
+  const ref = (src: number | WorkgroupOperand | FunctionOperand, kk: number, block: string) =>
     typeof src === "number"
       ? `stage[${offsets[src] + (kk * stagedRowFloats(operands[src])) / 4}u + ${block}]`
-      : `${src.array}[(d0 + ${kk}u) * ${src.width4}u + ${block}]`;
+      : "array" in src
+      ? `${src.array}[(d0 + ${kk}u) * ${src.width4}u + ${block}]`
+      : `${src.function}(d0 + ${kk}u, ${block})`;
   const steps = range(STAGE_DEPTH).map((kk) =>
     products.map((pr) =>
       range(tilesPerInvocation(pr.grid)).map((p) => {

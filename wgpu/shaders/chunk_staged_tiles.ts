@@ -86,6 +86,11 @@ export interface TileProduct {
   readonly a: number | WorkgroupOperand | FunctionOperand;
   /** `B`: the index of a staged operand of the loop. */
   readonly b: number;
+  /**
+   * `A[k, row] = 0` for every `k > row` (a lower triangular factor `A^T`): a block skips the slices past its last
+   * row (the invocations of one row block then skip together).
+   */
+  readonly lowerA?: boolean;
 }
 
 /** 4 x 4 blocks of a grid each invocation holds. */
@@ -242,21 +247,47 @@ export function stagedLoop(
       : "array" in src
       ? `${src.array}[(d0 + ${kk}u) * ${src.width4}u + ${block}]`
       : `${src.function}(d0 + ${kk}u, ${block})`;
-  const steps = range(STAGE_DEPTH).map((kk) =>
-    products.map((pr) =>
-      range(tilesPerInvocation(pr.grid)).map((p) => {
-        const g = pr.grid.name;
-        const a = `${pr.acc}a${p}`;
-        const b = `${pr.acc}b${p}`;
-        // a lower grid's invocations past its blocks skip the products
-        const skip = pr.grid.lower && (p + 1) * wg > blocksOf(pr.grid);
-        return `${skip ? `if (${g}On${p}) ` : ""}{
+  const accumulate = (pr: TileProduct, p: number, kk: number) => {
+    const g = pr.grid.name;
+    const a = `${pr.acc}a${p}`;
+    const b = `${pr.acc}b${p}`;
+    return `{
       let ${a} = ${ref(pr.a, kk, `${g}Row${p}`)};
       let ${b} = ${ref(pr.b, kk, `${g}Col${p}`)};
       ${range(4).map((r) => `${pr.acc}${p}_${r} += ${a}.${XYZW[r]} * ${b};`).join(" ")}
     }`;
-      }).join("\n    ")
+  };
+  // the conditions under which a block of a product takes the slice: a lower grid's invocations past its blocks
+  // skip the products, and so do the blocks of a lowerA product above the slice
+  const conditions = (pr: TileProduct, p: number) => {
+    const g = pr.grid.name;
+    return [
+      ...(pr.grid.lower && (p + 1) * wg > blocksOf(pr.grid) ? [`${g}On${p}`] : []),
+      ...(pr.lowerA ? [`${g}Row${p} * 4u + 3u >= d0`] : []),
+    ];
+  };
+  const guarded = (pr: TileProduct, p: number, body: string) => {
+    const c = conditions(pr, p);
+    return c.length ? `if (${c.join(" && ")}) ${body}` : body;
+  };
+  const plain = products.filter((pr) => !pr.lowerA);
+  const steps = range(STAGE_DEPTH).map((kk) =>
+    plain.map((pr) =>
+      range(tilesPerInvocation(pr.grid)).map((p) => guarded(pr, p, accumulate(pr, p, kk))).join("\n    ")
     ).join("\n    ")
+  ).concat(
+    // a lowerA block walks the whole slice under one condition
+    products.filter((pr) => pr.lowerA).flatMap((pr) =>
+      range(tilesPerInvocation(pr.grid)).map((p) =>
+        guarded(
+          pr,
+          p,
+          `{
+      ${range(STAGE_DEPTH).map((kk) => accumulate(pr, p, kk)).join("\n      ")}
+    }`,
+        )
+      )
+    ),
   ).join("\n    ");
   return `for (var d0 = 0u; d0 < ${bound}; d0 += ${STAGE_DEPTH}u) {
     ${loads}

@@ -15,22 +15,24 @@
  *   `Bv = [start] exp(P_e) S0 + X^T diag(Gam[e,:]) U0`.
  *
  * Kernels (`fastweight_chunk_<pass>_f32`): `solve_matrix` (per `(b, h, chunk)` and 32 x 32 block: `A`), `solve`
- * (per `(b, h, chunk)`, one invocation per column of `U0 | V`: forward substitution), `transition` (per
+ * (per `(b, h, chunk)`, 256 invocations: `T = (I + A)^-1` in workgroup memory from 16 x 16 diagonal block inverses, as
+ * fla's `solve_tril`, stored; then `[U0 | V] = T R`), `transition` (per
  * `(b, h, chunk)` and 32 x 32 block: `K`, `Bv`), `delta_state_scan` (`chunk_delta_scans.ts`: per `(b, h)` and 16 value columns, sequential over
  * chunks: `S_in` of every chunk), `pseudo_values` (per `(b, h, chunk)` and 32 x 32 block: `W`). The readout runs the
- * shared `readout` kernel with values `w`. `solve_matrix`, `transition` and `pseudo_values` are staged products
+ * shared `readout` kernel with values `w`. `solve_matrix`, `pseudo_values` and `solve_transposed` are staged products
  * ({@linkcode stagedProduct}): operand slices loaded coalesced into workgroup memory, 4 x 4 register tiles read
  * from it as vec4.
  * Backward: `base_readout_grads`, `readout_dw` (the readout's `dW` without the exit term, `Qd`) and `scan_link`
  * (`L_n = U_n - V^T Qd`) give the reverse scan `delta_reverse_scan` (`G_{n-1} = K_n^T G_n + L_n`); then `pair_column_grads`
- * (`dx` of the readout and exit, `dW`), `solve_transposed` (`dR = (I + A)^-T dW`, back substitution per
- * column), `query_grads`, `solve_input_grads` (per `(b, h, chunk, RP rows)`: everything `A` and `R` feed: `dx`, `dy = b dR`,
+ * (`dx` of the readout and exit, `dW`), `solve_transposed` (per `(b, h, chunk)` and 32 x 32 block:
+ * `dR = (I + A)^-T dW = T^T dW`), `query_grads`, `solve_input_grads` (per `(b, h, chunk, RP rows)`: everything `A` and `R` feed: `dx`, `dy = b dR`,
  * `da`, `db`, the log-decay terms), `delta_decay_grads`/`delta_coef_grads` (`d log gamma`, then `coef_back`), `s0_grad_parts`/
  * `s0_grad_sum` (`dS0`) and `pair_row_grads` (the statistic's `dx`).
  * Log-decay gradient (`delta_decay_grads`, `decayGradKernel` of `chunk_wgsl.ts`): per step `r`, the sum over the
  * decay factors whose chain holds `r`, readout and exit as for the additive rules (values `w`), plus
  * the solve's `Gp[t,s]` (`decayWeightsSolve[t,s] = dA[t,s] A[t,s]`) and `exp(Pp_t)` (`decayWeightsSolveBase_t`) factors.
- * Workspace sections `[BH, ...]` (offsets in the uniform block): `eraseGain [T]`, `solveMatrix [NCK, C, C]`,
+ * Workspace sections `[BH, ...]` (offsets in the uniform block): `eraseGain [T]`, `solveMatrix, solveInverse [NCK, C, C]`
+ * (`A`, `T`),
  * `pseudoValuesConstant [NCK, C, Dv]`, `pseudoValuesStateFactor [NCK, C, Dk]`, `transitionMatrix [NCK, Dk, Dk]`, `chunkStateIncrement` (= `Bv`), `pseudoValues, dPseudoValuesReadout, dPseudoValues, dRightHandSide [T, Dv]`,
  * `reverseScanLink, dS0Parts [NCK, Dk, Dv]`, `dEraseGain, dDeltaWriteGain, decayWeightsSolveBase [T]`, `decayWeightsSolve [NCK, C, C]`, with `entryState`, `finalState`, `dExitState`, `dBaseReadout`, `dLogDecay`,
  * `dStatistic`, `decayWeightsReadout`, `decayWeightsExit`, `dqBase` shared.
@@ -246,16 +248,18 @@ ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
     case "solve_transposed":
       return head + stagedProductArrays("st") + `
 ${chunkEntry(`${stagedBlocks(s.C, s.dv)}u`, false)}
-  // one 32 x 32 block of dR [C, Dv] = T^T dW per workgroup
+  // one 32 x 32 block of dR [C, Dv] = T^T dW per workgroup (T[s, t] = 0 for s < t: from the block's first row)
   let nbc = ${Math.ceil(s.dv / STAGED_BLOCK)}u;
+  let row0 = (tile / nbc) * ${STAGED_BLOCK}u;
   ${
         stagedProduct({
           name: "st",
-          row0: `(tile / nbc) * ${STAGED_BLOCK}u`,
+          row0: "row0",
           col0: `(tile % nbc) * ${STAGED_BLOCK}u`,
           rows: "len",
           cols: "DV",
           depth: "len",
+          depthFrom: "row0",
           a: "cw[solve_inverse_at(bh, n, k, i)]",
           aAlong: "row",
           b: "cw[u.dPseudoValues + row(bh, a + k, j)]",
@@ -331,7 +335,13 @@ function solveKernel(s: ChunkShape): string {
   const startGrid: TileGrid = { name: "start", rows: C4, cols: DV4 };
   const solveGrid: TileGrid = { name: "sol", rows: C4, cols: DV4 + DK4 };
   const startTerm: TileProduct = { acc: "sx", grid: startGrid, a: 0, b: 1 };
-  const solved: TileProduct = { acc: "w", grid: solveGrid, a: { function: "inverse_column4" }, b: 0 };
+  const solved: TileProduct = {
+    acc: "w",
+    grid: solveGrid,
+    a: { function: "inverse_column4" },
+    b: 0,
+    lowerA: true,
+  };
   for (const operands of [[keysByStep, initialState], [rightHandSides]]) {
     if (stagedFloats(operands) > layout.stage) {
       throw new RangeError(
@@ -490,6 +500,8 @@ interface StagedProduct {
   rows: string;
   cols: string;
   depth: string;
+  /** WGSL of the first `k` whose products are not all 0 (uniform, a multiple of `STAGED_SLICE`); 0 when absent. */
+  depthFrom?: string;
   /** WGSL of `A[i, k]`, and which of its indices is contiguous in memory (the loads run along it). */
   a: string;
   aAlong: "row" | "depth";
@@ -545,7 +557,7 @@ function stagedProduct(p: StagedProduct): string {
     let ${name}Row = lid / ${side}u;
     let ${name}Col = lid % ${side}u;
     ${R.map((r) => `var ${name}${r} = vec4<f32>(0.0);`).join("\n    ")}
-    for (var k0 = 0u; k0 < ${p.depth}; k0 += ${S}u) {
+    for (var k0 = ${p.depthFrom ?? "0u"}; k0 < ${p.depth}; k0 += ${S}u) {
       for (var e = lid; e < ${B * S}u; e += WG) {
         ${stage("A", p.aAlong, p.a, "i", p.row0, p.rows)}
         ${stage("B", p.bAlong, p.b, "j", p.col0, p.cols)}

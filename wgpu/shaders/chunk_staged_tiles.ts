@@ -10,8 +10,9 @@
  * staged as 0 (its products vanish; the kernel skips those rows and columns at its stores). Then each
  * invocation adds a 4 x 4 block of every product per depth row: one vec4 of `A` (4 rows) and one of `B`
  * (4 columns) read from workgroup memory feed 16 FMAs. `A` may also be a workgroup array the kernel
- * filled itself (`WorkgroupOperand`, or a `FunctionOperand` for a layout of its own). An invocation holds `tilesPerInvocation(grid)` blocks of a grid, as
- * many blocks apart as the kernel has invocations, so one slice staged serves all of them.
+ * filled itself (`WorkgroupOperand`, or a `FunctionOperand` for a layout of its own). An invocation holds
+ * `tilesPerInvocation(grid)` blocks of a grid, as many blocks apart as the kernel has invocations, so one
+ * slice staged serves all of them.
  *
  * Preconditions: widths and grid sizes are multiples of 4; the loop bound is uniform over the
  * workgroup (a compile-time size or one read from the uniform block), as the barriers in it need.

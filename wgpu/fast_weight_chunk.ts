@@ -9,9 +9,10 @@
  *
  * Work is spread over `B*H*ceil(T/C)*tiles` workgroups in the per-chunk passes; only the scans
  * over chunks are sequential, over `T/C` steps (additive: one invocation per state element;
- * delta: one workgroup per `scanColumns(Dk)` value columns, a `Dk x Dk` transition per step), and the delta rules'
- * triangular solves run one invocation per column over the `C` steps of a chunk (falcon3: its
- * `C W` instance rows, a step's `W` rows at once). The per-column rules walk the chunks in order once
+ * delta: one workgroup per `scanColumns(Dk)` value columns, a `Dk x Dk` transition per step); the delta rules
+ * invert their triangular systems per chunk in workgroup memory (`T = (I + A)^-1`, then products with `T`), and
+ * falcon3's solves run one invocation per column over the `C W` instance rows of a chunk (a step's `W` rows at
+ * once). The per-column rules walk the chunks in order once
  * per `(b, h, value column)` workgroup (their solves carry the state from chunk to chunk), the rows of
  * each chunk spread over its invocations.
  *
@@ -129,6 +130,7 @@ const FORWARD_SECTIONS: ReadonlySet<ChunkUniformField> = new Set<ChunkUniformFie
   "entryState",
   "finalState",
   "solveMatrix",
+  "solveInverse",
   "pseudoValuesConstant",
   "pseudoValuesStateFactor",
   "transitionMatrix",
@@ -190,6 +192,7 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
     ["dWriteGainTerms", BH * nck * (C + pad) * (pad + 1)],
     ["eraseGain", delta * BH * d.T],
     ["solveMatrix", delta * (1 - windowDelta) * BH * nck * C * C],
+    ["solveInverse", delta * (1 - windowDelta) * BH * nck * C * C],
     ["pseudoValuesConstant", delta * BH * nck * C * rows * d.dv],
     ["pseudoValuesStateFactor", delta * BH * nck * C * rows * d.dk],
     ["transitionMatrix", delta * BH * nck * d.dk * d.dk],

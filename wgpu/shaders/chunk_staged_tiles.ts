@@ -10,8 +10,9 @@
  * staged as 0 (its products vanish; the kernel skips those rows and columns at its stores). Then each
  * invocation adds a 4 x 4 block of every product per depth row: one vec4 of `A` (4 rows) and one of `B`
  * (4 columns) read from workgroup memory feed 16 FMAs. `A` may also be a workgroup array the kernel
- * filled itself (`WorkgroupOperand`). An invocation holds `tilesPerInvocation(grid)` blocks of a grid, as
- * many blocks apart as the kernel has invocations, so one slice staged serves all of them.
+ * filled itself (`WorkgroupOperand`, or a `FunctionOperand` for a layout of its own). An invocation holds
+ * `tilesPerInvocation(grid)` blocks of a grid, as many blocks apart as the kernel has invocations, so one
+ * slice staged serves all of them.
  *
  * Preconditions: widths and grid sizes are multiples of 4; the loop bound is uniform over the
  * workgroup (a compile-time size or one read from the uniform block), as the barriers in it need.
@@ -50,6 +51,15 @@ export interface WorkgroupOperand {
   readonly width4: number;
 }
 
+/**
+ * An `A` operand the kernel holds in a workgroup array of a layout of its own, read through a WGSL function
+ * `fn(k: u32, rowBlock: u32) -> vec4<f32>`: entries `(k, 4 rowBlock .. 4 rowBlock + 3)`.
+ */
+export interface FunctionOperand {
+  /** The function's name. */
+  readonly function: string;
+}
+
 /** The output of a product, `rows x cols` (multiples of 4), as 4 x 4 blocks spread over the invocations. */
 export interface TileGrid {
   /** WGSL name prefix of the invocation's block indices (`<name>Row<p>`, `<name>Col<p>`, `<name>On<p>`). */
@@ -73,10 +83,15 @@ export interface TileProduct {
   readonly acc: string;
   /** The output grid. */
   readonly grid: TileGrid;
-  /** `A`: the index of a staged operand of the loop, or a workgroup array. */
-  readonly a: number | WorkgroupOperand;
+  /** `A`: the index of a staged operand of the loop, or a workgroup array (plain or read through a function). */
+  readonly a: number | WorkgroupOperand | FunctionOperand;
   /** `B`: the index of a staged operand of the loop. */
   readonly b: number;
+  /**
+   * `A[k, row] = 0` for every `k > row` (a lower triangular factor `A^T`): a block skips the slices past its last
+   * row (the invocations of one row block then skip together).
+   */
+  readonly lowerA?: boolean;
 }
 
 /** 4 x 4 blocks of a grid each invocation holds. */
@@ -227,25 +242,53 @@ export function stagedLoop(
     }`;
     }).join("\n    ");
   }).join("\n    ");
-  const ref = (src: number | WorkgroupOperand, kk: number, block: string) =>
+  const ref = (src: number | WorkgroupOperand | FunctionOperand, kk: number, block: string) =>
     typeof src === "number"
       ? `stage[${offsets[src] + (kk * stagedRowFloats(operands[src])) / 4}u + ${block}]`
-      : `${src.array}[(d0 + ${kk}u) * ${src.width4}u + ${block}]`;
-  const steps = range(STAGE_DEPTH).map((kk) =>
-    products.map((pr) =>
-      range(tilesPerInvocation(pr.grid)).map((p) => {
-        const g = pr.grid.name;
-        const a = `${pr.acc}a${p}`;
-        const b = `${pr.acc}b${p}`;
-        // a lower grid's invocations past its blocks skip the products
-        const skip = pr.grid.lower && (p + 1) * wg > blocksOf(pr.grid);
-        return `${skip ? `if (${g}On${p}) ` : ""}{
+      : "array" in src
+      ? `${src.array}[(d0 + ${kk}u) * ${src.width4}u + ${block}]`
+      : `${src.function}(d0 + ${kk}u, ${block})`;
+  const accumulate = (pr: TileProduct, p: number, kk: number) => {
+    const g = pr.grid.name;
+    const a = `${pr.acc}a${p}`;
+    const b = `${pr.acc}b${p}`;
+    return `{
       let ${a} = ${ref(pr.a, kk, `${g}Row${p}`)};
       let ${b} = ${ref(pr.b, kk, `${g}Col${p}`)};
       ${range(4).map((r) => `${pr.acc}${p}_${r} += ${a}.${XYZW[r]} * ${b};`).join(" ")}
     }`;
-      }).join("\n    ")
+  };
+  // the conditions under which a block of a product takes the slice: a lower grid's invocations past its blocks
+  // skip the products, and so do the blocks of a lowerA product above the slice
+  const conditions = (pr: TileProduct, p: number) => {
+    const g = pr.grid.name;
+    return [
+      ...(pr.grid.lower && (p + 1) * wg > blocksOf(pr.grid) ? [`${g}On${p}`] : []),
+      ...(pr.lowerA ? [`${g}Row${p} * 4u + 3u >= d0`] : []),
+    ];
+  };
+  const guarded = (pr: TileProduct, p: number, body: string) => {
+    const c = conditions(pr, p);
+    return c.length ? `if (${c.join(" && ")}) ${body}` : body;
+  };
+  const plain = products.filter((pr) => !pr.lowerA);
+  const steps = range(STAGE_DEPTH).map((kk) =>
+    plain.map((pr) =>
+      range(tilesPerInvocation(pr.grid)).map((p) => guarded(pr, p, accumulate(pr, p, kk))).join("\n    ")
     ).join("\n    ")
+  ).concat(
+    // a lowerA block walks the whole slice under one condition
+    products.filter((pr) => pr.lowerA).flatMap((pr) =>
+      range(tilesPerInvocation(pr.grid)).map((p) =>
+        guarded(
+          pr,
+          p,
+          `{
+      ${range(STAGE_DEPTH).map((kk) => accumulate(pr, p, kk)).join("\n      ")}
+    }`,
+        )
+      )
+    ),
   ).join("\n    ");
   return `for (var d0 = 0u; d0 < ${bound}; d0 += ${STAGE_DEPTH}u) {
     ${loads}

@@ -165,6 +165,7 @@ export const CHUNK_UNIFORM_FIELDS = [
   "gDC",
   "eraseGain",
   "solveMatrix",
+  "solveInverse",
   "pseudoValuesConstant",
   "pseudoValuesStateFactor",
   "transitionMatrix",
@@ -227,7 +228,7 @@ const BINDINGS: Record<ChunkPass, readonly ChunkBindingName[]> = {
   readout_dw_tail: ["ws", "stepinfo", "dout", "cw"],
   scan_link: ["stepinfo", "cw"],
   delta_reverse_scan: ["cw", "out"],
-  solve_transposed: ["stepinfo", "cw"],
+  solve_transposed: ["cw"],
   solve_input_grads: ["ws", "stepinfo", "s0", "cw", "out"],
   delta_decay_grads: ["ws", "stepinfo", "s0", "cw"],
   delta_coef_grads: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
@@ -367,7 +368,8 @@ export function chunkSharedFloats(
     };
   }
   return {
-    local: steps + Math.max(s.C + pad, decay),
+    // the delta rules' solve holds T and its staged operands
+    local: steps + Math.max(s.C + pad, decay, isDeltaChunkRule(config) ? solveLayout(s).floats : 0),
     rows: steps + s.R * (s.C + pad),
     // pair_column_grads (readout_dw, the delta rules' other variant, needs less)
     cols: steps + pairColumnLayout(s, pad, isSolveChunkRule(config) ? "delta" : "additive").floats,
@@ -404,6 +406,29 @@ export function solveInputGradsLayout(s: Pick<ChunkShape, "dk" | "C" | "RP">) {
     RP4 * (DK4 / 4) + s.RP * rowParts,
   ));
   return { mirror, scxRows, rowParts, stage, floats: stage + scxRows * RP4 + s.RP };
+}
+
+/** Steps of the diagonal blocks of `A` the delta rules' `solve` inverts by substitution before merging them. */
+export const SOLVE_BLOCK = 16;
+
+/**
+ * Workgroup arrays of the delta rules' `solve` kernel (`fast_weight_chunk_delta.ts`), in floats, besides the
+ * chunk's step arrays: `inverse`, `T = (I + A)^-1` of the chunk padded to `CT` steps (whole {@linkcode SOLVE_BLOCK}
+ * blocks), column `k` from row `4 floor(k / 4)` (its vec4 rows at and below the diagonal, `inverseVec4` of them in
+ * all), and `stage`, the largest of: the diagonal blocks of `A`, then the merges' sums `A_ik T_kj`; a slice of the
+ * right-hand sides `[U | V]`; a slice of `x` and `S0` for the `S0` term. `floats` is their total.
+ */
+export function solveLayout(s: Pick<ChunkShape, "dk" | "dv" | "C">) {
+  const CT = Math.ceil(s.C / SOLVE_BLOCK) * SOLVE_BLOCK;
+  const n = CT / 4;
+  const inverseVec4 = 2 * n * (n + 1);
+  const [C4, DK4, DV4] = [s.C, s.dk, s.dv].map(roundUp4);
+  const stage = roundUp4(Math.max(
+    CT * SOLVE_BLOCK,
+    stagedFloats([{ width: DV4 + DK4, along: "width" }]),
+    stagedFloats([{ width: C4, along: "depth" }, { width: DV4, along: "width" }]),
+  ));
+  return { CT, inverseVec4, stage, floats: stage + 4 * inverseVec4 };
 }
 
 /** The variants of the `pair_column_grads` kernel: additive rules, delta rules, and the delta rules' `readout_dw` (no exit term). */
@@ -557,7 +582,7 @@ export function chunkKey(pass: ChunkPass, config: RuleConfig, s: ChunkShape, hea
 
 /**
  * Rows and columns of the output block one workgroup of a staged product computes (the delta rules'
- * `solve_matrix`, `transition`, `pseudo_values`): 8 x 8 invocations, a 4 x 4 register tile each.
+ * `solve_matrix`, `pseudo_values`, `solve_transposed`): 8 x 8 invocations, a 4 x 4 register tile each.
  */
 export const STAGED_BLOCK = 32;
 
@@ -606,9 +631,9 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "column_coefs":
       return BH * nck;
     case "solve":
-      return BH * nck * Math.ceil((s.dk + s.dv) / CHUNK_WG);
+      return BH * nck;
     case "solve_transposed":
-      return BH * nck * Math.ceil(s.dv / CHUNK_WG);
+      return BH * nck * stagedBlocks(s.C, s.dv);
     case "window_solve_transposed":
       return BH * nck * Math.ceil(s.dv / SOLVE_TRANSPOSED_COLUMNS);
     case "window_solve":

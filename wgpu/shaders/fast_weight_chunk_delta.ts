@@ -15,22 +15,24 @@
  *   `Bv = [start] exp(P_e) S0 + X^T diag(Gam[e,:]) U0`.
  *
  * Kernels (`fastweight_chunk_<pass>_f32`): `solve_matrix` (per `(b, h, chunk)` and 32 x 32 block: `A`), `solve`
- * (per `(b, h, chunk)`, one invocation per column of `U0 | V`: forward substitution), `transition` (per
+ * (per `(b, h, chunk)`, 256 invocations: `T = (I + A)^-1` in workgroup memory from 16 x 16 diagonal block inverses, as
+ * fla's `solve_tril`, stored; then `[U0 | V] = T R`), `transition` (per
  * `(b, h, chunk)` and 32 x 32 block: `K`, `Bv`), `delta_state_scan` (`chunk_delta_scans.ts`: per `(b, h)` and 16 value columns, sequential over
  * chunks: `S_in` of every chunk), `pseudo_values` (per `(b, h, chunk)` and 32 x 32 block: `W`). The readout runs the
- * shared `readout` kernel with values `w`. `solve_matrix`, `transition` and `pseudo_values` are staged products
+ * shared `readout` kernel with values `w`. `solve_matrix`, `pseudo_values` and `solve_transposed` are staged products
  * ({@linkcode stagedProduct}): operand slices loaded coalesced into workgroup memory, 4 x 4 register tiles read
  * from it as vec4.
  * Backward: `base_readout_grads`, `readout_dw` (the readout's `dW` without the exit term, `Qd`) and `scan_link`
  * (`L_n = U_n - V^T Qd`) give the reverse scan `delta_reverse_scan` (`G_{n-1} = K_n^T G_n + L_n`); then `pair_column_grads`
- * (`dx` of the readout and exit, `dW`), `solve_transposed` (`dR = (I + A)^-T dW`, back substitution per
- * column), `query_grads`, `solve_input_grads` (per `(b, h, chunk, RP rows)`: everything `A` and `R` feed: `dx`, `dy = b dR`,
+ * (`dx` of the readout and exit, `dW`), `solve_transposed` (per `(b, h, chunk)` and 32 x 32 block:
+ * `dR = (I + A)^-T dW = T^T dW`), `query_grads`, `solve_input_grads` (per `(b, h, chunk, RP rows)`: everything `A` and `R` feed: `dx`, `dy = b dR`,
  * `da`, `db`, the log-decay terms), `delta_decay_grads`/`delta_coef_grads` (`d log gamma`, then `coef_back`), `s0_grad_parts`/
  * `s0_grad_sum` (`dS0`) and `pair_row_grads` (the statistic's `dx`).
  * Log-decay gradient (`delta_decay_grads`, `decayGradKernel` of `chunk_wgsl.ts`): per step `r`, the sum over the
  * decay factors whose chain holds `r`, readout and exit as for the additive rules (values `w`), plus
  * the solve's `Gp[t,s]` (`decayWeightsSolve[t,s] = dA[t,s] A[t,s]`) and `exp(Pp_t)` (`decayWeightsSolveBase_t`) factors.
- * Workspace sections `[BH, ...]` (offsets in the uniform block): `eraseGain [T]`, `solveMatrix [NCK, C, C]`,
+ * Workspace sections `[BH, ...]` (offsets in the uniform block): `eraseGain [T]`, `solveMatrix, solveInverse [NCK, C, C]`
+ * (`A`, `T`),
  * `pseudoValuesConstant [NCK, C, Dv]`, `pseudoValuesStateFactor [NCK, C, Dk]`, `transitionMatrix [NCK, Dk, Dk]`, `chunkStateIncrement` (= `Bv`), `pseudoValues, dPseudoValuesReadout, dPseudoValues, dRightHandSide [T, Dv]`,
  * `reverseScanLink, dS0Parts [NCK, Dk, Dv]`, `dEraseGain, dDeltaWriteGain, decayWeightsSolveBase [T]`, `decayWeightsSolve [NCK, C, C]`, with `entryState`, `finalState`, `dExitState`, `dBaseReadout`, `dLogDecay`,
  * `dStatistic`, `decayWeightsReadout`, `decayWeightsExit`, `dqBase` shared.
@@ -41,7 +43,6 @@
 import type { RuleConfig } from "../../src/rules/config.ts";
 import type { HeadConstants } from "./fast_weight_coef.ts";
 import {
-  CHUNK_WG,
   chunkEntry,
   type ChunkPass,
   type ChunkShape,
@@ -51,7 +52,9 @@ import {
   decayGradKernel,
   flatEntry,
   prelude,
+  SOLVE_BLOCK,
   solveInputGradsLayout,
+  solveLayout,
   STAGED_BLOCK,
   stagedBlocks,
   stateTiles,
@@ -64,6 +67,7 @@ import { deltaReverseScanKernel, deltaStateScanKernel } from "./chunk_delta_scan
 import {
   component,
   declareAccumulators,
+  eachTileRow,
   gridBlocks,
   roundUp4,
   STAGED_WG,
@@ -103,6 +107,7 @@ export function isDeltaPass(pass: ChunkPass): pass is DeltaPass {
 // addressing helpers of the delta sections (n = chunk, t = step inside the chunk)
 const ADDR = `
 fn solve_matrix_at(bh: u32, n: u32, t: u32, s: u32) -> u32 { return u.solveMatrix + ((bh * nck() + n) * C + t) * C + s; }
+fn solve_inverse_at(bh: u32, n: u32, t: u32, s: u32) -> u32 { return u.solveInverse + ((bh * nck() + n) * C + t) * C + s; }
 fn pseudo_values_constant_at(bh: u32, n: u32, t: u32, c: u32) -> u32 { return u.pseudoValuesConstant + ((bh * nck() + n) * C + t) * DV + c; }
 fn pseudo_values_state_factor_at(bh: u32, n: u32, t: u32, i: u32) -> u32 { return u.pseudoValuesStateFactor + ((bh * nck() + n) * C + t) * DK + i; }
 fn row(bh: u32, t: u32, c: u32) -> u32 { return (bh * u.T + t) * DV + c; }
@@ -145,35 +150,7 @@ ${chunkEntry(`${stagedBlocks(s.C, s.C)}u`)}
       }
 }`;
     case "solve":
-      return head + chunkSteps(true) + substitutionDot("earlier_rows_dot", "1u") + `
-${chunkEntry(`${Math.ceil((s.dk + s.dv) / CHUNK_WG)}u`)}
-  // one column of [U0 | V] per invocation; its earlier rows also in private memory (the substitution reads them
-  // back at every step)
-  let col = tile * WG + lid;
-  if (col < DV + DK) {
-    var prev: array<f32, C>;
-    for (var t = 0u; t < len; t++) {
-      let ex = exp(cpp[t]);
-      var r = 0.0;
-      if (col < DV) {
-        r = cg[t] * yp(bh, i32(a + t), col);
-        if (base_kind(t) == 1u && u.hasS0 != 0u) {
-          var sx = 0.0;
-          for (var i = 0u; i < DK; i++) { sx += s0[(bh * DK + i) * DV + col] * xp(bh, i32(a + t), i); }
-          r -= cga[t] * ex * sx;
-        }
-        r -= earlier_rows_dot(solve_matrix_at(bh, n, t, 0u), 0u, t, &prev);
-        cw[pseudo_values_constant_at(bh, n, t, col)] = r;
-      } else {
-        let i = col - DV;
-        if (base_kind(t) == 0u) { r = cga[t] * ex * xp(bh, i32(a + t), i); }
-        r -= earlier_rows_dot(solve_matrix_at(bh, n, t, 0u), 0u, t, &prev);
-        cw[pseudo_values_state_factor_at(bh, n, t, i)] = r;
-      }
-      prev[t] = r;
-    }
-  }
-}`;
+      return head + chunkSteps(true) + solveKernel(s);
     case "transition":
       return head + chunkSteps(true) + `
 var<workgroup> ge: array<f32, C>;
@@ -269,20 +246,27 @@ ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
     case "delta_reverse_scan":
       return head + deltaReverseScanKernel(s);
     case "solve_transposed":
-      return head + chunkSteps(true) + substitutionDot("later_rows_dot", "C") + `
-${chunkEntry(`${Math.ceil(s.dv / CHUNK_WG)}u`)}
-  // one value column per invocation; its later rows also in private memory
-  let c = tile * WG + lid;
-  if (c < DV) {
-    var later: array<f32, C>;
-    for (var tr = i32(len) - 1; tr >= 0; tr--) {
-      let t = u32(tr);
-      var r = cw[u.dPseudoValues + row(bh, a + t, c)];
-      r -= later_rows_dot(solve_matrix_at(bh, n, 0u, t), t + 1u, len, &later);
-      later[t] = r;
-      cw[u.dRightHandSide + row(bh, a + t, c)] = r;
-    }
-  }
+      return head + stagedProductArrays("st") + `
+${chunkEntry(`${stagedBlocks(s.C, s.dv)}u`, false)}
+  // one 32 x 32 block of dR [C, Dv] = T^T dW per workgroup (T[s, t] = 0 for s < t: from the block's first row)
+  let nbc = ${Math.ceil(s.dv / STAGED_BLOCK)}u;
+  let row0 = (tile / nbc) * ${STAGED_BLOCK}u;
+  ${
+        stagedProduct({
+          name: "st",
+          row0: "row0",
+          col0: `(tile % nbc) * ${STAGED_BLOCK}u`,
+          rows: "len",
+          cols: "DV",
+          depth: "len",
+          depthFrom: "row0",
+          a: "cw[solve_inverse_at(bh, n, k, i)]",
+          aAlong: "row",
+          b: "cw[u.dPseudoValues + row(bh, a + k, j)]",
+          bAlong: "col",
+          store: "if (i < len && j < DV) { cw[u.dRightHandSide + row(bh, a + i, j)] = v; }",
+        })
+      }
 }`;
     case "solve_input_grads":
       return head + chunkSteps(true) + pairsKernel(s);
@@ -317,26 +301,186 @@ ${flatEntry("u.B * H * DK * DV")}
 }
 
 /**
- * WGSL of `fn name(at, first, end, x) -> f32`: `sum_{q in [first, end)} cw[at + q stride] x[q]` over a private
- * array of `C` values, the substitution's inner product, in 4 partial sums (the sum of one chain of dependent
- * additions took the solve 1.28 ms on the H200 at 8x4096x8x64, the four chains 0.75 ms).
+ * `solve`: per `(b, h, chunk)`, one workgroup of `STAGED_WG` invocations (workgroup arrays: `solveLayout`):
+ * 1. `T = (I + A)^-1`, as fla's `solve_tril`: the `SOLVE_BLOCK`-step diagonal blocks `T_ii = (I + A_ii)^-1` by
+ *    forward substitution (one invocation per column, `A_ii` staged), then the blocks `d = 1, 2, ..` below the
+ *    diagonal, `T_ij = -T_ii M_ij` with `M_ij = sum_{j <= q < i} A_iq T_qj` (`A_iq` read from `solveMatrix`,
+ *    `M_ij` staged); the chunk padded to whole blocks (`A` is 0 there, `T` the identity). Stored as `solveInverse`;
+ * 2. with `S0`, the rows after a start: `a_t exp(Pp_t) S0^T x_t` (a product over the keys), held in
+ *    `pseudoValuesConstant` until 3. reads it;
+ * 3. `[U0 | V] = T R` (`R` as in the module doc: `U0`'s columns `b_t y_t` less 2.'s term, `V`'s `a_t exp(Pp_t) x_t`
+ *    on the rows before any start), `T` read from workgroup memory, `R` staged slice by slice.
  */
-function substitutionDot(name: string, stride: string): string {
-  const term = (k: number) => `cw[at + (q + ${k}u) * ${stride}] * (*x)[q + ${k}u]`;
-  return `
-fn ${name}(at: u32, first: u32, end: u32, x: ptr<function, array<f32, C>>) -> f32 {
-  var p0 = 0.0; var p1 = 0.0; var p2 = 0.0; var p3 = 0.0;
-  var q = first;
-  for (; q + 3u < end; q += 4u) {
-    p0 += ${term(0)};
-    p1 += ${term(1)};
-    p2 += ${term(2)};
-    p3 += ${term(3)};
+function solveKernel(s: ChunkShape): string {
+  const layout = solveLayout(s);
+  const [C4, DK4, DV4] = [s.C, s.dk, s.dv].map(roundUp4);
+  const keysByStep: StagedOperand = {
+    width: C4,
+    along: "depth",
+    value: "xp(bh, i32(a + i), k)",
+    valid: "i < len && k < DK",
+  };
+  const initialState: StagedOperand = {
+    width: DV4,
+    along: "width",
+    value: "s0[(bh * DK + k) * DV + i]",
+    valid: "i < DV && k < DK",
+  };
+  const rightHandSides: StagedOperand = {
+    width: DV4 + DK4,
+    along: "width",
+    value: "right_hand_side(bh, n, a, k, i)",
+    valid: "k < len",
+  };
+  const startGrid: TileGrid = { name: "start", rows: C4, cols: DV4 };
+  const solveGrid: TileGrid = { name: "sol", rows: C4, cols: DV4 + DK4 };
+  const startTerm: TileProduct = { acc: "sx", grid: startGrid, a: 0, b: 1 };
+  const solved: TileProduct = {
+    acc: "w",
+    grid: solveGrid,
+    a: { function: "inverse_column4" },
+    b: 0,
+    lowerA: true,
+  };
+  for (const operands of [[keysByStep, initialState], [rightHandSides]]) {
+    if (stagedFloats(operands) > layout.stage) {
+      throw new RangeError(
+        `solve: ${stagedFloats(operands)} staged floats, above its layout's ${layout.stage}`,
+      );
+    }
   }
-  for (; q < end; q++) { p0 += ${term(0)}; }
-  return (p0 + p1) + (p2 + p3);
+  // store(v) for every entry (t, col) of the invocation's blocks of a product, v its value
+  const eachEntry = (product: TileProduct, store: (v: string) => string) => {
+    const g = product.grid.name;
+    return eachTileRow(product.grid, (p, r) =>
+      `if (${g}On${p}) {
+    let t = ${g}Row${p} * 4u + ${r}u;
+    ${
+        [0, 1, 2, 3].map((c) =>
+          `{
+      let col = ${g}Col${p} * 4u + ${c}u;
+      ${store(`${product.acc}${p}_${r}.${component(c)}`)}
+    }`
+        ).join("\n    ")
+      }
+  }`);
+  };
+  return `
+const CT = ${layout.CT}u; // C padded to whole diagonal blocks
+const SB = ${SOLVE_BLOCK}u;
+const NB = CT / SB;
+const DV4 = ${DV4}u;
+var<workgroup> inverse: array<vec4<f32>, ${layout.inverseVec4}>; // column k of T from row 4 floor(k / 4)
+var<workgroup> stage: array<vec4<f32>, ${layout.stage / 4}>;
+// vec4 index in inverse of T[4 rb .. 4 rb + 3, k], rb >= floor(k / 4)
+fn inverse_vec4(k: u32, rb: u32) -> u32 {
+  let q = k / 4u;
+  return q * (CT + 2u - 2u * q) + (k % 4u) * (CT / 4u - q) + rb - q;
 }
-`;
+fn inverse_get(i: u32, k: u32) -> f32 { return inverse[inverse_vec4(k, i / 4u)][i % 4u]; }
+fn inverse_set(i: u32, k: u32, v: f32) { inverse[inverse_vec4(k, i / 4u)][i % 4u] = v; }
+// T[4 rb .. 4 rb + 3, k] (0 above the diagonal's vec4 row)
+fn inverse_column4(k: u32, rb: u32) -> vec4<f32> {
+  let q = k / 4u;
+  return select(inverse[inverse_vec4(k, max(rb, q))], vec4<f32>(0.0), rb < q);
+}
+fn stage_get(e: u32) -> f32 { return stage[e / 4u][e % 4u]; }
+fn stage_set(e: u32, v: f32) { stage[e / 4u][e % 4u] = v; }
+// R[k, col]: U0's column col < DV4, else V's column col - DV4 (0 past their ends)
+fn right_hand_side(bh: u32, n: u32, a: u32, k: u32, col: u32) -> f32 {
+  if (col < DV4) {
+    if (col >= DV) { return 0.0; }
+    var r = cg[k] * yp(bh, i32(a + k), col);
+    if (u.hasS0 != 0u && base_kind(k) == 1u) { r -= cw[pseudo_values_constant_at(bh, n, k, col)]; }
+    return r;
+  }
+  let i = col - DV4;
+  if (i >= DK || base_kind(k) != 0u) { return 0.0; }
+  return cga[k] * exp(cpp[k]) * xp(bh, i32(a + k), i);
+}
+${chunkEntry("1u", true, STAGED_WG)}
+  // 1. T: the diagonal blocks (A_ii staged: block b's (t, s) at (b SB + t) SB + s), by column
+  for (var e = lid; e < ${layout.inverseVec4}u; e += ${STAGED_WG}u) { inverse[e] = vec4<f32>(0.0); }
+  for (var e = lid; e < CT * SB; e += ${STAGED_WG}u) {
+    let i = e / SB;
+    let j = (i / SB) * SB + e % SB;
+    var v = 0.0;
+    if (i < len && j < i) { v = cw[solve_matrix_at(bh, n, i, j)]; }
+    stage_set(e, v);
+  }
+  workgroupBarrier();
+  if (lid < CT) {
+    let r0 = (lid / SB) * SB;
+    let c = lid % SB;
+    inverse_set(lid, lid, 1.0);
+    for (var t = c + 1u; t < SB; t++) {
+      var v = 0.0;
+      for (var q = c; q < t; q++) { v -= stage_get((r0 + t) * SB + q) * inverse_get(r0 + q, lid); }
+      inverse_set(r0 + t, lid, v);
+    }
+  }
+  workgroupBarrier();
+  // the blocks d below the diagonal: block (i, j = i - d)'s (t, c) at (j SB + t) SB + c of M
+  for (var d = 1u; d < NB; d++) {
+    for (var e = lid; e < (NB - d) * SB * SB; e += ${STAGED_WG}u) {
+      let col = (e / (SB * SB)) * SB + e % SB;
+      let row = col - e % SB + d * SB + (e / SB) % SB;
+      var v = 0.0;
+      if (row < len) {
+        for (var q = col; q < row - (e / SB) % SB; q++) { v += cw[solve_matrix_at(bh, n, row, q)] * inverse_get(q, col); }
+      }
+      stage_set(e, v);
+    }
+    workgroupBarrier();
+    for (var e = lid; e < (NB - d) * SB * SB; e += ${STAGED_WG}u) {
+      let t = (e / SB) % SB;
+      let col = (e / (SB * SB)) * SB + e % SB;
+      let i0 = col - e % SB + d * SB;
+      var v = stage_get(e);
+      for (var m = 0u; m < t; m++) { v += inverse_get(i0 + t, i0 + m) * stage_get(e - (t - m) * SB); }
+      inverse_set(i0 + t, col, -v);
+    }
+    workgroupBarrier();
+  }
+  for (var e = lid; e < C * C; e += ${STAGED_WG}u) {
+    let t = e / C;
+    let q = e % C;
+    var v = 0.0;
+    if (q <= t) { v = inverse_get(t, q); }
+    cw[solve_inverse_at(bh, n, t, q)] = v;
+  }
+  // 2. the S0 term of the rows after a start
+  if (u.hasS0 != 0u) {
+    ${gridBlocks(startGrid)}
+    ${declareAccumulators(startTerm)}
+    ${stagedLoop("DK", [keysByStep, initialState], [startTerm])}
+    ${
+    eachEntry(
+      startTerm,
+      (v) =>
+        `if (t < len && col < DV && base_kind(t) == 1u) { cw[pseudo_values_constant_at(bh, n, t, col)] = cga[t] * exp(cpp[t]) * ${v}; }`,
+    )
+  }
+    storageBarrier();
+  }
+  // 3. [U0 | V] = T R
+  ${gridBlocks(solveGrid)}
+  ${declareAccumulators(solved)}
+  ${stagedLoop("len", [rightHandSides], [solved])}
+  ${
+    eachEntry(
+      solved,
+      (v) =>
+        `if (t < len) {
+        if (col < DV4) {
+          if (col < DV) { cw[pseudo_values_constant_at(bh, n, t, col)] = ${v}; }
+        } else if (col - DV4 < DK) {
+          cw[pseudo_values_state_factor_at(bh, n, t, col - DV4)] = ${v};
+        }
+      }`,
+    )
+  }
+}`;
 }
 
 /** Depth of the operand slices a staged product holds in workgroup memory at a time. */
@@ -356,6 +500,8 @@ interface StagedProduct {
   rows: string;
   cols: string;
   depth: string;
+  /** WGSL of the first `k` whose products are not all 0 (uniform, a multiple of `STAGED_SLICE`); 0 when absent. */
+  depthFrom?: string;
   /** WGSL of `A[i, k]`, and which of its indices is contiguous in memory (the loads run along it). */
   a: string;
   aAlong: "row" | "depth";
@@ -411,7 +557,7 @@ function stagedProduct(p: StagedProduct): string {
     let ${name}Row = lid / ${side}u;
     let ${name}Col = lid % ${side}u;
     ${R.map((r) => `var ${name}${r} = vec4<f32>(0.0);`).join("\n    ")}
-    for (var k0 = 0u; k0 < ${p.depth}; k0 += ${S}u) {
+    for (var k0 = ${p.depthFrom ?? "0u"}; k0 < ${p.depth}; k0 += ${S}u) {
       for (var e = lid; e < ${B * S}u; e += WG) {
         ${stage("A", p.aAlong, p.a, "i", p.row0, p.rows)}
         ${stage("B", p.bAlong, p.b, "j", p.col0, p.cols)}

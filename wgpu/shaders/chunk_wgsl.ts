@@ -1057,7 +1057,9 @@ export function decayGradLayout(C: number) {
  * `r`'s segment. Each tile of the chunk's lower triangle of pairs is a 16 x 16 grid of 4 x 4 blocks, one per
  * invocation: every pair weight is read and its `exp(P_t - P_s)` taken once (all in parallel), the blocks' row and
  * column sums go through workgroup memory into `U` and `L`; then a segmented suffix scan over the chunk's steps
- * (doubling offsets). Additive rules also gather `d g_t` from `dWriteGainTerms` into `dWriteGain`. Writes
+ * (doubling offsets). The differences cancel the chains that begin after `r`: `d log gamma_r` is off by about
+ * float32's epsilon times their weight, which a small `gamma_r` does not scale down (fla ships the same form).
+ * Additive rules also gather `d g_t` from `dWriteGainTerms` into `dWriteGain`. Writes
  * `d log gamma` into `dLogDecay`.
  */
 export function decayGradKernel(delta: boolean): string {

@@ -250,20 +250,18 @@ gpuTest(
   },
 );
 
-// the log-decay gradient (decay_grads, delta_decay_grads) past one suffix block: C = 40 walks 2 blocks (32 and 8
-// steps), with starts (segments) and a partial last chunk (about 2 minutes of compiling the backward pipelines
-// per rule on a software adapter: at the full level only)
+// the log-decay gradient (decay_grads, delta_decay_grads) past one tile of chain weights: C = 72 takes 2 x 2 tiles
+// (64 and 8 steps a side: the lower triangle's 3), with starts (segments) and a partial last chunk (minutes of
+// compiling the backward pipelines per rule on a software adapter: at the full level only)
 gpuTest(
-  "webgpu decay gradients of falcon1a and falcon1 match over several suffix blocks (C = 40)",
+  "webgpu decay gradients of falcon1a and falcon1 match over several tiles of chain weights (C = 72)",
   async (gpu) => {
     for (const rule of ["falcon1a", "falcon1"] as const) {
-      const layout = decayGradLayout(40, rule === "falcon1");
-      if (layout.rows >= 40) {
-        throw new Error(`C = 40: ${layout.rows} rows per suffix block, expected several`);
-      }
+      const layout = decayGradLayout(72);
+      if (layout.tiles < 2) throw new Error(`C = 72: ${layout.tiles} tiles per chunk side, expected several`);
       if (!FULL_LEVEL) continue;
-      const spec = { B: 1, T: 90, H: 1, dk: 4, dv: 4, seed: 53, packed: true, s0: true };
-      await compareChunk(gpu, ruleConfig(rule), spec, chunkForm(40), `${rule} C=40 Dk=4 Dv=4`);
+      const spec = { B: 1, T: 160, H: 1, dk: 4, dv: 4, seed: 53, packed: true, s0: true };
+      await compareChunk(gpu, ruleConfig(rule), spec, chunkForm(72), `${rule} C=72 Dk=4 Dv=4`);
     }
   },
 );

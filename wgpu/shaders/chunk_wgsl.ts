@@ -350,8 +350,8 @@ export function chunkSharedFloats(
     return { local: 2 * s.dk + 12 * s.C, rows, cols, pairs: 12 * s.C + s.RP * s.C };
   }
   const steps = (isSolveChunkRule(config) ? 6 : 4) * s.C;
-  // the log-decay gradient (decay_grads, delta_decay_grads): its suffix block and step arrays
-  const decay = decayGradLayout(s.C, isSolveChunkRule(config)).floats;
+  // the log-decay gradient (decay_grads, delta_decay_grads): its tile sums, chain sums and step arrays
+  const decay = decayGradLayout(s.C).floats;
   if (isWindowDeltaChunkRule(config)) {
     // falcon3: tiles over instance rows (W per step); window_readout/window_query_grads: R steps' decays and pair scores; window_row_grads: RC steps of W rows
     // (their RC + PAD pairs' q.x, the rows' dO.w and G w, the pairs' G^T x, the decays); window_solve_input_grads: RP
@@ -1042,185 +1042,237 @@ fn dgamma_of(co: Co, dlg: f32) -> f32 {
 }`;
 }
 
-/** Invocations per step of the `q_t . dqBase_t` dot products of {@linkcode decayGradKernel} (at most). */
-export const DECAY_DOT_LANES = 16;
+/** Invocations of {@linkcode decayGradKernel}: a 16 x 16 grid of 4 x 4 blocks of chain weights per tile. */
+export const DECAY_WG = 256;
 
-/** Floats of the suffix-sum block of {@linkcode decayGradKernel} at most (its rows shrink for large chunks). */
-export const DECAY_SUFFIX_FLOATS = 2112;
+/** Steps per side of a tile of the chain weights of {@linkcode decayGradKernel}. */
+export const DECAY_TILE = 64;
+
+/** Invocations per step of the `q_t . dqBase_t` dot products of {@linkcode decayGradKernel}. */
+export const DECAY_DOT_LANES = 4;
 
 /**
  * Workgroup layout of {@linkcode decayGradKernel} for chunk size `C` (the WGSL constants `DECAY_*` compute the
- * same): `stride` (the odd row stride of the suffix block, so an invocation per row reads distinct banks),
- * `rows` (steps per suffix block), `parts` (invocations per row summing it), `lanes` (invocations per step of the
- * `q . dqBase` dots), and `floats`, its workgroup arrays besides the chunk's step arrays.
+ * same): `grid` (blocks per tile side), `tiles` (tiles per chunk side: the chunk's `C x C` pairs in
+ * `DECAY_TILE x DECAY_TILE` tiles), `part` (floats of its scratch array: a tile's row and column partial sums, `grid`
+ * per step at the odd stride `DECAY_TILE + 1`, or before the tiles the exit-base and dot partial sums) and `floats`,
+ * its workgroup arrays besides the chunk's step arrays (the scratch array, the per-step chain sums `U` and `L`, the
+ * 16 exit-base sums).
  */
-export function decayGradLayout(C: number, delta: boolean) {
-  const stride = C + 1 - (C % 2);
-  const rows = Math.max(1, Math.min(C, CHUNK_WG / 2, Math.floor(DECAY_SUFFIX_FLOATS / stride)));
-  const parts = Math.floor(CHUNK_WG / rows);
-  const lanes = Math.min(DECAY_DOT_LANES, rows);
-  // red, red8, bw (and the delta rules' solve base), the suffix block, the rows' partial sums
-  const floats = CHUNK_WG + 8 + (delta ? 2 : 1) * C + rows * stride + CHUNK_WG;
-  return { stride, rows, parts, lanes, floats };
+export function decayGradLayout(C: number) {
+  const grid = DECAY_TILE / 4;
+  const tiles = Math.ceil(C / DECAY_TILE);
+  const part = Math.max(2 * grid * (DECAY_TILE + 1), DECAY_WG + DECAY_DOT_LANES * C);
+  return { grid, tiles, part, floats: part + 2 * C + 16 };
 }
 
 /**
- * WGSL of the per-chunk log-decay gradient (`decay_grads` additive, `delta_decay_grads` delta): one workgroup per
- * `(b, h, chunk)`. `d log gamma_r` sums, over every decay factor whose
- * chain of steps holds `r`, the factor's share of the loss (its value times its gradient):
- * readout `Gam[t,s]` for `s < r <= t` (weights `decayWeightsReadout`: `(q_t.x_j)(v_j.dO_t)`, times `g_s` summed over
- * the window of `s`), the exit factors `Gam[e,s]` (weights `decayWeightsExit`: `x_j^T G v_j`), the bases
- * `exp(P_t)` (`q_t . dqBase_t`) and `exp(P_e)` (`<G, base_e>`) for `r <= t`, and for the delta rules the
- * solve's factors `Gp[t,s]` (`decayWeightsSolve`) and `exp(Pp_t)` (`decayWeightsSolveBase`) for `r <= t - 1`.
+ * WGSL of the per-chunk log-decay gradient (`decay_grads` additive, `delta_decay_grads` delta): one workgroup of
+ * {@linkcode DECAY_WG} invocations per `(b, h, chunk)`. `d log gamma_r` sums, over every decay chain that holds
+ * `r`, the chain's share of the loss (its factor times the factor's gradient). A chain `(hi, lo)` holds the steps
+ * `lo < r <= hi` of one segment:
+ * readout `Gam[t,s]`, `(t, s)` (weights `decayWeightsReadout`: `(q_t.x_j)(v_j.dO_t)`, times `g_s` summed over the
+ * window of `s`), the exit factors `Gam[e,s]`, `(e, s)` (weights `decayWeightsExit`: `x_j^T G v_j`), the bases
+ * `exp(P_t)` (`q_t . dqBase_t`) and `exp(P_e)` (`<G, base_e>`) from the segment's start to `t` (`e`), and for the
+ * delta rules the solve's factors `Gp[t,s]`, `(t - 1, s)` (`decayWeightsSolve`) and `exp(Pp_t)` from the segment's
+ * start to `t - 1` (`decayWeightsSolveBase`).
  *
- * Parallel form: with `F[t,s]` the readout (and, at `t = e`, exit) term and `Gs[t,s]` the solve term of the pair
- * `(t, s)` in one segment, `d log gamma_r = sum_{s<r} Q[r,s] + base_r + [r in e's segment] exp(P_e) <G, base_e>`,
- * `Q[r,s] = sum_{t>=r} F[t,s] + sum_{t>r} Gs[t,s]`, `base_r = sum_{t>=r} q_t . dqBase_t + sum_{t>r} exp(Pp_t)`
- * (over `r`'s segment). The steps go in blocks of `DECAY_ROWS` from the chunk's end: one invocation per column `s`
- * walks the block's rows down, adding to its running suffix sum and storing `Q[t,s]` in workgroup memory (the
- * invocations of a warp read one row `t` of the weights: consecutive floats), column `len - 1` (which has no
- * `s < t` pairs) holds `base_t`; then `DECAY_PARTS` invocations per row sum it. Each weight is read once, no
- * loop is serial over more than `C` steps, and every barrier sits in uniform control flow. Only sums, no
- * differences: every term of `d log gamma_r` carries `gamma_r`, so a small `gamma_r` gives a small, accurate sum.
- * Additive rules also gather `d g_t` from `dWriteGainTerms` into `dWriteGain`. Writes `d log gamma` into `dLogDecay`.
+ * Reverse cumulative sum (as fla's `dg`): with `U_k` the weight of the chains ending at `hi = k` and `L_k` of those
+ * starting at `lo = k` (the bases start before the segment: no `L`), `d log gamma_r = sum_{k >= r} (U_k - L_k)` over
+ * `r`'s segment. Each tile of the chunk's lower triangle of pairs is a 16 x 16 grid of 4 x 4 blocks, one per
+ * invocation: every pair weight is read and its `exp(P_t - P_s)` taken once (all in parallel), the blocks' row and
+ * column sums go through workgroup memory into `U` and `L`; then a segmented suffix scan over the chunk's steps
+ * (doubling offsets). The differences cancel the chains that begin after `r`: `d log gamma_r` is off by about
+ * float32's epsilon times their weight, which a small `gamma_r` does not scale down (fla ships the same form).
+ * Additive rules also gather `d g_t` from `dWriteGainTerms` into `dWriteGain`. Writes
+ * `d log gamma` into `dLogDecay`.
  */
 export function decayGradKernel(delta: boolean): string {
-  const readoutWeight = delta
-    ? "cw[u.decayWeightsReadout + (cb * C + tt) * CP + s] + select(0.0, exit, tt == last)"
-    : "cg[s] * (win_sum(u.decayWeightsReadout + (cb * C + tt) * CP, s, np) + select(0.0, exit, tt == last))";
+  // the pair weight f of block column j from the row's values v (the additive rules: the window of s, times g_s)
+  const pairWeight = delta ? "let f = v[j];" : `var f = 0.0;
+        for (var o = 0u; o < NW; o++) { if (o < np[j]) { f += v[j + PAD - o]; } }
+        f *= gs[j];`;
   return `
-// the suffix block's odd row stride, rows, invocations per row; q . dqBase lanes; columns per invocation
-const DECAY_STRIDE = C + 1u - C % 2u;
-const DECAY_ROWS = max(1u, min(min(C, WG / 2u), ${DECAY_SUFFIX_FLOATS}u / DECAY_STRIDE));
-const DECAY_PARTS = WG / DECAY_ROWS;
-const DECAY_LANES = min(${DECAY_DOT_LANES}u, DECAY_ROWS);
-const DECAY_COLUMNS = (C + WG - 1u) / WG;
-var<workgroup> red: array<f32, WG>;   // <G, base_e> partial sums, one per invocation
-var<workgroup> red8: array<f32, 8>;   // and their 8 sums of 8
-var<workgroup> bw: array<f32, C>;     // q_t . dqBase_t
-${
+// the tile (and its grid of blocks), scratch stride and size, dot lanes, scan slots per invocation
+const DECAY_WG = ${DECAY_WG}u;
+const DECAY_TILE = ${DECAY_TILE}u;
+const DECAY_BLOCK = 4u;
+const DECAY_GRID = DECAY_TILE / DECAY_BLOCK;
+const DECAY_STRIDE = DECAY_TILE + 1u;
+const DECAY_LANES = ${DECAY_DOT_LANES}u;
+const DECAY_PART = max(2u * DECAY_GRID * DECAY_STRIDE, DECAY_WG + DECAY_LANES * C);
+const DECAY_SLOTS = (C + DECAY_WG - 1u) / DECAY_WG;
+// the pairs left of a block's first column that its window sums read
+const DECAY_XPAD = ${delta ? "0u" : "PAD"};
+// a tile's partial sums: rows (DECAY_GRID per step, one per block column), then columns; before the tiles
+// the <G, base_e> partial sums (one per invocation) and the q . dqBase lane sums
+var<workgroup> part: array<f32, DECAY_PART>;
+var<workgroup> chain_hi: array<f32, C>; // U_k, then d log gamma_k
+var<workgroup> chain_lo: array<f32, C>; // L_k
+var<workgroup> exit16: array<f32, 16>;  // <G, base_e> in 16 sums
+// block (gi, gj) of tile (tr, tc): its chain weights' row sums and column sums into part (zeros past the pairs)
+fn block_chains(cb: u32, a: u32, len: u32, tr: u32, tc: u32, gi: u32, gj: u32) {
+  let t0 = tr * DECAY_TILE + gi * DECAY_BLOCK;
+  let c0 = tc * DECAY_TILE + gj * DECAY_BLOCK;
+  let last = len - 1u;
+  var rs: array<f32, DECAY_BLOCK>;
+  var cs: array<f32, DECAY_BLOCK>;
+  if (t0 < len && c0 + 1u < t0 + DECAY_BLOCK) {${
+    delta ? "" : `
+    var np: array<u32, DECAY_BLOCK>; // the window pairs of column s
+    var gs: array<f32, DECAY_BLOCK>; // g_s
+    for (var j = 0u; j < DECAY_BLOCK; j++) {
+      let s = min(c0 + j, last);
+      np[j] = u32(max(i32(a + s) - clo[s] + 1, 0));
+      gs[j] = cg[s];
+    }`
+  }
+    // the exit weights, added to the readout weights of the last step
+    var ex: array<f32, DECAY_BLOCK + DECAY_XPAD>;
+    if (last >= t0 && last < t0 + DECAY_BLOCK) {
+      for (var m = 0u; m < DECAY_BLOCK + DECAY_XPAD; m++) { ex[m] = cw[u.decayWeightsExit + cb * CP + min(c0 + m, CP - 1u)]; }
+    }
+    for (var i = 0u; i < DECAY_BLOCK; i++) {
+      let t = min(t0 + i, last);
+      let row = u.decayWeightsReadout + (cb * C + t) * CP;
+      var v: array<f32, DECAY_BLOCK + DECAY_XPAD>;
+      for (var m = 0u; m < DECAY_BLOCK + DECAY_XPAD; m++) {
+        v[m] = cw[row + min(c0 + m, CP - 1u)] + select(0.0, ex[m], t0 + i == last);
+      }${
     delta
-      ? "var<workgroup> solve_base: array<f32, C>; // decayWeightsSolveBase_t\n"
+      ? `
+      // the solve's chains (t, s): Gp[t + 1, s] (t + 1 in the segment)
+      let next = min(t + 1u, last);
+      let solve_row = u.decayWeightsSolve + (cb * C + next) * C;`
       : ""
-  }// Q[t, s] of the block's rows (column len - 1: base_t); before the blocks, the q . dqBase lane sums
-var<workgroup> suffix: array<f32, DECAY_ROWS * DECAY_STRIDE>;
-var<workgroup> row_part: array<f32, WG>; // the block rows' partial sums, DECAY_PARTS per row
-${
-    delta
-      ? ""
-      : `// sum over the window pairs j = s, s-1, .., lo_s of row[j] (pair j at column j - a + PAD; np pairs)
-fn win_sum(row: u32, s: u32, np: u32) -> f32 {
-  var v = 0.0;
-  for (var o = 0u; o < NW; o++) { if (o < np) { v += cw[row + s - o + PAD]; } }
-  return v;
-}
-`
-  }// d log gamma of the rows [t0, t1) of a finished block: the exit base term and the rows' partial sums
-fn finish_rows(lid: u32, t0: u32, t1: u32, last: u32, out0: u32) {
-  let r = t0 + lid;
-  if (lid < DECAY_ROWS && r < t1) {
-    var exit_base = 0.0;
-    for (var k = 0u; k < 8u; k++) { exit_base += red8[k]; }
-    var acc = select(0.0, exp(cp[last]) * exit_base, cseg[r] == cseg[last]);
-    for (var p = 0u; p < DECAY_PARTS; p++) { acc += row_part[p * DECAY_ROWS + lid]; }
-    cw[u.dLogDecay + out0 + r] = acc;
+  }
+      for (var j = 0u; j < DECAY_BLOCK; j++) {
+        let s = min(c0 + j, last);
+        let ok = c0 + j < t0 + i && t0 + i < len && cseg[s] == cseg[t];
+        ${pairWeight}
+        var w = select(0.0, exp(select(0.0, cp[t] - cp[s], ok)) * f, ok);${
+    delta ? "\n        w += select(0.0, cw[solve_row + s], ok && next > t && cseg[next] == cseg[s]);" : ""
+  }
+        rs[i] += w;
+        cs[j] += w;
+      }
+    }
+  }
+  for (var k = 0u; k < DECAY_BLOCK; k++) {
+    part[gj * DECAY_STRIDE + gi * DECAY_BLOCK + k] = rs[k];
+    part[(DECAY_GRID + gi) * DECAY_STRIDE + gj * DECAY_BLOCK + k] = cs[k];
   }
 }
-${chunkEntry("1u")}
+// a finished tile's sums: its rows' into U (an invocation per row), its columns' into L (one per column)
+fn add_tile_sums(lid: u32, len: u32, tr: u32, tc: u32) {
+  if (lid < DECAY_TILE) {
+    let t = tr * DECAY_TILE + lid;
+    if (t < len) {
+      var v = 0.0;
+      for (var g = 0u; g < DECAY_GRID; g++) { v += part[g * DECAY_STRIDE + lid]; }
+      chain_hi[t] += v;
+    }
+  } else if (lid < 2u * DECAY_TILE) {
+    let c = lid - DECAY_TILE;
+    let s = tc * DECAY_TILE + c;
+    if (s < len) {
+      var v = 0.0;
+      for (var g = 0u; g < DECAY_GRID; g++) { v += part[(DECAY_GRID + g) * DECAY_STRIDE + c]; }
+      chain_lo[s] += v;
+    }
+  }
+}
+${chunkEntry("1u", true, DECAY_WG)}
   let cb = bh * nck() + n;
   let out0 = bh * u.T + a;
   let last = len - 1u;
-  // exit base weight <G_n, base_e> (times exp(P_e) in finish_rows): coalesced partial sums
+  // exit base weight <G_n, base_e> (times exp(P_e) below): coalesced partial sums
   let bk = base_kind(last);
   let z = bk == 1u;
   let gb = u.dExitState + cb * DK * DV;
   let sb = select(u.entryState + cb * DK * DV, bh * DK * DV, z);
-  var part = 0.0;
+  var exit_part = 0.0;
   if (bk == 0u || (z && u.hasS0 != 0u)) {
-    for (var k = lid; k < DK * DV; k += WG) { part += cw[gb + k] * select(cw[sb + k], s0[sb + k], z); }
+    for (var k = lid; k < DK * DV; k += DECAY_WG) { exit_part += cw[gb + k] * select(cw[sb + k], s0[sb + k], z); }
   }
-  red[lid] = part;
+  part[lid] = exit_part;
   // q_t . dqBase_t: DECAY_LANES invocations per step, each a strided share (neighbours read neighbouring floats)
   let lane = lid % DECAY_LANES;
-  let lane_step = lid / DECAY_LANES;
-  if (lane_step < WG / DECAY_LANES) {
-    for (var t = lane_step; t < len; t += WG / DECAY_LANES) {
-      var v = 0.0;
-      for (var i = lane; i < DK; i += DECAY_LANES) { v += qn(bh, a + t, i) * cw[u.dqBase + (out0 + t) * DK + i]; }
-      suffix[lane * DECAY_STRIDE + t] = v;
-    }
-  }
-  for (var r = lid; r < len; r += WG) {
-    ${
-    delta ? "solve_base[r] = cw[u.decayWeightsSolveBase + out0 + r];" : `var dg = 0.0;
+  for (var t = lid / DECAY_LANES; t < len; t += DECAY_WG / DECAY_LANES) {
+    var v = 0.0;
+    for (var i = lane; i < DK; i += DECAY_LANES) { v += qn(bh, a + t, i) * cw[u.dqBase + (out0 + t) * DK + i]; }
+    part[DECAY_WG + lane * C + t] = v;
+  }${
+    delta ? "" : `
+  for (var r = lid; r < len; r += DECAY_WG) {
+    var dg = 0.0;
     let np = u32(max(i32(a + r) - clo[r] + 1, 0));
     for (var o = 0u; o < NW; o++) {
       if (o < np) { dg += cw[u.dWriteGainTerms + (cb * CP + (r - o + PAD)) * NW + o]; }
     }
-    cw[u.dWriteGain + out0 + r] = dg;`
-  }
-  }
-  workgroupBarrier();
-  if (lid < 8u) {
-    var v = 0.0;
-    for (var k = 0u; k < WG / 8u; k++) { v += red[lid * (WG / 8u) + k]; }
-    red8[lid] = v;
-  }
-  for (var t = lid; t < len; t += WG) {
-    var v = 0.0;
-    for (var l = 0u; l < DECAY_LANES; l++) { v += suffix[l * DECAY_STRIDE + t]; }
-    bw[t] = v;
+    cw[u.dWriteGain + out0 + r] = dg;
+  }`
   }
   workgroupBarrier();
-  // the running suffix sums of this invocation's columns s = lid + c WG
-  var run: array<f32, DECAY_COLUMNS>;
-  let blocks = (len + DECAY_ROWS - 1u) / DECAY_ROWS;
-  for (var blk = blocks; blk > 0u; blk--) {
-    let t0 = (blk - 1u) * DECAY_ROWS;
-    let t1 = min(t0 + DECAY_ROWS, len);
-    if (blk < blocks) { finish_rows(lid, t1, min(t1 + DECAY_ROWS, len), last, out0); }
-    for (var c = 0u; c < DECAY_COLUMNS; c++) {
-      let s = lid + c * WG;
-      if (s < len) {
-        let base = s == last;
-        let lo = select(max(t0, s + 1u), t0, base);
-        ${
-    delta
-      ? "let exit = cw[u.decayWeightsExit + cb * CP + s];"
-      : `let np = u32(max(i32(a + s) - clo[s] + 1, 0));
-        let exit = win_sum(u.decayWeightsExit + cb * CP, s, np);`
+  if (lid < 16u) {
+    var v = 0.0;
+    for (var k = 0u; k < 16u; k++) { v += part[lid * 16u + k]; }
+    exit16[lid] = v;
   }
-        var acc = run[c];
-        for (var t = t1; t > lo; t--) {
-          let tt = t - 1u;
-          // a column's sum ends with its segment; the base column's restarts at every segment's last step
-          let cut = select(cseg[tt] != cseg[s], tt == last || cseg[min(tt + 1u, last)] != cseg[tt], base);
-          if (cut) { acc = 0.0; }
-          let e = exp(select(cp[tt] - cp[s], 0.0, cut || base));
-          acc += select(select(e * (${readoutWeight}), 0.0, cut), bw[tt], base);
-          suffix[(tt - t0) * DECAY_STRIDE + s] = acc;${
+  // U_t starts with the bases' chains ending at t: q_t . dqBase_t${
+    delta ? " and the solve's exp(Pp_{t+1})" : ""
+  }
+  for (var t = lid; t < len; t += DECAY_WG) {
+    var hi = 0.0;
+    for (var l = 0u; l < DECAY_LANES; l++) { hi += part[DECAY_WG + l * C + t]; }${
     delta
       ? `
-          acc += select(select(cw[u.decayWeightsSolve + (cb * C + tt) * C + s], 0.0, cut), solve_base[tt], base);`
+    let next = min(t + 1u, last);
+    hi += select(0.0, cw[u.decayWeightsSolveBase + out0 + next], next > t && cseg[next] == cseg[t]);`
       : ""
   }
-        }
-        run[c] = acc;
-      }
+    chain_hi[t] = hi;
+    chain_lo[t] = 0.0;
+  }
+  workgroupBarrier();
+  // the pair chains, tile by tile over the lower triangle
+  let ntiles = (len + DECAY_TILE - 1u) / DECAY_TILE;
+  for (var tr = 0u; tr < ntiles; tr++) {
+    for (var tc = 0u; tc <= tr; tc++) {
+      block_chains(cb, a, len, tr, tc, lid / DECAY_GRID, lid % DECAY_GRID);
+      workgroupBarrier();
+      add_tile_sums(lid, len, tr, tc);
+      workgroupBarrier();
+    }
+  }
+  // U_k - L_k, the exit base's chain ending at the last step
+  var exit_base = 0.0;
+  for (var k = 0u; k < 16u; k++) { exit_base += exit16[k]; }
+  for (var m = 0u; m < DECAY_SLOTS; m++) {
+    let k = lid + m * DECAY_WG;
+    if (k < len) { chain_hi[k] += select(0.0, exp(cp[last]) * exit_base, k == last) - chain_lo[k]; }
+  }
+  workgroupBarrier();
+  // segmented suffix sums: after offset o, step k holds the sum over its segment's steps k .. k + 2o - 1
+  for (var o = 1u; o < len; o <<= 1u) {
+    var later: array<f32, DECAY_SLOTS>;
+    for (var m = 0u; m < DECAY_SLOTS; m++) {
+      let k = lid + m * DECAY_WG;
+      // (set on every pass: a var declared in a loop need not start at zero on every adapter)
+      later[m] = 0.0;
+      if (k + o < len && cseg[k + o] == cseg[k]) { later[m] = chain_hi[k + o]; }
     }
     workgroupBarrier();
-    // row r's sum over s < r of Q[r, s], plus base_r: DECAY_PARTS invocations per row, each a stride of s
-    let p = lid / DECAY_ROWS;
-    let r = t0 + lid % DECAY_ROWS;
-    if (p < DECAY_PARTS && r < t1) {
-      let row = (r - t0) * DECAY_STRIDE;
-      var acc = select(0.0, suffix[row + last], p == 0u);
-      for (var s = p; s < r; s += DECAY_PARTS) { acc += suffix[row + s]; }
-      row_part[lid] = acc;
+    for (var m = 0u; m < DECAY_SLOTS; m++) {
+      let k = lid + m * DECAY_WG;
+      if (k < len) { chain_hi[k] += later[m]; }
     }
     workgroupBarrier();
   }
-  finish_rows(lid, 0u, min(DECAY_ROWS, len), last, out0);
+  for (var m = 0u; m < DECAY_SLOTS; m++) {
+    let k = lid + m * DECAY_WG;
+    if (k < len) { cw[u.dLogDecay + out0 + k] = chain_hi[k]; }
+  }
 }`;
 }
 

@@ -27,7 +27,7 @@
  *   `dy_j`, the terms of `d g_s` (`dWriteGainTerms`) and the readout and exit weights `decayWeightsReadout`, `decayWeightsExit`;
  *   `pair_column_grads_tail` the same for the columns past its whole tiles, where there are any), `decay_grads` (per
  *   `(b, h, chunk)`: `d g_t` and `d log gamma_t` by `decayGradKernel` of `chunk_wgsl.ts`: the sum
- *   over the decay factors whose chain holds step `t`, so no cancellation), `coef_grads` (per step:
+ *   over the decay factors whose chain holds step `t`, as a reverse cumulative sum of the chains' weights), `coef_grads` (per step:
  *   `d gamma = d log gamma / gamma` (0 where clamped or cut), then `coef_back(co, d gamma, 0, dg)` as
  *   in the recurrent backward) and `pair_row_grads` (per pair row: adds the pair gradients that later chunks
  *   computed for earlier rows, and the step statistic's gradient).

@@ -498,8 +498,8 @@ export function pairColumnLayout(
   const exit = variant !== "deltaNoExit";
   const [C4, RC4, DK4, DV4] = [s.C, s.RC, s.dk, s.dv].map(roundUp4);
   const weightRows = Math.ceil(s.C / STAGE_DEPTH) * STAGE_DEPTH;
-  const gainItems = s.RC * (pad + 1);
-  const gainParts = Math.max(1, Math.floor(invocations / gainItems));
+  // the d g_s sums: one per pair column, split over the invocations
+  const gainParts = Math.max(1, Math.floor(invocations / s.RC));
   // the staged operands of the kernel's three loops (it checks its own against these)
   const transposed = (width: number) => ({ width, along: "depth" as const });
   const rows = (width: number) => ({ width, along: "width" as const });
@@ -508,7 +508,7 @@ export function pairColumnLayout(
     exit ? stagedFloats([transposed(RC4), transposed(DK4), transposed(RC4), rows(DV4)]) : 0,
     stagedFloats(exit ? [rows(DK4), rows(DV4)] : [rows(DV4)]),
     exit ? RC4 * (DK4 / 4) : 0,
-    variant === "additive" ? gainItems * gainParts : 0,
+    variant === "additive" ? s.RC * gainParts : 0,
   ));
   const weights = weightRows * RC4;
   return {

@@ -421,7 +421,8 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
  * 2. `G y_j` and `G^T x_j` (pair columns x entries) into the registers of `dx_j`, `dy_j` (and `x_j^T G y_j`,
  *    `decayWeightsExit`, from the first), then scaled by `M[e, j]`;
  * 3. `dx_j += sum_t wq[t, j] q_t`, `dy_j += sum_t wd[t, j] dO_t` (over the chunk's steps), stored;
- * then the additive rules' `dWriteGainTerms` from `decayWeightsReadout` read back, each sum split over invocations.
+ * then the additive rules' `dWriteGainTerms` from `decayWeightsReadout` read back: per pair column one sum over the
+ * chunk's steps split over invocations, the window's other terms from it by a recurrence ({@linkcode writeGainTerms}).
  */
 function colsKernel(
   pass: PairColumnPass,
@@ -703,10 +704,14 @@ function pairColumnStores(grid: TileGrid, acc: string, N: string, store: (o: str
 
 /**
  * WGSL of the additive rules' `dWriteGainTerms[j, o]` (`s = j + o`): `decayWeightsReadout` of the tile read back into
- * `wq` (its weights are spent), each sum over the steps `t >= s` split over `parts` invocations (partial sums in
- * `stage`), then added up with the exit term.
+ * `wq` (its weights are spent), then per pair column `j` its sum `Z(s) = sum_{t >= s} [seg] exp(P_t - P_s) V[t, j]
+ * + [seg] exp(P_e - P_s) x_j^T G y_j` (`V` the readout weights) for the last step `s` of its window in the chunk,
+ * split over `parts` invocations (partial sums in `stage`) and added up with the exit term, and from it the earlier
+ * steps of the window by `Z(s) = V[s, j] + [seg(s+1) = seg(s)] exp(P_{s+1} - P_s) Z(s+1)` (the window's `W - 1`
+ * other terms without a sum over the chunk each; a rule without a window has none).
  */
 function writeGainTerms(rowVec4: number, parts: number, wg: number): string {
+  const weight = (tt: string) => `wq[${tt} * ${rowVec4}u + jr / 4u][jr % 4u]`;
   return `// the terms of d g_s: (q_t.x_j)(y_j.dO_t) read back from decayWeightsReadout
   storageBarrier();
   for (var k = lid; k < C * RC; k += ${wg}u) {
@@ -717,33 +722,38 @@ function writeGainTerms(rowVec4: number, parts: number, wg: number): string {
     wq[tt * ${rowVec4}u + jr / 4u][jr % 4u] = v;
   }
   workgroupBarrier();
-  for (var it = lid; it < RC * NW * ${parts}u; it += ${wg}u) {
-    let item = it / ${parts}u;
+  // the last step of column jj's window in the chunk: s - a = jj (past the chunk's end: its last step)
+  for (var it = lid; it < RC * ${parts}u; it += ${wg}u) {
+    let jr = it / ${parts}u;
     let part = it % ${parts}u;
-    let jr = item / NW;
     let jj = c0 + jr;
-    let sa = i32(jj) - i32(PAD) + i32(item % NW); // s - a
     var v = 0.0;
-    if (jj < ncol && sa >= 0 && sa < i32(len)) {
-      let ss = u32(sa);
+    if (jj < ncol) {
+      let ss = min(jj, len - 1u);
       for (var tt = ss + part; tt < len; tt += ${parts}u) {
-        if (cseg[tt] == cseg[ss]) { v += exp(cp[tt] - cp[ss]) * wq[tt * ${rowVec4}u + jr / 4u][jr % 4u]; }
+        if (cseg[tt] == cseg[ss]) { v += exp(cp[tt] - cp[ss]) * ${weight("tt")}; }
       }
     }
     stage[it / 4u][it % 4u] = v;
   }
   workgroupBarrier();
-  for (var item = lid; item < RC * NW; item += ${wg}u) {
-    let jr = item / NW;
-    let o = item % NW;
+  for (var jr = lid; jr < RC; jr += ${wg}u) {
     let jj = c0 + jr;
-    let sa = i32(jj) - i32(PAD) + i32(o);
-    if (jj >= ncol || sa < 0 || sa >= i32(len)) { continue; }
-    let ss = u32(sa);
-    var v = 0.0;
-    for (var p = 0u; p < ${parts}u; p++) { let e = item * ${parts}u + p; v += stage[e / 4u][e % 4u]; }
-    if (cseg[len - 1u] == cseg[ss]) { v += exp(cp[len - 1u] - cp[ss]) * exitProduct[jr]; }
-    cw[u.dWriteGainTerms + (chunkId * CP + jj) * NW + o] = v;
+    if (jj >= ncol) { continue; }
+    let top = min(jj, len - 1u);
+    var z = 0.0;
+    for (var p = 0u; p < ${parts}u; p++) { let e = jr * ${parts}u + p; z += stage[e / 4u][e % 4u]; }
+    if (cseg[len - 1u] == cseg[top]) { z += exp(cp[len - 1u] - cp[top]) * exitProduct[jr]; }
+    let row = u.dWriteGainTerms + (chunkId * CP + jj) * NW;
+    // step s - a = ss is slot o = ss + PAD - jj of the column's window
+    cw[row + top + PAD - jj] = z;
+    for (var ss = i32(top) - 1; ss >= max(i32(jj) - i32(PAD), 0); ss--) {
+      let s = u32(ss);
+      var next = 0.0;
+      if (cseg[s + 1u] == cseg[s]) { next = exp(cp[s + 1u] - cp[s]) * z; }
+      z = ${weight("s")} + next;
+      cw[row + s + PAD - jj] = z;
+    }
   }`;
 }
 

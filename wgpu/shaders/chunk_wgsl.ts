@@ -695,6 +695,10 @@ const VEC4_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([
   "state_increment",
   "base_readout_grads",
   "transition",
+  "pair_column_grads",
+  "pair_column_grads_tail",
+  "readout_dw",
+  "readout_dw_tail",
 ]);
 
 /** Whether `pass` binds `ws` and `dout` as vec4 arrays at shape `s` ({@linkcode VEC4_PASSES}). */
@@ -704,10 +708,18 @@ export function bindsVec4(pass: ChunkPass, s: Pick<ChunkShape, "dk" | "dv">): bo
 
 /**
  * Passes that also bind the workspace `cw` and `s0` as vec4 arrays where {@linkcode bindsVec4} holds: the readout
- * and dq kernels read state rows and pseudo-values 16 bytes at a time (`cw4`, `s04`; the workspace sections start
- * at multiples of 4 floats), their other workspace floats through `cwf` / `cwset` (a store of one component).
+ * and dq kernels read state rows and pseudo-values 16 bytes at a time, the pair-column kernels the rows of the
+ * exit-state gradient `G` (`cw4`, `s04`; the workspace sections start at multiples of 4 floats), their other
+ * workspace floats through `cwf` / `cwset` (a store of one component).
  */
-const VEC4_WORKSPACE_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>(["readout", "query_grads"]);
+const VEC4_WORKSPACE_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([
+  "readout",
+  "query_grads",
+  "pair_column_grads",
+  "pair_column_grads_tail",
+  "readout_dw",
+  "readout_dw_tail",
+]);
 
 /** Whether `pass` binds `cw` and `s0` as vec4 arrays at shape `s` ({@linkcode VEC4_WORKSPACE_PASSES}). */
 export function bindsVec4Workspace(pass: ChunkPass, s: Pick<ChunkShape, "dk" | "dv">): boolean {
@@ -739,7 +751,7 @@ export function clampedVec4(at: (i: string) => string, i: string, n: string): st
 }
 
 /** WGSL `vec4` of `at(i + m)`, `m = 0..3`: entries at or past `n` are 0 (and read at `n - 1`). */
-function maskedVec4(at: (i: string) => string, i: string, n: string): string {
+export function maskedVec4(at: (i: string) => string, i: string, n: string): string {
   const parts = [0, 1, 2, 3].map((m) =>
     m === 0 ? at(i) : `select(0.0, ${at(`min(${i} + ${m}u, ${n} - 1u)`)}, ${i} + ${m}u < ${n})`
   );

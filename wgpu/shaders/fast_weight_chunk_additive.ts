@@ -66,6 +66,7 @@ import {
   isDeltaChunkRule,
   isPairColumnTail,
   isSolveChunkRule,
+  maskedVec4,
   pairColumnInvocations,
   pairColumnLayout,
   type PairColumnPass,
@@ -445,51 +446,67 @@ function colsKernel(
   const pairKey: TileGrid = { name: "pairKey", rows: RC4, cols: DK4, invocations: wg };
   const pairValue: TileGrid = { name: "pairValue", rows: RC4, cols: DV4, invocations: wg };
   // operands, entry (k, i): the depth index k and the width index i; transposed ones (the products' A and B
-  // of loops 1 and 2) hold 4 consecutive steps or pair columns in one vec4
-  const pairColumns = (K: string, value: string): StagedOperand => ({
+  // of loops 1 and 2) hold 4 consecutive steps or pair columns in one vec4. The workspace rows, dO and G are read 4
+  // entries at a time (`quad`: 16-byte loads where Dk and Dv are multiples of 4, `bindsVec4`)
+  const pairColumns = (K: string, value: string, quad: boolean): StagedOperand => ({
     width: RC4,
     along: "depth",
     value,
     valid: `i < RC && c0 + i < ncol && k < ${K}`,
+    quad,
   });
-  const keysT = pairColumns("DK", "xp(bh, j0 + i32(c0 + i), k)");
-  const valuesT = pairColumns("DV", "vp(bh, j0 + i32(c0 + i), k)");
+  const keysT = pairColumns("DK", "xp4(bh, j0 + i32(c0 + i), k)", true);
+  // the delta rules' pseudo-values (in cw, bound as floats here) one entry at a time
+  const valuesT = delta
+    ? pairColumns("DV", "vp(bh, j0 + i32(c0 + i), k)", false)
+    : pairColumns("DV", "yp4(bh, j0 + i32(c0 + i), k)", true);
   const queriesT: StagedOperand = {
     width: C4,
     along: "depth",
-    value: "qn(bh, a + i, k)",
+    value: "qn4(bh, a + i, k)",
     valid: "i < len && k < DK",
+    quad: true,
   };
   const doutT: StagedOperand = {
     width: C4,
     along: "depth",
-    value: "dout[((b * u.T + a + i) * H + h) * DV + k]",
+    value: "do4(((b * u.T + a + i) * H + h) * DV, k)",
     valid: "i < len && k < DV",
+    quad: true,
   };
-  // G [Dk, Dv] as (k, i) = G[i, k] (for G y) and as its rows (for G^T x)
+  // G [Dk, Dv] as (k, i) = G[i, k] (for G y) and as its rows (for G^T x): entries m..m+3 of row r in one load
+  // where cw is bound as vec4 (bindsVec4Workspace), else from 4 floats, 0 past the row's end
+  const exitRow4 = (r: string, m: string) =>
+    bindsVec4Workspace(pass, s)
+      ? `cw4(gb + ${r} * DV + ${m})`
+      : maskedVec4((e) => `cwf(gb + ${r} * DV + ${e})`, m, "DV");
   const exitT: StagedOperand = {
     width: DK4,
     along: "depth",
-    value: "cw[gb + i * DV + k]",
+    value: exitRow4("i", "k"),
     valid: "i < DK && k < DV",
+    quad: true,
   };
   const exitRows: StagedOperand = {
     width: DV4,
     along: "width",
-    value: "cw[gb + k * DV + i]",
+    value: exitRow4("k", "i"),
     valid: "k < DK && i < DV",
+    quad: true,
   };
   const queries: StagedOperand = {
     width: DK4,
     along: "width",
-    value: "qn(bh, a + k, i)",
+    value: "qn4(bh, a + k, i)",
     valid: "k < len && i < DK",
+    quad: true,
   };
   const douts: StagedOperand = {
     width: DV4,
     along: "width",
-    value: "dout[((b * u.T + a + k) * H + h) * DV + i]",
+    value: "do4(((b * u.T + a + k) * H + h) * DV, i)",
     valid: "k < len && i < DV",
+    quad: true,
   };
   const qx: TileProduct = { acc: "qx", grid: stepPair, a: 0, b: 1 };
   const yd: TileProduct = { acc: "yd", grid: stepPair, a: 2, b: 3 };
@@ -581,18 +598,18 @@ ${chunkEntry(`${tiling.tiles}u`, true, wg)}
         `if (jj >= PAD) {
           out[u.gDX + (bh * (PAD + u.T + 1u) + u32(j + i32(PAD))) * DK + ${o}] = v;
         } else {
-          cw[u.dxPrecedingPairs + (chunkId * PAD + jj) * DK + ${o}] = v;
+          cwset(u.dxPrecedingPairs + (chunkId * PAD + jj) * DK + ${o}, v);
         }`)
       : ""
   }
   ${
     pairColumnStores(pairValue, "dy", "DV", (o) =>
       delta
-        ? `cw[u.${exit ? "dPseudoValues" : "dPseudoValuesReadout"} + (bh * u.T + u32(j)) * DV + ${o}] = v;`
+        ? `cwset(u.${exit ? "dPseudoValues" : "dPseudoValuesReadout"} + (bh * u.T + u32(j)) * DV + ${o}, v);`
         : `if (jj >= PAD) {
           out[u.gDY + (bh * (PAD + u.T) + u32(j + i32(PAD))) * DV + ${o}] = v;
         } else {
-          cw[u.dyPrecedingPairs + (chunkId * PAD + jj) * DV + ${o}] = v;
+          cwset(u.dyPrecedingPairs + (chunkId * PAD + jj) * DV + ${o}, v);
         }`)
   }
   ${delta ? "" : writeGainTerms(RC4 / 4, layout.gainParts, wg)}
@@ -620,7 +637,7 @@ function readoutWeights(grid: TileGrid, exit: boolean, rowVec4: number): string 
           vd.${x} = m * qx${p}_${r}.${x};
           vm = qx${p}_${r}.${x} * yd${p}_${r}.${x};
         }
-        ${exit ? `if (${g}On${p}) { cw[u.decayWeightsReadout + (chunkId * C + tt) * CP + jj] = vm; }` : ""}
+        ${exit ? `if (${g}On${p}) { cwset(u.decayWeightsReadout + (chunkId * C + tt) * CP + jj, vm); }` : ""}
       }
     }`;
     });
@@ -670,7 +687,7 @@ function exitProducts(grid: TileGrid, parts: number, wg: number): string {
     var ex = 0.0;
     for (var o = 0u; o < ${parts}u; o++) { let e = jr * ${parts}u + o; ex += stage[e / 4u][e % 4u]; }
     exitProduct[jr] = ex;
-    if (c0 + jr < ncol) { cw[u.decayWeightsExit + chunkId * CP + c0 + jr] = ex; }
+    if (c0 + jr < ncol) { cwset(u.decayWeightsExit + chunkId * CP + c0 + jr, ex); }
   }
   workgroupBarrier();`;
 }
@@ -718,7 +735,7 @@ function writeGainTerms(rowVec4: number, parts: number, wg: number): string {
     let tt = k / RC;
     let jr = k % RC;
     var v = 0.0;
-    if (tt < len && c0 + jr < ncol) { v = cw[u.decayWeightsReadout + (chunkId * C + tt) * CP + c0 + jr]; }
+    if (tt < len && c0 + jr < ncol) { v = cwf(u.decayWeightsReadout + (chunkId * C + tt) * CP + c0 + jr); }
     wq[tt * ${rowVec4}u + jr / 4u][jr % 4u] = v;
   }
   workgroupBarrier();
@@ -746,13 +763,13 @@ function writeGainTerms(rowVec4: number, parts: number, wg: number): string {
     if (cseg[len - 1u] == cseg[top]) { z += exp(cp[len - 1u] - cp[top]) * exitProduct[jr]; }
     let row = u.dWriteGainTerms + (chunkId * CP + jj) * NW;
     // step s - a = ss is slot o = ss + PAD - jj of the column's window
-    cw[row + top + PAD - jj] = z;
+    cwset(row + top + PAD - jj, z);
     for (var ss = i32(top) - 1; ss >= max(i32(jj) - i32(PAD), 0); ss--) {
       let s = u32(ss);
       var next = 0.0;
       if (cseg[s + 1u] == cseg[s]) { next = exp(cp[s + 1u] - cp[s]) * z; }
       z = ${weight("s")} + next;
-      cw[row + s + PAD - jj] = z;
+      cwset(row + s + PAD - jj, z);
     }
   }`;
 }

@@ -527,6 +527,7 @@ function colsKernel(
   const weightFloats4 = (layout.weightRows * RC4) / 4;
   const wide = Math.max(s.dk, s.dv);
   return `${valueWgsl(delta)}
+${delta ? "" : windowWeights4(pad)}
 var<workgroup> stage: array<vec4<f32>, ${layout.stage / 4}>; // the staged slices, then partial sums
 ${
     exit
@@ -570,7 +571,7 @@ ${chunkEntry(`${tiling.tiles}u`, true, wg)}
   ${declareAccumulators(qx)}
   ${declareAccumulators(yd)}
   ${stagedLoop(`${wide}u`, productOperands, [qx, yd])}
-  ${readoutWeights(stepPair, exit, RC4 / 4)}
+  ${readoutWeights(stepPair, exit, RC4 / 4, !delta)}
   ${gridBlocks(pairValue)}
   ${declareAccumulators(dy(0, 0))}
   ${exit ? `${gridBlocks(pairKey)}\n  ${declareAccumulators(dx(0, 0))}` : ""}
@@ -617,11 +618,49 @@ ${chunkEntry(`${tiling.tiles}u`, true, wg)}
 }
 
 /**
+ * WGSL `m_of4(tt, j, a)`: `M[t, j + c]` for `c = 0..3` (chunk step `tt`, pairs `j..j+3`), the sums `m_of` gives in
+ * the same order, from the masked terms `exp(P_t - P_s) g_s` of the steps `s = j .. j+3+PAD` computed once each
+ * (`4 + PAD` exps where 4 calls of `m_of` take `4 W`); a step past `t`, before the chunk or in another segment
+ * adds nothing, and one whose window starts past a pair (`lo_s > j + c`) nothing to that pair.
+ */
+function windowWeights4(pad: number): string {
+  const steps = Array.from({ length: pad + 4 }, (_, q) => q);
+  const terms = steps.map((q) =>
+    `var w${q} = 0.0;
+  var lo${q} = j + 4;
+  {
+    let s = j + ${q};
+    if (s >= i32(a) && s <= i32(a + tt)) {
+      let ss = u32(s) - a;
+      if (cseg[ss] == cseg[tt]) {
+        w${q} = exp(cp[tt] - cp[ss]) * cg[ss];
+        lo${q} = clo[ss];
+      }
+    }
+  }`
+  );
+  const sums = [0, 1, 2, 3].map((c) =>
+    Array.from(
+      { length: pad + 1 },
+      (_, o) => `if (lo${c + o} <= j + ${c}) { m.${component(c)} += w${c + o}; }`,
+    )
+      .join(" ")
+  );
+  return `fn m_of4(tt: u32, j: i32, a: u32) -> vec4<f32> {
+  ${terms.join("\n  ")}
+  var m = vec4<f32>(0.0);
+  ${sums.join("\n  ")}
+  return m;
+}`;
+}
+
+/**
  * WGSL after loop 1 of `pair_column_grads`: each block's masked readout weights into `wq` / `wd` (one vec4 per
  * step row) and, with the exit term, `(q_t.x_j)(y_j.dO_t)` into `decayWeightsReadout`. Steps past the chunk and
- * pair columns past the tile or the chunk are 0 in the weights and not stored.
+ * pair columns past the tile or the chunk are 0 in the weights and not stored. The additive rules (`window`) take
+ * `M` for a block row's 4 pair columns at once ({@linkcode windowWeights4}), the delta rules one `m_of` each.
  */
-function readoutWeights(grid: TileGrid, exit: boolean, rowVec4: number): string {
+function readoutWeights(grid: TileGrid, exit: boolean, rowVec4: number, window: boolean): string {
   const g = grid.name;
   return eachTileRow(grid, (p, r) => {
     const columns = [0, 1, 2, 3].map((c) => {
@@ -632,7 +671,7 @@ function readoutWeights(grid: TileGrid, exit: boolean, rowVec4: number): string 
       if (jr < RC && jj < ncol && tt < len) {
         var vm = 0.0;
         if (jj <= tt + PAD) {
-          let m = m_of(tt, j0 + i32(jj), a);
+          let m = ${window ? `mw.${x}` : "m_of(tt, j0 + i32(jj), a)"};
           ${exit ? `vq.${x} = m * yd${p}_${r}.${x};` : ""}
           vd.${x} = m * qx${p}_${r}.${x};
           vm = qx${p}_${r}.${x} * yd${p}_${r}.${x};
@@ -645,6 +684,7 @@ function readoutWeights(grid: TileGrid, exit: boolean, rowVec4: number): string 
     let tt = ${g}Row${p} * 4u + ${r}u;
     var vq = vec4<f32>(0.0);
     var vd = vec4<f32>(0.0);
+    ${window ? `let mw = m_of4(min(tt, len - 1u), j0 + i32(c0 + ${g}Col${p} * 4u), a);` : ""}
     ${columns.join("\n    ")}
     if (${g}On${p}) {
       ${exit ? `wq[tt * ${rowVec4}u + ${g}Col${p}] = vq;` : ""}

@@ -233,7 +233,8 @@ function stagedLoad(o: StagedOperand, offset: number): { count: number; body: st
 }
 
 /**
- * WGSL of one staged loop: `for d0 in 0, STAGE_DEPTH, .. < bound`, stage `operands` (depth `k = d0 + kk`),
+ * WGSL of one staged loop: `for d0 in from, from + STAGE_DEPTH, .. < bound` (`from` a WGSL multiple of
+ * `STAGE_DEPTH`, 0 unless given), stage `operands` (depth `k = d0 + kk`),
  * barrier, accumulate every product over the slice, barrier. The accumulators and the grid blocks
  * must be declared before (`declareAccumulators`, `gridBlocks`). The loads spread over the invocations of
  * the products' grids (which must agree).
@@ -242,6 +243,7 @@ export function stagedLoop(
   bound: string,
   operands: readonly StagedOperand[],
   products: readonly TileProduct[],
+  from = "0u",
 ): string {
   const invocations = new Set(products.map((pr) => invocationsOf(pr.grid)));
   if (invocations.size !== 1) {
@@ -293,7 +295,7 @@ export function stagedLoop(
       }).join("\n    ")
     ).join("\n    ")
   ).join("\n    ");
-  return `for (var d0 = 0u; d0 < ${bound}; d0 += ${STAGE_DEPTH}u) {
+  return `for (var d0 = ${from}; d0 < ${bound}; d0 += ${STAGE_DEPTH}u) {
     ${loads}
     workgroupBarrier();
     ${steps}

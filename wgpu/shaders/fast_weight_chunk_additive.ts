@@ -85,6 +85,7 @@ import {
   eachTileRow,
   gridBlocks,
   roundUp4,
+  STAGE_DEPTH,
   stagedFloats,
   stagedLoop,
   type StagedOperand,
@@ -413,7 +414,10 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
  * `C + pad` columns (`ChunkShape.RT`, e.g. falcon3a's 67 at `C = 64`), the main pipeline takes the whole tiles and
  * a tail pipeline (`pair_column_grads_tail`, `readout_dw_tail`) the rest: compiled with `RC = RT` and its first
  * column a constant, one workgroup per chunk of the fewest invocations that hold a block each
- * (`pairColumnTiling`, `pairColumnInvocations` of `chunk_wgsl.ts`). Every output is per pair column (`dx_j`, `dy_j`,
+ * (`pairColumnTiling`, `pairColumnInvocations` of `chunk_wgsl.ts`). A pair meets no step before its own, so a
+ * tile from column `first` takes the steps from `first - pad` on (rounded down to a whole slice) in loops 1 and 3
+ * and writes 0 for the earlier steps' `decayWeightsReadout`: the tail's columns are the chunk's last pairs (at
+ * falcon3a's `C = 64`, its last 8 steps of 64). Every output is per pair column (`dx_j`, `dy_j`,
  * `dWriteGainTerms`, `decayWeightsReadout`, `decayWeightsExit` at the column's place), none a per-tile part that a
  * later pass sums, so the two pipelines' tiles need not agree. Every product is a register
  * tile fed from workgroup memory (`chunk_staged_tiles.ts`), its operands staged slice by slice with coalesced loads:
@@ -442,7 +446,10 @@ function colsKernel(
   const wg = pairColumnInvocations(s, s.RC, isPairColumnTail(pass));
   const layout = pairColumnLayout(s, pad, variant, wg);
   const [C4, RC4, DK4, DV4] = [s.C, s.RC, s.dk, s.dv].map(roundUp4);
-  const stepPair: TileGrid = { name: "stepPair", rows: C4, cols: RC4, invocations: wg };
+  // the steps that can meet the tile's pair columns: t >= j, so from chunk step first - pad on (a tail's columns
+  // are the chunk's last pairs: its last steps), rounded down to a whole slice (0 for the main pipelines)
+  const t0 = Math.max(0, Math.floor((tiling.first - pad) / STAGE_DEPTH) * STAGE_DEPTH);
+  const stepPair: TileGrid = { name: "stepPair", rows: C4 - t0, cols: RC4, invocations: wg };
   const pairKey: TileGrid = { name: "pairKey", rows: RC4, cols: DK4, invocations: wg };
   const pairValue: TileGrid = { name: "pairValue", rows: RC4, cols: DV4, invocations: wg };
   // operands, entry (k, i): the depth index k and the width index i; transposed ones (the products' A and B
@@ -460,18 +467,20 @@ function colsKernel(
   const valuesT = delta
     ? pairColumns("DV", "vp(bh, j0 + i32(c0 + i), k)", false)
     : pairColumns("DV", "yp4(bh, j0 + i32(c0 + i), k)", true);
+  // the steps from t0: chunk step tt = t0 + i
+  const step = t0 ? `${t0}u + i` : "i";
   const queriesT: StagedOperand = {
-    width: C4,
+    width: C4 - t0,
     along: "depth",
-    value: "qn4(bh, a + i, k)",
-    valid: "i < len && k < DK",
+    value: `qn4(bh, a + ${step}, k)`,
+    valid: `${step} < len && k < DK`,
     quad: true,
   };
   const doutT: StagedOperand = {
-    width: C4,
+    width: C4 - t0,
     along: "depth",
-    value: "do4(((b * u.T + a + i) * H + h) * DV, k)",
-    valid: "i < len && k < DV",
+    value: `do4(((b * u.T + a + ${step}) * H + h) * DV, k)`,
+    valid: `${step} < len && k < DV`,
     quad: true,
   };
   // G [Dk, Dv] as (k, i) = G[i, k] (for G y) and as its rows (for G^T x): entries m..m+3 of row r in one load
@@ -566,12 +575,22 @@ ${chunkEntry(`${tiling.tiles}u`, true, wg)}
   }`
       : ""
   }
+  ${
+    exit && t0
+      ? `// the steps before t0 meet none of the tile's pair columns: their decayWeightsReadout entries hold 0
+  for (var k = lid; k < ${t0}u * RC; k += ${wg}u) {
+    let tt = k / RC;
+    let jj = c0 + k % RC;
+    if (tt < len && jj < ncol) { cwset(u.decayWeightsReadout + (chunkId * C + tt) * CP + jj, 0.0); }
+  }`
+      : ""
+  }
   // 1. q_t.x_j and dO_t.y_j: 4 steps x 4 pair columns per block
   ${gridBlocks(stepPair)}
   ${declareAccumulators(qx)}
   ${declareAccumulators(yd)}
   ${stagedLoop(`${wide}u`, productOperands, [qx, yd])}
-  ${readoutWeights(stepPair, exit, RC4 / 4, !delta)}
+  ${readoutWeights(stepPair, exit, RC4 / 4, !delta, t0)}
   ${gridBlocks(pairValue)}
   ${declareAccumulators(dy(0, 0))}
   ${exit ? `${gridBlocks(pairKey)}\n  ${declareAccumulators(dx(0, 0))}` : ""}
@@ -590,8 +609,8 @@ ${chunkEntry(`${tiling.tiles}u`, true, wg)}
   // 3. the sums over the chunk's steps
   ${
     exit
-      ? stagedLoop("len", sumOperands, [dx(weights("wq"), 0), dy(weights("wd"), 1)])
-      : stagedLoop("len", sumOperands, [dy(weights("wd"), 0)])
+      ? stagedLoop("len", sumOperands, [dx(weights("wq"), 0), dy(weights("wd"), 1)], `${t0}u`)
+      : stagedLoop("len", sumOperands, [dy(weights("wd"), 0)], `${t0}u`)
   }
   ${
     exit
@@ -660,7 +679,7 @@ function windowWeights4(pad: number): string {
  * pair columns past the tile or the chunk are 0 in the weights and not stored. The additive rules (`window`) take
  * `M` for a block row's 4 pair columns at once ({@linkcode windowWeights4}), the delta rules one `m_of` each.
  */
-function readoutWeights(grid: TileGrid, exit: boolean, rowVec4: number, window: boolean): string {
+function readoutWeights(grid: TileGrid, exit: boolean, rowVec4: number, window: boolean, t0: number): string {
   const g = grid.name;
   return eachTileRow(grid, (p, r) => {
     const columns = [0, 1, 2, 3].map((c) => {
@@ -681,7 +700,7 @@ function readoutWeights(grid: TileGrid, exit: boolean, rowVec4: number, window: 
     }`;
     });
     return `{
-    let tt = ${g}Row${p} * 4u + ${r}u;
+    let tt = ${t0 ? `${t0}u + ` : ""}${g}Row${p} * 4u + ${r}u;
     var vq = vec4<f32>(0.0);
     var vd = vec4<f32>(0.0);
     ${window ? `let mw = m_of4(min(tt, len - 1u), j0 + i32(c0 + ${g}Col${p} * 4u), a);` : ""}

@@ -726,15 +726,8 @@ function exitProducts(grid: TileGrid, parts: number, wg: number): string {
     let jj = c0 + jr;
     if (${g}On${p} && jr < RC) {
       var part = 0.0;
-      if (jj < ncol) {
-        ${
-      [0, 1, 2, 3].map((c) =>
-        `{ let o = ${g}Col${p} * 4u + ${c}u; if (o < DK) { part += xp(bh, j0 + i32(jj), o) * dx${p}_${r}.${
-          component(c)
-        }; } }`
-      ).join("\n        ")
-    }
-      }
+      // x_j entries o..o+3 in one load (0 past the row's end, as G y_j is)
+      if (jj < ncol) { part = dot(xp4(bh, j0 + i32(jj), ${g}Col${p} * 4u), dx${p}_${r}); }
       let e = jr * ${parts}u + ${g}Col${p};
       stage[e / 4u][e % 4u] = part;
     }

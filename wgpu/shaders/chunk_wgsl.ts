@@ -370,7 +370,7 @@ export function chunkSharedFloats(
     local: steps + Math.max(s.C + pad, decay),
     rows: steps + s.R * (s.C + pad),
     // pair_column_grads (readout_dw, the delta rules' other variant, needs less)
-    cols: steps + pairColumnLayout(s, pad, isSolveChunkRule(config) ? "delta" : "additive").floats,
+    cols: steps + pairColumnLayout(s, isSolveChunkRule(config) ? "delta" : "additive").floats,
     // solve_input_grads (the delta rules; the additive rules have no such pass)
     pairs: steps + solveInputGradsLayout(s).floats,
   };
@@ -491,7 +491,6 @@ export function pairColumnInvocations(
  */
 export function pairColumnLayout(
   s: Pick<ChunkShape, "dk" | "dv" | "C" | "RC">,
-  pad: number,
   variant: PairColumnVariant,
   invocations = STAGED_WG,
 ) {

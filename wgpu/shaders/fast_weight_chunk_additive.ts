@@ -444,7 +444,7 @@ function colsKernel(
   // the tile's columns (a tail's RT), the invocations (fewer in a tail: a block each)
   const s = { ...shape, RC: tiling.RC };
   const wg = pairColumnInvocations(s, s.RC, isPairColumnTail(pass));
-  const layout = pairColumnLayout(s, pad, variant, wg);
+  const layout = pairColumnLayout(s, variant, wg);
   const [C4, RC4, DK4, DV4] = [s.C, s.RC, s.dk, s.dv].map(roundUp4);
   // the steps that can meet the tile's pair columns: t >= j, so from chunk step first - pad on (a tail's columns
   // are the chunk's last pairs: its last steps), rounded down to a whole slice (0 for the main pipelines)

@@ -726,6 +726,15 @@ export function bindsVec4Workspace(pass: ChunkPass, s: Pick<ChunkShape, "dk" | "
 }
 
 /**
+ * Whether `pass` also binds its output `out` as a vec4 array at shape `s`: the pair-column kernels where they bind
+ * `cw` as one ({@linkcode bindsVec4Workspace}) store their pair gradients 4 entries at a time (`Dk` and `Dv`
+ * multiples of 4: the gradient sections and rows start at multiples of 4 floats).
+ */
+export function bindsVec4Output(pass: ChunkPass, s: Pick<ChunkShape, "dk" | "dv">): boolean {
+  return (pass === "pair_column_grads" || pass === "pair_column_grads_tail") && bindsVec4Workspace(pass, s);
+}
+
+/**
  * WGSL `cwf(i)` (one float of `cw`) and, in {@linkcode VEC4_WORKSPACE_PASSES}, `cwset(i, v)`; where those bind
  * `cw` as a vec4 array also `cw4(i)` and `s04(i)` (4 floats from float `i`, a multiple of 4).
  */
@@ -793,7 +802,8 @@ export function prelude(pass: ChunkPass, config: RuleConfig, s: ChunkShape, head
   const vec4 = bindsVec4(pass, s);
   const vec4Workspace = bindsVec4Workspace(pass, s);
   const vectors = (name: ChunkBindingName) =>
-    (vec4 && (name === "ws" || name === "dout")) || (vec4Workspace && (name === "cw" || name === "s0"));
+    (vec4 && (name === "ws" || name === "dout")) || (vec4Workspace && (name === "cw" || name === "s0")) ||
+    (name === "out" && bindsVec4Output(pass, s));
   const decl = (name: ChunkBindingName) =>
     vectors(name) ? DECL[name].replace("array<f32>", "array<vec4<f32>>") : DECL[name];
   const bindings = names.map((name, i) => `@group(0) @binding(${i}) ${decl(name)};`).join("\n");

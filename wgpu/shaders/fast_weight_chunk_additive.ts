@@ -533,6 +533,11 @@ function colsKernel(
       );
     }
   }
+  // the pair gradients' stores: a block row's 4 entries at once where cw and out are vec4 arrays (the delta rules'
+  // readout_dw binds no out, its cw as vec4 all the same)
+  const quadStores = bindsVec4Workspace(pass, s);
+  const cwStore = (at: string) => quadStores ? `cw[(${at}) >> 2u] = v;` : `cwset(${at}, v);`;
+  const outStore = (at: string) => quadStores ? `out[(${at}) >> 2u] = v;` : `out[${at}] = v;`;
   const weightFloats4 = (layout.weightRows * RC4) / 4;
   const wide = Math.max(s.dk, s.dv);
   return `${valueWgsl(delta)}
@@ -614,22 +619,22 @@ ${chunkEntry(`${tiling.tiles}u`, true, wg)}
   }
   ${
     exit
-      ? pairColumnStores(pairKey, "dx", "DK", (o) =>
+      ? pairColumnStores(pairKey, "dx", "DK", quadStores, (o) =>
         `if (jj >= PAD) {
-          out[u.gDX + (bh * (PAD + u.T + 1u) + u32(j + i32(PAD))) * DK + ${o}] = v;
+          ${outStore(`u.gDX + (bh * (PAD + u.T + 1u) + u32(j + i32(PAD))) * DK + ${o}`)}
         } else {
-          cwset(u.dxPrecedingPairs + (chunkId * PAD + jj) * DK + ${o}, v);
+          ${cwStore(`u.dxPrecedingPairs + (chunkId * PAD + jj) * DK + ${o}`)}
         }`)
       : ""
   }
   ${
-    pairColumnStores(pairValue, "dy", "DV", (o) =>
+    pairColumnStores(pairValue, "dy", "DV", quadStores, (o) =>
       delta
-        ? `cwset(u.${exit ? "dPseudoValues" : "dPseudoValuesReadout"} + (bh * u.T + u32(j)) * DV + ${o}, v);`
+        ? cwStore(`u.${exit ? "dPseudoValues" : "dPseudoValuesReadout"} + (bh * u.T + u32(j)) * DV + ${o}`)
         : `if (jj >= PAD) {
-          out[u.gDY + (bh * (PAD + u.T) + u32(j + i32(PAD))) * DV + ${o}] = v;
+          ${outStore(`u.gDY + (bh * (PAD + u.T) + u32(j + i32(PAD))) * DV + ${o}`)}
         } else {
-          cwset(u.dyPrecedingPairs + (chunkId * PAD + jj) * DV + ${o}, v);
+          ${cwStore(`u.dyPrecedingPairs + (chunkId * PAD + jj) * DV + ${o}`)}
         }`)
   }
   ${delta ? "" : writeGainTerms(RC4 / 4, layout.gainParts, wg)}
@@ -745,19 +750,27 @@ function exitProducts(grid: TileGrid, parts: number, wg: number): string {
 }
 
 /**
- * WGSL of the stores of a pair-column gradient (`dx` over `DK` entries or `dy` over `DV`): `store(o)` writes `v`,
- * entry `o` of pair `j` (tile column `jr`, chunk column `jj`), for the blocks' entries inside the tile and the chunk.
+ * WGSL of the stores of a pair-column gradient (`dx` over `DK` entries or `dy` over `DV`) for the blocks' entries
+ * inside the tile and the chunk, pair `j` (tile column `jr`, chunk column `jj`): with `quad` (`Dk` and `Dv`
+ * multiples of 4, `cw` and `out` bound as vec4 arrays) `store(o)` writes the vec4 `v` of entries `o..o+3` (a block
+ * row), else each entry `o` (inside the row) as the float `v`.
  */
-function pairColumnStores(grid: TileGrid, acc: string, N: string, store: (o: string) => string): string {
+function pairColumnStores(
+  grid: TileGrid,
+  acc: string,
+  N: string,
+  quad: boolean,
+  store: (o: string) => string,
+): string {
   const g = grid.name;
-  return eachTileRow(grid, (p, r) =>
-    `{
-    let jr = ${g}Row${p} * 4u + ${r}u;
-    let jj = c0 + jr;
-    if (${g}On${p} && jr < RC && jj < ncol) {
-      let j = j0 + i32(jj);
-      ${
-      [0, 1, 2, 3].map((c) =>
+  const entries = (p: number, r: number) =>
+    quad
+      ? `{
+        let o = ${g}Col${p} * 4u;
+        let v = ${acc}${p}_${r};
+        ${store("o")}
+      }`
+      : [0, 1, 2, 3].map((c) =>
         `{
         let o = ${g}Col${p} * 4u + ${c}u;
         let v = ${acc}${p}_${r}.${component(c)};
@@ -765,8 +778,14 @@ function pairColumnStores(grid: TileGrid, acc: string, N: string, store: (o: str
           ${store("o")}
         }
       }`
-      ).join("\n      ")
-    }
+      ).join("\n      ");
+  return eachTileRow(grid, (p, r) =>
+    `{
+    let jr = ${g}Row${p} * 4u + ${r}u;
+    let jj = c0 + jr;
+    if (${g}On${p} && jr < RC && jj < ncol) {
+      let j = j0 + i32(jj);
+      ${entries(p, r)}
     }
   }`);
 }

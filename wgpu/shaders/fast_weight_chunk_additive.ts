@@ -420,7 +420,9 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
  * falcon3a's `C = 64`, its last 8 steps of 64). Every output is per pair column (`dx_j`, `dy_j`,
  * `dWriteGainTerms`, `decayWeightsReadout`, `decayWeightsExit` at the column's place), none a per-tile part that a
  * later pass sums, so the two pipelines' tiles need not agree. Every product is a register
- * tile fed from workgroup memory (`chunk_staged_tiles.ts`), its operands staged slice by slice with coalesced loads:
+ * tile fed from workgroup memory (`chunk_staged_tiles.ts`), its operands staged slice by slice with coalesced loads
+ * (q, x, y, dO and G 4 entries per load, 16 bytes where `Dk` and `Dv` are multiples of 4; the pair gradients are
+ * stored likewise):
  * 1. `q_t.x_j` and `dO_t.y_j` (steps x pair columns, over the key and value entries): the readout weights
  *    `wq = M (y.dO)`, `wd = M (q.x)` into workgroup memory, `(q.x)(y.dO)` into `decayWeightsReadout`;
  * 2. `G y_j` and `G^T x_j` (pair columns x entries) into the registers of `dx_j`, `dy_j` (and `x_j^T G y_j`,

@@ -221,8 +221,8 @@ Deno.test("chunkShape gives falcon3a at C = 64 a pair-column tail of 4 columns (
       if (wg !== 64 || pairColumnInvocations(s, s.RC, false) !== STAGED_WG) {
         throw new Error(`${label}: ${wg} tail invocations, expected 64`);
       }
-      const tailFloats = pairColumnLayout(tailShape, pad, "additive", wg).floats;
-      const mainFloats = pairColumnLayout(s, pad, "additive").floats;
+      const tailFloats = pairColumnLayout(tailShape, "additive", wg).floats;
+      const mainFloats = pairColumnLayout(s, "additive").floats;
       if (tailFloats > mainFloats) {
         throw new Error(`${label}: tail ${tailFloats} floats above the main ${mainFloats}`);
       }

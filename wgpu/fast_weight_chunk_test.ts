@@ -21,7 +21,7 @@ import { type CaseSpec, CHUNK_RULES, headOf, randomCase, uploadCase } from "./_f
 import { chunkShape, chunkWorkspaceBytes } from "./fast_weight_chunk.ts";
 import { chunkForm, compareChunk, FULL_LEVEL } from "./_chunk_compare.ts";
 import { STAGED_WG } from "./shaders/chunk_staged_tiles.ts";
-import { bindsVec4, decayGradLayout } from "./shaders/chunk_wgsl.ts";
+import { bindsVec4, decayGradLayout, pairColumnTiling } from "./shaders/chunk_wgsl.ts";
 import { gpuTest } from "./_test_util.ts";
 
 /** The small problem (`B` and `T` are not compile-time sizes: tests vary them freely). */
@@ -285,6 +285,29 @@ gpuTest(
     }
     if (!FULL_LEVEL) return;
     await compareChunk(gpu, config, spec, chunkForm(32), "falcon1a C=32 Dk=132 Dv=4");
+  },
+);
+
+// falcon3a's pair-column tail past the chunk's first steps: at C = 16 its 4 columns from chunk column 16 (19 = 16 + 3
+// pair columns) are the chunk's last pairs, which no step before chunk step 13 meets, so its products start at
+// step 8 (a whole slice); Dk = Dv = 8 stages its q, x, y, dO and G 16 bytes at a time (bindsVec4). Two whole chunks
+// and a partial one; a new shape compiles slowly on a software adapter, so compared at the full level only
+gpuTest(
+  `webgpu pair_column_grads_tail of falcon3a ${
+    FULL_LEVEL ? "matches" : "tiles (compared at the full level)"
+  } from the chunk's later steps with 16-byte loads (C = 16, Dk = Dv = 8)`,
+  async (gpu) => {
+    const config = ruleConfig("falcon3a");
+    const spec = { B: 1, T: 37, H: 2, dk: 8, dv: 8, seed: 33, packed: true, s0: true };
+    const shape = chunkShape(config, spec, 16, gpu.runtime.device.limits.maxComputeWorkgroupStorageSize);
+    const tail = pairColumnTiling("pair_column_grads_tail", shape, 3);
+    if (shape.RT !== 4 || tail.first !== 16 || !bindsVec4("pair_column_grads_tail", spec)) {
+      throw new Error(
+        `RC = ${shape.RC}, RT = ${shape.RT}, tail from column ${tail.first}: expected 16, 4, 16`,
+      );
+    }
+    if (!FULL_LEVEL) return;
+    await compareChunk(gpu, config, spec, chunkForm(16), "falcon3a C=16 Dk=Dv=8 tail from step 8");
   },
 );
 

@@ -7,7 +7,7 @@
  * Per slice, every operand is staged into one workgroup array `stage` (vec4 entries) as a
  * `STAGE_DEPTH x width` block, depth row `kk` at `kk * stagedRowFloats` floats: the loads follow the operand's
  * global layout, so consecutive invocations read consecutive floats, and an entry outside the operand is
- * staged as 0 (its products vanish; the kernel skips those rows and columns at its stores). Then each
+ * staged as 0 (its products vanish; the kernel skips those rows and columns at its stores); a `quad` operand is loaded 4 consecutive floats at a time (one 16-byte load instead of 4). Then each
  * invocation adds a 4 x 4 block of every product per depth row: one vec4 of `A` (4 rows) and one of `B`
  * (4 columns) read from workgroup memory feed 16 FMAs. `A` may also be a workgroup array the kernel
  * filled itself (`WorkgroupOperand`, or a `FunctionOperand` for a layout of its own). An invocation holds
@@ -37,10 +37,18 @@ export interface StagedOperand {
   readonly width: number;
   /** The index that runs along consecutive global addresses, `k` (`depth`) or `i` (`width`): the loads follow it. */
   readonly along: "depth" | "width";
-  /** WGSL value of entry `(k, i)`, read only where `valid` holds. */
+  /** WGSL value of entry `(k, i)` (or of 4 entries: `quad`), read only where `valid` holds. */
   readonly value: string;
   /** WGSL condition on `k` and `i`; where it fails the entry is 0. */
   readonly valid: string;
+  /**
+   * Whether `value` is the WGSL vec4 of the 4 entries from `(k, i)` along the operand's global rows (`(k..k+3, i)`
+   * where the loads run along the depth, `(k, i..i+3)` along the width; that index a multiple of 4), one 16-byte
+   * load: the slice is then staged 4 entries per load instead of one, from the same addresses. Read where `valid`
+   * holds at the first entry: the entries past it where `valid` fails must be 0 in the vec4 (as the masked `qn4`,
+   * `xp4`, ... of `chunk_wgsl.ts` give past a row's end).
+   */
+  readonly quad?: boolean;
 }
 
 /** An `A` operand the kernel holds in a workgroup array of vec4: depth row `k` at `k * width4` vec4 entries. */
@@ -193,7 +201,55 @@ export function stagedFloats(operands: readonly Pick<StagedOperand, "width" | "a
 }
 
 /**
- * WGSL of one staged loop: `for d0 in 0, STAGE_DEPTH, .. < bound`, stage `operands` (depth `k = d0 + kk`),
+ * The loads that stage one operand's slice from vec4 entry `offset` of `stage`: `count` of them, the WGSL `body` of
+ * load `e` (4 entries of a `quad` operand: 4 scalar stores into consecutive depth rows where its loads
+ * run along the depth, one vec4 store where they run along the width; else one entry).
+ */
+function stagedLoad(o: StagedOperand, offset: number): { count: number; body: string } {
+  const rowVec4 = stagedRowFloats(o) / 4;
+  if (o.quad && o.along === "depth") {
+    const quads = STAGE_DEPTH / 4;
+    return {
+      count: quads * o.width,
+      body: `let kk = 4u * (e % ${quads}u);
+      let i = e / ${quads}u;
+      let k = d0 + kk;
+      var v = vec4<f32>(0.0);
+      if (${o.valid}) { v = ${o.value}; }
+      ${
+        range(4).map((m) => `stage[${offset}u + (kk + ${m}u) * ${rowVec4}u + i / 4u][i % 4u] = v.${XYZW[m]};`)
+          .join("\n      ")
+      }`,
+    };
+  }
+  if (o.quad) {
+    return {
+      count: (STAGE_DEPTH * o.width) / 4,
+      body: `let kk = e / ${o.width / 4}u;
+      let i = 4u * (e % ${o.width / 4}u);
+      let k = d0 + kk;
+      var v = vec4<f32>(0.0);
+      if (${o.valid}) { v = ${o.value}; }
+      stage[${offset}u + kk * ${rowVec4}u + i / 4u] = v;`,
+    };
+  }
+  const [kk, i] = o.along === "depth"
+    ? [`e % ${STAGE_DEPTH}u`, `e / ${STAGE_DEPTH}u`]
+    : [`e / ${o.width}u`, `e % ${o.width}u`];
+  return {
+    count: STAGE_DEPTH * o.width,
+    body: `let kk = ${kk};
+      let i = ${i};
+      let k = d0 + kk;
+      var v = 0.0;
+      if (${o.valid}) { v = ${o.value}; }
+      stage[${offset}u + kk * ${rowVec4}u + i / 4u][i % 4u] = v;`,
+  };
+}
+
+/**
+ * WGSL of one staged loop: `for d0 in from, from + STAGE_DEPTH, .. < bound` (`from` a WGSL multiple of
+ * `STAGE_DEPTH`, 0 unless given), stage `operands` (depth `k = d0 + kk`),
  * barrier, accumulate every product over the slice, barrier. The accumulators and the grid blocks
  * must be declared before (`declareAccumulators`, `gridBlocks`). The loads spread over the invocations of
  * the products' grids (which must agree).
@@ -202,6 +258,7 @@ export function stagedLoop(
   bound: string,
   operands: readonly StagedOperand[],
   products: readonly TileProduct[],
+  from = "0u",
 ): string {
   const invocations = new Set(products.map((pr) => invocationsOf(pr.grid)));
   if (invocations.size !== 1) {
@@ -217,17 +274,8 @@ export function stagedLoop(
     floats += STAGE_DEPTH * stagedRowFloats(o);
   }
   const loads = operands.map((o, n) => {
-    const count = STAGE_DEPTH * o.width;
-    const [kk, i] = o.along === "depth"
-      ? [`e % ${STAGE_DEPTH}u`, `e / ${STAGE_DEPTH}u`]
-      : [`e / ${o.width}u`, `e % ${o.width}u`];
+    const { count, body } = stagedLoad(o, offsets[n]);
     return range(Math.ceil(count / wg)).map((r) => {
-      const body = `let kk = ${kk};
-      let i = ${i};
-      let k = d0 + kk;
-      var v = 0.0;
-      if (${o.valid}) { v = ${o.value}; }
-      stage[${offsets[n]}u + kk * ${stagedRowFloats(o) / 4}u + i / 4u][i % 4u] = v;`;
       const e = `let e = lid + ${r * wg}u;`;
       return (r + 1) * wg <= count
         ? `{
@@ -290,7 +338,7 @@ export function stagedLoop(
       )
     ),
   ).join("\n    ");
-  return `for (var d0 = 0u; d0 < ${bound}; d0 += ${STAGE_DEPTH}u) {
+  return `for (var d0 = ${from}; d0 < ${bound}; d0 += ${STAGE_DEPTH}u) {
     ${loads}
     workgroupBarrier();
     ${steps}

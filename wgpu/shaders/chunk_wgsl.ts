@@ -372,7 +372,7 @@ export function chunkSharedFloats(
     local: steps + Math.max(s.C + pad, decay, isDeltaChunkRule(config) ? solveLayout(s).floats : 0),
     rows: steps + s.R * (s.C + pad),
     // pair_column_grads (readout_dw, the delta rules' other variant, needs less)
-    cols: steps + pairColumnLayout(s, pad, isSolveChunkRule(config) ? "delta" : "additive").floats,
+    cols: steps + pairColumnLayout(s, isSolveChunkRule(config) ? "delta" : "additive").floats,
     // solve_input_grads (the delta rules; the additive rules have no such pass)
     pairs: steps + solveInputGradsLayout(s).floats,
   };
@@ -516,15 +516,14 @@ export function pairColumnInvocations(
  */
 export function pairColumnLayout(
   s: Pick<ChunkShape, "dk" | "dv" | "C" | "RC">,
-  pad: number,
   variant: PairColumnVariant,
   invocations = STAGED_WG,
 ) {
   const exit = variant !== "deltaNoExit";
   const [C4, RC4, DK4, DV4] = [s.C, s.RC, s.dk, s.dv].map(roundUp4);
   const weightRows = Math.ceil(s.C / STAGE_DEPTH) * STAGE_DEPTH;
-  const gainItems = s.RC * (pad + 1);
-  const gainParts = Math.max(1, Math.floor(invocations / gainItems));
+  // the d g_s sums: one per pair column, split over the invocations
+  const gainParts = Math.max(1, Math.floor(invocations / s.RC));
   // the staged operands of the kernel's three loops (it checks its own against these)
   const transposed = (width: number) => ({ width, along: "depth" as const });
   const rows = (width: number) => ({ width, along: "width" as const });
@@ -533,7 +532,7 @@ export function pairColumnLayout(
     exit ? stagedFloats([transposed(RC4), transposed(DK4), transposed(RC4), rows(DV4)]) : 0,
     stagedFloats(exit ? [rows(DK4), rows(DV4)] : [rows(DV4)]),
     exit ? RC4 * (DK4 / 4) : 0,
-    variant === "additive" ? gainItems * gainParts : 0,
+    variant === "additive" ? s.RC * gainParts : 0,
   ));
   const weights = weightRows * RC4;
   return {
@@ -720,6 +719,10 @@ const VEC4_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([
   "state_increment",
   "base_readout_grads",
   "transition",
+  "pair_column_grads",
+  "pair_column_grads_tail",
+  "readout_dw",
+  "readout_dw_tail",
 ]);
 
 /** Whether `pass` binds `ws` and `dout` as vec4 arrays at shape `s` ({@linkcode VEC4_PASSES}). */
@@ -729,14 +732,31 @@ export function bindsVec4(pass: ChunkPass, s: Pick<ChunkShape, "dk" | "dv">): bo
 
 /**
  * Passes that also bind the workspace `cw` and `s0` as vec4 arrays where {@linkcode bindsVec4} holds: the readout
- * and dq kernels read state rows and pseudo-values 16 bytes at a time (`cw4`, `s04`; the workspace sections start
- * at multiples of 4 floats), their other workspace floats through `cwf` / `cwset` (a store of one component).
+ * and dq kernels read state rows and pseudo-values 16 bytes at a time, the pair-column kernels the rows of the
+ * exit-state gradient `G` (`cw4`, `s04`; the workspace sections start at multiples of 4 floats), their other
+ * workspace floats through `cwf` / `cwset` (a store of one component).
  */
-const VEC4_WORKSPACE_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>(["readout", "query_grads"]);
+const VEC4_WORKSPACE_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([
+  "readout",
+  "query_grads",
+  "pair_column_grads",
+  "pair_column_grads_tail",
+  "readout_dw",
+  "readout_dw_tail",
+]);
 
 /** Whether `pass` binds `cw` and `s0` as vec4 arrays at shape `s` ({@linkcode VEC4_WORKSPACE_PASSES}). */
 export function bindsVec4Workspace(pass: ChunkPass, s: Pick<ChunkShape, "dk" | "dv">): boolean {
   return VEC4_WORKSPACE_PASSES.has(pass) && bindsVec4(pass, s);
+}
+
+/**
+ * Whether `pass` also binds its output `out` as a vec4 array at shape `s`: the pair-column kernels where they bind
+ * `cw` as one ({@linkcode bindsVec4Workspace}) store their pair gradients 4 entries at a time (`Dk` and `Dv`
+ * multiples of 4: the gradient sections and rows start at multiples of 4 floats).
+ */
+export function bindsVec4Output(pass: ChunkPass, s: Pick<ChunkShape, "dk" | "dv">): boolean {
+  return (pass === "pair_column_grads" || pass === "pair_column_grads_tail") && bindsVec4Workspace(pass, s);
 }
 
 /**
@@ -764,7 +784,7 @@ export function clampedVec4(at: (i: string) => string, i: string, n: string): st
 }
 
 /** WGSL `vec4` of `at(i + m)`, `m = 0..3`: entries at or past `n` are 0 (and read at `n - 1`). */
-function maskedVec4(at: (i: string) => string, i: string, n: string): string {
+export function maskedVec4(at: (i: string) => string, i: string, n: string): string {
   const parts = [0, 1, 2, 3].map((m) =>
     m === 0 ? at(i) : `select(0.0, ${at(`min(${i} + ${m}u, ${n} - 1u)`)}, ${i} + ${m}u < ${n})`
   );
@@ -807,7 +827,8 @@ export function prelude(pass: ChunkPass, config: RuleConfig, s: ChunkShape, head
   const vec4 = bindsVec4(pass, s);
   const vec4Workspace = bindsVec4Workspace(pass, s);
   const vectors = (name: ChunkBindingName) =>
-    (vec4 && (name === "ws" || name === "dout")) || (vec4Workspace && (name === "cw" || name === "s0"));
+    (vec4 && (name === "ws" || name === "dout")) || (vec4Workspace && (name === "cw" || name === "s0")) ||
+    (name === "out" && bindsVec4Output(pass, s));
   const decl = (name: ChunkBindingName) =>
     vectors(name) ? DECL[name].replace("array<f32>", "array<vec4<f32>>") : DECL[name];
   const bindings = names.map((name, i) => `@group(0) @binding(${i}) ${decl(name)};`).join("\n");

@@ -66,6 +66,7 @@ import {
   isDeltaChunkRule,
   isPairColumnTail,
   isSolveChunkRule,
+  maskedVec4,
   pairColumnInvocations,
   pairColumnLayout,
   type PairColumnPass,
@@ -84,6 +85,7 @@ import {
   eachTileRow,
   gridBlocks,
   roundUp4,
+  STAGE_DEPTH,
   stagedFloats,
   stagedLoop,
   type StagedOperand,
@@ -412,16 +414,22 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
  * `C + pad` columns (`ChunkShape.RT`, e.g. falcon3a's 67 at `C = 64`), the main pipeline takes the whole tiles and
  * a tail pipeline (`pair_column_grads_tail`, `readout_dw_tail`) the rest: compiled with `RC = RT` and its first
  * column a constant, one workgroup per chunk of the fewest invocations that hold a block each
- * (`pairColumnTiling`, `pairColumnInvocations` of `chunk_wgsl.ts`). Every output is per pair column (`dx_j`, `dy_j`,
+ * (`pairColumnTiling`, `pairColumnInvocations` of `chunk_wgsl.ts`). A pair meets no step before its own, so a
+ * tile from column `first` takes the steps from `first - pad` on (rounded down to a whole slice) in loops 1 and 3
+ * and writes 0 for the earlier steps' `decayWeightsReadout`: the tail's columns are the chunk's last pairs (at
+ * falcon3a's `C = 64`, its last 8 steps of 64). Every output is per pair column (`dx_j`, `dy_j`,
  * `dWriteGainTerms`, `decayWeightsReadout`, `decayWeightsExit` at the column's place), none a per-tile part that a
  * later pass sums, so the two pipelines' tiles need not agree. Every product is a register
- * tile fed from workgroup memory (`chunk_staged_tiles.ts`), its operands staged slice by slice with coalesced loads:
+ * tile fed from workgroup memory (`chunk_staged_tiles.ts`), its operands staged slice by slice with coalesced loads
+ * (q, x, y, dO and G 4 entries per load, 16 bytes where `Dk` and `Dv` are multiples of 4; the pair gradients are
+ * stored likewise):
  * 1. `q_t.x_j` and `dO_t.y_j` (steps x pair columns, over the key and value entries): the readout weights
  *    `wq = M (y.dO)`, `wd = M (q.x)` into workgroup memory, `(q.x)(y.dO)` into `decayWeightsReadout`;
  * 2. `G y_j` and `G^T x_j` (pair columns x entries) into the registers of `dx_j`, `dy_j` (and `x_j^T G y_j`,
  *    `decayWeightsExit`, from the first), then scaled by `M[e, j]`;
  * 3. `dx_j += sum_t wq[t, j] q_t`, `dy_j += sum_t wd[t, j] dO_t` (over the chunk's steps), stored;
- * then the additive rules' `dWriteGainTerms` from `decayWeightsReadout` read back, each sum split over invocations.
+ * then the additive rules' `dWriteGainTerms` from `decayWeightsReadout` read back: per pair column one sum over the
+ * chunk's steps split over invocations, the window's other terms from it by a recurrence ({@linkcode writeGainTerms}).
  */
 function colsKernel(
   pass: PairColumnPass,
@@ -438,57 +446,78 @@ function colsKernel(
   // the tile's columns (a tail's RT), the invocations (fewer in a tail: a block each)
   const s = { ...shape, RC: tiling.RC };
   const wg = pairColumnInvocations(s, s.RC, isPairColumnTail(pass));
-  const layout = pairColumnLayout(s, pad, variant, wg);
+  const layout = pairColumnLayout(s, variant, wg);
   const [C4, RC4, DK4, DV4] = [s.C, s.RC, s.dk, s.dv].map(roundUp4);
-  const stepPair: TileGrid = { name: "stepPair", rows: C4, cols: RC4, invocations: wg };
+  // the steps that can meet the tile's pair columns: t >= j, so from chunk step first - pad on (a tail's columns
+  // are the chunk's last pairs: its last steps), rounded down to a whole slice (0 for the main pipelines)
+  const t0 = Math.max(0, Math.floor((tiling.first - pad) / STAGE_DEPTH) * STAGE_DEPTH);
+  const stepPair: TileGrid = { name: "stepPair", rows: C4 - t0, cols: RC4, invocations: wg };
   const pairKey: TileGrid = { name: "pairKey", rows: RC4, cols: DK4, invocations: wg };
   const pairValue: TileGrid = { name: "pairValue", rows: RC4, cols: DV4, invocations: wg };
   // operands, entry (k, i): the depth index k and the width index i; transposed ones (the products' A and B
-  // of loops 1 and 2) hold 4 consecutive steps or pair columns in one vec4
-  const pairColumns = (K: string, value: string): StagedOperand => ({
+  // of loops 1 and 2) hold 4 consecutive steps or pair columns in one vec4. The workspace rows, dO and G are read 4
+  // entries at a time (`quad`: 16-byte loads where Dk and Dv are multiples of 4, `bindsVec4`)
+  const pairColumns = (K: string, value: string, quad: boolean): StagedOperand => ({
     width: RC4,
     along: "depth",
     value,
     valid: `i < RC && c0 + i < ncol && k < ${K}`,
+    quad,
   });
-  const keysT = pairColumns("DK", "xp(bh, j0 + i32(c0 + i), k)");
-  const valuesT = pairColumns("DV", "vp(bh, j0 + i32(c0 + i), k)");
+  const keysT = pairColumns("DK", "xp4(bh, j0 + i32(c0 + i), k)", true);
+  // the delta rules' pseudo-values (in cw, bound as floats here) one entry at a time
+  const valuesT = delta
+    ? pairColumns("DV", "vp(bh, j0 + i32(c0 + i), k)", false)
+    : pairColumns("DV", "yp4(bh, j0 + i32(c0 + i), k)", true);
+  // the steps from t0: chunk step tt = t0 + i
+  const step = t0 ? `${t0}u + i` : "i";
   const queriesT: StagedOperand = {
-    width: C4,
+    width: C4 - t0,
     along: "depth",
-    value: "qn(bh, a + i, k)",
-    valid: "i < len && k < DK",
+    value: `qn4(bh, a + ${step}, k)`,
+    valid: `${step} < len && k < DK`,
+    quad: true,
   };
   const doutT: StagedOperand = {
-    width: C4,
+    width: C4 - t0,
     along: "depth",
-    value: "dout[((b * u.T + a + i) * H + h) * DV + k]",
-    valid: "i < len && k < DV",
+    value: `do4(((b * u.T + a + ${step}) * H + h) * DV, k)`,
+    valid: `${step} < len && k < DV`,
+    quad: true,
   };
-  // G [Dk, Dv] as (k, i) = G[i, k] (for G y) and as its rows (for G^T x)
+  // G [Dk, Dv] as (k, i) = G[i, k] (for G y) and as its rows (for G^T x): entries m..m+3 of row r in one load
+  // where cw is bound as vec4 (bindsVec4Workspace), else from 4 floats, 0 past the row's end
+  const exitRow4 = (r: string, m: string) =>
+    bindsVec4Workspace(pass, s)
+      ? `cw4(gb + ${r} * DV + ${m})`
+      : maskedVec4((e) => `cwf(gb + ${r} * DV + ${e})`, m, "DV");
   const exitT: StagedOperand = {
     width: DK4,
     along: "depth",
-    value: "cw[gb + i * DV + k]",
+    value: exitRow4("i", "k"),
     valid: "i < DK && k < DV",
+    quad: true,
   };
   const exitRows: StagedOperand = {
     width: DV4,
     along: "width",
-    value: "cw[gb + k * DV + i]",
+    value: exitRow4("k", "i"),
     valid: "k < DK && i < DV",
+    quad: true,
   };
   const queries: StagedOperand = {
     width: DK4,
     along: "width",
-    value: "qn(bh, a + k, i)",
+    value: "qn4(bh, a + k, i)",
     valid: "k < len && i < DK",
+    quad: true,
   };
   const douts: StagedOperand = {
     width: DV4,
     along: "width",
-    value: "dout[((b * u.T + a + k) * H + h) * DV + i]",
+    value: "do4(((b * u.T + a + k) * H + h) * DV, i)",
     valid: "k < len && i < DV",
+    quad: true,
   };
   const qx: TileProduct = { acc: "qx", grid: stepPair, a: 0, b: 1 };
   const yd: TileProduct = { acc: "yd", grid: stepPair, a: 2, b: 3 };
@@ -506,9 +535,15 @@ function colsKernel(
       );
     }
   }
+  // the pair gradients' stores: a block row's 4 entries at once where cw and out are vec4 arrays (the delta rules'
+  // readout_dw binds no out, its cw as vec4 all the same)
+  const quadStores = bindsVec4Workspace(pass, s);
+  const cwStore = (at: string) => quadStores ? `cw[(${at}) >> 2u] = v;` : `cwset(${at}, v);`;
+  const outStore = (at: string) => quadStores ? `out[(${at}) >> 2u] = v;` : `out[${at}] = v;`;
   const weightFloats4 = (layout.weightRows * RC4) / 4;
   const wide = Math.max(s.dk, s.dv);
   return `${valueWgsl(delta)}
+${delta ? "" : windowWeights4(pad)}
 var<workgroup> stage: array<vec4<f32>, ${layout.stage / 4}>; // the staged slices, then partial sums
 ${
     exit
@@ -547,12 +582,22 @@ ${chunkEntry(`${tiling.tiles}u`, true, wg)}
   }`
       : ""
   }
+  ${
+    exit && t0
+      ? `// the steps before t0 meet none of the tile's pair columns: their decayWeightsReadout entries hold 0
+  for (var k = lid; k < ${t0}u * RC; k += ${wg}u) {
+    let tt = k / RC;
+    let jj = c0 + k % RC;
+    if (tt < len && jj < ncol) { cwset(u.decayWeightsReadout + (chunkId * C + tt) * CP + jj, 0.0); }
+  }`
+      : ""
+  }
   // 1. q_t.x_j and dO_t.y_j: 4 steps x 4 pair columns per block
   ${gridBlocks(stepPair)}
   ${declareAccumulators(qx)}
   ${declareAccumulators(yd)}
   ${stagedLoop(`${wide}u`, productOperands, [qx, yd])}
-  ${readoutWeights(stepPair, exit, RC4 / 4)}
+  ${readoutWeights(stepPair, exit, RC4 / 4, !delta, t0)}
   ${gridBlocks(pairValue)}
   ${declareAccumulators(dy(0, 0))}
   ${exit ? `${gridBlocks(pairKey)}\n  ${declareAccumulators(dx(0, 0))}` : ""}
@@ -571,27 +616,27 @@ ${chunkEntry(`${tiling.tiles}u`, true, wg)}
   // 3. the sums over the chunk's steps
   ${
     exit
-      ? stagedLoop("len", sumOperands, [dx(weights("wq"), 0), dy(weights("wd"), 1)])
-      : stagedLoop("len", sumOperands, [dy(weights("wd"), 0)])
+      ? stagedLoop("len", sumOperands, [dx(weights("wq"), 0), dy(weights("wd"), 1)], `${t0}u`)
+      : stagedLoop("len", sumOperands, [dy(weights("wd"), 0)], `${t0}u`)
   }
   ${
     exit
-      ? pairColumnStores(pairKey, "dx", "DK", (o) =>
+      ? pairColumnStores(pairKey, "dx", "DK", quadStores, (o) =>
         `if (jj >= PAD) {
-          out[u.gDX + (bh * (PAD + u.T + 1u) + u32(j + i32(PAD))) * DK + ${o}] = v;
+          ${outStore(`u.gDX + (bh * (PAD + u.T + 1u) + u32(j + i32(PAD))) * DK + ${o}`)}
         } else {
-          cw[u.dxPrecedingPairs + (chunkId * PAD + jj) * DK + ${o}] = v;
+          ${cwStore(`u.dxPrecedingPairs + (chunkId * PAD + jj) * DK + ${o}`)}
         }`)
       : ""
   }
   ${
-    pairColumnStores(pairValue, "dy", "DV", (o) =>
+    pairColumnStores(pairValue, "dy", "DV", quadStores, (o) =>
       delta
-        ? `cw[u.${exit ? "dPseudoValues" : "dPseudoValuesReadout"} + (bh * u.T + u32(j)) * DV + ${o}] = v;`
+        ? cwStore(`u.${exit ? "dPseudoValues" : "dPseudoValuesReadout"} + (bh * u.T + u32(j)) * DV + ${o}`)
         : `if (jj >= PAD) {
-          out[u.gDY + (bh * (PAD + u.T) + u32(j + i32(PAD))) * DV + ${o}] = v;
+          ${outStore(`u.gDY + (bh * (PAD + u.T) + u32(j + i32(PAD))) * DV + ${o}`)}
         } else {
-          cw[u.dyPrecedingPairs + (chunkId * PAD + jj) * DV + ${o}] = v;
+          ${cwStore(`u.dyPrecedingPairs + (chunkId * PAD + jj) * DV + ${o}`)}
         }`)
   }
   ${delta ? "" : writeGainTerms(RC4 / 4, layout.gainParts, wg)}
@@ -599,11 +644,49 @@ ${chunkEntry(`${tiling.tiles}u`, true, wg)}
 }
 
 /**
+ * WGSL `m_of4(tt, j, a)`: `M[t, j + c]` for `c = 0..3` (chunk step `tt`, pairs `j..j+3`), the sums `m_of` gives in
+ * the same order, from the masked terms `exp(P_t - P_s) g_s` of the steps `s = j .. j+3+PAD` computed once each
+ * (`4 + PAD` exps where 4 calls of `m_of` take `4 W`); a step past `t`, before the chunk or in another segment
+ * adds nothing, and one whose window starts past a pair (`lo_s > j + c`) nothing to that pair.
+ */
+function windowWeights4(pad: number): string {
+  const steps = Array.from({ length: pad + 4 }, (_, q) => q);
+  const terms = steps.map((q) =>
+    `var w${q} = 0.0;
+  var lo${q} = j + 4;
+  {
+    let s = j + ${q};
+    if (s >= i32(a) && s <= i32(a + tt)) {
+      let ss = u32(s) - a;
+      if (cseg[ss] == cseg[tt]) {
+        w${q} = exp(cp[tt] - cp[ss]) * cg[ss];
+        lo${q} = clo[ss];
+      }
+    }
+  }`
+  );
+  const sums = [0, 1, 2, 3].map((c) =>
+    Array.from(
+      { length: pad + 1 },
+      (_, o) => `if (lo${c + o} <= j + ${c}) { m.${component(c)} += w${c + o}; }`,
+    )
+      .join(" ")
+  );
+  return `fn m_of4(tt: u32, j: i32, a: u32) -> vec4<f32> {
+  ${terms.join("\n  ")}
+  var m = vec4<f32>(0.0);
+  ${sums.join("\n  ")}
+  return m;
+}`;
+}
+
+/**
  * WGSL after loop 1 of `pair_column_grads`: each block's masked readout weights into `wq` / `wd` (one vec4 per
  * step row) and, with the exit term, `(q_t.x_j)(y_j.dO_t)` into `decayWeightsReadout`. Steps past the chunk and
- * pair columns past the tile or the chunk are 0 in the weights and not stored.
+ * pair columns past the tile or the chunk are 0 in the weights and not stored. The additive rules (`window`) take
+ * `M` for a block row's 4 pair columns at once ({@linkcode windowWeights4}), the delta rules one `m_of` each.
  */
-function readoutWeights(grid: TileGrid, exit: boolean, rowVec4: number): string {
+function readoutWeights(grid: TileGrid, exit: boolean, rowVec4: number, window: boolean, t0: number): string {
   const g = grid.name;
   return eachTileRow(grid, (p, r) => {
     const columns = [0, 1, 2, 3].map((c) => {
@@ -614,19 +697,20 @@ function readoutWeights(grid: TileGrid, exit: boolean, rowVec4: number): string 
       if (jr < RC && jj < ncol && tt < len) {
         var vm = 0.0;
         if (jj <= tt + PAD) {
-          let m = m_of(tt, j0 + i32(jj), a);
+          let m = ${window ? `mw.${x}` : "m_of(tt, j0 + i32(jj), a)"};
           ${exit ? `vq.${x} = m * yd${p}_${r}.${x};` : ""}
           vd.${x} = m * qx${p}_${r}.${x};
           vm = qx${p}_${r}.${x} * yd${p}_${r}.${x};
         }
-        ${exit ? `if (${g}On${p}) { cw[u.decayWeightsReadout + (chunkId * C + tt) * CP + jj] = vm; }` : ""}
+        ${exit ? `if (${g}On${p}) { cwset(u.decayWeightsReadout + (chunkId * C + tt) * CP + jj, vm); }` : ""}
       }
     }`;
     });
     return `{
-    let tt = ${g}Row${p} * 4u + ${r}u;
+    let tt = ${t0 ? `${t0}u + ` : ""}${g}Row${p} * 4u + ${r}u;
     var vq = vec4<f32>(0.0);
     var vd = vec4<f32>(0.0);
+    ${window ? `let mw = m_of4(min(tt, len - 1u), j0 + i32(c0 + ${g}Col${p} * 4u), a);` : ""}
     ${columns.join("\n    ")}
     if (${g}On${p}) {
       ${exit ? `wq[tt * ${rowVec4}u + ${g}Col${p}] = vq;` : ""}
@@ -649,15 +733,8 @@ function exitProducts(grid: TileGrid, parts: number, wg: number): string {
     let jj = c0 + jr;
     if (${g}On${p} && jr < RC) {
       var part = 0.0;
-      if (jj < ncol) {
-        ${
-      [0, 1, 2, 3].map((c) =>
-        `{ let o = ${g}Col${p} * 4u + ${c}u; if (o < DK) { part += xp(bh, j0 + i32(jj), o) * dx${p}_${r}.${
-          component(c)
-        }; } }`
-      ).join("\n        ")
-    }
-      }
+      // x_j entries o..o+3 in one load (0 past the row's end, as G y_j is)
+      if (jj < ncol) { part = dot(xp4(bh, j0 + i32(jj), ${g}Col${p} * 4u), dx${p}_${r}); }
       let e = jr * ${parts}u + ${g}Col${p};
       stage[e / 4u][e % 4u] = part;
     }
@@ -669,25 +746,33 @@ function exitProducts(grid: TileGrid, parts: number, wg: number): string {
     var ex = 0.0;
     for (var o = 0u; o < ${parts}u; o++) { let e = jr * ${parts}u + o; ex += stage[e / 4u][e % 4u]; }
     exitProduct[jr] = ex;
-    if (c0 + jr < ncol) { cw[u.decayWeightsExit + chunkId * CP + c0 + jr] = ex; }
+    if (c0 + jr < ncol) { cwset(u.decayWeightsExit + chunkId * CP + c0 + jr, ex); }
   }
   workgroupBarrier();`;
 }
 
 /**
- * WGSL of the stores of a pair-column gradient (`dx` over `DK` entries or `dy` over `DV`): `store(o)` writes `v`,
- * entry `o` of pair `j` (tile column `jr`, chunk column `jj`), for the blocks' entries inside the tile and the chunk.
+ * WGSL of the stores of a pair-column gradient (`dx` over `DK` entries or `dy` over `DV`) for the blocks' entries
+ * inside the tile and the chunk, pair `j` (tile column `jr`, chunk column `jj`): with `quad` (`Dk` and `Dv`
+ * multiples of 4, `cw` and `out` bound as vec4 arrays) `store(o)` writes the vec4 `v` of entries `o..o+3` (a block
+ * row), else each entry `o` (inside the row) as the float `v`.
  */
-function pairColumnStores(grid: TileGrid, acc: string, N: string, store: (o: string) => string): string {
+function pairColumnStores(
+  grid: TileGrid,
+  acc: string,
+  N: string,
+  quad: boolean,
+  store: (o: string) => string,
+): string {
   const g = grid.name;
-  return eachTileRow(grid, (p, r) =>
-    `{
-    let jr = ${g}Row${p} * 4u + ${r}u;
-    let jj = c0 + jr;
-    if (${g}On${p} && jr < RC && jj < ncol) {
-      let j = j0 + i32(jj);
-      ${
-      [0, 1, 2, 3].map((c) =>
+  const entries = (p: number, r: number) =>
+    quad
+      ? `{
+        let o = ${g}Col${p} * 4u;
+        let v = ${acc}${p}_${r};
+        ${store("o")}
+      }`
+      : [0, 1, 2, 3].map((c) =>
         `{
         let o = ${g}Col${p} * 4u + ${c}u;
         let v = ${acc}${p}_${r}.${component(c)};
@@ -695,55 +780,70 @@ function pairColumnStores(grid: TileGrid, acc: string, N: string, store: (o: str
           ${store("o")}
         }
       }`
-      ).join("\n      ")
-    }
+      ).join("\n      ");
+  return eachTileRow(grid, (p, r) =>
+    `{
+    let jr = ${g}Row${p} * 4u + ${r}u;
+    let jj = c0 + jr;
+    if (${g}On${p} && jr < RC && jj < ncol) {
+      let j = j0 + i32(jj);
+      ${entries(p, r)}
     }
   }`);
 }
 
 /**
  * WGSL of the additive rules' `dWriteGainTerms[j, o]` (`s = j + o`): `decayWeightsReadout` of the tile read back into
- * `wq` (its weights are spent), each sum over the steps `t >= s` split over `parts` invocations (partial sums in
- * `stage`), then added up with the exit term.
+ * `wq` (its weights are spent), then per pair column `j` its sum `Z(s) = sum_{t >= s} [seg] exp(P_t - P_s) V[t, j]
+ * + [seg] exp(P_e - P_s) x_j^T G y_j` (`V` the readout weights) for the last step `s` of its window in the chunk,
+ * split over `parts` invocations (partial sums in `stage`) and added up with the exit term, and from it the earlier
+ * steps of the window by `Z(s) = V[s, j] + [seg(s+1) = seg(s)] exp(P_{s+1} - P_s) Z(s+1)` (the window's `W - 1`
+ * other terms without a sum over the chunk each; a rule without a window has none).
  */
 function writeGainTerms(rowVec4: number, parts: number, wg: number): string {
+  const weight = (tt: string) => `wq[${tt} * ${rowVec4}u + jr / 4u][jr % 4u]`;
   return `// the terms of d g_s: (q_t.x_j)(y_j.dO_t) read back from decayWeightsReadout
   storageBarrier();
   for (var k = lid; k < C * RC; k += ${wg}u) {
     let tt = k / RC;
     let jr = k % RC;
     var v = 0.0;
-    if (tt < len && c0 + jr < ncol) { v = cw[u.decayWeightsReadout + (chunkId * C + tt) * CP + c0 + jr]; }
+    if (tt < len && c0 + jr < ncol) { v = cwf(u.decayWeightsReadout + (chunkId * C + tt) * CP + c0 + jr); }
     wq[tt * ${rowVec4}u + jr / 4u][jr % 4u] = v;
   }
   workgroupBarrier();
-  for (var it = lid; it < RC * NW * ${parts}u; it += ${wg}u) {
-    let item = it / ${parts}u;
+  // the last step of column jj's window in the chunk: s - a = jj (past the chunk's end: its last step)
+  for (var it = lid; it < RC * ${parts}u; it += ${wg}u) {
+    let jr = it / ${parts}u;
     let part = it % ${parts}u;
-    let jr = item / NW;
     let jj = c0 + jr;
-    let sa = i32(jj) - i32(PAD) + i32(item % NW); // s - a
     var v = 0.0;
-    if (jj < ncol && sa >= 0 && sa < i32(len)) {
-      let ss = u32(sa);
+    if (jj < ncol) {
+      let ss = min(jj, len - 1u);
       for (var tt = ss + part; tt < len; tt += ${parts}u) {
-        if (cseg[tt] == cseg[ss]) { v += exp(cp[tt] - cp[ss]) * wq[tt * ${rowVec4}u + jr / 4u][jr % 4u]; }
+        if (cseg[tt] == cseg[ss]) { v += exp(cp[tt] - cp[ss]) * ${weight("tt")}; }
       }
     }
     stage[it / 4u][it % 4u] = v;
   }
   workgroupBarrier();
-  for (var item = lid; item < RC * NW; item += ${wg}u) {
-    let jr = item / NW;
-    let o = item % NW;
+  for (var jr = lid; jr < RC; jr += ${wg}u) {
     let jj = c0 + jr;
-    let sa = i32(jj) - i32(PAD) + i32(o);
-    if (jj >= ncol || sa < 0 || sa >= i32(len)) { continue; }
-    let ss = u32(sa);
-    var v = 0.0;
-    for (var p = 0u; p < ${parts}u; p++) { let e = item * ${parts}u + p; v += stage[e / 4u][e % 4u]; }
-    if (cseg[len - 1u] == cseg[ss]) { v += exp(cp[len - 1u] - cp[ss]) * exitProduct[jr]; }
-    cw[u.dWriteGainTerms + (chunkId * CP + jj) * NW + o] = v;
+    if (jj >= ncol) { continue; }
+    let top = min(jj, len - 1u);
+    var z = 0.0;
+    for (var p = 0u; p < ${parts}u; p++) { let e = jr * ${parts}u + p; z += stage[e / 4u][e % 4u]; }
+    if (cseg[len - 1u] == cseg[top]) { z += exp(cp[len - 1u] - cp[top]) * exitProduct[jr]; }
+    let row = u.dWriteGainTerms + (chunkId * CP + jj) * NW;
+    // step s - a = ss is slot o = ss + PAD - jj of the column's window
+    cwset(row + top + PAD - jj, z);
+    for (var ss = i32(top) - 1; ss >= max(i32(jj) - i32(PAD), 0); ss--) {
+      let s = u32(ss);
+      var next = 0.0;
+      if (cseg[s + 1u] == cseg[s]) { next = exp(cp[s + 1u] - cp[s]) * z; }
+      z = ${weight("s")} + next;
+      cwset(row + s + PAD - jj, z);
+    }
   }`;
 }
 

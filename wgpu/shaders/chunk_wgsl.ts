@@ -551,9 +551,9 @@ export const ROWS_TILE_MAX = 64;
  * Workgroup arrays and tiling of the `readout` and `query_grads` kernels of the additive and delta rules
  * (`rowsKernel` of `fast_weight_chunk_additive.ts`), in floats, besides the chunk's step arrays: the masked scores
  * `scT` (`scoreRows x R4`: per pair column, the workgroup's `R` rows; depth rows rounded up to whole slices of
- * `STAGE_DEPTH` pair columns) and the staging array `stage` (the largest of: a slice of the pair columns and the rows
- * for the scores; of the rows and a base for the inter-chunk part, readout's bases along their rows, query_grads'
- * across; of the values or keys for the intra part). The scores' 4 x 4 blocks take `scoreColumns` pair columns,
+ * `STAGE_DEPTH` pair columns) and the staging array `stage` (the largest of: a slice of the pair columns, the rows
+ * and a base for the scores and the inter-chunk part, readout's bases along their rows, query_grads' across; of
+ * the values or keys for the intra part). The scores' 4 x 4 blocks take `scoreColumns` pair columns,
  * and the `tail` columns past them (0 or `(C + pad) % 4`) are one score per invocation: where their blocks would
  * take a second round over the invocations (falcon3a: 68 = 17 x 4 columns x 16 row blocks is 272 blocks for 256
  * invocations), each invocation would run a second whole block for 3 columns. `invocations` is the fewest (a power
@@ -576,9 +576,8 @@ export function rowsLayout(s: Pick<ChunkShape, "dk" | "dv" | "C" | "R">, pad: nu
   const transposed = (width: number) => ({ width, along: "depth" as const });
   const rows = (width: number) => ({ width, along: "width" as const });
   const stage = roundUp4(Math.max(
-    stagedFloats([transposed(scoreColumns), transposed(R4)]),
-    stagedFloats([transposed(R4), rows(DV4)]),
-    stagedFloats([transposed(R4), transposed(DK4)]),
+    stagedFloats([transposed(scoreColumns), transposed(R4), rows(DV4)]),
+    stagedFloats([transposed(scoreColumns), transposed(R4), transposed(DK4)]),
     stagedFloats([rows(Math.max(DK4, DV4))]),
   ));
   return {

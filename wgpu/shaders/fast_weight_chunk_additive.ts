@@ -302,10 +302,12 @@ ${flatEntry("u.B * H * (PAD + u.T + 1u) * (DK + DV)")}
  * One workgroup per `(b, h, chunk, R rows)` (the whole chunk where the workgroup memory holds it, `rowsLayout` of
  * `chunk_wgsl.ts`). Every product is a register tile fed from workgroup memory (`chunk_staged_tiles.ts`), its
  * operands staged slice by slice with coalesced loads:
- * 1. the scores `q_t.x_j` / `dO_t.v_j` (pair columns x rows, over the key / value entries), masked by `M[t, j]`
- *    into `scT` (`rowsLayout`'s `tail` columns one score per invocation);
- * 2. the inter-chunk part (rows x output entries, over the entries of both bases: the rows that meet `S_in` take
- *    depth `k < K`, those that meet `S0` depth `K + k`, the others none), scaled by `exp(P_t)` (`dqBase`);
+ * 1. over the key (readout) / value (query_grads) entries, one staged slice of the rows `q_t` / `dO_t` serving
+ *    both products: the scores `q_t.x_j` / `dO_t.v_j` (pair columns x rows), masked by `M[t, j]` into `scT`
+ *    (`rowsLayout`'s `tail` columns one score per invocation), and the part against `S_in` (rows x output
+ *    entries), kept for the rows that meet `S_in`;
+ * 2. with `S0`, the part against it (the rows that meet `S0`; none without one), then the sum scaled by
+ *    `exp(P_t)` (`dqBase`);
  * 3. the intra part `sum_j scT[j, t] v_j` / `x_j` (over the pair columns) added to it, stored.
  */
 function rowsKernel(pass: "readout" | "query_grads", s: ChunkShape, pad: number, delta: boolean): string {
@@ -314,7 +316,7 @@ function rowsKernel(pass: "readout" | "query_grads", s: ChunkShape, pad: number,
   const wg = layout.invocations;
   const [R4, DK4, DV4] = [s.R, s.dk, s.dv].map(roundUp4);
   const W4 = R4 / 4;
-  // the scores' depth (K), the outputs' entries (NC)
+  // the depth of loops 1 and 2 (K), the outputs' entries (NC)
   const [K, NC, NC4] = fwd ? ["DK", "DV", DV4] : ["DV", "DK", DK4];
   const pairStep: TileGrid = { name: "pairStep", rows: layout.scoreColumns, cols: R4, invocations: wg };
   const stepOut: TileGrid = { name: "stepOut", rows: R4, cols: NC4, invocations: wg };
@@ -325,32 +327,19 @@ function rowsKernel(pass: "readout" | "query_grads", s: ChunkShape, pad: number,
     value: `${fwd ? "xp" : "vp"}(bh, j0 + i32(i), k)`,
     valid: `i < ncol && k < ${K}`,
   };
-  const rowsT: StagedOperand = {
+  const rowsT = (value: string, K: string): StagedOperand => ({
     width: R4,
     along: "depth",
-    value: "lhs(bh, a + r0 + i, k)",
+    value,
     valid: `i < R && r0 + i < len && k < ${K}`,
-  };
-  const basedRowsT: StagedOperand = {
-    width: R4,
-    along: "depth",
-    value: "based_lhs(bh, a, r0 + i, k)",
-    valid: "i < R && r0 + i < len && k < baseDepth",
-  };
-  // readout: base[k, i] (its rows, along the width); query_grads: base[i, k] (across them, along the depth)
-  const bases: StagedOperand = fwd
-    ? {
-      width: DV4,
-      along: "width",
-      value: "base_entry(bin, bh, k % DK, i, k >= DK)",
-      valid: "i < DV && k < baseDepth",
-    }
-    : {
-      width: DK4,
-      along: "depth",
-      value: "base_entry(bin, bh, i, k % DV, k >= DV)",
-      valid: "i < DK && k < baseDepth",
-    };
+  });
+  // a base: readout's base[k, i] (its rows, along the width), query_grads' base[i, k] (across them, along the depth)
+  const base = (entry: (q: string, c: string) => string): StagedOperand =>
+    fwd
+      ? { width: DV4, along: "width", value: entry("k", "i"), valid: "i < DV && k < DK" }
+      : { width: DK4, along: "depth", value: entry("i", "k"), valid: "i < DK && k < DV" };
+  const entering = base((q, c) => `cwf(bin + ${q} * DV + ${c})`);
+  const s0 = base((q, c) => `s0f((bh * DK + ${q}) * DV + ${c})`);
   const mixed: StagedOperand = {
     width: NC4,
     along: "width",
@@ -358,9 +347,14 @@ function rowsKernel(pass: "readout" | "query_grads", s: ChunkShape, pad: number,
     valid: `k < ncol && i < ${NC}`,
   };
   const scores: TileProduct = { acc: "sc", grid: pairStep, a: 0, b: 1 };
-  const inter: TileProduct = { acc: "o", grid: stepOut, a: 0, b: 1 };
+  const inter: TileProduct = { acc: "o", grid: stepOut, a: 1, b: 2 };
+  const fromS0: TileProduct = { acc: "o", grid: stepOut, a: 0, b: 1 };
   const intra: TileProduct = { acc: "o", grid: stepOut, a: { array: "scT", width4: W4 }, b: 0 };
-  const loops = [[pairColumnsT, rowsT], [basedRowsT, bases], [mixed]];
+  const loops = [
+    [pairColumnsT, rowsT("lhs(bh, a + r0 + i, k)", K), entering],
+    [rowsT("select(0.0, lhs(bh, a + r0 + i, k), base_kind(r0 + i) == 1u)", "s0Depth"), s0],
+    [mixed],
+  ];
   for (const operands of loops) {
     if (stagedFloats(operands) > layout.stage) {
       throw new RangeError(
@@ -370,6 +364,24 @@ function rowsKernel(pass: "readout" | "query_grads", s: ChunkShape, pad: number,
   }
   // score rows written by the blocks and the tail; the rest (read by the last slice of loop 3) hold 0
   const written = layout.tail ? s.C + pad : layout.scoreColumns;
+  // per row r of block p of the outputs
+  const eachRow = (f: (p: number, r: number) => string) =>
+    eachTileRow(stepOut, (p, r) =>
+      `{
+    let tr = stepOutRow${p} * 4u + ${r}u;
+    let tt = r0 + tr;
+    ${f(p, r)}
+  }`);
+  const entries = (p: number, r: number, N: string, store: (col: string, v: string) => string) =>
+    `if (stepOutOn${p} && tr < R && tt < len) {
+      ${
+      [0, 1, 2, 3].map((c) =>
+        `{ let col = stepOutCol${p} * 4u + ${c}u; if (col < ${N}) { ${
+          store("col", `o${p}_${r}.${component(c)}`)
+        } } }`
+      ).join("\n      ")
+    }
+    }`;
   return `${valueWgsl4(delta, bindsVec4Workspace(pass, s))}
 ${rowOperandWgsl(fwd, bindsVec4(pass, s))}
 var<workgroup> stage: array<vec4<f32>, ${layout.stage / 4}>; // the staged slices
@@ -387,62 +399,43 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`, true, wg)}
       }u; k += ${wg}u) { scT[k] = vec4<f32>(0.0); }`
       : ""
   }
-  // 1. the scores: 4 pair columns x 4 rows per block
+  // 1. the scores (4 pair columns x 4 rows per block) and the part against S_in (4 rows x 4 entries per block)
   ${gridBlocks(pairStep)}
   ${declareAccumulators(scores)}
-  ${stagedLoop(K, loops[0], [scores])}
-  ${maskedScores(pairStep, W4)}
-  ${layout.tail ? tailScores(fwd, layout.scoreColumns, layout.tail, W4, wg) : ""}
-  // 2. the inter-chunk part (the barriers of its loop also publish scT): 4 rows x 4 entries per block
   ${gridBlocks(stepOut)}
   ${declareAccumulators(inter)}
-  let baseDepth = select(${K}, 2u * ${K}, u.hasS0 != 0u);
-  ${stagedLoop("baseDepth", loops[1], [inter])}
+  ${stagedLoop(K, loops[0], [scores, inter])}
+  ${maskedScores(pairStep, W4)}
+  ${layout.tail ? tailScores(fwd, layout.scoreColumns, layout.tail, W4, wg) : ""}
+  ${eachRow((p, r) => `o${p}_${r} = select(vec4<f32>(0.0), o${p}_${r}, base_kind(min(tt, len - 1u)) == 0u);`)}
+  // 2. the part against S0 (the barriers of its loop, or of loop 3's, publish scT)
+  let s0Depth = select(0u, ${K}, u.hasS0 != 0u);
+  ${stagedLoop("s0Depth", loops[1], [fromS0])}
   ${
-    eachTileRow(stepOut, (p, r) =>
-      `{
-    let tr = stepOutRow${p} * 4u + ${r}u;
-    let tt = r0 + tr;
-    o${p}_${r} *= exp(cp[min(tt, len - 1u)]);${
-        fwd ? "" : `
-    if (stepOutOn${p} && tr < R && tt < len) {
-      ${
-          [0, 1, 2, 3].map((c) =>
-            `{ let col = stepOutCol${p} * 4u + ${c}u; if (col < DK) { cwset(u.dqBase + (bh * u.T + a + tt) * DK + col, o${p}_${r}.${
-              component(c)
-            }); } }`
-          ).join("\n      ")
-        }
-    }`
-      }
-  }`)
+    eachRow((p, r) =>
+      `o${p}_${r} *= exp(cp[min(tt, len - 1u)]);${
+        fwd
+          ? ""
+          : `\n    ${
+            entries(p, r, "DK", (col, v) => `cwset(u.dqBase + (bh * u.T + a + tt) * DK + ${col}, ${v});`)
+          }`
+      }`
+    )
   }
   // 3. the intra part
   ${stagedLoop("ncol", loops[2], [intra])}
   ${
-    eachTileRow(stepOut, (p, r) =>
-      `{
-    let tr = stepOutRow${p} * 4u + ${r}u;
-    let tt = r0 + tr;
-    if (stepOutOn${p} && tr < R && tt < len) {
-      ${
-        [0, 1, 2, 3].map((c) =>
-          `{ let col = stepOutCol${p} * 4u + ${c}u; if (col < ${NC}) { out[${
-            fwd ? "((b * u.T + a + tt) * H + h) * DV" : "(bh * u.T + a + tt) * DK"
-          } + col] = o${p}_${r}.${component(c)}; } }`
-        ).join("\n      ")
-      }
-    }
-  }`)
+    eachRow((p, r) =>
+      entries(p, r, NC, (col, v) =>
+        `out[${fwd ? "((b * u.T + a + tt) * H + h) * DV" : "(bh * u.T + a + tt) * DK"} + ${col}] = ${v};`)
+    )
   }
 }`;
 }
 
 /**
  * WGSL of the rows' operand of `readout` / `query_grads`: `lhs(bh, t, k)`, entry `k` of `q_t` / `dO_t`, and
- * `lhs4` (entries `k..k+3`, for the tail scores); `based_lhs(bh, a, tt, k)` the same for the inter-chunk part at
- * depth `k < K` (0 unless step `tt` of the chunk meets `S_in`) or `K + k` (0 unless it meets `S0`); `base_entry`
- * entry `(q, c)` of `S_in` or `S0`.
+ * `lhs4` (entries `k..k+3`, for the tail scores).
  */
 function rowOperandWgsl(fwd: boolean, vec4: boolean): string {
   const doutRow = "((bh / H * u.T + t) * H + bh % H) * DV";
@@ -451,18 +444,8 @@ function rowOperandWgsl(fwd: boolean, vec4: boolean): string {
     : vec4
     ? `let f = ${doutRow} + k; return dout[f >> 2u][f & 3u];`
     : `return dout[${doutRow} + k];`;
-  const K = fwd ? "DK" : "DV";
   return `fn lhs(bh: u32, t: u32, k: u32) -> f32 { ${lhs} }
-fn lhs4(bh: u32, t: u32, k: u32) -> vec4<f32> { return ${fwd ? "qn4(bh, t, k)" : `do4(${doutRow}, k)`}; }
-fn based_lhs(bh: u32, a: u32, tt: u32, k: u32) -> f32 {
-  let kind = base_kind(tt);
-  if (k < ${K}) { return select(0.0, lhs(bh, a + tt, k), kind == 0u); }
-  return select(0.0, lhs(bh, a + tt, k - ${K}), kind == 1u);
-}
-fn base_entry(bin: u32, bh: u32, q: u32, c: u32, fromS0: bool) -> f32 {
-  if (fromS0) { return s0f((bh * DK + q) * DV + c); }
-  return cwf(bin + q * DV + c);
-}`;
+fn lhs4(bh: u32, t: u32, k: u32) -> vec4<f32> { return ${fwd ? "qn4(bh, t, k)" : `do4(${doutRow}, k)`}; }`;
 }
 
 /**

@@ -758,7 +758,8 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
 /**
  * Passes that read the workspace rows (and `dO`) four entries at a time (`qn4`, `xp4`, `yp4`, `do4`): with
  * `Dk` and `Dv` multiples of 4 they bind `ws` and `dout` as `array<vec4<f32>>` (one 16-byte load per 4
- * entries), otherwise the same functions assemble the vec4 from scalar loads, 0 past the row's end.
+ * entries), otherwise the same functions assemble the vec4 from scalar loads, 0 past the row's end (`readout` and
+ * `query_grads` read them so in their tail scores; their staged loads take one component, `qn`, `xp`, `yp`).
  */
 const VEC4_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([
   "readout",

@@ -20,10 +20,10 @@
  * - `state_increment`: per `(b, h, chunk, 64 state elements)`: `dS_n = sum_j M[e,j] x_j y_j^T`, the chunk decay
  *   `exp(P_e)` and which base the exit state has (`exitBaseKind`: 0 `S_in`, 1 `S0`, 2 zero);
  * - `state_scan`: per `(b, h, state element)`, sequential over chunks: the entering state of every chunk;
- * - `readout`: per `(b, h, chunk, R rows)`: the outputs;
+ * - `readout`: per `(b, h, chunk, R rows)` (the whole chunk where it fits, in `STAGED_WG` invocations): the outputs;
  * - backward: `base_readout_grads` (per-chunk `sum exp(P_t) q_t dO_t^T`, split by the base: `S_in` or `S0`), `reverse_scan`
- *   (reverse scan: the gradient `G_n` of every chunk's exit state, `dS0`, `dCarryState`), `query_grads` (rows:
- *   `dq_t = S_t dO_t`, and its base part `dqBase`), `pair_column_grads` (per `(b, h, chunk, RC pair columns)`: `dx_j`,
+ *   (reverse scan: the gradient `G_n` of every chunk's exit state, `dS0`, `dCarryState`), `query_grads` (rows as
+ *   `readout`: `dq_t = S_t dO_t`, and its base part `dqBase`), `pair_column_grads` (per `(b, h, chunk, RC pair columns)`: `dx_j`,
  *   `dy_j`, the terms of `d g_s` (`dWriteGainTerms`) and the readout and exit weights `decayWeightsReadout`, `decayWeightsExit`;
  *   `pair_column_grads_tail` the same for the columns past its whole tiles, where there are any), `decay_grads` (per
  *   `(b, h, chunk)`: `d g_t` and `d log gamma_t` by `decayGradKernel` of `chunk_wgsl.ts`: the sum
@@ -308,7 +308,8 @@ ${flatEntry("u.B * H * (PAD + u.T + 1u) * (DK + DV)")}
  *    entries), kept for the rows that meet `S_in`;
  * 2. with `S0`, the part against it (the rows that meet `S0`; none without one), then the sum scaled by
  *    `exp(P_t)` (`dqBase`);
- * 3. the intra part `sum_j scT[j, t] v_j` / `x_j` (over the pair columns) added to it, stored.
+ * 3. the intra part `sum_j scT[j, t] v_j` / `x_j` (over the pair columns) added to it, stored (without a window's
+ *    pad, a block of the whole chunk's rows skips the slices of pair columns past them).
  */
 function rowsKernel(pass: "readout" | "query_grads", s: ChunkShape, pad: number, delta: boolean): string {
   const fwd = pass === "readout";
@@ -349,7 +350,15 @@ function rowsKernel(pass: "readout" | "query_grads", s: ChunkShape, pad: number,
   const scores: TileProduct = { acc: "sc", grid: pairStep, a: 0, b: 1 };
   const inter: TileProduct = { acc: "o", grid: stepOut, a: 1, b: 2 };
   const fromS0: TileProduct = { acc: "o", grid: stepOut, a: 0, b: 1 };
-  const intra: TileProduct = { acc: "o", grid: stepOut, a: { array: "scT", width4: W4 }, b: 0 };
+  // scT[j, t] = 0 past t + PAD: with no pad and the whole chunk in one tile (r0 = 0) a lower triangular A^T
+  const tiles = Math.ceil(s.C / s.R);
+  const intra: TileProduct = {
+    acc: "o",
+    grid: stepOut,
+    a: { array: "scT", width4: W4 },
+    b: 0,
+    lowerA: pad === 0 && tiles === 1,
+  };
   const loops = [
     [pairColumnsT, rowsT("lhs(bh, a + r0 + i, k)", K), entering],
     [rowsT("select(0.0, lhs(bh, a + r0 + i, k), base_kind(r0 + i) == 1u)", "s0Depth"), s0],
@@ -386,7 +395,7 @@ function rowsKernel(pass: "readout" | "query_grads", s: ChunkShape, pad: number,
 ${rowOperandWgsl(fwd, bindsVec4(pass, s))}
 var<workgroup> stage: array<vec4<f32>, ${layout.stage / 4}>; // the staged slices
 var<workgroup> scT: array<vec4<f32>, ${layout.scoreRows * W4}>; // [pair column][row / 4]: M[t,j] (score)
-${chunkEntry(`${Math.ceil(s.C / s.R)}u`, true, wg)}
+${chunkEntry(`${tiles}u`, true, wg)}
   let h = bh % H;
   let r0 = tile * R;
   let j0 = i32(a) - i32(PAD);

@@ -41,6 +41,7 @@ import {
   isWindowDeltaChunkRule,
   PAIR_COLUMN_TILE_MAX,
   pairColumnTail,
+  ROWS_TILE_MAX,
   SOLVE_INPUT_GRADS_ROWS_MAX,
   WINDOW_TILE_ROWS,
 } from "./shaders/chunk_wgsl.ts";
@@ -108,7 +109,9 @@ export function chunkShape(config: RuleConfig, d: ChunkDims, C: number, sharedBy
     dk: d.dk,
     dv: d.dv,
     C,
-    R: fit("rows", C),
+    // readout and query_grads (additive and delta rules) take up to ROWS_TILE_MAX rows: each staged x, v, base
+    // and score then serves more of them
+    R: fit("rows", C, pairColumnRule ? ROWS_TILE_MAX : 16),
     RC,
     // the columns past its whole tiles (falcon3a: 67 = 64 + 3 at C = 64) in a tail pipeline of a small tile, whose
     // workgroup arrays are no larger than the main one's

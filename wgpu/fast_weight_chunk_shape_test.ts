@@ -14,6 +14,8 @@ import {
   type PairColumnPass,
   pairColumnTail,
   pairColumnTiling,
+  ROWS_TILE_MAX,
+  rowsLayout,
   SOLVE_INPUT_GRADS_ROWS_MAX,
   WINDOW_TILE_ROWS,
 } from "./shaders/chunk_wgsl.ts";
@@ -22,7 +24,7 @@ import { windowSlots } from "./shaders/fast_weight_recurrent.ts";
 
 const WEBGPU_DEFAULT_SHARED = 16384;
 
-Deno.test("chunkShape picks the largest tiles (up to 16) whose workgroup arrays fit", () => {
+Deno.test("chunkShape picks the largest tiles whose workgroup arrays fit", () => {
   for (const rule of ["falcon1a", "falcon3a", "falcon2"] as const) {
     const config = ruleConfig(rule);
     const d = { B: 8, T: 4096, H: 8, dk: 128, dv: 128 };
@@ -36,7 +38,11 @@ Deno.test("chunkShape picks the largest tiles (up to 16) whose workgroup arrays 
     if (s.RC < 16 && bigger.cols <= limit) {
       throw new Error(`${rule}: RC = ${s.RC} is not the largest that fits`);
     }
-    if (s.R !== 16) throw new Error(`${rule}: R = ${s.R}, expected 16 at C = 64`);
+    // readout and query_grads: up to ROWS_TILE_MAX rows for the pair-column rules, 16 for the per-column ones
+    const rows = rule === "falcon2" ? 16 : ROWS_TILE_MAX;
+    if (s.R > rows || (s.R < rows && chunkSharedFloats(config, { ...s, R: 2 * s.R }).rows <= limit)) {
+      throw new Error(`${rule}: R = ${s.R} is not the largest (up to ${rows}) that fits`);
+    }
   }
   const small = chunkShape(
     ruleConfig("linear"),
@@ -126,6 +132,35 @@ Deno.test("chunkShape gives pair_column_grads up to 64 pair columns per workgrou
       }
       if (s.RC < PAIR_COLUMN_TILE_MAX && chunkSharedFloats(config, { ...s, RC: 2 * s.RC }).cols <= limit) {
         throw new Error(`${rule} at ${shared} bytes: RC = ${s.RC} is not the largest that fits`);
+      }
+    }
+  }
+});
+
+Deno.test("chunkShape gives readout and query_grads the whole chunk where it fits, fewer rows within 16 KiB", () => {
+  const d = { B: 8, T: 4096, H: 8, dk: 64, dv: 64 };
+  for (const rule of ["falcon1a", "falcon3a", "falcon1", "gated_deltanet"] as const) {
+    const config = ruleConfig(rule);
+    const pad = windowSlots(config) - 1;
+    // the H200's and llvmpipe's workgroup memory, then WebGPU's default
+    for (
+      const [shared, expected] of [[49152, ROWS_TILE_MAX], [32768, ROWS_TILE_MAX], [
+        WEBGPU_DEFAULT_SHARED,
+        32,
+      ]]
+    ) {
+      const s = chunkShape(config, d, 64, shared);
+      const limit = shared / 4 - 16;
+      const rows = chunkSharedFloats(config, s).rows;
+      if (s.R !== expected || rows > limit) {
+        throw new Error(
+          `${rule} at ${shared} bytes: R = ${s.R} (${rows} floats), expected ${expected} within ${limit}`,
+        );
+      }
+      // the whole chunk: one workgroup of STAGED_WG invocations; falcon3a's 3 pair columns past 64 one score per invocation
+      const layout = rowsLayout(s, pad);
+      if (s.R === 64 && (layout.invocations !== STAGED_WG || layout.tail !== (pad ? 3 : 0))) {
+        throw new Error(`${rule} at ${shared} bytes: ${JSON.stringify(layout)}`);
       }
     }
   }

@@ -47,7 +47,7 @@ for (const rule of CHUNK_RULES) {
   // a window of 4 pairs reaches 3 chunks back at chunk size 1 (the pairs of the steps before a chunk
   // are then spread over several earlier chunks); without a window chunk size 1 is the same code as 3.
   // Those new pipelines also take Dk = Dv = 8: whole 4 x 4 blocks only, no partial one, and the readout and
-  // dq kernels' 16-byte loads of the workspace rows and dO (`bindsVec4`; the other shapes assemble them)
+  // dq kernels' vec4 bindings of the workspace rows and dO (`bindsVec4`; the other shapes bind floats)
   const windowed = isWindowRule(rule);
   const problems = atLevel(
     [
@@ -210,7 +210,7 @@ gpuTest(
 // solve_input_grads with one workgroup per chunk (RP = C): the pair weights F mirrored in workgroup memory
 // instead of a third product (the small level's C = 3 takes RP = 2 < C, two workgroups per chunk and three
 // products); packed starts with S0, a carry (rows from S_in), a partial last chunk. Dk = 8, Dv = 4: the delta
-// rules' readout and dq with 16-byte loads of the workspace rows and dO (`bindsVec4`)
+// rules' readout and dq with vec4 bindings of the workspace rows and dO (`bindsVec4`)
 gpuTest(
   "webgpu chunk kernels of falcon1 match the reference with solve_input_grads over the whole chunk (RP = C = 4)",
   async (gpu) => {

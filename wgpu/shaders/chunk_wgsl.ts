@@ -370,7 +370,7 @@ export function chunkSharedFloats(
   return {
     // the delta rules' solve holds T and its staged operands
     local: steps + Math.max(s.C + pad, decay, isDeltaChunkRule(config) ? solveLayout(s).floats : 0),
-    rows: steps + s.R * (s.C + pad),
+    rows: steps + rowsLayout(s, pad).floats,
     // pair_column_grads (readout_dw, the delta rules' other variant, needs less)
     cols: steps + pairColumnLayout(s, isSolveChunkRule(config) ? "delta" : "additive").floats,
     // solve_input_grads (the delta rules; the additive rules have no such pass)
@@ -543,6 +543,52 @@ export function pairColumnLayout(
   };
 }
 
+/** Rows of the chunk per workgroup of `readout` and `query_grads` (additive and delta rules) at most: the whole chunk at `C <= 64`. */
+export const ROWS_TILE_MAX = 64;
+
+/**
+ * Workgroup arrays and tiling of the `readout` and `query_grads` kernels of the additive and delta rules
+ * (`rowsKernel` of `fast_weight_chunk_additive.ts`), in floats, besides the chunk's step arrays: the masked scores
+ * `scT` (`scoreRows x R4`: per pair column, the workgroup's `R` rows; depth rows rounded up to whole slices of
+ * `STAGE_DEPTH` pair columns) and the staging array `stage` (the largest of: a slice of the pair columns, the rows
+ * and a base for the scores and the inter-chunk part, readout's bases along their rows, query_grads' across; of
+ * the values or keys for the intra part). The scores' 4 x 4 blocks take `scoreColumns` pair columns,
+ * and the `tail` columns past them (0 or `(C + pad) % 4`) are one score per invocation: where their blocks would
+ * take a second round over the invocations (falcon3a: 68 = 17 x 4 columns x 16 row blocks is 272 blocks for 256
+ * invocations), each invocation would run a second whole block for 3 columns. `invocations` is the fewest (a power
+ * of two from {@linkcode CHUNK_WG} up to {@linkcode STAGED_WG}) that hold a block of each product once.
+ */
+export function rowsLayout(s: Pick<ChunkShape, "dk" | "dv" | "C" | "R">, pad: number) {
+  const cols = s.C + pad;
+  const [R4, CP4, DK4, DV4] = [s.R, cols, s.dk, s.dv].map(roundUp4);
+  const whole = cols - (cols % 4);
+  const blocks = (scoreColumns: number) => (R4 / 4) * (Math.max(scoreColumns, DK4, DV4) / 4);
+  const invocationsFor = (scoreColumns: number) => {
+    let n = CHUNK_WG;
+    while (n < blocks(scoreColumns) && n < STAGED_WG) n *= 2;
+    return n;
+  };
+  const rounds = (scoreColumns: number) => Math.ceil(blocks(scoreColumns) / invocationsFor(scoreColumns));
+  const tail = whole > 0 && rounds(whole) < rounds(CP4) ? cols % 4 : 0;
+  const scoreColumns = tail ? whole : CP4;
+  const scoreRows = Math.ceil(cols / STAGE_DEPTH) * STAGE_DEPTH;
+  const transposed = (width: number) => ({ width, along: "depth" as const });
+  const rows = (width: number) => ({ width, along: "width" as const });
+  const stage = roundUp4(Math.max(
+    stagedFloats([transposed(scoreColumns), transposed(R4), rows(DV4)]),
+    stagedFloats([transposed(scoreColumns), transposed(R4), transposed(DK4)]),
+    stagedFloats([rows(Math.max(DK4, DV4))]),
+  ));
+  return {
+    invocations: invocationsFor(scoreColumns),
+    scoreColumns,
+    tail,
+    scoreRows,
+    stage,
+    floats: stage + scoreRows * R4,
+  };
+}
+
 /**
  * Instance rows per workgroup that falcon3's `window_row_grads` and `window_solve_input_grads` aim at (whole steps): 16 rows make
  * 4 x 4 blocks of rows x 64 columns one per invocation, with small workgroup arrays.
@@ -711,7 +757,8 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
 /**
  * Passes that read the workspace rows (and `dO`) four entries at a time (`qn4`, `xp4`, `yp4`, `do4`): with
  * `Dk` and `Dv` multiples of 4 they bind `ws` and `dout` as `array<vec4<f32>>` (one 16-byte load per 4
- * entries), otherwise the same functions assemble the vec4 from scalar loads, 0 past the row's end.
+ * entries), otherwise the same functions assemble the vec4 from scalar loads, 0 past the row's end (`readout` and
+ * `query_grads` read them so in their tail scores; their staged loads take one component, `qn`, `xp`, `yp`).
  */
 const VEC4_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([
   "readout",
@@ -732,9 +779,9 @@ export function bindsVec4(pass: ChunkPass, s: Pick<ChunkShape, "dk" | "dv">): bo
 
 /**
  * Passes that also bind the workspace `cw` and `s0` as vec4 arrays where {@linkcode bindsVec4} holds: the readout
- * and dq kernels read state rows and pseudo-values 16 bytes at a time, the pair-column kernels the rows of the
- * exit-state gradient `G` (`cw4`, `s04`; the workspace sections start at multiples of 4 floats), their other
- * workspace floats through `cwf` / `cwset` (a store of one component).
+ * and dq kernels read pseudo-values 16 bytes at a time, the pair-column kernels the rows of the exit-state
+ * gradient `G` (`cw4`; the workspace sections start at multiples of 4 floats), their other workspace floats through
+ * `cwf`, `s0f` and `cwset` (a load or store of one component).
  */
 const VEC4_WORKSPACE_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([
   "readout",
@@ -760,18 +807,19 @@ export function bindsVec4Output(pass: ChunkPass, s: Pick<ChunkShape, "dk" | "dv"
 }
 
 /**
- * WGSL `cwf(i)` (one float of `cw`) and, in {@linkcode VEC4_WORKSPACE_PASSES}, `cwset(i, v)`; where those bind
- * `cw` as a vec4 array also `cw4(i)` and `s04(i)` (4 floats from float `i`, a multiple of 4).
+ * WGSL `cwf(i)` (one float of `cw`) and, in {@linkcode VEC4_WORKSPACE_PASSES}, `cwset(i, v)` and `s0f(i)` (one
+ * float of `s0`); where those bind `cw` as a vec4 array also `cw4(i)` (4 floats from float `i`, a multiple of 4).
  */
 function workspaceFloatAccessors(pass: ChunkPass, s: ChunkShape, hasS0: boolean): string {
   if (!VEC4_WORKSPACE_PASSES.has(pass)) return "fn cwf(i: u32) -> f32 { return cw[i]; }";
   if (!bindsVec4Workspace(pass, s)) {
-    return "fn cwf(i: u32) -> f32 { return cw[i]; }\nfn cwset(i: u32, v: f32) { cw[i] = v; }";
+    return `fn cwf(i: u32) -> f32 { return cw[i]; }
+fn cwset(i: u32, v: f32) { cw[i] = v; }${hasS0 ? "\nfn s0f(i: u32) -> f32 { return s0[i]; }" : ""}`;
   }
   return `fn cwf(i: u32) -> f32 { return cw[i >> 2u][i & 3u]; }
 fn cwset(i: u32, v: f32) { cw[i >> 2u][i & 3u] = v; }
 fn cw4(i: u32) -> vec4<f32> { return cw[i >> 2u]; }${
-    hasS0 ? "\nfn s04(i: u32) -> vec4<f32> { return s0[i >> 2u]; }" : ""
+    hasS0 ? "\nfn s0f(i: u32) -> f32 { return s0[i >> 2u][i & 3u]; }" : ""
   }`;
 }
 

@@ -20,10 +20,10 @@
  * - `state_increment`: per `(b, h, chunk, 64 state elements)`: `dS_n = sum_j M[e,j] x_j y_j^T`, the chunk decay
  *   `exp(P_e)` and which base the exit state has (`exitBaseKind`: 0 `S_in`, 1 `S0`, 2 zero);
  * - `state_scan`: per `(b, h, state element)`, sequential over chunks: the entering state of every chunk;
- * - `readout`: per `(b, h, chunk, R rows)`: the outputs;
+ * - `readout`: per `(b, h, chunk, R rows)` (the whole chunk where it fits, in `STAGED_WG` invocations): the outputs;
  * - backward: `base_readout_grads` (per-chunk `sum exp(P_t) q_t dO_t^T`, split by the base: `S_in` or `S0`), `reverse_scan`
- *   (reverse scan: the gradient `G_n` of every chunk's exit state, `dS0`, `dCarryState`), `query_grads` (rows:
- *   `dq_t = S_t dO_t`, and its base part `dqBase`), `pair_column_grads` (per `(b, h, chunk, RC pair columns)`: `dx_j`,
+ *   (reverse scan: the gradient `G_n` of every chunk's exit state, `dS0`, `dCarryState`), `query_grads` (rows as
+ *   `readout`: `dq_t = S_t dO_t`, and its base part `dqBase`), `pair_column_grads` (per `(b, h, chunk, RC pair columns)`: `dx_j`,
  *   `dy_j`, the terms of `d g_s` (`dWriteGainTerms`) and the readout and exit weights `decayWeightsReadout`, `decayWeightsExit`;
  *   `pair_column_grads_tail` the same for the columns past its whole tiles, where there are any), `decay_grads` (per
  *   `(b, h, chunk)`: `d g_t` and `d log gamma_t` by `decayGradKernel` of `chunk_wgsl.ts`: the sum
@@ -54,6 +54,7 @@ import type { RuleConfig } from "../../src/rules/config.ts";
 import { type HeadConstants, statKind } from "./fast_weight_coef.ts";
 import { windowSlots } from "./fast_weight_recurrent.ts";
 import {
+  bindsVec4,
   bindsVec4Workspace,
   chunkEntry,
   type ChunkPass,
@@ -73,6 +74,7 @@ import {
   pairColumnTiling,
   type PairColumnVariant,
   prelude,
+  rowsLayout,
   stateTiles,
   stepCoefEntry,
   stepCoefWgsl,
@@ -294,114 +296,214 @@ ${flatEntry("u.B * H * (PAD + u.T + 1u) * (DK + DV)")}
   }
 }
 
-/** Loop bounds of the readout's and dq's products with `S0`: none without one (the tile stays 0). */
-const S0_DK = "select(0u, DK, u.hasS0 != 0u)";
-const S0_DV = "select(0u, DV, u.hasS0 != 0u)";
-
 /**
- * `readout`: `o_t = exp(P_t) base_t^T q_t + sum_j (M[t,j] q_t.x_j) y_j`;
- * `query_grads`: `dq_t = exp(P_t) base_t dO_t + sum_j (M[t,j] dO_t.y_j) x_j` (= `S_t dO_t`).
+ * `readout`: `o_t = exp(P_t) base_t^T q_t + sum_j (M[t,j] q_t.x_j) v_j`;
+ * `query_grads`: `dq_t = exp(P_t) base_t dO_t + sum_j (M[t,j] dO_t.v_j) x_j` (= `S_t dO_t`), and its base part
+ * `dqBase`; `v_j` the targets `y_j` (additive) or the pseudo-values `w_j` (delta).
  *
- * Every product is a 4 x 4 block per invocation (4 rows x 4 columns, each value read serving 4 products), its
- * row and column operands read 4 entries at a time (`qn4`, `xp4`, `yp4`, `do4` of `chunk_wgsl.ts`: one 16-byte
- * load each where `Dk` and `Dv` are multiples of 4), the accumulators one vec4 per row.
+ * One workgroup per `(b, h, chunk, R rows)` (the whole chunk where the workgroup memory holds it, `rowsLayout` of
+ * `chunk_wgsl.ts`). Every product is a register tile fed from workgroup memory (`chunk_staged_tiles.ts`), its
+ * operands staged slice by slice with coalesced loads:
+ * 1. over the key (readout) / value (query_grads) entries, one staged slice of the rows `q_t` / `dO_t` serving
+ *    both products: the scores `q_t.x_j` / `dO_t.v_j` (pair columns x rows), masked by `M[t, j]` into `scT`
+ *    (`rowsLayout`'s `tail` columns one score per invocation), and the part against `S_in` (rows x output
+ *    entries), kept for the rows that meet `S_in`;
+ * 2. with `S0`, the part against it (the rows that meet `S0`; none without one), then the sum scaled by
+ *    `exp(P_t)` (`dqBase`);
+ * 3. the intra part `sum_j scT[j, t] v_j` / `x_j` (over the pair columns) added to it, stored (without a window's
+ *    pad, a block of the whole chunk's rows skips the slices of pair columns past them).
  */
 function rowsKernel(pass: "readout" | "query_grads", s: ChunkShape, pad: number, delta: boolean): string {
   const fwd = pass === "readout";
-  const R4 = [0, 1, 2, 3];
-  // output columns: value entries (o) or key entries (dq)
-  const NC = fwd ? "DV" : "DK";
-  const rows = (f: (r: number) => string) => R4.map(f).join("\n    ");
-  // the dO row of step t<r>, from float doutRow<r>
-  const doutRows = fwd ? "" : rows((r) => `let doutRow${r} = ((b * u.T + t${r}) * H + h) * DV;`);
-  // 4 state entries of row `i` from column `c`: one 16-byte load where cw and s0 are vec4 arrays, else clamped at
-  // the row's end (the products they meet are 0 or unused)
-  const vec4Workspace = bindsVec4Workspace(pass, s);
-  const stateRow = (buf: string, at: string, i: string, c: string, n: string) =>
-    vec4Workspace ? `${buf}4(${at} + ${i} + ${c})` : clampedVec4((e) => `${buf}[${at} + ${i} + ${e}]`, c, n);
-  // the inter-chunk part against one base (the entering state in cw at `base`, or S0 at `s0Base`) up to bound K
-  const inter = (acc: string, buf: string, at: string, K: string) =>
+  const layout = rowsLayout(s, pad);
+  const wg = layout.invocations;
+  const [R4, DK4, DV4] = [s.R, s.dk, s.dv].map(roundUp4);
+  const W4 = R4 / 4;
+  // the depth of loops 1 and 2 (K), the outputs' entries (NC)
+  const [K, NC, NC4] = fwd ? ["DK", "DV", DV4] : ["DV", "DK", DK4];
+  const pairStep: TileGrid = { name: "pairStep", rows: layout.scoreColumns, cols: R4, invocations: wg };
+  const stepOut: TileGrid = { name: "stepOut", rows: R4, cols: NC4, invocations: wg };
+  // operands, entry (k, i): the depth index k and the width index i
+  const pairColumnsT: StagedOperand = {
+    width: layout.scoreColumns,
+    along: "depth",
+    value: `${fwd ? "xp" : "vp"}(bh, j0 + i32(i), k)`,
+    valid: `i < ncol && k < ${K}`,
+  };
+  const rowsT = (value: string, K: string): StagedOperand => ({
+    width: R4,
+    along: "depth",
+    value,
+    valid: `i < R && r0 + i < len && k < ${K}`,
+  });
+  // a base: readout's base[k, i] (its rows, along the width), query_grads' base[i, k] (across them, along the depth)
+  const base = (entry: (q: string, c: string) => string): StagedOperand =>
     fwd
-      // o: sum_k q_t[k] base[k, c]: the q entries 4 at a time, each against a vec4 of a base row
-      ? `for (var k = 0u; k < ${K}; k += 4u) {
-      ${rows((r) => `let q${r} = qn4(bh, t${r}, k);`)}
+      ? { width: DV4, along: "width", value: entry("k", "i"), valid: "i < DV && k < DK" }
+      : { width: DK4, along: "depth", value: entry("i", "k"), valid: "i < DK && k < DV" };
+  const entering = base((q, c) => `cwf(bin + ${q} * DV + ${c})`);
+  const s0 = base((q, c) => `s0f((bh * DK + ${q}) * DV + ${c})`);
+  const mixed: StagedOperand = {
+    width: NC4,
+    along: "width",
+    value: `${fwd ? "vp" : "xp"}(bh, j0 + i32(k), i)`,
+    valid: `k < ncol && i < ${NC}`,
+  };
+  const scores: TileProduct = { acc: "sc", grid: pairStep, a: 0, b: 1 };
+  const inter: TileProduct = { acc: "o", grid: stepOut, a: 1, b: 2 };
+  const fromS0: TileProduct = { acc: "o", grid: stepOut, a: 0, b: 1 };
+  // scT[j, t] = 0 past t + PAD: with no pad and the whole chunk in one tile (r0 = 0) a lower triangular A^T
+  const tiles = Math.ceil(s.C / s.R);
+  const intra: TileProduct = {
+    acc: "o",
+    grid: stepOut,
+    a: { array: "scT", width4: W4 },
+    b: 0,
+    lowerA: pad === 0 && tiles === 1,
+  };
+  const loops = [
+    [pairColumnsT, rowsT("lhs(bh, a + r0 + i, k)", K), entering],
+    [rowsT("select(0.0, lhs(bh, a + r0 + i, k), base_kind(r0 + i) == 1u)", "s0Depth"), s0],
+    [mixed],
+  ];
+  for (const operands of loops) {
+    if (stagedFloats(operands) > layout.stage) {
+      throw new RangeError(
+        `${pass}: ${stagedFloats(operands)} staged floats, above its layout's ${layout.stage}`,
+      );
+    }
+  }
+  // score rows written by the blocks and the tail; the rest (read by the last slice of loop 3) hold 0
+  const written = layout.tail ? s.C + pad : layout.scoreColumns;
+  // per row r of block p of the outputs
+  const eachRow = (f: (p: number, r: number) => string) =>
+    eachTileRow(stepOut, (p, r) =>
+      `{
+    let tr = stepOutRow${p} * 4u + ${r}u;
+    let tt = r0 + tr;
+    ${f(p, r)}
+  }`);
+  const entries = (p: number, r: number, N: string, store: (col: string, v: string) => string) =>
+    `if (stepOutOn${p} && tr < R && tt < len) {
       ${
-        R4.map((kk) =>
-          `{
-        let sv = ${stateRow(buf, at, `min(k + ${kk}u, DK - 1u) * DV`, "cl0", "DV")};
-        ${R4.map((r) => `${acc}${r} += q${r}[${kk}] * sv;`).join(" ")}
-      }`
-        ).join("\n      ")
-      }
-    }`
-      // dq: sum_c base[k, c] dO_t[c]: dot products of 4 dO entries with 4 of each base row k = cl0 + c
-      : `for (var k = 0u; k < ${K}; k += 4u) {
-      ${rows((r) => `let d${r} = do4(doutRow${r}, k);`)}
-      ${
-        R4.map((c) => `let sv${c} = ${stateRow(buf, at, `min(cl0 + ${c}u, DK - 1u) * DV`, "k", "DV")};`).join(
-          "\n      ",
-        )
-      }
-      ${rows((r) => `${acc}${r} += vec4<f32>(${R4.map((c) => `dot(d${r}, sv${c})`).join(", ")});`)}
+      [0, 1, 2, 3].map((c) =>
+        `{ let col = stepOutCol${p} * 4u + ${c}u; if (col < ${N}) { ${
+          store("col", `o${p}_${r}.${component(c)}`)
+        } } }`
+      ).join("\n      ")
+    }
     }`;
-  return `${valueWgsl4(delta, vec4Workspace)}
-var<workgroup> sc: array<f32, ${s.R * (s.C + pad)}>;
-${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
+  return `${valueWgsl4(delta, bindsVec4Workspace(pass, s))}
+${rowOperandWgsl(fwd, bindsVec4(pass, s))}
+var<workgroup> stage: array<vec4<f32>, ${layout.stage / 4}>; // the staged slices
+var<workgroup> scT: array<vec4<f32>, ${layout.scoreRows * W4}>; // [pair column][row / 4]: M[t,j] (score)
+${chunkEntry(`${tiles}u`, true, wg)}
   let h = bh % H;
   let r0 = tile * R;
   let j0 = i32(a) - i32(PAD);
-  // scores of the tile's rows, 4 rows x 4 pair columns per invocation
+  let ncol = len + PAD;
+  let bin = u.entryState + (bh * nck() + n) * DK * DV;
   ${
-    scoreTile(
-      s.C + pad,
-      pad,
-      fwd ? "DK" : "DV",
-      fwd ? (t) => `qn4(bh, ${t}, k)` : (t) => `do4(((b * u.T + ${t}) * H + h) * DV, k)`,
-      fwd ? (j) => `xp4(bh, ${j}, k)` : (j) => `vp4(bh, ${j}, k)`,
-    )
+    written < layout.scoreRows
+      ? `for (var k = ${written * W4}u + lid; k < ${
+        layout.scoreRows * W4
+      }u; k += ${wg}u) { scT[k] = vec4<f32>(0.0); }`
+      : ""
   }
-  workgroupBarrier();
-  let base = u.entryState + (bh * nck() + n) * DK * DV;
-  let s0Base = bh * DK * DV;
-  // 4 rows x 4 columns per invocation: the inter-chunk part against both bases (S_in and S0; each row
-  // takes its own), then the intra-chunk part from the scores
-  for (var bk = lid; bk < ((R + 3u) / 4u) * ((${NC} + 3u) / 4u); bk += WG) {
-    let cl0 = (bk % ((${NC} + 3u) / 4u)) * 4u;
-    let tr0 = (bk / ((${NC} + 3u) / 4u)) * 4u;
-    ${rows((r) => `let t${r} = a + min(r0 + tr0 + ${r}u, len - 1u);`)}
-    ${doutRows}
-    ${rows((r) => `var ei${r} = vec4<f32>(0.0); var es${r} = vec4<f32>(0.0); var ea${r} = vec4<f32>(0.0);`)}
-    ${inter("ei", "cw", "base", fwd ? "DK" : "DV")}
-    ${inter("es", "s0", "s0Base", fwd ? S0_DK : S0_DV)}
-    // intra: sum_j sc[t, j] (y_j or w_j) for o, (x_j) for dq: a vec4 of 4 columns per pair
-    for (var k = 0u; k < len + PAD; k++) {
-      let bv = ${fwd ? "vp4(bh, j0 + i32(k), cl0)" : "xp4(bh, j0 + i32(k), cl0)"};
-      ${rows((r) => `ea${r} += sc[min(tr0 + ${r}u, R - 1u) * CP + k] * bv;`)}
-    }
-    ${
-    tile4Each((r, c) =>
-      `{
-      let tt = r0 + tr0 + ${r}u;
-      let col = cl0 + ${c}u;
-      if (tr0 + ${r}u < R && col < ${NC} && tt < len) {
-        let t = a + tt;
-        let bk = base_kind(tt);
-        let fromS0 = bk == 1u;
-        var inter = 0.0;
-        if (bk == 0u || (fromS0 && u.hasS0 != 0u)) { inter = select(ei${r}[${c}], es${r}[${c}], fromS0); }
-        let acc = exp(cp[tt]) * inter;
-        ${fwd ? "" : "cwset(u.dqBase + (bh * u.T + t) * DK + col, acc);"}
-        ${
+  // 1. the scores (4 pair columns x 4 rows per block) and the part against S_in (4 rows x 4 entries per block)
+  ${gridBlocks(pairStep)}
+  ${declareAccumulators(scores)}
+  ${gridBlocks(stepOut)}
+  ${declareAccumulators(inter)}
+  ${stagedLoop(K, loops[0], [scores, inter])}
+  ${maskedScores(pairStep, W4)}
+  ${layout.tail ? tailScores(fwd, layout.scoreColumns, layout.tail, W4, wg) : ""}
+  ${eachRow((p, r) => `o${p}_${r} = select(vec4<f32>(0.0), o${p}_${r}, base_kind(min(tt, len - 1u)) == 0u);`)}
+  // 2. the part against S0 (the barriers of its loop, or of loop 3's, publish scT)
+  let s0Depth = select(0u, ${K}, u.hasS0 != 0u);
+  ${stagedLoop("s0Depth", loops[1], [fromS0])}
+  ${
+    eachRow((p, r) =>
+      `o${p}_${r} *= exp(cp[min(tt, len - 1u)]);${
         fwd
-          ? `out[((b * u.T + t) * H + h) * DV + col] = acc + ea${r}[${c}];`
-          : `out[(bh * u.T + t) * DK + col] = acc + ea${r}[${c}];`
-      }
-      }
-    }`
+          ? ""
+          : `\n    ${
+            entries(p, r, "DK", (col, v) => `cwset(u.dqBase + (bh * u.T + a + tt) * DK + ${col}, ${v});`)
+          }`
+      }`
     )
   }
+  // 3. the intra part
+  ${stagedLoop("ncol", loops[2], [intra])}
+  ${
+    eachRow((p, r) =>
+      entries(p, r, NC, (col, v) =>
+        `out[${fwd ? "((b * u.T + a + tt) * H + h) * DV" : "(bh * u.T + a + tt) * DK"} + ${col}] = ${v};`)
+    )
   }
 }`;
+}
+
+/**
+ * WGSL of the rows' operand of `readout` / `query_grads`: `lhs(bh, t, k)`, entry `k` of `q_t` / `dO_t`, and
+ * `lhs4` (entries `k..k+3`, for the tail scores).
+ */
+function rowOperandWgsl(fwd: boolean, vec4: boolean): string {
+  const doutRow = "((bh / H * u.T + t) * H + bh % H) * DV";
+  const lhs = fwd
+    ? "return qn(bh, t, k);"
+    : vec4
+    ? `let f = ${doutRow} + k; return dout[f >> 2u][f & 3u];`
+    : `return dout[${doutRow} + k];`;
+  return `fn lhs(bh: u32, t: u32, k: u32) -> f32 { ${lhs} }
+fn lhs4(bh: u32, t: u32, k: u32) -> vec4<f32> { return ${fwd ? "qn4(bh, t, k)" : `do4(${doutRow}, k)`}; }`;
+}
+
+/**
+ * WGSL after loop 1 of `readout` / `query_grads`: each block's scores masked by `M[t, j]` into `scT` (one vec4 of 4
+ * rows per pair column); rows past the tile or the chunk and pairs past a row's window are 0.
+ */
+function maskedScores(grid: TileGrid, W4: number): string {
+  const g = grid.name;
+  return eachTileRow(grid, (p, r) =>
+    `{
+    let jj = ${g}Row${p} * 4u + ${r}u;
+    var v = vec4<f32>(0.0);
+    ${
+      [0, 1, 2, 3].map((c) =>
+        `{
+      let tr = ${g}Col${p} * 4u + ${c}u;
+      let tt = r0 + tr;
+      if (tr < R && tt < len && jj <= tt + PAD) { v.${
+          component(c)
+        } = m_of(tt, j0 + i32(jj), a) * sc${p}_${r}.${component(c)}; }
+    }`
+      ).join("\n    ")
+    }
+    if (${g}On${p}) { scT[jj * ${W4}u + ${g}Col${p}] = v; }
+  }`);
+}
+
+/**
+ * WGSL of the scores of the `tail` pair columns from `first` (`rowsLayout`): one per invocation, a loop of vec4
+ * loads over the entries, masked into `scT`.
+ */
+function tailScores(fwd: boolean, first: number, tail: number, W4: number, wg: number): string {
+  return `// the ${tail} pair columns past the blocks' ${first}: one score per invocation
+  for (var e = lid; e < R * ${tail}u; e += ${wg}u) {
+    let tr = e / ${tail}u;
+    let jj = ${first}u + e % ${tail}u;
+    let tt = r0 + tr;
+    let te = a + min(tt, len - 1u);
+    let je = j0 + i32(min(jj, ncol - 1u));
+    var acc = 0.0;
+    for (var k = 0u; k < ${fwd ? "DK" : "DV"}; k += 4u) { acc += dot(lhs4(bh, te, k), ${
+    fwd ? "xp4" : "vp4"
+  }(bh, je, k)); }
+    var v = 0.0;
+    if (tt < len && jj <= tt + PAD) { v = m_of(tt, j0 + i32(jj), a) * acc; }
+    scT[jj * ${W4}u + tr / 4u][tr % 4u] = v;
+  }`;
 }
 
 /**
@@ -844,75 +946,6 @@ function writeGainTerms(rowVec4: number, parts: number, wg: number): string {
       z = ${weight("s")} + next;
       cwset(row + s + PAD - jj, z);
     }
-  }`;
-}
-
-/**
- * WGSL of the `readout` / `query_grads` scores as 4 x 4 register tiles: `sc[tr * CP + jj] = M[t, j] sum_k A(t, k) B(j, k)`
- * over `k < K` for the tile's rows `tr < R` (`t = a + r0 + tr`) and pair columns `jj < CP` (`cp` of them), zero where
- * the mask is; `a(t)` / `b(j)` give the WGSL vec4 of entries `k..k+3` of row `t` / pair column `j` (WGSL names; the
- * loop steps `k` by 4). Rows and columns past the tile's are read clamped and stored nowhere.
- *
- * A window's pad (`pad > 0`) leaves `cp % 4` pair columns past the whole column blocks where `C` is a multiple of 4
- * (falcon3a: 67 = 16 x 4 + 3 at `C = 64`): as a 4 x 4 block per row block, those would take `R / 4` more blocks
- * (68 for 64 invocations at `R = 16`), a second round that runs a whole `K` loop of 8 vec4 loads and 16 dot
- * products in one warp while the rest wait. There the blocks take the whole column blocks only, and the `R x (cp % 4)`
- * scores past them are one per invocation (`R * (cp % 4) <= 64` invocations: a `K` loop of 2 vec4 loads and one
- * dot product; the same sum in the same order as a block's entry). Rules without a window keep the blocks.
- */
-function scoreTile(
-  cp: number,
-  pad: number,
-  K: string,
-  a: (t: string) => string,
-  b: (j: string) => string,
-): string {
-  const R4 = [0, 1, 2, 3];
-  const tail = pad > 0 ? cp % 4 : 0;
-  // column blocks of the register tiles: the whole ones where the rest are single scores
-  const colBlocks = tail ? "(CP / 4u)" : "((CP + 3u) / 4u)";
-  const blocks = `for (var bk = lid; bk < ((R + 3u) / 4u) * ${colBlocks}; bk += WG) {
-    let jj0 = (bk % ${colBlocks}) * 4u;
-    let tr0 = (bk / ${colBlocks}) * 4u;
-    ${R4.map((r) => `let t${r} = a + min(r0 + tr0 + ${r}u, len - 1u);`).join("\n    ")}
-    ${R4.map((c) => `let jx${c} = j0 + i32(min(jj0 + ${c}u, CP - 1u));`).join("\n    ")}
-    ${R4.map((r) => `var e${r} = vec4<f32>(0.0);`).join(" ")}
-    for (var k = 0u; k < ${K}; k += 4u) {
-      ${R4.map((r) => `let ea${r} = ${a(`t${r}`)};`).join("\n      ")}
-      ${R4.map((c) => `let eb${c} = ${b(`jx${c}`)};`).join("\n      ")}
-      ${
-    R4.map((r) => `e${r} += vec4<f32>(${R4.map((c) => `dot(ea${r}, eb${c})`).join(", ")});`).join("\n      ")
-  }
-    }
-    ${
-    tile4Each((r, c) =>
-      `{
-      let tr = tr0 + ${r}u;
-      let jj = jj0 + ${c}u;
-      let tt = r0 + tr;
-      if (tr < R && jj < CP) {
-        var v = 0.0;
-        if (tt < len && jj <= tt + PAD) { v = m_of(tt, jx${c}, a) * e${r}[${c}]; }
-        sc[tr * CP + jj] = v;
-      }
-    }`
-    )
-  }
-  }`;
-  if (!tail) return blocks;
-  return `${blocks}
-  // the ${tail} pair columns past the whole column blocks: one score per invocation
-  for (var e = lid; e < R * ${tail}u; e += WG) {
-    let tr = e / ${tail}u;
-    let jj = ${cp - tail}u + e % ${tail}u;
-    let tt = r0 + tr;
-    let te = a + min(tt, len - 1u);
-    let je = j0 + i32(jj);
-    var acc = 0.0;
-    for (var k = 0u; k < ${K}; k += 4u) { acc += dot(${a("te")}, ${b("je")}); }
-    var v = 0.0;
-    if (tt < len && jj <= tt + PAD) { v = m_of(tt, je, a) * acc; }
-    sc[tr * CP + jj] = v;
   }`;
 }
 

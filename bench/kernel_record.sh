@@ -10,7 +10,8 @@
 # Every log and report goes to $OUT (summary.txt holds each step's exit code and seconds). Run from the
 # project root after `source .device/setup.sh`, with the fla wheels in .whl/ (../shared/device/README.md):
 #   bash bench/kernel_record.sh
-# Limits per step are in seconds; KERNEL_RECORD_TESTS=0 skips the tests, KERNEL_RECORD_RULES picks rules
+# Limits per step are in seconds; KERNEL_RECORD_TESTS=0 skips the tests, KERNEL_RECORD_TEST_SECONDS limits them
+# (300), KERNEL_RECORD_RULES picks rules
 # (every chunk rule by default).
 set -u
 out=${OUT:?set OUT to the folder for the logs}
@@ -39,8 +40,8 @@ for op in chunk_simple_gla chunk_gated_delta_rule chunk_delta_rule; do
 done
 
 if [ "${KERNEL_RECORD_TESTS:-1}" != 0 ]; then
-  step tests_full 300 env FALCON_TEST_LEVEL=full deno test --allow-read --allow-env \
-    wgpu/fast_weight_parity_test.ts wgpu/fast_weight_chunk_test.ts wgpu/kept_forward_test.ts \
+  step tests_full "${KERNEL_RECORD_TEST_SECONDS:-300}" env FALCON_TEST_LEVEL=full deno test --allow-read --allow-env \
+    wgpu/fast_weight_chunk_test.ts wgpu/kept_forward_test.ts wgpu/fast_weight_parity_test.ts \
     wgpu/fast_weight_vectors_test.ts wgpu/fast_weight_chunk_falcon3_test.ts
 fi
 wait "${warm_pids[@]}"

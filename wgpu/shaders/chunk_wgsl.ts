@@ -1111,11 +1111,21 @@ fn dgamma_of(co: Co, dlg: f32) -> f32 {
 }`;
 }
 
-/** Invocations of {@linkcode decayGradKernel}: a 16 x 16 grid of 4 x 4 blocks of chain weights per tile. */
-export const DECAY_WG = 256;
+/** Steps per side of the largest tile of the chain weights of {@linkcode decayGradKernel}. */
+export const DECAY_TILE_MAX = 64;
 
-/** Steps per side of a tile of the chain weights of {@linkcode decayGradKernel}. */
-export const DECAY_TILE = 64;
+/**
+ * The tile of chain weights of {@linkcode decayGradKernel} at chunk size `C` (`tile` steps a side, the chunk's
+ * power of two between 16 and {@linkcode DECAY_TILE_MAX}) and its invocations (one per 4 x 4 block of the tile, at
+ * least 64 and twice the tile: one per row and column sum). A chunk of a few steps thus runs 64 invocations, not
+ * the 256 of a 64-step tile, whose idle blocks cost a software adapter 20 times the kernel's time (41 ms against
+ * 2.2 ms per call at C = 3 on llvmpipe).
+ */
+export function decayTiling(C: number): { tile: number; invocations: number } {
+  let tile = 16;
+  while (tile < C && tile < DECAY_TILE_MAX) tile *= 2;
+  return { tile, invocations: Math.max(64, 2 * tile, (tile / 4) ** 2) };
+}
 
 /** Invocations per step of the `q_t . dqBase_t` dot products of {@linkcode decayGradKernel}. */
 export const DECAY_DOT_LANES = 4;
@@ -1129,15 +1139,16 @@ export const DECAY_DOT_LANES = 4;
  * 16 exit-base sums).
  */
 export function decayGradLayout(C: number) {
-  const grid = DECAY_TILE / 4;
-  const tiles = Math.ceil(C / DECAY_TILE);
-  const part = Math.max(2 * grid * (DECAY_TILE + 1), DECAY_WG + DECAY_DOT_LANES * C);
-  return { grid, tiles, part, floats: part + 2 * C + 16 };
+  const { tile, invocations } = decayTiling(C);
+  const grid = tile / 4;
+  const tiles = Math.ceil(C / tile);
+  const part = Math.max(2 * grid * (tile + 1), invocations + DECAY_DOT_LANES * C);
+  return { tile, invocations, grid, tiles, part, floats: part + 2 * C + 16 };
 }
 
 /**
  * WGSL of the per-chunk log-decay gradient (`decay_grads` additive, `delta_decay_grads` delta): one workgroup of
- * {@linkcode DECAY_WG} invocations per `(b, h, chunk)`. `d log gamma_r` sums, over every decay chain that holds
+ * the invocations of {@linkcode decayTiling} per `(b, h, chunk)`. `d log gamma_r` sums, over every decay chain that holds
  * `r`, the chain's share of the loss (its factor times the factor's gradient). A chain `(hi, lo)` holds the steps
  * `lo < r <= hi` of one segment:
  * readout `Gam[t,s]`, `(t, s)` (weights `decayWeightsReadout`: `(q_t.x_j)(v_j.dO_t)`, times `g_s` summed over the
@@ -1148,7 +1159,7 @@ export function decayGradLayout(C: number) {
  *
  * Reverse cumulative sum (as fla's `dg`): with `U_k` the weight of the chains ending at `hi = k` and `L_k` of those
  * starting at `lo = k` (the bases start before the segment: no `L`), `d log gamma_r = sum_{k >= r} (U_k - L_k)` over
- * `r`'s segment. Each tile of the chunk's lower triangle of pairs is a 16 x 16 grid of 4 x 4 blocks, one per
+ * `r`'s segment. Each tile of the chunk's lower triangle of pairs is a grid of 4 x 4 blocks (16 x 16 at C = 64), one per
  * invocation: every pair weight is read and its `exp(P_t - P_s)` taken once (all in parallel), the blocks' row and
  * column sums go through workgroup memory into `U` and `L`; then a segmented suffix scan over the chunk's steps
  * (doubling offsets). The differences cancel the chains that begin after `r`: `d log gamma_r` is off by about
@@ -1156,15 +1167,16 @@ export function decayGradLayout(C: number) {
  * Additive rules also gather `d g_t` from `dWriteGainTerms` into `dWriteGain`. Writes
  * `d log gamma` into `dLogDecay`.
  */
-export function decayGradKernel(delta: boolean): string {
+export function decayGradKernel(delta: boolean, C: number): string {
+  const { tile, invocations } = decayTiling(C);
   // the pair weight f of block column j from the row's values v (the additive rules: the window of s, times g_s)
   const pairWeight = delta ? "let f = v[j];" : `var f = 0.0;
         for (var o = 0u; o < NW; o++) { if (o < np[j]) { f += v[j + PAD - o]; } }
         f *= gs[j];`;
   return `
 // the tile (and its grid of blocks), scratch stride and size, dot lanes, scan slots per invocation
-const DECAY_WG = ${DECAY_WG}u;
-const DECAY_TILE = ${DECAY_TILE}u;
+const DECAY_WG = ${invocations}u;
+const DECAY_TILE = ${tile}u;
 const DECAY_BLOCK = 4u;
 const DECAY_GRID = DECAY_TILE / DECAY_BLOCK;
 const DECAY_STRIDE = DECAY_TILE + 1u;
@@ -1251,7 +1263,7 @@ fn add_tile_sums(lid: u32, len: u32, tr: u32, tc: u32) {
     }
   }
 }
-${chunkEntry("1u", true, DECAY_WG)}
+${chunkEntry("1u", true, invocations)}
   let cb = bh * nck() + n;
   let out0 = bh * u.T + a;
   let last = len - 1u;
@@ -1285,7 +1297,7 @@ ${chunkEntry("1u", true, DECAY_WG)}
   workgroupBarrier();
   if (lid < 16u) {
     var v = 0.0;
-    for (var k = 0u; k < 16u; k++) { v += part[lid * 16u + k]; }
+    for (var k = lid * (DECAY_WG / 16u); k < (lid + 1u) * (DECAY_WG / 16u); k++) { v += part[k]; }
     exit16[lid] = v;
   }
   // U_t starts with the bases' chains ending at t: q_t . dqBase_t${
@@ -1308,7 +1320,7 @@ ${chunkEntry("1u", true, DECAY_WG)}
   let ntiles = (len + DECAY_TILE - 1u) / DECAY_TILE;
   for (var tr = 0u; tr < ntiles; tr++) {
     for (var tc = 0u; tc <= tr; tc++) {
-      block_chains(cb, a, len, tr, tc, lid / DECAY_GRID, lid % DECAY_GRID);
+      if (lid < DECAY_GRID * DECAY_GRID) { block_chains(cb, a, len, tr, tc, lid / DECAY_GRID, lid % DECAY_GRID); }
       workgroupBarrier();
       add_tile_sums(lid, len, tr, tc);
       workgroupBarrier();

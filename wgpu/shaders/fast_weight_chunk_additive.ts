@@ -250,7 +250,7 @@ ${flatEntry("u.B * H * DK * DV")}
     case "readout_dw_tail":
       return head + chunkSteps(true) + colsKernel(pass, s, 0, "deltaNoExit");
     case "decay_grads":
-      return head + chunkSteps(false) + decayGradKernel(false);
+      return head + chunkSteps(false) + decayGradKernel(false, s.C);
     case "coef_grads":
       return head + coefBackKernel(config, "0.0", "cw[u.dWriteGain + idx]");
     case "pair_row_grads":

@@ -271,7 +271,7 @@ ${chunkEntry(`${stagedBlocks(s.C, s.dv)}u`, false)}
     case "solve_input_grads":
       return head + chunkSteps(true) + pairsKernel(s);
     case "delta_decay_grads":
-      return head + chunkSteps(true) + decayGradKernel(true);
+      return head + chunkSteps(true) + decayGradKernel(true, s.C);
     case "delta_coef_grads":
       return head + coefBackKernel(config, "cw[u.dEraseGain + idx]", "cw[u.dDeltaWriteGain + idx]");
     case "s0_grad_parts":

@@ -55,6 +55,7 @@ import { type HeadConstants, statKind } from "./fast_weight_coef.ts";
 import { windowSlots } from "./fast_weight_recurrent.ts";
 import {
   bindsVec4,
+  bindsVec4Output,
   bindsVec4Workspace,
   chunkEntry,
   type ChunkPass,
@@ -641,7 +642,7 @@ function colsKernel(
   // readout_dw binds no out, its cw as vec4 all the same)
   const quadStores = bindsVec4Workspace(pass, s);
   const cwStore = (at: string) => quadStores ? `cw[(${at}) >> 2u] = v;` : `cwset(${at}, v);`;
-  const outStore = (at: string) => quadStores ? `out[(${at}) >> 2u] = v;` : `out[${at}] = v;`;
+  const outStore = (at: string) => bindsVec4Output(pass, s) ? `out[(${at}) >> 2u] = v;` : `out[${at}] = v;`;
   const weightFloats4 = (layout.weightRows * RC4) / 4;
   const wide = Math.max(s.dk, s.dv);
   return `${valueWgsl(delta)}

@@ -14,7 +14,10 @@
  * the wall time, the device's span from the first kernel to the last and the kernels' sum), `--flush-ms MS`
  * (the runtime's `flushAfterMs`, default `FLUSH_AFTER_MS`; `inf`: submit by dispatch count only), `--out FILE`. `*_host_seconds`: time per call spent recording and
  * submitting on the host.
- * Each timed batch ends with one device sync; `sync_overhead_seconds` is that sync alone.
+ * Each timed batch ends with one device wait; `sync_overhead_seconds` is that wait alone. `--wait done` (default)
+ * waits with `queue.onSubmittedWorkDone()` (the runtime's `sync()`), `--wait map` by mapping 16 bytes copied after
+ * the batch (a map blocks until the queue has run everything submitted before it); `*_rep_seconds`: every rep's
+ * time per call, in order (the median of which is the figure).
  * `forward_backward_*`: batches of a forward that keeps its workspaces (`keepForBackward`) and the backward
  * given them (as a training step runs them, and as fla's peer times its `fwd+bwd`: autograd keeps the forward's
  * tensors); `forward_backward_recompute_*`: the same pairs with a backward that recomputes the forward (the
@@ -54,6 +57,7 @@ const { values } = parseArgs({
     "gemm-inner": { type: "string", default: "10" },
     "fw-inner": { type: "string", default: "16" },
     "flush-ms": { type: "string" },
+    wait: { type: "string", default: "done" },
     out: { type: "string" },
   },
 });
@@ -80,7 +84,7 @@ async function timeCalls(
   reps: number,
   fn: () => void,
   inner = 1,
-): Promise<{ seconds: number; host: number }> {
+): Promise<{ seconds: number; host: number; reps: number[] }> {
   fn();
   await gpu.sync(); // warm-up (pipeline compile)
   const times: number[] = [];
@@ -90,10 +94,16 @@ async function timeCalls(
     for (let i = 0; i < inner; i++) fn();
     gpu.runtime.flush();
     hosts.push((performance.now() - t0) / 1000 / inner);
-    await gpu.sync();
+    await waitForDevice(gpu);
     times.push((performance.now() - t0) / 1000 / inner);
   }
-  return { seconds: median(times), host: median(hosts) };
+  return { seconds: median(times), host: median(hosts), reps: times };
+}
+
+/** Wait until the device ran everything submitted, the way `--wait` says. */
+async function waitForDevice(gpu: WebGpuBackend): Promise<void> {
+  if (values.wait === "map") await gpu.runtime.readBytes(gpu.runtime.zeroBuffer(), 16);
+  else await gpu.sync();
 }
 
 /** {@linkcode timeCalls}' device-inclusive time alone. */
@@ -202,11 +212,13 @@ async function fastWeight(
     rule,
     kernels: usesChunkKernels(config, { form }) ? "chunk-parallel" : "recurrent",
     forward_seconds: forward,
+    forward_rep_seconds: fwd.reps,
     backward_seconds: backward,
     forward_host_seconds: fwd.host,
     backward_host_seconds: bwd.host,
     forward_tokens_per_s: tokens / forward,
     forward_backward_seconds: both.seconds,
+    forward_backward_rep_seconds: both.reps,
     forward_backward_tokens_per_s: tokens / both.seconds,
     forward_backward_recompute_seconds: recomputing.seconds,
     forward_backward_recompute_tokens_per_s: tokens / recomputing.seconds,
@@ -222,6 +234,9 @@ if (values["flush-ms"] !== undefined) {
     throw new RangeError(`--flush-ms must be a number of ms >= 0 or "inf", got "${values["flush-ms"]}"`);
   }
   gpu.runtime.flushAfterMs = ms;
+}
+if (values.wait !== "done" && values.wait !== "map") {
+  throw new RangeError(`--wait must be "done" or "map", got "${values.wait}"`);
 }
 const gemmInner = int("gemm-inner", values["gemm-inner"]);
 const reps = int("reps", values.reps);
@@ -239,6 +254,7 @@ const report: Record<string, unknown> = {
   date: new Date().toISOString(),
   reps,
   flush_after_ms: String(gpu.runtime.flushAfterMs),
+  wait: values.wait,
 };
 if (!values["skip-gemm"]) {
   const sizes = values.gemm.split(",").map((s) => int("gemm", s.trim()));

@@ -14,10 +14,11 @@
  * the wall time, the device's span from the first kernel to the last and the kernels' sum), `--flush-ms MS`
  * (the runtime's `flushAfterMs`, default `FLUSH_AFTER_MS`; `inf`: submit by dispatch count only), `--out FILE`. `*_host_seconds`: time per call spent recording and
  * submitting on the host.
- * Each timed batch ends with one device wait; `sync_overhead_seconds` is that wait alone. `--wait done` (default)
- * waits with `queue.onSubmittedWorkDone()` (the runtime's `sync()`), `--wait map` by mapping 16 bytes copied after
- * the batch (a map blocks until the queue has run everything submitted before it); `*_rep_seconds`: every rep's
- * time per call, in order (the median of which is the figure).
+ * Each timed batch ends with one device sync; `sync_overhead_seconds` is that sync alone. Before its timed reps,
+ * each figure runs untimed batches for `--warm-ms 300` (at least one): on the H200 the first 100-250 ms of work
+ * after a pause (a rule's pipelines compiling) ran 2-3x slower (2026-12-02 15:55 UTC: falcon1a's forward reps
+ * 6.45, 6.17, then 2.02 ms per call), which made the median forward vary 2-3x from run to run.
+ * `*_rep_seconds`: every timed rep's time per call, in order (the figure is their median).
  * `forward_backward_*`: batches of a forward that keeps its workspaces (`keepForBackward`) and the backward
  * given them (as a training step runs them, and as fla's peer times its `fwd+bwd`: autograd keeps the forward's
  * tensors); `forward_backward_recompute_*`: the same pairs with a backward that recomputes the forward (the
@@ -57,7 +58,7 @@ const { values } = parseArgs({
     "gemm-inner": { type: "string", default: "10" },
     "fw-inner": { type: "string", default: "16" },
     "flush-ms": { type: "string" },
-    wait: { type: "string", default: "done" },
+    "warm-ms": { type: "string", default: "300" },
     out: { type: "string" },
   },
 });
@@ -86,7 +87,13 @@ async function timeCalls(
   inner = 1,
 ): Promise<{ seconds: number; host: number; reps: number[] }> {
   fn();
-  await gpu.sync(); // warm-up (pipeline compile)
+  await gpu.sync(); // pipeline compile
+  // untimed batches until the device has run warmMs of them
+  const warmUntil = performance.now() + warmMs;
+  do {
+    for (let i = 0; i < inner; i++) fn();
+    await gpu.sync();
+  } while (performance.now() < warmUntil);
   const times: number[] = [];
   const hosts: number[] = [];
   for (let r = 0; r < reps; r++) {
@@ -94,16 +101,10 @@ async function timeCalls(
     for (let i = 0; i < inner; i++) fn();
     gpu.runtime.flush();
     hosts.push((performance.now() - t0) / 1000 / inner);
-    await waitForDevice(gpu);
+    await gpu.sync();
     times.push((performance.now() - t0) / 1000 / inner);
   }
   return { seconds: median(times), host: median(hosts), reps: times };
-}
-
-/** Wait until the device ran everything submitted, the way `--wait` says. */
-async function waitForDevice(gpu: WebGpuBackend): Promise<void> {
-  if (values.wait === "map") await gpu.runtime.readBytes(gpu.runtime.zeroBuffer(), 16);
-  else await gpu.sync();
 }
 
 /** {@linkcode timeCalls}' device-inclusive time alone. */
@@ -235,10 +236,9 @@ if (values["flush-ms"] !== undefined) {
   }
   gpu.runtime.flushAfterMs = ms;
 }
-if (values.wait !== "done" && values.wait !== "map") {
-  throw new RangeError(`--wait must be "done" or "map", got "${values.wait}"`);
-}
 const gemmInner = int("gemm-inner", values["gemm-inner"]);
+const warmMs = Number(values["warm-ms"]);
+if (!(warmMs >= 0)) throw new RangeError(`--warm-ms must be a number of ms >= 0, got "${values["warm-ms"]}"`);
 const reps = int("reps", values.reps);
 const dims = {
   B: int("B", values.B),
@@ -254,7 +254,7 @@ const report: Record<string, unknown> = {
   date: new Date().toISOString(),
   reps,
   flush_after_ms: String(gpu.runtime.flushAfterMs),
-  wait: values.wait,
+  warm_ms: warmMs,
 };
 if (!values["skip-gemm"]) {
   const sizes = values.gemm.split(",").map((s) => int("gemm", s.trim()));

@@ -54,6 +54,7 @@ import {
   normRowsShader,
   rowGroups,
   rowLanes,
+  rowWidth,
   workspaceRowsShader,
 } from "./shaders/fast_weight_layout.ts";
 import {
@@ -222,10 +223,12 @@ function wholeBatchOps(rt: GpuRuntime, chunkWorkspaceLimit: number): FastWeightO
     const prefix = config.alignment === "prefix";
     const ws = rt.tensor([BH * (T * dk + XR * dk + YR * dv)], false);
     const workspaceRows = BH * (T + XR + YR);
+    const width = rowWidth(dk, dv);
+    const lanes = rowLanes(dk / width);
     rt.dispatch(
       rt.pipeline(
-        `fw_workspace_rows:${config.qkNorm}:${config.epsRms}:${rowLanes(dk)}`,
-        () => workspaceRowsShader(config.qkNorm, config.epsRms, rowLanes(dk)),
+        `fw_workspace_rows:${config.qkNorm}:${config.epsRms}:${lanes}:${width}`,
+        () => workspaceRowsShader(config.qkNorm, config.epsRms, lanes, width),
       ),
       [
         ws.buffer,
@@ -245,7 +248,7 @@ function wholeBatchOps(rt: GpuRuntime, chunkWorkspaceLimit: number): FastWeightO
           { u: BH },
         ]),
       ],
-      grid(rowGroups(workspaceRows, dk)),
+      grid(rowGroups(workspaceRows, dk / width)),
     );
     const norm = (D: number) =>
       rt.pipeline(
@@ -501,13 +504,14 @@ function wholeBatchOps(rt: GpuRuntime, chunkWorkspaceLimit: number): FastWeightO
       };
       const prefix = config.alignment === "prefix";
       const n = B * T * H;
-      const L = rowLanes(dk);
+      const width = rowWidth(dk, dv);
+      const L = rowLanes(dk / width);
       const rowPart = Math.ceil((3 * n) / (64 / L));
       const elementPart = Math.ceil((n * bw + n) / 64);
       rt.dispatch(
         rt.pipeline(
-          `fw_gradient_rows:${config.qkNorm}:${config.epsRms}:${L}`,
-          () => gradientRowsShader(config.qkNorm, config.epsRms, L),
+          `fw_gradient_rows:${config.qkNorm}:${config.epsRms}:${L}:${width}`,
+          () => gradientRowsShader(config.qkNorm, config.epsRms, L, width),
         ),
         [
           grads.dq.buffer,

@@ -4,6 +4,8 @@
  * `[B, T, H, D]`). The row kernels give each row `L` lanes of a 64-wide workgroup (`L` = `D` rounded up to
  * a power of two, at most 16; `64 / L` rows per group), so neighbouring lanes touch neighbouring floats
  * (coalesced) and the row's sums reduce through workgroup memory; the gather is one invocation per element.
+ * The two whole-tensor row kernels (workspace rows, gradient rows) move `width` floats per load and store:
+ * 4 (vec4, `L` from `D / 4`) where every row length is a multiple of 4 ({@linkcode rowWidth}), else 1.
  * Sizes come from the uniform block.
  *
  * Workspace rows (see `fast_weight_recurrent.ts`): pair `p` of head `bh` is row `PAD + p` of `X`/`Y`
@@ -44,6 +46,18 @@ export function rowLanes(D: number): number {
  * forward at B = 8, T = 4096, H = 8, D = 64 on the H200: ~0.4 TB/s).
  */
 export const MAX_ROW_LANES = 16;
+
+/** Floats per load and store of the workspace and gradient row kernels: 4 where `dk` and `dv` are multiples of 4. */
+export function rowWidth(dk: number, dv: number): 1 | 4 {
+  return dk % 4 === 0 && dv % 4 === 0 ? 4 : 1;
+}
+
+/** WGSL type of `width` floats, and of the square sum of such a value `x`. */
+function widthType(width: 1 | 4): { type: string; square: (x: string) => string; zero: string } {
+  return width === 4
+    ? { type: "vec4<f32>", square: (x) => `dot(${x}, ${x})`, zero: "vec4<f32>(0.0)" }
+    : { type: "f32", square: (x) => `${x} * ${x}`, zero: "0.0" };
+}
 
 /** Workgroups of a row kernel over `rows` rows of `D` floats (before {@linkcode grid}). */
 export function rowGroups(rows: number, D: number): number {
@@ -121,24 +135,29 @@ ${rowEntry(L)}
  * The whole head-major workspace in one dispatch, one row of `L` lanes per workspace row: the `BH*T`
  * rows of `Q` (normalised q), the `BH*XR` rows of `X` (normalised k at rows `kOff..kOff+T-1` of each
  * head, zeros elsewhere) and the `BH*YR` rows of `Y` (v at rows `PAD..PAD+T-1`, zeros elsewhere), so
- * the workspace needs no clear first. Each row is what {@linkcode normRowsShader} writes for it (the
- * same sums in the same order); carry rows, when there is a carry, are written after it by
- * `normRowsShader`. `L` = {@linkcode rowLanes}`(dk)`; dispatch {@linkcode rowGroups}`(rows, dk)` groups.
+ * the workspace needs no clear first. With `width` 1 each row is what {@linkcode normRowsShader} writes
+ * for it (the same sums in the same order); carry rows, when there is a carry, are written after it by
+ * `normRowsShader`. `width` floats per access ({@linkcode rowWidth}); `L` = {@linkcode rowLanes}`(dk / width)`;
+ * dispatch {@linkcode rowGroups}`(rows, dk / width)` groups. Sizes and offsets in the uniform block are in floats.
  */
-export function workspaceRowsShader(norm: QkNorm, epsRms: number, L: number): string {
+export function workspaceRowsShader(norm: QkNorm, epsRms: number, L: number, width: 1 | 4 = 1): string {
+  const { type: F, square, zero } = widthType(width);
   return `
-@group(0) @binding(0) var<storage, read_write> dst: array<f32>;
-@group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> k: array<f32>;
-@group(0) @binding(3) var<storage, read> v: array<f32>;
+@group(0) @binding(0) var<storage, read_write> dst: array<${F}>;
+@group(0) @binding(1) var<storage, read> q: array<${F}>;
+@group(0) @binding(2) var<storage, read> k: array<${F}>;
+@group(0) @binding(3) var<storage, read> v: array<${F}>;
 struct P { n: u32, T: u32, H: u32, dk: u32, dv: u32, XR: u32, YR: u32, kOff: u32, PAD: u32, BH: u32 }
 @group(0) @binding(4) var<uniform> u: P;
 ${rowEntry(L)}
+  // row lengths in ${F} units
+  let DK = u.dk / ${width}u;
+  let DV = u.dv / ${width}u;
   // kind 0: a row of Q, 1: a k row of X, 2: a v row of Y, 3: a row of zeros
   let qRows = u.BH * u.T;
   let xRows = u.BH * u.XR;
   var kind = 3u;
-  var D = u.dk;
+  var D = DK;
   var dstBase = 0u;
   var bh = 0u;
   var t = 0u;
@@ -146,42 +165,42 @@ ${rowEntry(L)}
     kind = 0u;
     bh = row / u.T;
     t = row % u.T;
-    dstBase = row * u.dk;
+    dstBase = row * DK;
   } else if (row < qRows + xRows) {
     let r = row - qRows;
     bh = r / u.XR;
     let p = r % u.XR;
-    dstBase = (qRows + r) * u.dk;
+    dstBase = (qRows + r) * DK;
     if (p >= u.kOff && p - u.kOff < u.T) { kind = 1u; t = p - u.kOff; }
   } else {
     let r = row - qRows - xRows;
     bh = r / u.YR;
     let p = r % u.YR;
-    D = u.dv;
-    dstBase = (qRows + xRows) * u.dk + r * u.dv;
+    D = DV;
+    dstBase = (qRows + xRows) * DK + r * DV;
     if (p >= u.PAD && p - u.PAD < u.T) { kind = 2u; t = p - u.PAD; }
   }
   // the source row (b, t, h) of [B, T, H, D]
   let srcRow = ((bh / u.H) * u.T + t) * u.H + bh % u.H;
   var ss = 0.0;
   if (live && kind < 2u) {
-    for (var i = lane; i < u.dk; i += ${L}u) {
-      var x = 0.0;
-      if (kind == 0u) { x = q[srcRow * u.dk + i]; } else { x = k[srcRow * u.dk + i]; }
-      ss += x * x;
+    for (var i = lane; i < DK; i += ${L}u) {
+      var x = ${zero};
+      if (kind == 0u) { x = q[srcRow * DK + i]; } else { x = k[srcRow * DK + i]; }
+      ss += ${square("x")};
     }
   }
   ss = rowSum(vec2<f32>(ss, 0.0), li).x;
   let sc = ${normScale(norm, epsRms, "u.dk", "ss")};
   if (live) {
     for (var i = lane; i < D; i += ${L}u) {
-      var value = 0.0;
+      var value = ${zero};
       if (kind == 0u) {
-        value = q[srcRow * u.dk + i] * sc;
+        value = q[srcRow * DK + i] * sc;
       } else if (kind == 1u) {
-        value = k[srcRow * u.dk + i] * sc;
+        value = k[srcRow * DK + i] * sc;
       } else if (kind == 2u) {
-        value = v[srcRow * u.dv + i];
+        value = v[srcRow * DV + i];
       }
       dst[dstBase + i] = value;
     }
@@ -218,23 +237,28 @@ ${IDX}
  * gradient comes from `src[base + (bh*R + off + t)*D + i]` (`dq`: base 0, `R = T`, off 0; `dk`: `gDX`,
  * `XR`, `kOff`; `dv`: `gDY`, `YR`, `PAD`; `dbeta`: `gDB`, `T`, 0; `dlambdabar`: `gDLB`, `T`, 0). The
  * first `u.rowGroups` workgroups take the `3n` rows of `dq`, `dk`, `dv` with `L` lanes each
- * (`L` = {@linkcode rowLanes}`(dk)`), the rest one element of `dbeta` or `dlambdabar` per invocation.
+ * (`L` = {@linkcode rowLanes}`(dk / width)`, `width` floats per access: {@linkcode rowWidth}), the rest one element
+ * of `dbeta` or `dlambdabar` per invocation. Sizes and offsets in the uniform block are in floats.
  */
-export function gradientRowsShader(norm: QkNorm, epsRms: number, L: number): string {
+export function gradientRowsShader(norm: QkNorm, epsRms: number, L: number, width: 1 | 4 = 1): string {
+  const { type: F, square, zero } = widthType(width);
+  // one float of src at float index e
+  const srcFloat = (e: string) => width === 4 ? `src[(${e}) / 4u][(${e}) % 4u]` : `src[${e}]`;
+  const dotOf = (a: string, b: string) => width === 4 ? `dot(${a}, ${b})` : `${a} * ${b}`;
   const c = norm === "rms"
     ? "-sc * sc * sc / f32(u.dk)"
     : norm === "l2"
     ? "select(-sc * sc * sc, 0.0, sqrt(ss) <= 1e-6)"
     : "0.0";
   return `
-@group(0) @binding(0) var<storage, read_write> dq: array<f32>;
-@group(0) @binding(1) var<storage, read_write> dk: array<f32>;
-@group(0) @binding(2) var<storage, read_write> dv: array<f32>;
+@group(0) @binding(0) var<storage, read_write> dq: array<${F}>;
+@group(0) @binding(1) var<storage, read_write> dk: array<${F}>;
+@group(0) @binding(2) var<storage, read_write> dv: array<${F}>;
 @group(0) @binding(3) var<storage, read_write> dbeta: array<f32>;
 @group(0) @binding(4) var<storage, read_write> dlb: array<f32>;
-@group(0) @binding(5) var<storage, read> src: array<f32>;
-@group(0) @binding(6) var<storage, read> rawq: array<f32>;
-@group(0) @binding(7) var<storage, read> rawk: array<f32>;
+@group(0) @binding(5) var<storage, read> src: array<${F}>;
+@group(0) @binding(6) var<storage, read> rawq: array<${F}>;
+@group(0) @binding(7) var<storage, read> rawk: array<${F}>;
 struct P {
   n: u32, T: u32, H: u32, dk: u32, dv: u32, bw: u32, XR: u32, YR: u32,
   kOff: u32, PAD: u32, gDX: u32, gDY: u32, gDB: u32, gDLB: u32, rowGroups: u32,
@@ -256,12 +280,15 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let e = (w - u.rowGroups) * 64u + li;
     let nb = u.n * u.bw;
     if (e < nb) {
-      dbeta[e] = src[u.gDB + headRow(e / u.bw, u.T, 0u) * u.bw + e % u.bw];
+      dbeta[e] = ${srcFloat("u.gDB + headRow(e / u.bw, u.T, 0u) * u.bw + e % u.bw")};
     } else if (e - nb < u.n) {
-      dlb[e - nb] = src[u.gDLB + headRow(e - nb, u.T, 0u)];
+      dlb[e - nb] = ${srcFloat("u.gDLB + headRow(e - nb, u.T, 0u)")};
     }
     return;
   }
+  // row lengths and the gradient sections' offsets in ${F} units
+  let DK = u.dk / ${width}u;
+  let DV = u.dv / ${width}u;
   let row = w * ${64 / L}u + li / ${L}u;
   let lane = li % ${L}u;
   // part 0: dq, 1: dk, 2: dv (3: past the end)
@@ -270,19 +297,19 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let live = part < 3u;
   var srcBase = 0u;
   if (part == 0u) {
-    srcBase = headRow(r, u.T, 0u) * u.dk;
+    srcBase = headRow(r, u.T, 0u) * DK;
   } else if (part == 1u) {
-    srcBase = u.gDX + headRow(r, u.XR, u.kOff) * u.dk;
+    srcBase = u.gDX / ${width}u + headRow(r, u.XR, u.kOff) * DK;
   } else if (part == 2u) {
-    srcBase = u.gDY + headRow(r, u.YR, u.PAD) * u.dv;
+    srcBase = u.gDY / ${width}u + headRow(r, u.YR, u.PAD) * DV;
   }
-  let dstBase = r * u.dk;
+  let dstBase = r * DK;
   var sums = vec2<f32>(0.0, 0.0);
   if (part < 2u) {
-    for (var i = lane; i < u.dk; i += ${L}u) {
-      var v = 0.0;
+    for (var i = lane; i < DK; i += ${L}u) {
+      var v = ${zero};
       if (part == 0u) { v = rawq[dstBase + i]; } else { v = rawk[dstBase + i]; }
-      sums += vec2<f32>(v * v, v * src[srcBase + i]);
+      sums += vec2<f32>(${square("v")}, ${dotOf("v", "src[srcBase + i]")});
     }
   }
   sums = rowSum(sums, li);
@@ -291,15 +318,15 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let sc = ${normScale(norm, epsRms, "u.dk", "ss")};
   let c = ${c};
   if (part == 0u) {
-    for (var i = lane; i < u.dk; i += ${L}u) {
+    for (var i = lane; i < DK; i += ${L}u) {
       dq[dstBase + i] = sc * src[srcBase + i] + c * ug * rawq[dstBase + i];
     }
   } else if (part == 1u) {
-    for (var i = lane; i < u.dk; i += ${L}u) {
+    for (var i = lane; i < DK; i += ${L}u) {
       dk[dstBase + i] = sc * src[srcBase + i] + c * ug * rawk[dstBase + i];
     }
   } else if (live) {
-    for (var i = lane; i < u.dv; i += ${L}u) { dv[r * u.dv + i] = src[srcBase + i]; }
+    for (var i = lane; i < DV; i += ${L}u) { dv[r * DV + i] = src[srcBase + i]; }
   }
 }`;
 }

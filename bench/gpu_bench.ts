@@ -8,8 +8,10 @@
  * calls per timed batch: a device sync costs ~11 ms in Deno 2.9 on the H200, which at 4 calls per batch
  * added up to ~10 ms per call, a multiple of the kernels' time), `--reps 5`, `--chunk 64`, `--form chunk` (or `recurrent`, `parallel`; the
  * every rule runs the chunk-parallel kernels in `chunk`/`parallel`), `--skip-gemm`, `--skip-rules`,
- * `--s0-grad` (every backward also computes the gradient with respect to `S0`; by default it runs as a training step
- * does, with `s0Grad: false`: the report's `fastWeight.s0_grad` says which), `--profile` (also time every kernel of one forward + backward per rule with GPU timestamps: `profile_ms`,
+ * `--s0-grad` (every backward also computes the gradient with respect to `S0`, as in reports before 2026-12-02
+ * 16:00 UTC; by default the backwards run as a training step does, with `s0Grad: false`; the report's
+ * `fastWeight.s0_grad` says which), `--profile` (also time every kernel of one forward + backward per rule with GPU
+ * timestamps: `profile_ms`,
  * busiest first; `profile_kernel_ms` their sum; `profile_span_ms` from the first kernel's start to the last
  * one's end; needs `timestamp-query`; `forward_batch_*_ms`: per call of a batch of `--fw-inner` forwards,
  * the wall time, the device's span from the first kernel to the last and the kernels' sum), `--flush-ms MS`

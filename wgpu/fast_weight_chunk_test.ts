@@ -188,7 +188,10 @@ gpuTest(
   async (gpu) => {
     for (const rule of CHUNK_RULES) {
       for (const alignment of ALIGNMENTS) {
-        await assertS0GradOptOut(gpu, ruleConfig(rule, { alignment }), chunkForm(C));
+        const config = ruleConfig(rule, { alignment });
+        await assertS0GradOptOut(gpu, config, chunkForm(C));
+        // the full level: head sizes that bind the workspace rows as vec4 (as at Dk = Dv = 64)
+        if (FULL_LEVEL) await assertS0GradOptOut(gpu, config, chunkForm(4), gpu, { H: 2, dk: 8, dv: 8 });
       }
     }
     // one batch row per slice (the cases' calls have B = 2, T <= 11)

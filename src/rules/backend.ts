@@ -157,9 +157,9 @@ export interface FastWeightOps {
     options?: ForwardOptions,
   ): FastWeightOutputs;
   /**
-   * Gradients of `L = sum(o * dO)` with respect to every input. Recomputes what it needs from the
-   * inputs (the chunked form stores only chunk-boundary states), unless `options.saved` holds what the
-   * forward kept. Returns freshly allocated tensors.
+   * Gradients of `L = sum(o * dO)` with respect to every input (`S0` unless `options.s0Grad` is false).
+   * Recomputes what it needs from the inputs (the chunked form stores only chunk-boundary states), unless
+   * `options.saved` holds what the forward kept. Returns freshly allocated tensors.
    */
   fastWeightBackward(
     config: RuleConfig,

@@ -1,7 +1,7 @@
 /**
  * The check of `BackwardOptions.s0Grad` that every backend runs: a backward with `s0Grad: false` returns
- * no `ds0`, and every other gradient bit for bit as the backward with `dS0` does. Cases at the shared small
- * sizes ({@linkcode SMALL_HEADS}, chunk size {@linkcode SMALL_CHUNK}): `S0` given with packed sequence starts;
+ * no `ds0`, and every other gradient bit for bit as the backward with `dS0` does. Cases (by default at the shared
+ * small sizes, {@linkcode SMALL_HEADS}, chunk size {@linkcode SMALL_CHUNK}): `S0` given with packed sequence starts;
  * packed starts without `S0` (as the model runs); a call continuing from a carry, with `S0` and a start inside
  * it. Each backward without `dS0` runs twice: recomputing the forward and given a kept forward
  * (`keepForBackward`; a backend that keeps nothing recomputes there too).
@@ -40,14 +40,16 @@ async function expectBitIdentical(backend: Backend, a: Tensor, b: Tensor, what: 
 }
 
 /**
- * Run the cases of `config` in `options`' form on `ops` (default `backend`'s own ops), with `backend` for
- * uploads and reads; throws naming the case and gradient that differ, or a `ds0` returned without `dS0`.
+ * Run the cases of `config` in `options`' form at head sizes `heads` on `ops` (default `backend`'s own ops),
+ * with `backend` for uploads and reads; throws naming the case and gradient that differ, or a `ds0` returned
+ * without `dS0`.
  */
 export async function assertS0GradOptOut(
   backend: Backend,
   config: RuleConfig,
   options: FormOptions,
   ops: FastWeightOps = backend,
+  heads: { H: number; dk: number; dv: number } = SMALL_HEADS,
 ): Promise<void> {
   for (const [i, { label, s0, carry }] of CASES.entries()) {
     const c: FastWeightCase = {
@@ -57,7 +59,7 @@ export async function assertS0GradOptOut(
       chunkSize: options.chunkSize ?? SMALL_CHUNK,
       B: 2,
       T,
-      ...SMALL_HEADS,
+      ...heads,
       packed: true,
       s0,
       split: false,

@@ -74,12 +74,9 @@ export async function assertS0GradOptOut(
         ? ops.fastWeightForward(config, fastWeightCaseInputs(backend, data, c, 0, from), options).carry
         : undefined,
     };
-    const dO = backend.fromArray(data.dO.subarray(0, c.B * (T - from) * c.H * c.dv), [
-      c.B,
-      T - from,
-      c.H,
-      c.dv,
-    ]);
+    // any output gradient of the call's shape
+    const dOShape = [c.B, T - from, c.H, c.dv];
+    const dO = backend.fromArray(data.dO.subarray(0, dOShape.reduce((a, b) => a * b)), dOShape);
     const { saved } = ops.fastWeightForward(config, inputs, { ...options, keepForBackward: true });
     const withoutKept = ops.fastWeightBackward(config, inputs, dO, { ...options, saved, s0Grad: false });
     const without = ops.fastWeightBackward(config, inputs, dO, { ...options, s0Grad: false });

@@ -8,7 +8,10 @@
  * calls per timed batch: a device sync costs ~11 ms in Deno 2.9 on the H200, which at 4 calls per batch
  * added up to ~10 ms per call, a multiple of the kernels' time), `--reps 5`, `--chunk 64`, `--form chunk` (or `recurrent`, `parallel`; the
  * every rule runs the chunk-parallel kernels in `chunk`/`parallel`), `--skip-gemm`, `--skip-rules`,
- * `--profile` (also time every kernel of one forward + backward per rule with GPU timestamps: `profile_ms`,
+ * `--s0-grad` (every backward also computes the gradient with respect to `S0`, as in reports before 2026-12-02
+ * 16:00 UTC; by default the backwards run as a training step does, with `s0Grad: false`; the report's
+ * `fastWeight.s0_grad` says which), `--profile` (also time every kernel of one forward + backward per rule with GPU
+ * timestamps: `profile_ms`,
  * busiest first; `profile_kernel_ms` their sum; `profile_span_ms` from the first kernel's start to the last
  * one's end; needs `timestamp-query`; `forward_batch_*_ms`: per call of a batch of `--fw-inner` forwards,
  * the wall time, the device's span from the first kernel to the last and the kernels' sum), `--flush-ms MS`
@@ -55,6 +58,7 @@ const { values } = parseArgs({
     "skip-gemm": { type: "boolean", default: false },
     "skip-rules": { type: "boolean", default: false },
     profile: { type: "boolean", default: false },
+    "s0-grad": { type: "boolean", default: false },
     "gemm-inner": { type: "string", default: "10" },
     "fw-inner": { type: "string", default: "16" },
     "flush-ms": { type: "string" },
@@ -135,6 +139,7 @@ async function fastWeight(
   chunk: number,
   inner: number,
   form: Form,
+  s0Grad: boolean,
 ) {
   const { B, T, H, dk, dv } = d;
   const rng = new Rng(7);
@@ -156,14 +161,14 @@ async function fastWeight(
     for (const t of [r.o, r.carry.state, r.carry.lastKey, r.carry.windowX, r.carry.windowY]) gpu.dispose(t);
   };
   const backwardCall = () => {
-    const g = gpu.fastWeightBackward(config, inputs, dO, { form, chunkSize: chunk });
+    const g = gpu.fastWeightBackward(config, inputs, dO, { form, chunkSize: chunk, s0Grad });
     for (const t of Object.values(g)) gpu.dispose(t);
   };
   // a forward that keeps its workspaces and the backward that uses them, as a training step runs them
   const pairCall = () => {
     const r = gpu.fastWeightForward(config, inputs, { form, chunkSize: chunk, keepForBackward: true });
     for (const t of [r.o, r.carry.state, r.carry.lastKey, r.carry.windowX, r.carry.windowY]) gpu.dispose(t);
-    const g = gpu.fastWeightBackward(config, inputs, dO, { form, chunkSize: chunk, saved: r.saved });
+    const g = gpu.fastWeightBackward(config, inputs, dO, { form, chunkSize: chunk, saved: r.saved, s0Grad });
     for (const t of Object.values(g)) gpu.dispose(t);
   };
   const fwd = await timeCalls(gpu, reps, forwardCall, inner);
@@ -280,17 +285,18 @@ if (!values["skip-rules"]) {
   const form = values.form as Form;
   if (!(FORMS as readonly string[]).includes(form)) throw new RangeError(`unknown --form "${form}"`);
   const chunk = int("chunk", values.chunk);
+  const s0Grad = values["s0-grad"];
   for (const r of rules) {
     // a rule whose call does not fit this device (e.g. a chunk workspace above the binding limit) is
     // reported with its error; the other rules still run
     try {
-      results.push(await fastWeight(gpu, r as RuleName, dims, reps, chunk, inner, form));
+      results.push(await fastWeight(gpu, r as RuleName, dims, reps, chunk, inner, form, s0Grad));
     } catch (e) {
       if (!(e instanceof RangeError)) throw e;
       results.push({ rule: r, error: e.message });
     }
   }
-  report.fastWeight = { ...dims, inner, form, chunk, results };
+  report.fastWeight = { ...dims, inner, form, chunk, s0_grad: s0Grad, results };
 }
 const json = JSON.stringify(report, null, 2);
 console.log(json);

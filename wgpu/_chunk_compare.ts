@@ -6,7 +6,13 @@
  * @module
  */
 
-import type { Backend, FastWeightGrads, FormOptions, Tensor } from "../src/rules/backend.ts";
+import {
+  type Backend,
+  type FastWeightGrads,
+  type FormOptions,
+  gradOf,
+  type Tensor,
+} from "../src/rules/backend.ts";
 import type { RuleConfig } from "../src/rules/config.ts";
 import { createRefBackend } from "../src/rules/reference/backend.ts";
 import { assertRelL2 } from "../src/testing/compare.ts";
@@ -93,6 +99,13 @@ export async function compareChunk(
   const brec = recurrent ? gpu.fastWeightBackward(config, g.inputs, g.dO, rec) : undefined;
   const br: FastWeightGrads = ref.fastWeightBackward(config, r.inputs, r.dO);
   for (const name of GRAD_NAMES) {
-    await expectBoth(gpu, `${label} ${name}`, bc[name], br[name], brec?.[name], GRAD);
+    await expectBoth(
+      gpu,
+      `${label} ${name}`,
+      gradOf(bc, name),
+      gradOf(br, name),
+      brec && gradOf(brec, name),
+      GRAD,
+    );
   }
 }

@@ -438,6 +438,7 @@ function wholeBatchOps(rt: GpuRuntime, chunkWorkspaceLimit: number): FastWeightO
       options: BackwardOptions = {},
     ): FastWeightGrads {
       const ck = formOf(options);
+      const s0Grad = options.s0Grad ?? true;
       const d = fastWeightDims(config, inputs);
       const { B, T, H, dk, dv } = d;
       expectShape("dO", dO, [B, T, H, dv]);
@@ -471,6 +472,7 @@ function wholeBatchOps(rt: GpuRuntime, chunkWorkspaceLimit: number): FastWeightO
             gDC,
           },
           kept?.cw ?? null,
+          s0Grad,
         );
       } else {
         const shape = shapeOf(config, d, ck);
@@ -499,7 +501,6 @@ function wholeBatchOps(rt: GpuRuntime, chunkWorkspaceLimit: number): FastWeightO
         dv: rt.tensor([B, T, H, dv], false),
         dbeta: rt.tensor([...inputs.beta.shape], false),
         dlambdabar: rt.tensor([B, T, H], false),
-        ds0: rt.tensor([B, H, dk, dv], false),
         dCarryState: rt.tensor([B, H, dk, dv], false),
       };
       const prefix = config.alignment === "prefix";
@@ -543,11 +544,13 @@ function wholeBatchOps(rt: GpuRuntime, chunkWorkspaceLimit: number): FastWeightO
         grid(rowPart + elementPart),
       );
       const enc = rt.encoder();
-      enc.copyBufferToBuffer(g.buffer, gDS0 * 4, grads.ds0.buffer, 0, BH * dk * dv * 4);
       enc.copyBufferToBuffer(g.buffer, gDC * 4, grads.dCarryState.buffer, 0, BH * dk * dv * 4);
+      // the recurrent and per-column kernels sum dS0 anyway (the other chunk passes skip it): copied out only when asked for
+      const ds0 = s0Grad ? rt.tensor([B, H, dk, dv], false) : null;
+      if (ds0) enc.copyBufferToBuffer(g.buffer, gDS0 * 4, ds0.buffer, 0, BH * dk * dv * 4);
       rt.pool.release(prep.ws.buffer);
       rt.pool.release(g.buffer);
-      return grads;
+      return ds0 ? { ...grads, ds0 } : grads;
     },
   };
 }

@@ -304,9 +304,34 @@ function recomputedPasses(config: RuleConfig): number {
 
 /**
  * The backward passes of a rule (recomputing the forward states first), in dispatch order; the pair-column tails
- * run only at shapes that have one (`ChunkShape.RT`).
+ * run only at shapes that have one (`ChunkShape.RT`). Without `s0Grad` the passes that only produce `dS0` drop
+ * out (`s0_grad_parts`, `window_s0_grad_parts`, `s0_grad_sum`), and `base_readout_grads` and the additive
+ * `reverse_scan` run their `_no_s0` variants (no `S0` half of `dBaseReadout`, no `dS0` sum); the per-column
+ * rules compute `dS0` inside their reverse scan either way.
  */
-function backwardPasses(config: RuleConfig): readonly ChunkPass[] {
+function backwardPasses(config: RuleConfig, s0Grad = true): readonly ChunkPass[] {
+  const passes = allBackwardPasses(config);
+  return s0Grad ? passes : passes.flatMap((pass) => passWithoutS0Grad(pass));
+}
+
+/** What a backward without `dS0` runs for `pass` of {@linkcode allBackwardPasses}: its variant, itself or nothing. */
+function passWithoutS0Grad(pass: ChunkPass): ChunkPass[] {
+  switch (pass) {
+    case "base_readout_grads":
+      return ["base_readout_grads_no_s0"];
+    case "reverse_scan":
+      return ["reverse_scan_no_s0"];
+    case "s0_grad_parts":
+    case "window_s0_grad_parts":
+    case "s0_grad_sum":
+      return [];
+    default:
+      return [pass];
+  }
+}
+
+/** The backward passes of a rule with `dS0` ({@linkcode backwardPasses}). */
+function allBackwardPasses(config: RuleConfig): readonly ChunkPass[] {
   if (isPerColumnChunkRule(config)) return PER_COLUMN_BACKWARD;
   if (isWindowDeltaChunkRule(config)) {
     return [
@@ -478,7 +503,8 @@ export function createChunkKernels(rt: GpuRuntime, workspaceLimit: number) {
     /**
      * Backward: fills the zeroed gradient workspace `g` (layout {@linkcode GradOffsets}). Given `kept` (the
      * workspace a `keep` forward of the same call returned), it skips the passes that recompute the forward
-     * and releases it.
+     * and releases it. Without `s0Grad` it skips the work that only `dS0` needs ({@linkcode backwardPasses}):
+     * section `gDS0` of `g` is then left as it was (zero) for every rule but the per-column ones.
      */
     backward(
       config: RuleConfig,
@@ -490,8 +516,10 @@ export function createChunkKernels(rt: GpuRuntime, workspaceLimit: number) {
       g: GpuTensor,
       grads: GradOffsets,
       kept: GpuTensor | null = null,
+      s0Grad = true,
     ): void {
-      const passes = kept ? backwardPasses(config).slice(recomputedPasses(config)) : backwardPasses(config);
+      const all = backwardPasses(config, s0Grad);
+      const passes = kept ? all.slice(recomputedPasses(config)) : all;
       const { cw } = run(passes, config, heads, d, C, {
         ...io,
         dout,

@@ -6,6 +6,8 @@
  * chunks with a partial last one, partial tiles, packed starts mid-chunk, a non-zero S0,
  * continuation from a carry, the parallel form (one chunk), `Dk != Dv`, and the clamp binding at
  * every step. Tolerances (SPEC section 4): relative L2 1e-5 for outputs and carries, 1e-4 for gradients.
+ * A backward without dS0 (`s0Grad: false`: the `_no_s0` passes, no `s0_grad_*` passes) gives every other
+ * gradient bit for bit, whole and in batch slices.
  *
  * Sizes: the small level (the default) uses the shared small sizes of `src/testing/shapes.ts`
  * (`H = 2, Dk = 5, Dv = 6`, chunk size 3: compiled once per run on a software adapter);
@@ -19,6 +21,8 @@ import { recurrentTrace } from "../src/rules/reference/recurrent.ts";
 import { SMALL_CHUNK, SMALL_HEADS } from "../src/testing/shapes.ts";
 import { type CaseSpec, CHUNK_RULES, headOf, randomCase, uploadCase } from "./_fast_weight_case.ts";
 import { chunkShape, chunkWorkspaceBytes } from "./fast_weight_chunk.ts";
+import { createFastWeightOps } from "./fast_weight.ts";
+import { assertS0GradOptOut } from "../src/testing/s0_grad.ts";
 import { chunkForm, compareChunk, FULL_LEVEL } from "./_chunk_compare.ts";
 import { STAGED_WG } from "./shaders/chunk_staged_tiles.ts";
 import { bindsVec4, decayGradLayout, pairColumnTiling } from "./shaders/chunk_wgsl.ts";
@@ -178,6 +182,27 @@ for (const rule of ["gated_deltanet", "mamba2"] as const) {
     },
   );
 }
+
+gpuTest(
+  "a chunk backward without dS0 returns no ds0 and every other gradient bit for bit, every chunk rule, whole and in batch slices",
+  async (gpu) => {
+    for (const rule of CHUNK_RULES) {
+      for (const alignment of ALIGNMENTS) {
+        const config = ruleConfig(rule, { alignment });
+        await assertS0GradOptOut(gpu, config, chunkForm(C));
+        // the full level: head sizes that bind the workspace rows as vec4 (as at Dk = Dv = 64)
+        if (FULL_LEVEL) await assertS0GradOptOut(gpu, config, chunkForm(4), gpu, { H: 2, dk: 8, dv: 8 });
+      }
+    }
+    // one batch row per slice (the cases' calls have B = 2, T <= 11)
+    for (const rule of ["falcon1a", "falcon1", "falcon3"] as const) {
+      const config = ruleConfig(rule);
+      const limit = chunkWorkspaceBytes(config, { ...SHAPE, B: 1, T: 11 }, C, true);
+      const sliced = createFastWeightOps(gpu.runtime, { maxChunkWorkspaceBytes: limit });
+      await assertS0GradOptOut(gpu, config, chunkForm(C), sliced);
+    }
+  },
+);
 
 // the delta rules' staged products (solve_matrix, transition, pseudo_values: 32 x 32 output blocks, 16-deep
 // slices) and the forward scan's transition panels: several blocks per chunk and per state, blocks

@@ -179,16 +179,20 @@ export function batchSlicedOps(rt: GpuRuntime, ops: FastWeightOps, sliceRows: Sl
         if (dO.shape.length !== 4 || dO.shape.some((d, i) => d !== want[i])) {
           throw new RangeError(`dO has shape [${dO.shape}], expected [${want}]`);
         }
-        let result: Record<keyof FastWeightGrads, GpuTensor> | null = null;
-        batchSlices(B, rows).forEach(({ b0, n }, i) => {
+        let result: Record<Exclude<keyof FastWeightGrads, "ds0">, GpuTensor> | null = null;
+        // present when the backward computes dS0 (every slice alike)
+        let ds0: { ds0: GpuTensor } | null = null;
+        for (const [i, { b0, n }] of batchSlices(B, rows).entries()) {
           const { part, made } = sliceInputs(inputs, T, b0, n);
           const dOPart = rowsOf(dO, "dO", b0, n);
           const partOptions = { ...options, saved: kept?.[i].saved };
-          result = placeRows(result, { ...ops.fastWeightBackward(config, part, dOPart, partOptions) }, B, b0);
+          const { ds0: ds0Part, ...grads } = ops.fastWeightBackward(config, part, dOPart, partOptions);
+          result = placeRows(result, grads, B, b0);
+          if (ds0Part) ds0 = placeRows(ds0, { ds0: ds0Part }, B, b0);
           release(dOPart);
           made.forEach(release);
-        });
-        return result!;
+        }
+        return { ...result!, ...ds0 };
       } catch (e) {
         // what a failed backward did not take is released (a part it took, it released)
         kept?.forEach((k) => k.saved?.dispose());

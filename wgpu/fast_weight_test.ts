@@ -1,6 +1,6 @@
 /**
- * Host-side logic of the WebGPU fast-weight ops: the per-step window bounds and resets, and the
- * shape checks of a call.
+ * Host-side logic of the WebGPU fast-weight ops: the per-step window bounds and resets, the
+ * shape checks of a call, and the recurrent kernels' backward without dS0 (`s0Grad: false`).
  */
 
 import { ruleConfig, RULES } from "../src/rules/config.ts";
@@ -8,6 +8,7 @@ import { assertRelL2 } from "../src/testing/compare.ts";
 import type { Carry, Tensor } from "../src/rules/backend.ts";
 import { stepMeta, usesChunkKernels } from "./fast_weight.ts";
 import { gpuTest } from "./_test_util.ts";
+import { assertS0GradOptOut } from "../src/testing/s0_grad.ts";
 import { SMALL_CHUNK, SMALL_HEADS } from "../src/testing/shapes.ts";
 
 function expectEqual(name: string, got: ArrayLike<number>, want: number[]) {
@@ -120,3 +121,12 @@ Deno.test("usesChunkKernels: chunk and parallel forms of every rule", () => {
   }
   if (usesChunkKernels(ruleConfig("falcon1a"), {})) throw new Error("default form routed");
 });
+
+gpuTest(
+  "a recurrent backward without dS0 returns no ds0 and every other gradient bit for bit",
+  async (gpu) => {
+    for (const rule of ["falcon1", "falcon2a", "falcon3", "mamba2"] as const) {
+      await assertS0GradOptOut(gpu, ruleConfig(rule), { form: "recurrent", chunkSize: SMALL_CHUNK });
+    }
+  },
+);

@@ -292,7 +292,12 @@ export class FastWeightMixer implements Mixer {
     be.rmsNormBackward(dO, this.#oNorm.grad, dOFlat, acts.o, this.#oNorm.value, acts.oRstd);
     const saved = acts.saved;
     acts.saved = undefined;
-    const g = be.fastWeightBackward(this.#rule, this.#inputs(ctx, acts), dO, { ...this.#form, saved });
+    // S0 is no parameter of the model: the backward skips its gradient
+    const g = be.fastWeightBackward(this.#rule, this.#inputs(ctx, acts), dO, {
+      ...this.#form,
+      saved,
+      s0Grad: false,
+    });
     if (this.#beta && acts.betaPre) {
       this.#streamBackward(ctx, x, dx, this.#beta, acts.betaPre, g.dbeta, "beta");
     }
@@ -301,6 +306,6 @@ export class FastWeightMixer implements Mixer {
     }
     const dHeads: Record<Qkv, Tensor> = { q: g.dq, k: g.dk, v: g.dv };
     this.#qkv.backward(ctx, x, dHeads, dx);
-    for (const t of [g.dq, g.dk, g.dv, g.dbeta, g.dlambdabar, g.ds0, g.dCarryState]) be.dispose(t);
+    for (const t of [g.dq, g.dk, g.dv, g.dbeta, g.dlambdabar, g.dCarryState]) be.dispose(t);
   }
 }

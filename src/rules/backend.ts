@@ -93,6 +93,12 @@ export interface BackwardOptions extends FormOptions {
    * that forward.
    */
   readonly saved?: ForwardSaved;
+  /**
+   * Compute the gradient with respect to `S0` ({@linkcode FastWeightGrads.ds0}). Default true; false skips it
+   * (a training step whose `S0` is not a parameter needs none): every other gradient is the same, and the
+   * result has no `ds0`.
+   */
+  readonly s0Grad?: boolean;
 }
 
 /** What a forward kept for its backward: opaque, made and read by one backend. */
@@ -123,10 +129,23 @@ export interface FastWeightGrads {
   readonly dbeta: Tensor;
   /** `[B, T, H]`. */
   readonly dlambdabar: Tensor;
-  /** `[B, H, Dk, Dv]`: summed over every sequence start that used S0 (also when `s0` was omitted). */
-  readonly ds0: Tensor;
+  /**
+   * `[B, H, Dk, Dv]`: summed over every sequence start that used S0 (also when `s0` was omitted). Present
+   * unless the backward ran with {@linkcode BackwardOptions.s0Grad} false, then absent.
+   */
+  readonly ds0?: Tensor;
   /** `[B, H, Dk, Dv]`: gradient with respect to `carry.state` (zero when no carry was given). */
   readonly dCarryState: Tensor;
+}
+
+/**
+ * Gradient `name` of a backward's result; a TypeError where it is absent (`ds0` of a backward that ran with
+ * {@linkcode BackwardOptions.s0Grad} false).
+ */
+export function gradOf(grads: FastWeightGrads, name: keyof FastWeightGrads): Tensor {
+  const t = grads[name];
+  if (t === undefined) throw new TypeError(`the backward returned no ${name} (it ran with s0Grad: false)`);
+  return t;
 }
 
 /** The fast-weight kernels (SPEC sections 2-6). */
@@ -138,9 +157,9 @@ export interface FastWeightOps {
     options?: ForwardOptions,
   ): FastWeightOutputs;
   /**
-   * Gradients of `L = sum(o * dO)` with respect to every input. Recomputes what it needs from the
-   * inputs (the chunked form stores only chunk-boundary states), unless `options.saved` holds what the
-   * forward kept. Returns freshly allocated tensors.
+   * Gradients of `L = sum(o * dO)` with respect to every input (`S0` unless `options.s0Grad` is false).
+   * Recomputes what it needs from the inputs (the chunked form stores only chunk-boundary states), unless
+   * `options.saved` holds what the forward kept. Returns freshly allocated tensors.
    */
   fastWeightBackward(
     config: RuleConfig,

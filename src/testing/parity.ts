@@ -7,7 +7,7 @@
  * @module
  */
 
-import type { Backend, FastWeightInputs, Tensor } from "../rules/backend.ts";
+import { type Backend, type FastWeightInputs, gradOf, type Tensor } from "../rules/backend.ts";
 import {
   type Alignment,
   type Form,
@@ -154,9 +154,17 @@ export function fastWeightCaseData(c: FastWeightCase) {
   };
 }
 
-type CaseData = ReturnType<typeof fastWeightCaseData>;
+/** The host data of a case ({@linkcode fastWeightCaseData}). */
+export type FastWeightCaseData = ReturnType<typeof fastWeightCaseData>;
 
-function upload(backend: Backend, d: CaseData, c: FastWeightCase, t0: number, t1: number): FastWeightInputs {
+/** The inputs of positions `[t0, t1)` of a case's data on `backend` (no carry). */
+export function fastWeightCaseInputs(
+  backend: Backend,
+  d: FastWeightCaseData,
+  c: FastWeightCase,
+  t0: number,
+  t1: number,
+): FastWeightInputs {
   const { B, T, H, dk, dv } = c;
   const len = t1 - t0;
   const slice = (src: Float64Array, width: number) => {
@@ -218,21 +226,21 @@ export async function runFastWeightCase(backend: Backend, c: FastWeightCase, ref
   const data = fastWeightCaseData(c);
   const options = { form: c.form, chunkSize: c.chunkSize };
   const results: ParityResult[] = [];
-  const refInputs = upload(ref, data, c, 0, c.T);
+  const refInputs = fastWeightCaseInputs(ref, data, c, 0, c.T);
   const refOut = ref.fastWeightForward(config, refInputs, { form: "recurrent" });
   if (c.split) {
     const mid = Math.floor(c.T / 2);
-    const first = backend.fastWeightForward(config, upload(backend, data, c, 0, mid), options);
+    const first = backend.fastWeightForward(config, fastWeightCaseInputs(backend, data, c, 0, mid), options);
     const second = backend.fastWeightForward(
       config,
-      { ...upload(backend, data, c, mid, c.T), carry: first.carry },
+      { ...fastWeightCaseInputs(backend, data, c, mid, c.T), carry: first.carry },
       options,
     );
     const refSecond = ref.fastWeightForward(
       config,
       {
-        ...upload(ref, data, c, mid, c.T),
-        carry: ref.fastWeightForward(config, upload(ref, data, c, 0, mid)).carry,
+        ...fastWeightCaseInputs(ref, data, c, mid, c.T),
+        carry: ref.fastWeightForward(config, fastWeightCaseInputs(ref, data, c, 0, mid)).carry,
       },
     );
     results.push(
@@ -257,7 +265,7 @@ export async function runFastWeightCase(backend: Backend, c: FastWeightCase, ref
     );
     return results;
   }
-  const inputs = upload(backend, data, c, 0, c.T);
+  const inputs = fastWeightCaseInputs(backend, data, c, 0, c.T);
   const out = backend.fastWeightForward(config, inputs, options);
   results.push(await compare(backend, ref, "o", out.o, refOut.o, PARITY_TOLERANCE.forward));
   results.push(
@@ -274,7 +282,9 @@ export async function runFastWeightCase(backend: Backend, c: FastWeightCase, ref
     form: "recurrent",
   });
   for (const key of ["dq", "dk", "dv", "dbeta", "dlambdabar", "ds0"] as const) {
-    results.push(await compare(backend, ref, key, grads[key], refGrads[key], PARITY_TOLERANCE.backward));
+    results.push(
+      await compare(backend, ref, key, gradOf(grads, key), gradOf(refGrads, key), PARITY_TOLERANCE.backward),
+    );
   }
   return results;
 }

@@ -7,7 +7,7 @@
  * @module
  */
 
-import type { Backend, FormOptions } from "../rules/backend.ts";
+import { type Backend, type FormOptions, gradOf } from "../rules/backend.ts";
 import { type Alignment, ALIGNMENTS, type RuleName, RULES } from "../rules/config.ts";
 import { parseVectorFile, type VectorCase } from "../vectors/load.ts";
 import { vectorInputs } from "../verify/verify_vector.ts";
@@ -83,7 +83,7 @@ export async function assertMatchesVector(
     ["dv", g.dv, e.v],
     ["dbeta", g.dbeta, e.beta],
     ["dlambdabar", g.dlambdabar, e.lambdabar],
-    ["dS0", g.ds0, e.S0],
+    ["dS0", gradOf(g, "ds0"), e.S0],
   ] as const;
   for (const [name, tensor, expected] of pairs) {
     const actual = await backend.read(tensor);

@@ -1,11 +1,13 @@
 /**
  * Tests of the WASM backend as a whole: storage ops, the thread pool (results do not depend on the
- * number of threads), every form accepted, errors that name the offending thing, and close().
+ * number of threads), every form accepted, errors that name the offending thing, close(), and a backward
+ * without dS0 (`s0Grad: false`).
  */
 
-import { ruleConfig } from "../rules/config.ts";
+import { FORMS, ruleConfig, RULES } from "../rules/config.ts";
 import { createRefBackend } from "../rules/reference/backend.ts";
 import { assertRelL2, Rng } from "../testing/compare.ts";
+import { assertS0GradOptOut } from "../testing/s0_grad.ts";
 import { createWasmBackend } from "./backend.ts";
 
 function equalArrays(name: string, a: ArrayLike<number>, b: ArrayLike<number>) {
@@ -172,5 +174,16 @@ Deno.test("a backward leaves earlier outputs untouched and fresh worker instance
     } finally {
       be.close();
     }
+  }
+});
+
+Deno.test("a backward without dS0 returns no ds0 and every other gradient identical (every rule and form)", async () => {
+  const be = await createWasmBackend({ threads: 2, poison: true });
+  try {
+    for (const rule of RULES) {
+      for (const form of FORMS) await assertS0GradOptOut(be, ruleConfig(rule), { form, chunkSize: 3 });
+    }
+  } finally {
+    be.close();
   }
 });

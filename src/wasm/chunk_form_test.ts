@@ -9,7 +9,7 @@
  * rules windows B = 1, 2, 4 and B > C, and a carry holding fewer than B - 1 pairs.
  */
 
-import type { Backend, Carry, FastWeightInputs, Tensor } from "../rules/backend.ts";
+import { type Backend, type Carry, type FastWeightInputs, gradOf, type Tensor } from "../rules/backend.ts";
 import {
   ALIGNMENTS,
   type Form,
@@ -122,7 +122,7 @@ async function run(be: Backend, config: RuleConfig, d: HostData, form: Form, car
     await read("carry.windowY", out.carry.windowY);
     arrays.set("carry.windowCount", Float64Array.from(out.carry.windowCount));
   }
-  for (const g of GRADS) await read(g, grads[g]);
+  for (const g of GRADS) await read(g, gradOf(grads, g));
   return { arrays, carry: out.carry };
 }
 

@@ -16,6 +16,7 @@
  */
 
 import type {
+  BackwardOptions,
   Carry,
   FastWeightGrads,
   FastWeightInputs,
@@ -183,12 +184,13 @@ export function wasmFastWeightOps(ctx: WasmContext): FastWeightOps {
       config: RuleConfig,
       inputs: FastWeightInputs,
       dO: Tensor,
-      options: FormOptions = {},
+      options: BackwardOptions = {},
     ): FastWeightGrads {
       const chunk = chunkSizeOf(options);
       const chunked = usesChunkKernel(config, options.form);
       const { dims, params, set, free } = common(config, inputs, chunk, chunked);
       const { B, T, H, dk, dv } = dims;
+      let ds0Scratch = 0;
       try {
         ctx.expectSize(dO, B * T * H * dv, "dO");
         set(FW_PARAM.DO, ctx.ptr(dO, "dO"));
@@ -198,15 +200,17 @@ export function wasmFastWeightOps(ctx: WasmContext): FastWeightOps {
           dv: ctx.alloc([B, T, H, dv]),
           dbeta: ctx.alloc([...inputs.beta.shape]),
           dlambdabar: ctx.alloc([B, T, H]),
-          ds0: ctx.alloc([B, H, dk, dv]),
           dCarryState: ctx.alloc([B, H, dk, dv]),
         };
+        // the kernels write dS0 anyway: into a block of its own, or one freed after the call
+        const ds0 = (options.s0Grad ?? true) ? ctx.alloc([B, H, dk, dv]) : null;
+        ds0Scratch = ds0 ? 0 : ctx.heap.alloc(B * H * dk * dv * 4);
         set(FW_PARAM.DQ, grads.dq.ptr);
         set(FW_PARAM.DK_, grads.dk.ptr);
         set(FW_PARAM.DV_, grads.dv.ptr);
         set(FW_PARAM.DBETA, grads.dbeta.ptr);
         set(FW_PARAM.DLAMBDA, grads.dlambdabar.ptr);
-        set(FW_PARAM.DS0, grads.ds0.ptr);
+        set(FW_PARAM.DS0, ds0?.ptr ?? ds0Scratch);
         set(FW_PARAM.DCARRY, grads.dCarryState.ptr);
         const scratch = ctx.exports.fwScratchBytes(
           T,
@@ -218,8 +222,9 @@ export function wasmFastWeightOps(ctx: WasmContext): FastWeightOps {
           chunkMode(config, chunked),
         );
         ctx.pool.run("fw_backward_f32", params, B * H, scratch);
-        return grads;
+        return ds0 ? { ...grads, ds0 } : grads;
       } finally {
+        if (ds0Scratch !== 0) ctx.heap.free(ds0Scratch);
         free();
       }
     },

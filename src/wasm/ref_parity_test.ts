@@ -5,7 +5,7 @@
  * at every step. Forward at relative L2 1e-5 (o and the whole carry), gradients at 1e-4.
  */
 
-import type { Backend, Carry, FastWeightInputs, Tensor } from "../rules/backend.ts";
+import { type Backend, type Carry, type FastWeightInputs, gradOf, type Tensor } from "../rules/backend.ts";
 import { isPerColumnRule, type RuleConfig, ruleConfig, RULES } from "../rules/config.ts";
 import { ALIGNMENTS } from "../rules/config.ts";
 import { createRefBackend } from "../rules/reference/backend.ts";
@@ -138,8 +138,8 @@ async function compareCall(
   const wg = wasm.fastWeightBackward(config, wi, wasm.fromArray(h.dO, [B, T, H, dv]), { chunkSize: 8 });
   const rg = ref.fastWeightBackward(config, ri, ref.fromArray(h.dO, [B, T, H, dv]), { form: "recurrent" });
   for (const name of ["dq", "dk", "dv", "dbeta", "dlambdabar", "ds0", "dCarryState"] as const) {
-    const expected = await ref.read(rg[name]);
-    const actual = await wasm.read(wg[name]);
+    const expected = await ref.read(gradOf(rg, name));
+    const actual = await wasm.read(gradOf(wg, name));
     if (expected.every((x) => x === 0)) {
       const bad = actual.findIndex((x) => x !== 0);
       if (bad >= 0) throw new Error(`${tag} ${name}: expected zeros, got ${actual[bad]} at ${bad}`);

@@ -7,6 +7,7 @@
  * update (register-held pairs for windows of up to 4, the general loop above) with windows 2, 4 and 6.
  */
 
+import { gradOf } from "../rules/backend.ts";
 import { ruleConfig, type RuleName } from "../rules/config.ts";
 import { createRefBackend } from "../rules/reference/backend.ts";
 import { assertRelL2, Rng } from "../testing/compare.ts";
@@ -118,7 +119,7 @@ Deno.test("the window update matches the reference for windows 2, 4 and 6 at eve
                 dk: await be.read(g.dk),
                 dv: await be.read(g.dv),
                 dbeta: await be.read(g.dbeta),
-                ds0: await be.read(g.ds0),
+                ds0: await be.read(gradOf(g, "ds0")),
               });
             }
             const [w, r] = results;

@@ -78,7 +78,9 @@ export const CHUNK_PASSES = [
   "state_scan",
   "readout",
   "base_readout_grads",
+  "base_readout_grads_no_s0",
   "reverse_scan",
+  "reverse_scan_no_s0",
   "query_grads",
   "pair_column_grads",
   "pair_column_grads_tail",
@@ -212,7 +214,9 @@ const BINDINGS: Record<ChunkPass, readonly ChunkBindingName[]> = {
   state_scan: ["s0", "init", "cw"],
   readout: ["ws", "stepinfo", "s0", "cw", "out"],
   base_readout_grads: ["ws", "stepinfo", "dout", "cw"],
+  base_readout_grads_no_s0: ["ws", "stepinfo", "dout", "cw"],
   reverse_scan: ["cw", "out"],
+  reverse_scan_no_s0: ["cw", "out"],
   query_grads: ["ws", "stepinfo", "s0", "dout", "cw", "out"],
   pair_column_grads: ["ws", "stepinfo", "dout", "cw", "out"],
   pair_column_grads_tail: ["ws", "stepinfo", "dout", "cw", "out"],
@@ -706,6 +710,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
       return flat(BH * (pad + T) * (s.dk + s.dv));
     case "state_scan":
     case "reverse_scan":
+    case "reverse_scan_no_s0":
     case "s0_grad_sum":
       return flat(BH * s.dk * s.dv);
     case "delta_state_scan":
@@ -717,6 +722,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
       return flat(BH * (pad + T + 1) * (s.dk + s.dv));
     case "state_increment":
     case "base_readout_grads":
+    case "base_readout_grads_no_s0":
     case "scan_link":
     case "s0_grad_parts":
       return BH * nck * stateTiles(s.dk, s.dv);
@@ -765,6 +771,7 @@ const VEC4_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([
   "query_grads",
   "state_increment",
   "base_readout_grads",
+  "base_readout_grads_no_s0",
   "transition",
   "pair_column_grads",
   "pair_column_grads_tail",

@@ -22,7 +22,8 @@
  * - `state_scan`: per `(b, h, state element)`, sequential over chunks: the entering state of every chunk;
  * - `readout`: per `(b, h, chunk, R rows)` (the whole chunk where it fits, in `STAGED_WG` invocations): the outputs;
  * - backward: `base_readout_grads` (per-chunk `sum exp(P_t) q_t dO_t^T`, split by the base: `S_in` or `S0`), `reverse_scan`
- *   (reverse scan: the gradient `G_n` of every chunk's exit state, `dS0`, `dCarryState`), `query_grads` (rows as
+ *   (reverse scan: the gradient `G_n` of every chunk's exit state, `dS0`, `dCarryState`; a backward without `dS0` runs
+ *   `base_readout_grads_no_s0` and `reverse_scan_no_s0`, the same without the `S0` half and `dS0`), `query_grads` (rows as
  *   `readout`: `dq_t = S_t dO_t`, and its base part `dqBase`), `pair_column_grads` (per `(b, h, chunk, RC pair columns)`: `dx_j`,
  *   `dy_j`, the terms of `d g_s` (`dWriteGainTerms`) and the readout and exit weights `decayWeightsReadout`, `decayWeightsExit`;
  *   `pair_column_grads_tail` the same for the columns past its whole tiles, where there are any), `decay_grads` (per
@@ -187,62 +188,11 @@ ${flatEntry("u.B * H * DK * DV")}
     case "query_grads":
       return head + chunkSteps(delta) + rowsKernel(pass, s, windowSlots(config) - 1, delta);
     case "base_readout_grads":
-      return head + chunkSteps(delta) + `
-${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
-  let h = bh % H;
-  // a 4 x 4 block of the state per invocation, split by the base of each step (S_in or S0)
-  let bk = tile * WG + lid;
-  let nbc = (DV + 3u) / 4u;
-  if (bk < ((DK + 3u) / 4u) * nbc) {
-    let i0 = (bk / nbc) * 4u;
-    let cb0 = (bk % nbc) * 4u;
-    // sum_k exp(P_k) q_k[i0..] dO_k[cb0..]^T, split by base kind: a vec4 of each per step
-    ${
-        vec4Tile(
-          [0, 1].map((kind) => ({
-            acc: ["uu", "vv"][kind],
-            a: `qn4(bh, a + k, i0) * select(0.0, exp(cp[k]), base_kind(k) == ${kind}u)`,
-          })),
-          "len",
-          "do4(((b * u.T + a + k) * H + h) * DV, cb0)",
-        )
-      }
-    let k0 = ((bh * nck() + n) * 2u) * DK * DV;
-    ${
-        tile4Each((r, c) =>
-          `if (i0 + ${r}u < DK && cb0 + ${c}u < DV) {
-      cw[u.dBaseReadout + k0 + (i0 + ${r}u) * DV + cb0 + ${c}u] = uu${r}[${c}];
-      cw[u.dBaseReadout + k0 + DK * DV + (i0 + ${r}u) * DV + cb0 + ${c}u] = vv${r}[${c}];
-    }`
-        )
-      }
-  }
-}`;
+    case "base_readout_grads_no_s0":
+      return head + chunkSteps(delta) + baseReadoutGradsKernel(s, pass === "base_readout_grads");
     case "reverse_scan":
-      return head + `
-${flatEntry("u.B * H * DK * DV")}
-  let e = idx % (DK * DV);
-  let bh = idx / (DK * DV);
-  var gs = 0.0;
-  var acc = 0.0;
-  for (var nn = i32(nck()) - 1; nn >= 0; nn--) {
-    let n = u32(nn);
-    let k = (bh * nck() + n) * DK * DV + e;
-    cw[u.dExitState + k] = gs;
-    let dg = cw[u.chunkDecay + bh * nck() + n] * gs;
-    let ku = ((bh * nck() + n) * 2u) * DK * DV + e;
-    acc += cw[u.dBaseReadout + ku + DK * DV];
-    let zk = cw[u.exitBaseKind + bh * nck() + n];
-    if (zk == 0.0) {
-      gs = cw[u.dBaseReadout + ku] + dg;
-    } else {
-      if (zk == 1.0) { acc += dg; }
-      gs = cw[u.dBaseReadout + ku];
-    }
-  }
-  out[u.gDS0 + idx] = acc;
-  out[u.gDC + idx] = gs;
-}`;
+    case "reverse_scan_no_s0":
+      return head + reverseScanKernel(pass === "reverse_scan");
     case "pair_column_grads":
     case "pair_column_grads_tail":
       return head + chunkSteps(delta) +
@@ -295,6 +245,85 @@ ${flatEntry("u.B * H * (PAD + u.T + 1u) * (DK + DV)")}
   out[k] = acc;
 }`;
   }
+}
+
+/**
+ * WGSL of `base_readout_grads` (per `(b, h, chunk)` and 4 x 4 blocks of the state: `sum_t exp(P_t) q_t dO_t^T` over
+ * the chunk's steps on each base, `S_in` and `S0`, into the two halves of `dBaseReadout`), or, without `withS0`, of
+ * `base_readout_grads_no_s0`: the `S_in` half alone (the `S0` half feeds only `dS0`), the same floats.
+ */
+function baseReadoutGradsKernel(s: ChunkShape, withS0: boolean): string {
+  const kinds = withS0 ? [0, 1] : [0];
+  const accumulator = (kind: number) => ["uu", "vv"][kind];
+  return `
+${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
+  let h = bh % H;
+  // a 4 x 4 block of the state per invocation, split by the base of each step (S_in or S0)
+  let bk = tile * WG + lid;
+  let nbc = (DV + 3u) / 4u;
+  if (bk < ((DK + 3u) / 4u) * nbc) {
+    let i0 = (bk / nbc) * 4u;
+    let cb0 = (bk % nbc) * 4u;
+    // sum_k exp(P_k) q_k[i0..] dO_k[cb0..]^T, split by base kind: a vec4 of each per step
+    ${
+    vec4Tile(
+      kinds.map((kind) => ({
+        acc: accumulator(kind),
+        a: `qn4(bh, a + k, i0) * select(0.0, exp(cp[k]), base_kind(k) == ${kind}u)`,
+      })),
+      "len",
+      "do4(((b * u.T + a + k) * H + h) * DV, cb0)",
+    )
+  }
+    let k0 = ((bh * nck() + n) * 2u) * DK * DV;
+    ${
+    tile4Each((r, c) =>
+      `if (i0 + ${r}u < DK && cb0 + ${c}u < DV) {
+      ${
+        kinds.map((kind) =>
+          `cw[u.dBaseReadout + k0 + ${kind ? "DK * DV + " : ""}(i0 + ${r}u) * DV + cb0 + ${c}u] = ${
+            accumulator(kind)
+          }${r}[${c}];`
+        ).join("\n      ")
+      }
+    }`
+    )
+  }
+  }
+}`;
+}
+
+/**
+ * WGSL of `reverse_scan` (per `(b, h, state element)`, over the chunks in reverse: the exit-state gradient `G_n` of
+ * every chunk into `dExitState`, then `dCarryState` and `dS0`, the sum of the `S0` halves of `dBaseReadout` and of
+ * the exit gradients of the chunks whose exit base is `S0`), or, without `withS0`, of `reverse_scan_no_s0` (no `dS0`).
+ */
+function reverseScanKernel(withS0: boolean): string {
+  const s0 = (wgsl: string) => withS0 ? wgsl : "";
+  return `
+${flatEntry("u.B * H * DK * DV")}
+  let e = idx % (DK * DV);
+  let bh = idx / (DK * DV);
+  var gs = 0.0;
+  ${s0("var acc = 0.0;")}
+  for (var nn = i32(nck()) - 1; nn >= 0; nn--) {
+    let n = u32(nn);
+    let k = (bh * nck() + n) * DK * DV + e;
+    cw[u.dExitState + k] = gs;
+    let dg = cw[u.chunkDecay + bh * nck() + n] * gs;
+    let ku = ((bh * nck() + n) * 2u) * DK * DV + e;
+    ${s0("acc += cw[u.dBaseReadout + ku + DK * DV];")}
+    let zk = cw[u.exitBaseKind + bh * nck() + n];
+    if (zk == 0.0) {
+      gs = cw[u.dBaseReadout + ku] + dg;
+    } else {
+      ${s0("if (zk == 1.0) { acc += dg; }")}
+      gs = cw[u.dBaseReadout + ku];
+    }
+  }
+  ${s0("out[u.gDS0 + idx] = acc;")}
+  out[u.gDC + idx] = gs;
+}`;
 }
 
 /**

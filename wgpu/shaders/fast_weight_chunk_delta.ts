@@ -27,7 +27,8 @@
  * (`dx` of the readout and exit, `dW`), `solve_transposed` (per `(b, h, chunk)` and 32 x 32 block:
  * `dR = (I + A)^-T dW = T^T dW`), `query_grads`, `solve_input_grads` (per `(b, h, chunk, RP rows)`: everything `A` and `R` feed: `dx`, `dy = b dR`,
  * `da`, `db`, the log-decay terms), `delta_decay_grads`/`delta_coef_grads` (`d log gamma`, then `coef_back`), `s0_grad_parts`/
- * `s0_grad_sum` (`dS0`) and `pair_row_grads` (the statistic's `dx`).
+ * `s0_grad_sum` (`dS0`; a backward without `dS0` skips them and runs `base_readout_grads_no_s0`) and `pair_row_grads`
+ * (the statistic's `dx`).
  * Log-decay gradient (`delta_decay_grads`, `decayGradKernel` of `chunk_wgsl.ts`): per step `r`, the sum over the
  * decay factors whose chain holds `r`, readout and exit as for the additive rules (values `w`), plus
  * the solve's `Gp[t,s]` (`decayWeightsSolve[t,s] = dA[t,s] A[t,s]`) and `exp(Pp_t)` (`decayWeightsSolveBase_t`) factors.

@@ -33,7 +33,8 @@
  * tiles (`tile4`), about `WINDOW_TILE_ROWS` instance rows per workgroup, and what depends on a row only
  * through its pair (`q.x`, `G^T x`, the `x` sums of `dx`) per pair; the shared `delta_decay_grads`, `delta_coef_grads`
  * (`d log gamma`, then `coef_back`), `window_s0_grad_parts` (4 x 4 tiles of the state, over the rows of the chunk's
- * segments that take `S0` only) and the shared `s0_grad_sum` (`dS0`); `window_pair_gather` (per pair
+ * segments that take `S0` only) and the shared `s0_grad_sum` (`dS0`; a backward without `dS0` skips both and runs
+ * `base_readout_grads_no_s0`); `window_pair_gather` (per pair
  * and element: `dx_j`, `dy_j` summed over the instance rows of pair `j`, and the statistic's gradient
  * `d mu_s / d x_j = 2 u_o (X_s u) / n_s` through the top eigenvector `u` of step `s = j + o`).
  * Workspace sections (offsets in the uniform block, `NI = W` rows per step, rows of a `(b, h)` at

@@ -6,6 +6,7 @@
  */
 
 import type {
+  BackwardOptions,
   Carry,
   FastWeightGrads,
   FastWeightInputs,
@@ -145,7 +146,7 @@ export function refFastWeightBackward(
   config: RuleConfig,
   inputs: FastWeightInputs,
   dO: Tensor,
-  options: FormOptions = {},
+  options: BackwardOptions = {},
 ): FastWeightGrads {
   const dims = fastWeightDims(config, inputs);
   const { B, T, H, dk, dv } = dims;
@@ -159,9 +160,10 @@ export function refFastWeightBackward(
     dv: new RefTensor([B, T, H, dv]),
     dbeta: new RefTensor([...inputs.beta.shape]),
     dlambdabar: new RefTensor([B, T, H]),
-    ds0: new RefTensor([B, H, dk, dv]),
     dCarryState: new RefTensor([B, H, dk, dv]),
   };
+  // the heads compute dS0 anyway; it is returned only when asked for
+  const ds0 = (options.s0Grad ?? true) ? new RefTensor([B, H, dk, dv]) : null;
   const dOData = refData(dO, "dO");
   for (let b = 0; b < B; b++) {
     for (let h = 0; h < H; h++) {
@@ -173,9 +175,9 @@ export function refFastWeightBackward(
       scatter(grads.dbeta.data, g.dbeta, dims, betaWidth, b, h);
       scatter(grads.dlambdabar.data, g.dlambdabar, dims, 1, b, h);
       const bh = b * H + h;
-      grads.ds0.data.set(g.ds0, bh * dk * dv);
+      ds0?.data.set(g.ds0, bh * dk * dv);
       grads.dCarryState.data.set(g.dCarryState, bh * dk * dv);
     }
   }
-  return grads;
+  return ds0 ? { ...grads, ds0 } : grads;
 }

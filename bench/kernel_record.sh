@@ -47,7 +47,7 @@ fi
 wait "${warm_pids[@]}"
 
 bench=(deno run --allow-read --allow-write bench/gpu_bench.ts --skip-gemm --reps 5 --rules "$rules")
-step gpu_bench_8x4096x8x64 200 "${bench[@]}" --profile --out "$out/gpu_bench_8x4096x8x64.json"
+step gpu_bench_8x4096x8x64 280 "${bench[@]}" --profile --out "$out/gpu_bench_8x4096x8x64.json"
 step gpu_bench_32x128x4x64 100 "${bench[@]}" --B 32 --T 128 --H 4 --out "$out/gpu_bench_32x128x4x64.json"
 # the warmed shapes only (a new dtype autotunes again, minutes): the gated ops in float32, delta_rule in bfloat16
 step fla_kernel_peer 150 bash -c "${peer[*]} --ops chunk_simple_gla,chunk_gated_delta_rule --dtypes fp32 --warmup 3 --reps 10 && ${peer[*]} --ops chunk_delta_rule --dtypes bf16 --warmup 3 --reps 10"

@@ -41,7 +41,7 @@ import {
   isWindowDeltaChunkRule,
   PAIR_COLUMN_TILE_MAX,
   pairColumnTail,
-  ROWS_TILE_MAX,
+  rowsTileMax,
   SOLVE_INPUT_GRADS_ROWS_MAX,
   WINDOW_TILE_ROWS,
 } from "./shaders/chunk_wgsl.ts";
@@ -109,9 +109,9 @@ export function chunkShape(config: RuleConfig, d: ChunkDims, C: number, sharedBy
     dk: d.dk,
     dv: d.dv,
     C,
-    // readout and query_grads (additive and delta rules) take up to ROWS_TILE_MAX rows: each staged x, v, base
-    // and score then serves more of them
-    R: fit("rows", C, pairColumnRule ? ROWS_TILE_MAX : 16),
+    // readout and query_grads (additive and delta rules): up to the rows of their kernel form (rowsTileMax: the
+    // staged kernels' whole chunk, where each staged x, v, base and score serves more rows; 16 for a window's pad)
+    R: fit("rows", C, pairColumnRule ? rowsTileMax(pad) : 16),
     RC,
     // the columns past its whole tiles (falcon3a: 67 = 64 + 3 at C = 64) in a tail pipeline of a small tile, whose
     // workgroup arrays are no larger than the main one's

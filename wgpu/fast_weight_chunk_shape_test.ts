@@ -8,6 +8,7 @@ import { chunkShape } from "./fast_weight_chunk.ts";
 import { CHUNK_PASSES, chunkSharedFloats, chunkWork } from "./shaders/chunk_wgsl.ts";
 import { scanColumns } from "./shaders/chunk_delta_scans.ts";
 import {
+  DIRECT_ROWS_TILE_MAX,
   PAIR_COLUMN_TILE_MAX,
   pairColumnInvocations,
   pairColumnLayout,
@@ -15,7 +16,9 @@ import {
   pairColumnTail,
   pairColumnTiling,
   ROWS_TILE_MAX,
+  rowsKernelForm,
   rowsLayout,
+  rowsTileMax,
   SOLVE_INPUT_GRADS_ROWS_MAX,
   WINDOW_TILE_ROWS,
 } from "./shaders/chunk_wgsl.ts";
@@ -38,8 +41,8 @@ Deno.test("chunkShape picks the largest tiles whose workgroup arrays fit", () =>
     if (s.RC < 16 && bigger.cols <= limit) {
       throw new Error(`${rule}: RC = ${s.RC} is not the largest that fits`);
     }
-    // readout and query_grads: up to ROWS_TILE_MAX rows for the pair-column rules, 16 for the per-column ones
-    const rows = rule === "falcon2" ? 16 : ROWS_TILE_MAX;
+    // readout and query_grads: up to their kernel form's rows for the pair-column rules, 16 for the per-column ones
+    const rows = rule === "falcon2" ? 16 : rowsTileMax(windowSlots(config) - 1);
     if (s.R > rows || (s.R < rows && chunkSharedFloats(config, { ...s, R: 2 * s.R }).rows <= limit)) {
       throw new Error(`${rule}: R = ${s.R} is not the largest (up to ${rows}) that fits`);
     }
@@ -137,18 +140,20 @@ Deno.test("chunkShape gives pair_column_grads up to 64 pair columns per workgrou
   }
 });
 
-Deno.test("chunkShape gives readout and query_grads the whole chunk where it fits, fewer rows within 16 KiB", () => {
+Deno.test("chunkShape gives the staged readout and query_grads the whole chunk where it fits, falcon3a's direct ones 16 rows", () => {
   const d = { B: 8, T: 4096, H: 8, dk: 64, dv: 64 };
   for (const rule of ["falcon1a", "falcon3a", "falcon1", "gated_deltanet"] as const) {
     const config = ruleConfig(rule);
     const pad = windowSlots(config) - 1;
+    const form = rowsKernelForm(pad);
+    if (form !== (rule === "falcon3a" ? "direct" : "staged")) {
+      throw new Error(`${rule}: ${form} rows kernels`);
+    }
     // the H200's and llvmpipe's workgroup memory, then WebGPU's default
     for (
-      const [shared, expected] of [[49152, ROWS_TILE_MAX], [32768, ROWS_TILE_MAX], [
-        WEBGPU_DEFAULT_SHARED,
-        32,
-      ]]
+      const [shared, staged] of [[49152, ROWS_TILE_MAX], [32768, ROWS_TILE_MAX], [WEBGPU_DEFAULT_SHARED, 32]]
     ) {
+      const expected = form === "staged" ? staged : DIRECT_ROWS_TILE_MAX;
       const s = chunkShape(config, d, 64, shared);
       const limit = shared / 4 - 16;
       const rows = chunkSharedFloats(config, s).rows;
@@ -157,10 +162,9 @@ Deno.test("chunkShape gives readout and query_grads the whole chunk where it fit
           `${rule} at ${shared} bytes: R = ${s.R} (${rows} floats), expected ${expected} within ${limit}`,
         );
       }
-      // the whole chunk: one workgroup of STAGED_WG invocations; falcon3a's 3 pair columns past 64 one score per invocation
-      const layout = rowsLayout(s, pad);
-      if (s.R === 64 && (layout.invocations !== STAGED_WG || layout.tail !== (pad ? 3 : 0))) {
-        throw new Error(`${rule} at ${shared} bytes: ${JSON.stringify(layout)}`);
+      // the whole chunk: one workgroup of STAGED_WG invocations
+      if (form === "staged" && s.R === 64 && rowsLayout(s).invocations !== STAGED_WG) {
+        throw new Error(`${rule} at ${shared} bytes: ${JSON.stringify(rowsLayout(s))}`);
       }
     }
   }

@@ -51,7 +51,10 @@ for (const rule of CHUNK_RULES) {
   // a window of 4 pairs reaches 3 chunks back at chunk size 1 (the pairs of the steps before a chunk
   // are then spread over several earlier chunks); without a window chunk size 1 is the same code as 3.
   // Those new pipelines also take Dk = Dv = 8: whole 4 x 4 blocks only, no partial one, and the readout and
-  // dq kernels' vec4 bindings of the workspace rows and dO (`bindsVec4`; the other shapes bind floats)
+  // dq kernels' vec4 bindings of the workspace rows and dO (`bindsVec4`; the other shapes bind floats).
+  // The window's pad also picks the kernels' forms: falcon3a's readout and dq are the direct-load row kernels
+  // (`rowsKernelForm`) and its pair-column kernels stage 4 entries per load; the pad-free rules' readout and dq
+  // are the staged ones and their pair-column kernels stage one entry per load
   const windowed = isWindowRule(rule);
   const problems = atLevel(
     [

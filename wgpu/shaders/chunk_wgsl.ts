@@ -374,7 +374,7 @@ export function chunkSharedFloats(
   return {
     // the delta rules' solve holds T and its staged operands
     local: steps + Math.max(s.C + pad, decay, isDeltaChunkRule(config) ? solveLayout(s).floats : 0),
-    rows: steps + rowsLayout(s, pad).floats,
+    rows: steps + rowsFloats(s, pad),
     // pair_column_grads (readout_dw, the delta rules' other variant, needs less)
     cols: steps + pairColumnLayout(s, isSolveChunkRule(config) ? "delta" : "additive").floats,
     // solve_input_grads (the delta rules; the additive rules have no such pass)
@@ -547,35 +547,61 @@ export function pairColumnLayout(
   };
 }
 
-/** Rows of the chunk per workgroup of `readout` and `query_grads` (additive and delta rules) at most: the whole chunk at `C <= 64`. */
+/**
+ * The form of the `readout` and `query_grads` kernels (additive and delta rules) for a rule whose pair columns
+ * start `pad` steps before the chunk (its window's pad, `W - 1`):
+ * - `staged` (pad-free rules): whole-chunk staged-tile kernels (`stagedRowsKernel` of
+ *   `fast_weight_chunk_additive.ts`; up to {@linkcode ROWS_TILE_MAX} rows, {@linkcode rowsLayout});
+ * - `direct` (a window's pad, falcon3a): direct-load row kernels (`directRowsKernel`; up to
+ *   {@linkcode DIRECT_ROWS_TILE_MAX} rows of {@linkcode CHUNK_WG} invocations, their operands read from storage
+ *   4 entries at a time, the scores `R x (C + pad)` floats).
+ *
+ * Measured on the H200 (8 x 4096 x 8 x 64, ms per kernel of one forward + backward, readout / query_grads): the
+ * staged kernels took the pad-free rules from 0.84 / 0.97 (direct) to 0.54 / 0.54, but falcon3a from 0.98 / 1.12
+ * (direct) to 1.25 / 1.23. With falcon3a's pad the staged form scored the 3 pair columns past 64 (of 67) one per
+ * invocation from storage, and ran its intra product over every pair column: the causal skip of the pad-free
+ * whole-chunk tile (a lower triangular `M^T`, each block skipping the slices past its rows) does not hold there.
+ */
+export function rowsKernelForm(pad: number): "staged" | "direct" {
+  return pad > 0 ? "direct" : "staged";
+}
+
+/** Rows of the chunk per workgroup of the staged `readout` and `query_grads` at most: the whole chunk at `C <= 64`. */
 export const ROWS_TILE_MAX = 64;
 
+/** Rows of the chunk per workgroup of the direct-load `readout` and `query_grads` at most ({@linkcode rowsKernelForm}). */
+export const DIRECT_ROWS_TILE_MAX = 16;
+
+/** Rows per workgroup of `readout` and `query_grads` at most for a rule of window pad `pad` ({@linkcode rowsKernelForm}). */
+export function rowsTileMax(pad: number): number {
+  return rowsKernelForm(pad) === "staged" ? ROWS_TILE_MAX : DIRECT_ROWS_TILE_MAX;
+}
+
 /**
- * Workgroup arrays and tiling of the `readout` and `query_grads` kernels of the additive and delta rules
- * (`rowsKernel` of `fast_weight_chunk_additive.ts`), in floats, besides the chunk's step arrays: the masked scores
- * `scT` (`scoreRows x R4`: per pair column, the workgroup's `R` rows; depth rows rounded up to whole slices of
- * `STAGE_DEPTH` pair columns) and the staging array `stage` (the largest of: a slice of the pair columns, the rows
- * and a base for the scores and the inter-chunk part, readout's bases along their rows, query_grads' across; of
- * the values or keys for the intra part). The scores' 4 x 4 blocks take `scoreColumns` pair columns,
- * and the `tail` columns past them (0 or `(C + pad) % 4`) are one score per invocation: where their blocks would
- * take a second round over the invocations (falcon3a: 68 = 17 x 4 columns x 16 row blocks is 272 blocks for 256
- * invocations), each invocation would run a second whole block for 3 columns. `invocations` is the fewest (a power
- * of two from {@linkcode CHUNK_WG} up to {@linkcode STAGED_WG}) that hold a block of each product once.
+ * Workgroup floats of the `readout` and `query_grads` kernels besides the chunk's step arrays, in the form of
+ * {@linkcode rowsKernelForm}: the staged kernels' {@linkcode rowsLayout}, the direct kernels' scores (`R` rows of
+ * `C + pad` pair columns).
  */
-export function rowsLayout(s: Pick<ChunkShape, "dk" | "dv" | "C" | "R">, pad: number) {
-  const cols = s.C + pad;
-  const [R4, CP4, DK4, DV4] = [s.R, cols, s.dk, s.dv].map(roundUp4);
-  const whole = cols - (cols % 4);
-  const blocks = (scoreColumns: number) => (R4 / 4) * (Math.max(scoreColumns, DK4, DV4) / 4);
-  const invocationsFor = (scoreColumns: number) => {
-    let n = CHUNK_WG;
-    while (n < blocks(scoreColumns) && n < STAGED_WG) n *= 2;
-    return n;
-  };
-  const rounds = (scoreColumns: number) => Math.ceil(blocks(scoreColumns) / invocationsFor(scoreColumns));
-  const tail = whole > 0 && rounds(whole) < rounds(CP4) ? cols % 4 : 0;
-  const scoreColumns = tail ? whole : CP4;
-  const scoreRows = Math.ceil(cols / STAGE_DEPTH) * STAGE_DEPTH;
+export function rowsFloats(s: Pick<ChunkShape, "dk" | "dv" | "C" | "R">, pad: number): number {
+  return rowsKernelForm(pad) === "staged" ? rowsLayout(s).floats : s.R * (s.C + pad);
+}
+
+/**
+ * Workgroup arrays and tiling of the staged `readout` and `query_grads` kernels of the pad-free additive and delta
+ * rules (`stagedRowsKernel` of `fast_weight_chunk_additive.ts`, {@linkcode rowsKernelForm}), in floats, besides the
+ * chunk's step arrays: the masked scores `scT` (`scoreRows x R4`: per pair column, the workgroup's `R` rows; depth
+ * rows rounded up to whole slices of `STAGE_DEPTH` pair columns) and the staging array `stage` (the largest of: a
+ * slice of the pair columns, the rows and a base for the scores and the inter-chunk part, readout's bases along
+ * their rows, query_grads' across; of the values or keys for the intra part). The scores' 4 x 4 blocks take
+ * `scoreColumns` pair columns (the chunk's `C`, rounded up to 4). `invocations` is the fewest (a power of two from
+ * {@linkcode CHUNK_WG} up to {@linkcode STAGED_WG}) that hold a block of each product once.
+ */
+export function rowsLayout(s: Pick<ChunkShape, "dk" | "dv" | "C" | "R">) {
+  const [R4, scoreColumns, DK4, DV4] = [s.R, s.C, s.dk, s.dv].map(roundUp4);
+  const blocks = (R4 / 4) * (Math.max(scoreColumns, DK4, DV4) / 4);
+  let invocations = CHUNK_WG;
+  while (invocations < blocks && invocations < STAGED_WG) invocations *= 2;
+  const scoreRows = Math.ceil(s.C / STAGE_DEPTH) * STAGE_DEPTH;
   const transposed = (width: number) => ({ width, along: "depth" as const });
   const rows = (width: number) => ({ width, along: "width" as const });
   const stage = roundUp4(Math.max(
@@ -583,14 +609,7 @@ export function rowsLayout(s: Pick<ChunkShape, "dk" | "dv" | "C" | "R">, pad: nu
     stagedFloats([transposed(scoreColumns), transposed(R4), transposed(DK4)]),
     stagedFloats([rows(Math.max(DK4, DV4))]),
   ));
-  return {
-    invocations: invocationsFor(scoreColumns),
-    scoreColumns,
-    tail,
-    scoreRows,
-    stage,
-    floats: stage + scoreRows * R4,
-  };
+  return { invocations, scoreColumns, scoreRows, stage, floats: stage + scoreRows * R4 };
 }
 
 /**
@@ -763,8 +782,8 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
 /**
  * Passes that read the workspace rows (and `dO`) four entries at a time (`qn4`, `xp4`, `yp4`, `do4`): with
  * `Dk` and `Dv` multiples of 4 they bind `ws` and `dout` as `array<vec4<f32>>` (one 16-byte load per 4
- * entries), otherwise the same functions assemble the vec4 from scalar loads, 0 past the row's end (`readout` and
- * `query_grads` read them so in their tail scores; their staged loads take one component, `qn`, `xp`, `yp`).
+ * entries), otherwise the same functions assemble the vec4 from scalar loads, 0 past the row's end. Staged loads of
+ * one entry take one component (`qn`, `xp`, `yp`, `doutf`).
  */
 const VEC4_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([
   "readout",
@@ -786,9 +805,10 @@ export function bindsVec4(pass: ChunkPass, s: Pick<ChunkShape, "dk" | "dv">): bo
 
 /**
  * Passes that also bind the workspace `cw` and `s0` as vec4 arrays where {@linkcode bindsVec4} holds: the readout
- * and dq kernels read pseudo-values 16 bytes at a time, the pair-column kernels the rows of the exit-state
- * gradient `G` (`cw4`; the workspace sections start at multiples of 4 floats), their other workspace floats through
- * `cwf`, `s0f` and `cwset` (a load or store of one component).
+ * and dq kernels read pseudo-values and, in their direct-load form ({@linkcode rowsKernelForm}), the state rows
+ * (`cw4`, `s04`) 16 bytes at a time, the pair-column kernels the rows of the exit-state gradient `G` (`cw4`, where
+ * they stage 4 entries per load); the workspace sections start at multiples of 4 floats. Their other workspace
+ * floats go through `cwf`, `s0f` and `cwset` (a load or store of one component).
  */
 const VEC4_WORKSPACE_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([
   "readout",
@@ -815,7 +835,8 @@ export function bindsVec4Output(pass: ChunkPass, s: Pick<ChunkShape, "dk" | "dv"
 
 /**
  * WGSL `cwf(i)` (one float of `cw`) and, in {@linkcode VEC4_WORKSPACE_PASSES}, `cwset(i, v)` and `s0f(i)` (one
- * float of `s0`); where those bind `cw` as a vec4 array also `cw4(i)` (4 floats from float `i`, a multiple of 4).
+ * float of `s0`); where those bind `cw` as a vec4 array also `cw4(i)` and `s04(i)` (4 floats from float `i`, a
+ * multiple of 4).
  */
 function workspaceFloatAccessors(pass: ChunkPass, s: ChunkShape, hasS0: boolean): string {
   if (!VEC4_WORKSPACE_PASSES.has(pass)) return "fn cwf(i: u32) -> f32 { return cw[i]; }";
@@ -826,7 +847,9 @@ fn cwset(i: u32, v: f32) { cw[i] = v; }${hasS0 ? "\nfn s0f(i: u32) -> f32 { retu
   return `fn cwf(i: u32) -> f32 { return cw[i >> 2u][i & 3u]; }
 fn cwset(i: u32, v: f32) { cw[i >> 2u][i & 3u] = v; }
 fn cw4(i: u32) -> vec4<f32> { return cw[i >> 2u]; }${
-    hasS0 ? "\nfn s0f(i: u32) -> f32 { return s0[i >> 2u][i & 3u]; }" : ""
+    hasS0
+      ? "\nfn s0f(i: u32) -> f32 { return s0[i >> 2u][i & 3u]; }\nfn s04(i: u32) -> vec4<f32> { return s0[i >> 2u]; }"
+      : ""
   }`;
 }
 
@@ -848,8 +871,9 @@ export function maskedVec4(at: (i: string) => string, i: string, n: string): str
 
 /**
  * WGSL of the workspace row accessors: `qn` (query rows), `xp` (pair key rows, from slot `-PAD`), `yp`
- * (pair value rows), and for {@linkcode VEC4_PASSES} their vec4 forms from entry `i` (a multiple of 4) and
- * `do4` (`dO` entries `k..k+3` of the row at float `r0`), as 16-byte loads where {@linkcode bindsVec4}.
+ * (pair value rows), and for {@linkcode VEC4_PASSES} their vec4 forms from entry `i` (a multiple of 4),
+ * `do4` (`dO` entries `k..k+3` of the row at float `r0`), as 16-byte loads where {@linkcode bindsVec4}, and `doutf`
+ * (one float of `dO`).
  */
 function workspaceAccessors(pass: ChunkPass, s: ChunkShape, usesDout: boolean): string {
   const q = "(bh * u.T + t) * DK + i";
@@ -872,7 +896,10 @@ fn yp(bh: u32, j: i32, c: u32) -> f32 { ${float(y)} }`;
 fn qn4(bh: u32, t: u32, i: u32) -> vec4<f32> { return ${rows[0]}; }
 fn xp4(bh: u32, j: i32, i: u32) -> vec4<f32> { return ${rows[1]}; }
 fn yp4(bh: u32, j: i32, c: u32) -> vec4<f32> { return ${rows[2]}; }${
-    usesDout ? `\nfn do4(r0: u32, k: u32) -> vec4<f32> { return ${rows[3]}; }` : ""
+    usesDout
+      ? `\nfn do4(r0: u32, k: u32) -> vec4<f32> { return ${rows[3]}; }
+fn doutf(i: u32) -> f32 { return ${vec4 ? "dout[i >> 2u][i & 3u]" : "dout[i]"}; }`
+      : ""
   }`;
 }
 

@@ -20,7 +20,8 @@
  * - `state_increment`: per `(b, h, chunk, 64 state elements)`: `dS_n = sum_j M[e,j] x_j y_j^T`, the chunk decay
  *   `exp(P_e)` and which base the exit state has (`exitBaseKind`: 0 `S_in`, 1 `S0`, 2 zero);
  * - `state_scan`: per `(b, h, state element)`, sequential over chunks: the entering state of every chunk;
- * - `readout`: per `(b, h, chunk, R rows)` (the whole chunk where it fits, in `STAGED_WG` invocations): the outputs;
+ * - `readout`: per `(b, h, chunk, R rows)` (`rowsKernelForm` of `chunk_wgsl.ts`: without a window's pad the whole chunk
+ *   where it fits, in `STAGED_WG` invocations; with one up to 16 rows in `CHUNK_WG`): the outputs;
  * - backward: `base_readout_grads` (per-chunk `sum exp(P_t) q_t dO_t^T`, split by the base: `S_in` or `S0`), `reverse_scan`
  *   (reverse scan: the gradient `G_n` of every chunk's exit state, `dS0`, `dCarryState`; a backward without `dS0` runs
  *   `base_readout_grads_no_s0` and `reverse_scan_no_s0`, the same without the `S0` half and `dS0`), `query_grads` (rows as
@@ -55,7 +56,6 @@ import type { RuleConfig } from "../../src/rules/config.ts";
 import { type HeadConstants, statKind } from "./fast_weight_coef.ts";
 import { windowSlots } from "./fast_weight_recurrent.ts";
 import {
-  bindsVec4,
   bindsVec4Output,
   bindsVec4Workspace,
   chunkEntry,
@@ -76,6 +76,7 @@ import {
   pairColumnTiling,
   type PairColumnVariant,
   prelude,
+  rowsKernelForm,
   rowsLayout,
   stateTiles,
   stepCoefEntry,
@@ -329,23 +330,32 @@ ${flatEntry("u.B * H * DK * DV")}
 /**
  * `readout`: `o_t = exp(P_t) base_t^T q_t + sum_j (M[t,j] q_t.x_j) v_j`;
  * `query_grads`: `dq_t = exp(P_t) base_t dO_t + sum_j (M[t,j] dO_t.v_j) x_j` (= `S_t dO_t`), and its base part
- * `dqBase`; `v_j` the targets `y_j` (additive) or the pseudo-values `w_j` (delta).
- *
- * One workgroup per `(b, h, chunk, R rows)` (the whole chunk where the workgroup memory holds it, `rowsLayout` of
- * `chunk_wgsl.ts`). Every product is a register tile fed from workgroup memory (`chunk_staged_tiles.ts`), its
- * operands staged slice by slice with coalesced loads:
- * 1. over the key (readout) / value (query_grads) entries, one staged slice of the rows `q_t` / `dO_t` serving
- *    both products: the scores `q_t.x_j` / `dO_t.v_j` (pair columns x rows), masked by `M[t, j]` into `scT`
- *    (`rowsLayout`'s `tail` columns one score per invocation), and the part against `S_in` (rows x output
- *    entries), kept for the rows that meet `S_in`;
- * 2. with `S0`, the part against it (the rows that meet `S0`; none without one), then the sum scaled by
- *    `exp(P_t)` (`dqBase`);
- * 3. the intra part `sum_j scT[j, t] v_j` / `x_j` (over the pair columns) added to it, stored (without a window's
- *    pad, a block of the whole chunk's rows skips the slices of pair columns past them).
+ * `dqBase`; `v_j` the targets `y_j` (additive) or the pseudo-values `w_j` (delta). In the form
+ * `rowsKernelForm` of `chunk_wgsl.ts` picks by the window's pad: {@linkcode stagedRowsKernel} without one,
+ * {@linkcode directRowsKernel} with one (falcon3a).
  */
 function rowsKernel(pass: "readout" | "query_grads", s: ChunkShape, pad: number, delta: boolean): string {
+  return rowsKernelForm(pad) === "staged"
+    ? stagedRowsKernel(pass, s, delta)
+    : directRowsKernel(pass, s, pad, delta);
+}
+
+/**
+ * {@linkcode rowsKernel} of a pad-free rule (the pair columns are the chunk's steps): one workgroup per
+ * `(b, h, chunk, R rows)` (the whole chunk where the workgroup memory holds it, `rowsLayout` of `chunk_wgsl.ts`).
+ * Every product is a register tile fed from workgroup memory (`chunk_staged_tiles.ts`), its operands staged slice
+ * by slice with coalesced loads:
+ * 1. over the key (readout) / value (query_grads) entries, one staged slice of the rows `q_t` / `dO_t` serving
+ *    both products: the scores `q_t.x_j` / `dO_t.v_j` (pair columns x rows), masked by `M[t, j]` into `scT`, and
+ *    the part against `S_in` (rows x output entries), kept for the rows that meet `S_in`;
+ * 2. with `S0`, the part against it (the rows that meet `S0`; none without one), then the sum scaled by
+ *    `exp(P_t)` (`dqBase`);
+ * 3. the intra part `sum_j scT[j, t] v_j` / `x_j` (over the pair columns) added to it, stored (a block of the
+ *    whole chunk's rows skips the slices of pair columns past them: `M[t, j] = 0` for `j > t`).
+ */
+function stagedRowsKernel(pass: "readout" | "query_grads", s: ChunkShape, delta: boolean): string {
   const fwd = pass === "readout";
-  const layout = rowsLayout(s, pad);
+  const layout = rowsLayout(s);
   const wg = layout.invocations;
   const [R4, DK4, DV4] = [s.R, s.dk, s.dv].map(roundUp4);
   const W4 = R4 / 4;
@@ -357,8 +367,8 @@ function rowsKernel(pass: "readout" | "query_grads", s: ChunkShape, pad: number,
   const pairColumnsT: StagedOperand = {
     width: layout.scoreColumns,
     along: "depth",
-    value: `${fwd ? "xp" : "vp"}(bh, j0 + i32(i), k)`,
-    valid: `i < ncol && k < ${K}`,
+    value: `${fwd ? "xp" : "vp"}(bh, i32(a + i), k)`,
+    valid: `i < len && k < ${K}`,
   };
   const rowsT = (value: string, K: string): StagedOperand => ({
     width: R4,
@@ -376,24 +386,25 @@ function rowsKernel(pass: "readout" | "query_grads", s: ChunkShape, pad: number,
   const mixed: StagedOperand = {
     width: NC4,
     along: "width",
-    value: `${fwd ? "vp" : "xp"}(bh, j0 + i32(k), i)`,
-    valid: `k < ncol && i < ${NC}`,
+    value: `${fwd ? "vp" : "xp"}(bh, i32(a + k), i)`,
+    valid: `k < len && i < ${NC}`,
   };
   const scores: TileProduct = { acc: "sc", grid: pairStep, a: 0, b: 1 };
   const inter: TileProduct = { acc: "o", grid: stepOut, a: 1, b: 2 };
   const fromS0: TileProduct = { acc: "o", grid: stepOut, a: 0, b: 1 };
-  // scT[j, t] = 0 past t + PAD: with no pad and the whole chunk in one tile (r0 = 0) a lower triangular A^T
+  // scT[j, t] = 0 past t: with the whole chunk in one tile (r0 = 0) a lower triangular A^T
   const tiles = Math.ceil(s.C / s.R);
   const intra: TileProduct = {
     acc: "o",
     grid: stepOut,
     a: { array: "scT", width4: W4 },
     b: 0,
-    lowerA: pad === 0 && tiles === 1,
+    lowerA: tiles === 1,
   };
+  const rowEntry = fwd ? "qn(bh, a + r0 + i, k)" : "doutf(((b * u.T + a + r0 + i) * H + h) * DV + k)";
   const loops = [
-    [pairColumnsT, rowsT("lhs(bh, a + r0 + i, k)", K), entering],
-    [rowsT("select(0.0, lhs(bh, a + r0 + i, k), base_kind(r0 + i) == 1u)", "s0Depth"), s0],
+    [pairColumnsT, rowsT(rowEntry, K), entering],
+    [rowsT(`select(0.0, ${rowEntry}, base_kind(r0 + i) == 1u)`, "s0Depth"), s0],
     [mixed],
   ];
   for (const operands of loops) {
@@ -403,8 +414,6 @@ function rowsKernel(pass: "readout" | "query_grads", s: ChunkShape, pad: number,
       );
     }
   }
-  // score rows written by the blocks and the tail; the rest (read by the last slice of loop 3) hold 0
-  const written = layout.tail ? s.C + pad : layout.scoreColumns;
   // per row r of block p of the outputs
   const eachRow = (f: (p: number, r: number) => string) =>
     eachTileRow(stepOut, (p, r) =>
@@ -424,18 +433,16 @@ function rowsKernel(pass: "readout" | "query_grads", s: ChunkShape, pad: number,
     }
     }`;
   return `${valueWgsl4(delta, bindsVec4Workspace(pass, s))}
-${rowOperandWgsl(fwd, bindsVec4(pass, s))}
 var<workgroup> stage: array<vec4<f32>, ${layout.stage / 4}>; // the staged slices
 var<workgroup> scT: array<vec4<f32>, ${layout.scoreRows * W4}>; // [pair column][row / 4]: M[t,j] (score)
 ${chunkEntry(`${tiles}u`, true, wg)}
   let h = bh % H;
   let r0 = tile * R;
-  let j0 = i32(a) - i32(PAD);
-  let ncol = len + PAD;
   let bin = u.entryState + (bh * nck() + n) * DK * DV;
   ${
-    written < layout.scoreRows
-      ? `for (var k = ${written * W4}u + lid; k < ${
+    layout.scoreColumns < layout.scoreRows
+      ? `// the score rows past the blocks' (read by the last slice of loop 3 against staged zeros) hold 0
+  for (var k = ${layout.scoreColumns * W4}u + lid; k < ${
         layout.scoreRows * W4
       }u; k += ${wg}u) { scT[k] = vec4<f32>(0.0); }`
       : ""
@@ -447,7 +454,6 @@ ${chunkEntry(`${tiles}u`, true, wg)}
   ${declareAccumulators(inter)}
   ${stagedLoop(K, loops[0], [scores, inter])}
   ${maskedScores(pairStep, W4)}
-  ${layout.tail ? tailScores(fwd, layout.scoreColumns, layout.tail, W4, wg) : ""}
   ${eachRow((p, r) => `o${p}_${r} = select(vec4<f32>(0.0), o${p}_${r}, base_kind(min(tt, len - 1u)) == 0u);`)}
   // 2. the part against S0 (the barriers of its loop, or of loop 3's, publish scT)
   let s0Depth = select(0u, ${K}, u.hasS0 != 0u);
@@ -464,7 +470,7 @@ ${chunkEntry(`${tiles}u`, true, wg)}
     )
   }
   // 3. the intra part
-  ${stagedLoop("ncol", loops[2], [intra])}
+  ${stagedLoop("len", loops[2], [intra])}
   ${
     eachRow((p, r) =>
       entries(p, r, NC, (col, v) =>
@@ -475,23 +481,8 @@ ${chunkEntry(`${tiles}u`, true, wg)}
 }
 
 /**
- * WGSL of the rows' operand of `readout` / `query_grads`: `lhs(bh, t, k)`, entry `k` of `q_t` / `dO_t`, and
- * `lhs4` (entries `k..k+3`, for the tail scores).
- */
-function rowOperandWgsl(fwd: boolean, vec4: boolean): string {
-  const doutRow = "((bh / H * u.T + t) * H + bh % H) * DV";
-  const lhs = fwd
-    ? "return qn(bh, t, k);"
-    : vec4
-    ? `let f = ${doutRow} + k; return dout[f >> 2u][f & 3u];`
-    : `return dout[${doutRow} + k];`;
-  return `fn lhs(bh: u32, t: u32, k: u32) -> f32 { ${lhs} }
-fn lhs4(bh: u32, t: u32, k: u32) -> vec4<f32> { return ${fwd ? "qn4(bh, t, k)" : `do4(${doutRow}, k)`}; }`;
-}
-
-/**
- * WGSL after loop 1 of `readout` / `query_grads`: each block's scores masked by `M[t, j]` into `scT` (one vec4 of 4
- * rows per pair column); rows past the tile or the chunk and pairs past a row's window are 0.
+ * WGSL after loop 1 of the staged `readout` / `query_grads`: each block's scores masked by `M[t, j]` into `scT` (one
+ * vec4 of 4 rows per pair column); rows past the tile or the chunk and pairs past a row's step are 0.
  */
 function maskedScores(grid: TileGrid, W4: number): string {
   const g = grid.name;
@@ -504,9 +495,9 @@ function maskedScores(grid: TileGrid, W4: number): string {
         `{
       let tr = ${g}Col${p} * 4u + ${c}u;
       let tt = r0 + tr;
-      if (tr < R && tt < len && jj <= tt + PAD) { v.${
+      if (tr < R && tt < len && jj <= tt) { v.${component(c)} = m_of(tt, i32(a + jj), a) * sc${p}_${r}.${
           component(c)
-        } = m_of(tt, j0 + i32(jj), a) * sc${p}_${r}.${component(c)}; }
+        }; }
     }`
       ).join("\n    ")
     }
@@ -514,26 +505,198 @@ function maskedScores(grid: TileGrid, W4: number): string {
   }`);
 }
 
+/** Loop bounds of the direct-load readout's and dq's products with `S0`: none without one (the tile stays 0). */
+const S0_DK = "select(0u, DK, u.hasS0 != 0u)";
+const S0_DV = "select(0u, DV, u.hasS0 != 0u)";
+
 /**
- * WGSL of the scores of the `tail` pair columns from `first` (`rowsLayout`): one per invocation, a loop of vec4
- * loads over the entries, masked into `scT`.
+ * {@linkcode rowsKernel} of a rule with a window's pad (falcon3a, `rowsKernelForm` of `chunk_wgsl.ts`): one
+ * workgroup of `CHUNK_WG` invocations per `(b, h, chunk, R rows)`, the tile's masked scores `sc` (`R x (C + pad)`)
+ * in workgroup memory ({@linkcode scoreTile}), then the outputs. Every product is a 4 x 4 block per invocation
+ * (4 rows x 4 columns, each value read serving 4 products), its row and column operands read from storage 4
+ * entries at a time (`qn4`, `xp4`, `yp4`, `do4` of `chunk_wgsl.ts`: one 16-byte load each where `Dk` and `Dv` are
+ * multiples of 4), the accumulators one vec4 per row.
  */
-function tailScores(fwd: boolean, first: number, tail: number, W4: number, wg: number): string {
-  return `// the ${tail} pair columns past the blocks' ${first}: one score per invocation
-  for (var e = lid; e < R * ${tail}u; e += ${wg}u) {
+function directRowsKernel(
+  pass: "readout" | "query_grads",
+  s: ChunkShape,
+  pad: number,
+  delta: boolean,
+): string {
+  const fwd = pass === "readout";
+  const R4 = [0, 1, 2, 3];
+  // output columns: value entries (o) or key entries (dq)
+  const NC = fwd ? "DV" : "DK";
+  const rows = (f: (r: number) => string) => R4.map(f).join("\n    ");
+  // the dO row of step t<r>, from float doutRow<r>
+  const doutRows = fwd ? "" : rows((r) => `let doutRow${r} = ((b * u.T + t${r}) * H + h) * DV;`);
+  // 4 state entries of row `i` from column `c`: one 16-byte load where cw and s0 are vec4 arrays, else clamped at
+  // the row's end (the products they meet are 0 or unused)
+  const vec4Workspace = bindsVec4Workspace(pass, s);
+  const stateRow = (buf: string, at: string, i: string, c: string, n: string) =>
+    vec4Workspace ? `${buf}4(${at} + ${i} + ${c})` : clampedVec4((e) => `${buf}f(${at} + ${i} + ${e})`, c, n);
+  // the inter-chunk part against one base (the entering state in cw at `base`, or S0 at `s0Base`) up to bound K
+  const inter = (acc: string, buf: string, at: string, K: string) =>
+    fwd
+      // o: sum_k q_t[k] base[k, c]: the q entries 4 at a time, each against a vec4 of a base row
+      ? `for (var k = 0u; k < ${K}; k += 4u) {
+      ${rows((r) => `let q${r} = qn4(bh, t${r}, k);`)}
+      ${
+        R4.map((kk) =>
+          `{
+        let sv = ${stateRow(buf, at, `min(k + ${kk}u, DK - 1u) * DV`, "cl0", "DV")};
+        ${R4.map((r) => `${acc}${r} += q${r}[${kk}] * sv;`).join(" ")}
+      }`
+        ).join("\n      ")
+      }
+    }`
+      // dq: sum_c base[k, c] dO_t[c]: dot products of 4 dO entries with 4 of each base row k = cl0 + c
+      : `for (var k = 0u; k < ${K}; k += 4u) {
+      ${rows((r) => `let d${r} = do4(doutRow${r}, k);`)}
+      ${
+        R4.map((c) => `let sv${c} = ${stateRow(buf, at, `min(cl0 + ${c}u, DK - 1u) * DV`, "k", "DV")};`).join(
+          "\n      ",
+        )
+      }
+      ${rows((r) => `${acc}${r} += vec4<f32>(${R4.map((c) => `dot(d${r}, sv${c})`).join(", ")});`)}
+    }`;
+  return `${valueWgsl4(delta, vec4Workspace)}
+var<workgroup> sc: array<f32, ${s.R * (s.C + pad)}>;
+${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
+  let h = bh % H;
+  let r0 = tile * R;
+  let j0 = i32(a) - i32(PAD);
+  // scores of the tile's rows, 4 rows x 4 pair columns per invocation
+  ${
+    scoreTile(
+      s.C + pad,
+      fwd ? "DK" : "DV",
+      fwd ? (t) => `qn4(bh, ${t}, k)` : (t) => `do4(((b * u.T + ${t}) * H + h) * DV, k)`,
+      fwd ? (j) => `xp4(bh, ${j}, k)` : (j) => `vp4(bh, ${j}, k)`,
+    )
+  }
+  workgroupBarrier();
+  let base = u.entryState + (bh * nck() + n) * DK * DV;
+  let s0Base = bh * DK * DV;
+  // 4 rows x 4 columns per invocation: the inter-chunk part against both bases (S_in and S0; each row
+  // takes its own), then the intra-chunk part from the scores
+  for (var bk = lid; bk < ((R + 3u) / 4u) * ((${NC} + 3u) / 4u); bk += WG) {
+    let cl0 = (bk % ((${NC} + 3u) / 4u)) * 4u;
+    let tr0 = (bk / ((${NC} + 3u) / 4u)) * 4u;
+    ${rows((r) => `let t${r} = a + min(r0 + tr0 + ${r}u, len - 1u);`)}
+    ${doutRows}
+    ${rows((r) => `var ei${r} = vec4<f32>(0.0); var es${r} = vec4<f32>(0.0); var ea${r} = vec4<f32>(0.0);`)}
+    ${inter("ei", "cw", "base", fwd ? "DK" : "DV")}
+    ${inter("es", "s0", "s0Base", fwd ? S0_DK : S0_DV)}
+    // intra: sum_j sc[t, j] (y_j or w_j) for o, (x_j) for dq: a vec4 of 4 columns per pair
+    for (var k = 0u; k < len + PAD; k++) {
+      let bv = ${fwd ? "vp4(bh, j0 + i32(k), cl0)" : "xp4(bh, j0 + i32(k), cl0)"};
+      ${rows((r) => `ea${r} += sc[min(tr0 + ${r}u, R - 1u) * CP + k] * bv;`)}
+    }
+    ${
+    tile4Each((r, c) =>
+      `{
+      let tt = r0 + tr0 + ${r}u;
+      let col = cl0 + ${c}u;
+      if (tr0 + ${r}u < R && col < ${NC} && tt < len) {
+        let t = a + tt;
+        let bk = base_kind(tt);
+        let fromS0 = bk == 1u;
+        var inter = 0.0;
+        if (bk == 0u || (fromS0 && u.hasS0 != 0u)) { inter = select(ei${r}[${c}], es${r}[${c}], fromS0); }
+        let acc = exp(cp[tt]) * inter;
+        ${fwd ? "" : "cwset(u.dqBase + (bh * u.T + t) * DK + col, acc);"}
+        ${
+        fwd
+          ? `out[((b * u.T + t) * H + h) * DV + col] = acc + ea${r}[${c}];`
+          : `out[(bh * u.T + t) * DK + col] = acc + ea${r}[${c}];`
+      }
+      }
+    }`
+    )
+  }
+  }
+}`;
+}
+
+/**
+ * WGSL of the direct-load `readout` / `query_grads` scores as 4 x 4 register tiles: `sc[tr * CP + jj] = M[t, j]
+ * sum_k A(t, k) B(j, k)` over `k < K` for the tile's rows `tr < R` (`t = a + r0 + tr`) and pair columns `jj < CP`
+ * (`cp` of them), zero where the mask is; `a(t)` / `b(j)` give the WGSL vec4 of entries `k..k+3` of row `t` / pair
+ * column `j` (WGSL names; the loop steps `k` by 4). Rows and columns past the tile's are read clamped and stored
+ * nowhere.
+ *
+ * A window's pad leaves `cp % 4` pair columns past the whole column blocks where `C` is a multiple of 4 (falcon3a:
+ * 67 = 16 x 4 + 3 at `C = 64`): as a 4 x 4 block per row block, those would take `R / 4` more blocks (68 for 64
+ * invocations at `R = 16`), a second round that runs a whole `K` loop of 8 vec4 loads and 16 dot products in one
+ * warp while the rest wait. So the blocks take the whole column blocks only, and the `R x (cp % 4)` scores past
+ * them are one per invocation (`R * (cp % 4) <= 64` invocations: a `K` loop of 2 vec4 loads and one dot product;
+ * the same sum in the same order as a block's entry).
+ */
+function scoreTile(
+  cp: number,
+  K: string,
+  a: (t: string) => string,
+  b: (j: string) => string,
+): string {
+  const R4 = [0, 1, 2, 3];
+  const tail = cp % 4;
+  // column blocks of the register tiles: the whole ones where the rest are single scores
+  const colBlocks = tail ? "(CP / 4u)" : "((CP + 3u) / 4u)";
+  const blocks = `for (var bk = lid; bk < ((R + 3u) / 4u) * ${colBlocks}; bk += WG) {
+    let jj0 = (bk % ${colBlocks}) * 4u;
+    let tr0 = (bk / ${colBlocks}) * 4u;
+    ${R4.map((r) => `let t${r} = a + min(r0 + tr0 + ${r}u, len - 1u);`).join("\n    ")}
+    ${R4.map((c) => `let jx${c} = j0 + i32(min(jj0 + ${c}u, CP - 1u));`).join("\n    ")}
+    ${R4.map((r) => `var e${r} = vec4<f32>(0.0);`).join(" ")}
+    for (var k = 0u; k < ${K}; k += 4u) {
+      ${R4.map((r) => `let ea${r} = ${a(`t${r}`)};`).join("\n      ")}
+      ${R4.map((c) => `let eb${c} = ${b(`jx${c}`)};`).join("\n      ")}
+      ${
+    R4.map((r) => `e${r} += vec4<f32>(${R4.map((c) => `dot(ea${r}, eb${c})`).join(", ")});`).join("\n      ")
+  }
+    }
+    ${
+    tile4Each((r, c) =>
+      `{
+      let tr = tr0 + ${r}u;
+      let jj = jj0 + ${c}u;
+      let tt = r0 + tr;
+      if (tr < R && jj < CP) {
+        var v = 0.0;
+        if (tt < len && jj <= tt + PAD) { v = m_of(tt, jx${c}, a) * e${r}[${c}]; }
+        sc[tr * CP + jj] = v;
+      }
+    }`
+    )
+  }
+  }`;
+  if (!tail) return blocks;
+  return `${blocks}
+  // the ${tail} pair columns past the whole column blocks: one score per invocation
+  for (var e = lid; e < R * ${tail}u; e += WG) {
     let tr = e / ${tail}u;
-    let jj = ${first}u + e % ${tail}u;
+    let jj = ${cp - tail}u + e % ${tail}u;
     let tt = r0 + tr;
     let te = a + min(tt, len - 1u);
-    let je = j0 + i32(min(jj, ncol - 1u));
+    let je = j0 + i32(jj);
     var acc = 0.0;
-    for (var k = 0u; k < ${fwd ? "DK" : "DV"}; k += 4u) { acc += dot(lhs4(bh, te, k), ${
-    fwd ? "xp4" : "vp4"
-  }(bh, je, k)); }
+    for (var k = 0u; k < ${K}; k += 4u) { acc += dot(${a("te")}, ${b("je")}); }
     var v = 0.0;
-    if (tt < len && jj <= tt + PAD) { v = m_of(tt, j0 + i32(jj), a) * acc; }
-    scT[jj * ${W4}u + tr / 4u][tr % 4u] = v;
+    if (tt < len && jj <= tt + PAD) { v = m_of(tt, je, a) * acc; }
+    sc[tr * CP + jj] = v;
   }`;
+}
+
+/**
+ * Whether the pair-column kernels (`pair_column_grads`, `readout_dw` and their tails) stage the workspace rows, dO
+ * and G 4 entries per load (`StagedOperand.quad`): only with a window's pad (`pad > 0`, falcon3a), whose pair-column
+ * work they came with. Measured on the H200 (8 x 4096 x 8 x 64, ms per kernel of one forward + backward), they cost
+ * the pad-free rules' `pair_column_grads` 1.40 -> 1.61 and the delta rules' `readout_dw` 0.75 -> 0.83 (the window's
+ * `dWriteGainTerms` recurrence alone was neutral there), so those stage one entry per load.
+ */
+function stagesQuads(pad: number): boolean {
+  return pad > 0;
 }
 
 /**
@@ -553,8 +716,9 @@ function tailScores(fwd: boolean, first: number, tail: number, W4: number, wg: n
  * `dWriteGainTerms`, `decayWeightsReadout`, `decayWeightsExit` at the column's place), none a per-tile part that a
  * later pass sums, so the two pipelines' tiles need not agree. Every product is a register
  * tile fed from workgroup memory (`chunk_staged_tiles.ts`), its operands staged slice by slice with coalesced loads
- * (q, x, y, dO and G 4 entries per load, 16 bytes where `Dk` and `Dv` are multiples of 4; the pair gradients are
- * stored likewise):
+ * (with a window's pad q, x, y, dO and G 4 entries per load, 16 bytes where `Dk` and `Dv` are multiples of 4,
+ * {@linkcode stagesQuads}; one entry per load otherwise; the pair gradients are stored a block row at a time where
+ * `Dk` and `Dv` are multiples of 4):
  * 1. `q_t.x_j` and `dO_t.y_j` (steps x pair columns, over the key and value entries): the readout weights
  *    `wq = M (y.dO)`, `wd = M (q.x)` into workgroup memory, `(q.x)(y.dO)` into `decayWeightsReadout`;
  * 2. `G y_j` and `G^T x_j` (pair columns x entries) into the registers of `dx_j`, `dy_j` (and `x_j^T G y_j`,
@@ -587,35 +751,38 @@ function colsKernel(
   const pairKey: TileGrid = { name: "pairKey", rows: RC4, cols: DK4, invocations: wg };
   const pairValue: TileGrid = { name: "pairValue", rows: RC4, cols: DV4, invocations: wg };
   // operands, entry (k, i): the depth index k and the width index i; transposed ones (the products' A and B
-  // of loops 1 and 2) hold 4 consecutive steps or pair columns in one vec4. The workspace rows, dO and G are read 4
-  // entries at a time (`quad`: 16-byte loads where Dk and Dv are multiples of 4, `bindsVec4`)
-  const pairColumns = (K: string, value: string, quad: boolean): StagedOperand => ({
+  // of loops 1 and 2) hold 4 consecutive steps or pair columns in one vec4. The workspace rows, dO and G are
+  // staged 4 entries per load with a window's pad (stagesQuads: `four`, 16 bytes where Dk and Dv are multiples
+  // of 4), else one (`one`)
+  const quads = stagesQuads(pad);
+  const load = (four: string, one: string) => quads ? { value: four, quad: true } : { value: one };
+  const pairColumns = (K: string, value: Pick<StagedOperand, "value" | "quad">): StagedOperand => ({
     width: RC4,
     along: "depth",
-    value,
+    ...value,
     valid: `i < RC && c0 + i < ncol && k < ${K}`,
-    quad,
   });
-  const keysT = pairColumns("DK", "xp4(bh, j0 + i32(c0 + i), k)", true);
+  const pair = "j0 + i32(c0 + i)";
+  const keysT = pairColumns("DK", load(`xp4(bh, ${pair}, k)`, `xp(bh, ${pair}, k)`));
   // the delta rules' pseudo-values (in cw, bound as floats here) one entry at a time
-  const valuesT = delta
-    ? pairColumns("DV", "vp(bh, j0 + i32(c0 + i), k)", false)
-    : pairColumns("DV", "yp4(bh, j0 + i32(c0 + i), k)", true);
+  const valuesT = pairColumns(
+    "DV",
+    delta ? { value: `vp(bh, ${pair}, k)` } : load(`yp4(bh, ${pair}, k)`, `yp(bh, ${pair}, k)`),
+  );
   // the steps from t0: chunk step tt = t0 + i
   const step = t0 ? `${t0}u + i` : "i";
+  const doutRow = (t: string) => `((b * u.T + a + ${t}) * H + h) * DV`;
   const queriesT: StagedOperand = {
     width: C4 - t0,
     along: "depth",
-    value: `qn4(bh, a + ${step}, k)`,
+    ...load(`qn4(bh, a + ${step}, k)`, `qn(bh, a + ${step}, k)`),
     valid: `${step} < len && k < DK`,
-    quad: true,
   };
   const doutT: StagedOperand = {
     width: C4 - t0,
     along: "depth",
-    value: `do4(((b * u.T + a + ${step}) * H + h) * DV, k)`,
+    ...load(`do4(${doutRow(step)}, k)`, `doutf(${doutRow(step)} + k)`),
     valid: `${step} < len && k < DV`,
-    quad: true,
   };
   // G [Dk, Dv] as (k, i) = G[i, k] (for G y) and as its rows (for G^T x): entries m..m+3 of row r in one load
   // where cw is bound as vec4 (bindsVec4Workspace), else from 4 floats, 0 past the row's end
@@ -626,30 +793,26 @@ function colsKernel(
   const exitT: StagedOperand = {
     width: DK4,
     along: "depth",
-    value: exitRow4("i", "k"),
+    ...load(exitRow4("i", "k"), "cwf(gb + i * DV + k)"),
     valid: "i < DK && k < DV",
-    quad: true,
   };
   const exitRows: StagedOperand = {
     width: DV4,
     along: "width",
-    value: exitRow4("k", "i"),
+    ...load(exitRow4("k", "i"), "cwf(gb + k * DV + i)"),
     valid: "k < DK && i < DV",
-    quad: true,
   };
   const queries: StagedOperand = {
     width: DK4,
     along: "width",
-    value: "qn4(bh, a + k, i)",
+    ...load("qn4(bh, a + k, i)", "qn(bh, a + k, i)"),
     valid: "k < len && i < DK",
-    quad: true,
   };
   const douts: StagedOperand = {
     width: DV4,
     along: "width",
-    value: "do4(((b * u.T + a + k) * H + h) * DV, i)",
+    ...load(`do4(${doutRow("k")}, i)`, `doutf(${doutRow("k")} + i)`),
     valid: "k < len && i < DV",
-    quad: true,
   };
   const qx: TileProduct = { acc: "qx", grid: stepPair, a: 0, b: 1 };
   const yd: TileProduct = { acc: "yd", grid: stepPair, a: 2, b: 3 };

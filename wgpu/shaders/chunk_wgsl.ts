@@ -85,7 +85,6 @@ export const CHUNK_PASSES = [
   "decay_grads",
   "coef_grads",
   "pair_row_grads",
-  "solve_matrix",
   "solve",
   "transition",
   "delta_state_scan",
@@ -164,7 +163,6 @@ export const CHUNK_UNIFORM_FIELDS = [
   "gDS0",
   "gDC",
   "eraseGain",
-  "solveMatrix",
   "solveInverse",
   "pseudoValuesConstant",
   "pseudoValuesStateFactor",
@@ -219,7 +217,6 @@ const BINDINGS: Record<ChunkPass, readonly ChunkBindingName[]> = {
   decay_grads: ["ws", "stepinfo", "s0", "cw"],
   coef_grads: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
   pair_row_grads: ["ws", "stepinfo", "cw", "out"],
-  solve_matrix: ["ws", "stepinfo", "cw"],
   solve: ["ws", "stepinfo", "s0", "cw"],
   transition: ["ws", "stepinfo", "s0", "cw"],
   delta_state_scan: ["init", "cw"],
@@ -368,7 +365,7 @@ export function chunkSharedFloats(
     };
   }
   return {
-    // the delta rules' solve holds T and its staged operands
+    // the delta rules' solve holds A, T and its staged operands
     local: steps + Math.max(s.C + pad, decay, isDeltaChunkRule(config) ? solveLayout(s).floats : 0),
     rows: steps + rowsLayout(s, pad).floats,
     // pair_column_grads (readout_dw, the delta rules' other variant, needs less)
@@ -413,22 +410,30 @@ export const SOLVE_BLOCK = 16;
 
 /**
  * Workgroup arrays of the delta rules' `solve` kernel (`fast_weight_chunk_delta.ts`), in floats, besides the
- * chunk's step arrays: `inverse`, `T = (I + A)^-1` of the chunk padded to `CT` steps (whole {@linkcode SOLVE_BLOCK}
- * blocks), column `k` from row `4 floor(k / 4)` (its vec4 rows at and below the diagonal, `inverseVec4` of them in
- * all), and `stage`, the largest of: the diagonal blocks of `A`, then the merges' sums `A_ik T_kj`; a slice of the
- * right-hand sides `[U | V]`; a slice of `x` and `S0` for the `S0` term. `floats` is their total.
+ * chunk's step arrays, over the chunk padded to `CT` steps (whole {@linkcode SOLVE_BLOCK} blocks): `amat`, the
+ * strictly lower `A`, row `t` up to its diagonal's vec4 (`matrixVec4` vec4 in all); `inverse`, `T = (I + A)^-1`,
+ * column `k` from row `4 floor(k / 4)` (its vec4 rows at and below the diagonal, `inverseVec4` of them); and
+ * `stage`, the largest of: a slice of `x` for `A`, then the merges' sums `A_ik T_kj`; a slice of the right-hand
+ * sides `[U | V]`; a slice of `x` and `S0` for the `S0` term. `floats` is their total.
  */
 export function solveLayout(s: Pick<ChunkShape, "dk" | "dv" | "C">) {
   const CT = Math.ceil(s.C / SOLVE_BLOCK) * SOLVE_BLOCK;
   const n = CT / 4;
-  const inverseVec4 = 2 * n * (n + 1);
+  // a triangle of CT / 4 vec4 rows (or columns) of 4 steps each: 4 (1 + 2 + .. + n) vec4
+  const triangleVec4 = 2 * n * (n + 1);
   const [C4, DK4, DV4] = [s.C, s.dk, s.dv].map(roundUp4);
   const stage = roundUp4(Math.max(
-    CT * SOLVE_BLOCK,
+    (CT - SOLVE_BLOCK) * SOLVE_BLOCK,
     stagedFloats([{ width: DV4 + DK4, along: "width" }]),
     stagedFloats([{ width: C4, along: "depth" }, { width: DV4, along: "width" }]),
   ));
-  return { CT, inverseVec4, stage, floats: stage + 4 * inverseVec4 };
+  return {
+    CT,
+    matrixVec4: triangleVec4,
+    inverseVec4: triangleVec4,
+    stage,
+    floats: stage + 4 * 2 * triangleVec4,
+  };
 }
 
 /** The variants of the `pair_column_grads` kernel: additive rules, delta rules, and the delta rules' `readout_dw` (no exit term). */
@@ -627,7 +632,7 @@ export function chunkKey(pass: ChunkPass, config: RuleConfig, s: ChunkShape, hea
 
 /**
  * Rows and columns of the output block one workgroup of a staged product computes (the delta rules'
- * `solve_matrix`, `pseudo_values`, `solve_transposed`): 8 x 8 invocations, a 4 x 4 register tile each.
+ * `pseudo_values`, `solve_transposed`): 8 x 8 invocations, a 4 x 4 register tile each.
  */
 export const STAGED_BLOCK = 32;
 
@@ -720,8 +725,6 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "scan_link":
     case "s0_grad_parts":
       return BH * nck * stateTiles(s.dk, s.dv);
-    case "solve_matrix":
-      return BH * nck * stagedBlocks(s.C, s.C);
     case "readout":
     case "query_grads":
       return BH * nck * Math.ceil(s.C / s.R);

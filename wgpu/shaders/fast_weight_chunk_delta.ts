@@ -14,12 +14,12 @@
  * - `S_exit = K S_in + Bv`, `K = [no start] exp(P_e) I - X^T diag(Gam[e,:]) V`,
  *   `Bv = [start] exp(P_e) S0 + X^T diag(Gam[e,:]) U0`.
  *
- * Kernels (`fastweight_chunk_<pass>_f32`): `solve_matrix` (per `(b, h, chunk)` and 32 x 32 block: `A`), `solve`
- * (per `(b, h, chunk)`, 256 invocations: `T = (I + A)^-1` in workgroup memory from 16 x 16 diagonal block inverses, as
- * fla's `solve_tril`, stored; then `[U0 | V] = T R`), `transition` (per
+ * Kernels (`fastweight_chunk_<pass>_f32`): `solve` (per `(b, h, chunk)`, 256 invocations: `A` from the chunk's keys
+ * and `T = (I + A)^-1` from 16 x 16 diagonal block inverses, as fla's `solve_tril`, both in workgroup memory, `T`
+ * stored; then `[U0 | V] = T R`), `transition` (per
  * `(b, h, chunk)` and 32 x 32 block: `K`, `Bv`), `delta_state_scan` (`chunk_delta_scans.ts`: per `(b, h)` and 16 value columns, sequential over
  * chunks: `S_in` of every chunk), `pseudo_values` (per `(b, h, chunk)` and 32 x 32 block: `W`). The readout runs the
- * shared `readout` kernel with values `w`. `solve_matrix`, `pseudo_values` and `solve_transposed` are staged products
+ * shared `readout` kernel with values `w`. `pseudo_values` and `solve_transposed` are staged products
  * ({@linkcode stagedProduct}): operand slices loaded coalesced into workgroup memory, 4 x 4 register tiles read
  * from it as vec4.
  * Backward: `base_readout_grads`, `readout_dw` (the readout's `dW` without the exit term, `Qd`) and `scan_link`
@@ -31,8 +31,7 @@
  * Log-decay gradient (`delta_decay_grads`, `decayGradKernel` of `chunk_wgsl.ts`): per step `r`, the sum over the
  * decay factors whose chain holds `r`, readout and exit as for the additive rules (values `w`), plus
  * the solve's `Gp[t,s]` (`decayWeightsSolve[t,s] = dA[t,s] A[t,s]`) and `exp(Pp_t)` (`decayWeightsSolveBase_t`) factors.
- * Workspace sections `[BH, ...]` (offsets in the uniform block): `eraseGain [T]`, `solveMatrix, solveInverse [NCK, C, C]`
- * (`A`, `T`),
+ * Workspace sections `[BH, ...]` (offsets in the uniform block): `eraseGain [T]`, `solveInverse [NCK, C, C]` (`T`),
  * `pseudoValuesConstant [NCK, C, Dv]`, `pseudoValuesStateFactor [NCK, C, Dk]`, `transitionMatrix [NCK, Dk, Dk]`, `chunkStateIncrement` (= `Bv`), `pseudoValues, dPseudoValuesReadout, dPseudoValues, dRightHandSide [T, Dv]`,
  * `reverseScanLink, dS0Parts [NCK, Dk, Dv]`, `dEraseGain, dDeltaWriteGain, decayWeightsSolveBase [T]`, `decayWeightsSolve [NCK, C, C]`, with `entryState`, `finalState`, `dExitState`, `dBaseReadout`, `dLogDecay`,
  * `dStatistic`, `decayWeightsReadout`, `decayWeightsExit`, `dqBase` shared.
@@ -81,7 +80,6 @@ import {
 
 /** Passes only the delta rules run. */
 export const DELTA_ONLY_PASSES = [
-  "solve_matrix",
   "solve",
   "transition",
   "delta_state_scan",
@@ -106,7 +104,6 @@ export function isDeltaPass(pass: ChunkPass): pass is DeltaPass {
 
 // addressing helpers of the delta sections (n = chunk, t = step inside the chunk)
 const ADDR = `
-fn solve_matrix_at(bh: u32, n: u32, t: u32, s: u32) -> u32 { return u.solveMatrix + ((bh * nck() + n) * C + t) * C + s; }
 fn solve_inverse_at(bh: u32, n: u32, t: u32, s: u32) -> u32 { return u.solveInverse + ((bh * nck() + n) * C + t) * C + s; }
 fn pseudo_values_constant_at(bh: u32, n: u32, t: u32, c: u32) -> u32 { return u.pseudoValuesConstant + ((bh * nck() + n) * C + t) * DV + c; }
 fn pseudo_values_state_factor_at(bh: u32, n: u32, t: u32, i: u32) -> u32 { return u.pseudoValuesStateFactor + ((bh * nck() + n) * C + t) * DK + i; }
@@ -122,33 +119,6 @@ export function deltaShader(
 ): string {
   const head = prelude(pass, config, s, heads) + ADDR;
   switch (pass) {
-    case "solve_matrix":
-      return head + chunkSteps(true) + stagedProductArrays("sm") + `
-${chunkEntry(`${stagedBlocks(s.C, s.C)}u`)}
-  // one 32 x 32 block of (t, s) per workgroup; the blocks above the diagonal only store zeros
-  let nb = ${Math.ceil(s.C / STAGED_BLOCK)}u;
-  let bt = tile / nb;
-  let bs = tile % nb;
-  ${
-        stagedProduct({
-          name: "sm",
-          row0: `bt * ${STAGED_BLOCK}u`,
-          col0: `bs * ${STAGED_BLOCK}u`,
-          rows: "len",
-          cols: "len",
-          depth: "select(DK, 0u, bs > bt)",
-          a: "xp(bh, i32(a + i), k)",
-          aAlong: "depth",
-          b: "xp(bh, i32(a + j), k)",
-          bAlong: "depth",
-          store: `if (i < C && j < C) {
-      var w = 0.0;
-      if (i < len && j < i && cseg[j] == cseg[i]) { w = cga[i] * exp(cpp[i] - cp[j]) * v; }
-      cw[solve_matrix_at(bh, n, i, j)] = w;
-    }`,
-        })
-      }
-}`;
     case "solve":
       return head + chunkSteps(true) + solveKernel(s);
     case "transition":
@@ -302,13 +272,15 @@ ${flatEntry("u.B * H * DK * DV")}
 
 /**
  * `solve`: per `(b, h, chunk)`, one workgroup of `STAGED_WG` invocations (workgroup arrays: `solveLayout`):
- * 1. `T = (I + A)^-1`, as fla's `solve_tril`: the `SOLVE_BLOCK`-step diagonal blocks `T_ii = (I + A_ii)^-1` by
- *    forward substitution (one invocation per column, `A_ii` staged), then the blocks `d = 1, 2, ..` below the
- *    diagonal, `T_ij = -T_ii M_ij` with `M_ij = sum_{j <= q < i} A_iq T_qj` (`A_iq` read from `solveMatrix`,
- *    `M_ij` staged); the chunk padded to whole blocks (`A` is 0 there, `T` the identity). Stored as `solveInverse`;
- * 2. with `S0`, the rows after a start: `a_t exp(Pp_t) S0^T x_t` (a product over the keys), held in
- *    `pseudoValuesConstant` until 3. reads it;
- * 3. `[U0 | V] = T R` (`R` as in the module doc: `U0`'s columns `b_t y_t` less 2.'s term, `V`'s `a_t exp(Pp_t) x_t`
+ * 1. `A[t,s] = a_t Gp[t,s] x_t.x_s` (`s < t`) into `amat`: the Gram of the chunk's keys as register tiles over
+ *    the 4 x 4 blocks on and below the diagonal (the keys staged slice by slice), masked and scaled at the store;
+ * 2. `T = (I + A)^-1`, as fla's `solve_tril`: the `SOLVE_BLOCK`-step diagonal blocks `T_ii = (I + A_ii)^-1` by
+ *    forward substitution (one invocation per column), then the blocks `d = 1, 2, ..` below the
+ *    diagonal, `T_ij = -T_ii M_ij` with `M_ij = sum_{j <= q < i} A_iq T_qj` (`M_ij` staged); `A` read from
+ *    `amat`, the chunk padded to whole blocks (`A` is 0 there, `T` the identity). Stored as `solveInverse`;
+ * 3. with `S0`, the rows after a start: `a_t exp(Pp_t) S0^T x_t` (a product over the keys), held in
+ *    `pseudoValuesConstant` until 4. reads it;
+ * 4. `[U0 | V] = T R` (`R` as in the module doc: `U0`'s columns `b_t y_t` less 3.'s term, `V`'s `a_t exp(Pp_t) x_t`
  *    on the rows before any start), `T` read from workgroup memory, `R` staged slice by slice.
  */
 function solveKernel(s: ChunkShape): string {
@@ -332,6 +304,9 @@ function solveKernel(s: ChunkShape): string {
     value: "right_hand_side(bh, n, a, k, i)",
     valid: "k < len",
   };
+  // A's 4 x 4 blocks on and below the diagonal (those above it are 0)
+  const matrixGrid: TileGrid = { name: "gram", rows: C4, cols: C4, lower: true };
+  const keyGram: TileProduct = { acc: "xx", grid: matrixGrid, a: 0, b: 0 };
   const startGrid: TileGrid = { name: "start", rows: C4, cols: DV4 };
   const solveGrid: TileGrid = { name: "sol", rows: C4, cols: DV4 + DK4 };
   const startTerm: TileProduct = { acc: "sx", grid: startGrid, a: 0, b: 1 };
@@ -342,7 +317,7 @@ function solveKernel(s: ChunkShape): string {
     b: 0,
     lowerA: true,
   };
-  for (const operands of [[keysByStep, initialState], [rightHandSides]]) {
+  for (const operands of [[keysByStep], [keysByStep, initialState], [rightHandSides]]) {
     if (stagedFloats(operands) > layout.stage) {
       throw new RangeError(
         `solve: ${stagedFloats(operands)} staged floats, above its layout's ${layout.stage}`,
@@ -365,13 +340,38 @@ function solveKernel(s: ChunkShape): string {
       }
   }`);
   };
+  // A[t, s4 + c] of row t's block p from the Gram x_t.x_s (0 unless s < t < len, same segment; masked before exp)
+  const maskedEntry = (p: number, r: number, c: number) => {
+    const [s, v, gram] = [`s4 + ${c}u`, `v.${component(c)}`, `xx${p}_${r}.${component(c)}`];
+    return `if (t < len && ${s} < t && cseg[${s}] == cseg[t]) { ${v} = cga[t] * exp(cpp[t] - cp[${s}]) * ${gram}; }`;
+  };
+  const matrixStores = eachTileRow(matrixGrid, (p, r) =>
+    `if (gramOn${p}) {
+    let t = gramRow${p} * 4u + ${r}u;
+    let s4 = gramCol${p} * 4u;
+    var v = vec4<f32>(0.0);
+    ${[0, 1, 2, 3].map((c) => maskedEntry(p, r, c)).join("\n    ")}
+    amat[amat_vec4(t, gramCol${p})] = v;
+  }`);
+  // A's rows past the chunk's vec4 rows (C4 <= t < CT) hold 0: the diagonal blocks' substitution reads them
+  const paddedFrom = 2 * (C4 / 4) * (C4 / 4 + 1);
+  const zeroPaddedRows = paddedFrom < layout.matrixVec4
+    ? `for (var e = ${paddedFrom}u + lid; e < ${layout.matrixVec4}u; e += ${STAGED_WG}u) { amat[e] = vec4<f32>(0.0); }`
+    : "";
   return `
 const CT = ${layout.CT}u; // C padded to whole diagonal blocks
 const SB = ${SOLVE_BLOCK}u;
 const NB = CT / SB;
 const DV4 = ${DV4}u;
+var<workgroup> amat: array<vec4<f32>, ${layout.matrixVec4}>; // row t of A up to column 4 floor(t / 4) + 3
 var<workgroup> inverse: array<vec4<f32>, ${layout.inverseVec4}>; // column k of T from row 4 floor(k / 4)
 var<workgroup> stage: array<vec4<f32>, ${layout.stage / 4}>;
+// vec4 index in amat of A[t, 4 cb .. 4 cb + 3], cb <= floor(t / 4)
+fn amat_vec4(t: u32, cb: u32) -> u32 {
+  let q = t / 4u;
+  return 2u * q * (q + 1u) + (t % 4u) * (q + 1u) + cb;
+}
+fn amat_get(t: u32, s: u32) -> f32 { return amat[amat_vec4(t, s / 4u)][s % 4u]; }
 // vec4 index in inverse of T[4 rb .. 4 rb + 3, k], rb >= floor(k / 4)
 fn inverse_vec4(k: u32, rb: u32) -> u32 {
   let q = k / 4u;
@@ -399,23 +399,22 @@ fn right_hand_side(bh: u32, n: u32, a: u32, k: u32, col: u32) -> f32 {
   return cga[k] * exp(cpp[k]) * xp(bh, i32(a + k), i);
 }
 ${chunkEntry("1u", true, STAGED_WG)}
-  // 1. T: the diagonal blocks (A_ii staged: block b's (t, s) at (b SB + t) SB + s), by column
   for (var e = lid; e < ${layout.inverseVec4}u; e += ${STAGED_WG}u) { inverse[e] = vec4<f32>(0.0); }
-  for (var e = lid; e < CT * SB; e += ${STAGED_WG}u) {
-    let i = e / SB;
-    let j = (i / SB) * SB + e % SB;
-    var v = 0.0;
-    if (i < len && j < i) { v = cw[solve_matrix_at(bh, n, i, j)]; }
-    stage_set(e, v);
-  }
+  ${zeroPaddedRows}
+  // 1. A: x_t.x_s over the keys, 4 x 4 blocks on and below the diagonal
+  ${gridBlocks(matrixGrid)}
+  ${declareAccumulators(keyGram)}
+  ${stagedLoop("DK", [keysByStep], [keyGram])}
+  ${matrixStores}
   workgroupBarrier();
+  // 2. T: the diagonal blocks, by column
   if (lid < CT) {
     let r0 = (lid / SB) * SB;
     let c = lid % SB;
     inverse_set(lid, lid, 1.0);
     for (var t = c + 1u; t < SB; t++) {
       var v = 0.0;
-      for (var q = c; q < t; q++) { v -= stage_get((r0 + t) * SB + q) * inverse_get(r0 + q, lid); }
+      for (var q = c; q < t; q++) { v -= amat_get(r0 + t, r0 + q) * inverse_get(r0 + q, lid); }
       inverse_set(r0 + t, lid, v);
     }
   }
@@ -427,7 +426,7 @@ ${chunkEntry("1u", true, STAGED_WG)}
       let row = col - e % SB + d * SB + (e / SB) % SB;
       var v = 0.0;
       if (row < len) {
-        for (var q = col; q < row - (e / SB) % SB; q++) { v += cw[solve_matrix_at(bh, n, row, q)] * inverse_get(q, col); }
+        for (var q = col; q < row - (e / SB) % SB; q++) { v += amat_get(row, q) * inverse_get(q, col); }
       }
       stage_set(e, v);
     }
@@ -449,7 +448,7 @@ ${chunkEntry("1u", true, STAGED_WG)}
     if (q <= t) { v = inverse_get(t, q); }
     cw[solve_inverse_at(bh, n, t, q)] = v;
   }
-  // 2. the S0 term of the rows after a start
+  // 3. the S0 term of the rows after a start
   if (u.hasS0 != 0u) {
     ${gridBlocks(startGrid)}
     ${declareAccumulators(startTerm)}
@@ -463,7 +462,7 @@ ${chunkEntry("1u", true, STAGED_WG)}
   }
     storageBarrier();
   }
-  // 3. [U0 | V] = T R
+  // 4. [U0 | V] = T R
   ${gridBlocks(solveGrid)}
   ${declareAccumulators(solved)}
   ${stagedLoop("len", [rightHandSides], [solved])}

@@ -773,6 +773,7 @@ const VEC4_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([
   "pair_column_grads_tail",
   "readout_dw",
   "readout_dw_tail",
+  "solve",
 ]);
 
 /** Whether `pass` binds `ws` and `dout` as vec4 arrays at shape `s` ({@linkcode VEC4_PASSES}). */

@@ -50,6 +50,7 @@ import {
   coefBackKernel,
   decayGradKernel,
   flatEntry,
+  maskedVec4,
   prelude,
   SOLVE_BLOCK,
   solveInputGradsLayout,
@@ -289,8 +290,9 @@ function solveKernel(s: ChunkShape): string {
   const keysByStep: StagedOperand = {
     width: C4,
     along: "depth",
-    value: "xp(bh, i32(a + i), k)",
+    value: "xp4(bh, i32(a + i), k)",
     valid: "i < len && k < DK",
+    quad: true,
   };
   const initialState: StagedOperand = {
     width: DV4,
@@ -301,8 +303,9 @@ function solveKernel(s: ChunkShape): string {
   const rightHandSides: StagedOperand = {
     width: DV4 + DK4,
     along: "width",
-    value: "right_hand_side(bh, n, a, k, i)",
+    value: "right_hand_sides4(bh, n, a, k, i)",
     valid: "k < len",
+    quad: true,
   };
   // A's 4 x 4 blocks on and below the diagonal (those above it are 0)
   const matrixGrid: TileGrid = { name: "gram", rows: C4, cols: C4, lower: true };
@@ -351,7 +354,7 @@ function solveKernel(s: ChunkShape): string {
     let s4 = gramCol${p} * 4u;
     var v = vec4<f32>(0.0);
     ${[0, 1, 2, 3].map((c) => maskedEntry(p, r, c)).join("\n    ")}
-    amat[amat_vec4(t, gramCol${p})] = v;
+    amat[amat_row(t) + gramCol${p}] = v;
   }`);
   // A's rows past the chunk's vec4 rows (C4 <= t < CT) hold 0: the diagonal blocks' substitution reads them
   const paddedFrom = 2 * (C4 / 4) * (C4 / 4 + 1);
@@ -366,37 +369,43 @@ const DV4 = ${DV4}u;
 var<workgroup> amat: array<vec4<f32>, ${layout.matrixVec4}>; // row t of A up to column 4 floor(t / 4) + 3
 var<workgroup> inverse: array<vec4<f32>, ${layout.inverseVec4}>; // column k of T from row 4 floor(k / 4)
 var<workgroup> stage: array<vec4<f32>, ${layout.stage / 4}>;
-// vec4 index in amat of A[t, 4 cb .. 4 cb + 3], cb <= floor(t / 4)
-fn amat_vec4(t: u32, cb: u32) -> u32 {
+// A[t, 4 cb .. 4 cb + 3] at vec4 amat_row(t) + cb of amat, cb <= floor(t / 4)
+fn amat_row(t: u32) -> u32 {
   let q = t / 4u;
-  return 2u * q * (q + 1u) + (t % 4u) * (q + 1u) + cb;
+  return 2u * q * (q + 1u) + (t % 4u) * (q + 1u);
 }
-fn amat_get(t: u32, s: u32) -> f32 { return amat[amat_vec4(t, s / 4u)][s % 4u]; }
-// vec4 index in inverse of T[4 rb .. 4 rb + 3, k], rb >= floor(k / 4)
-fn inverse_vec4(k: u32, rb: u32) -> u32 {
+// T[4 rb .. 4 rb + 3, k] at vec4 inverse_column(k) + rb of inverse, rb >= floor(k / 4)
+fn inverse_column(k: u32) -> u32 {
   let q = k / 4u;
-  return q * (CT + 2u - 2u * q) + (k % 4u) * (CT / 4u - q) + rb - q;
+  return q * (CT + 1u - 2u * q) + (k % 4u) * (CT / 4u - q);
 }
-fn inverse_get(i: u32, k: u32) -> f32 { return inverse[inverse_vec4(k, i / 4u)][i % 4u]; }
-fn inverse_set(i: u32, k: u32, v: f32) { inverse[inverse_vec4(k, i / 4u)][i % 4u] = v; }
+fn inverse_get(i: u32, k: u32) -> f32 { return inverse[inverse_column(k) + i / 4u][i % 4u]; }
+fn inverse_set(i: u32, k: u32, v: f32) { inverse[inverse_column(k) + i / 4u][i % 4u] = v; }
 // T[4 rb .. 4 rb + 3, k] (0 above the diagonal's vec4 row)
 fn inverse_column4(k: u32, rb: u32) -> vec4<f32> {
-  let q = k / 4u;
-  return select(inverse[inverse_vec4(k, max(rb, q))], vec4<f32>(0.0), rb < q);
+  return select(inverse[inverse_column(k) + max(rb, k / 4u)], vec4<f32>(0.0), rb < k / 4u);
+}
+// sum_{4 qb <= q < 4 qe} A[t, q] T[q, k], qb = floor(k / 4) (T[q, k] = 0 for q < k; A[t, q] = 0 for q >= t)
+fn row_dot_column(t: u32, k: u32, qe: u32) -> f32 {
+  let ar = amat_row(t);
+  let tc = inverse_column(k);
+  var v = 0.0;
+  for (var qb = k / 4u; qb < qe; qb++) { v += dot(amat[ar + qb], inverse[tc + qb]); }
+  return v;
 }
 fn stage_get(e: u32) -> f32 { return stage[e / 4u][e % 4u]; }
 fn stage_set(e: u32, v: f32) { stage[e / 4u][e % 4u] = v; }
-// R[k, col]: U0's column col < DV4, else V's column col - DV4 (0 past their ends)
-fn right_hand_side(bh: u32, n: u32, a: u32, k: u32, col: u32) -> f32 {
+// R[k, col .. col + 3] (col a multiple of 4): U0's columns below DV4, else V's from col - DV4 (0 past their ends)
+fn right_hand_sides4(bh: u32, n: u32, a: u32, k: u32, col: u32) -> vec4<f32> {
   if (col < DV4) {
-    if (col >= DV) { return 0.0; }
-    var r = cg[k] * yp(bh, i32(a + k), col);
-    if (u.hasS0 != 0u && base_kind(k) == 1u) { r -= cw[pseudo_values_constant_at(bh, n, k, col)]; }
+    var r = cg[k] * yp4(bh, i32(a + k), col);
+    if (u.hasS0 != 0u && base_kind(k) == 1u) {
+      r -= ${maskedVec4((e) => `cw[pseudo_values_constant_at(bh, n, k, ${e})]`, "col", "DV")};
+    }
     return r;
   }
-  let i = col - DV4;
-  if (i >= DK || base_kind(k) != 0u) { return 0.0; }
-  return cga[k] * exp(cpp[k]) * xp(bh, i32(a + k), i);
+  if (base_kind(k) != 0u) { return vec4<f32>(0.0); }
+  return cga[k] * exp(cpp[k]) * xp4(bh, i32(a + k), col - DV4);
 }
 ${chunkEntry("1u", true, STAGED_WG)}
   for (var e = lid; e < ${layout.inverseVec4}u; e += ${STAGED_WG}u) { inverse[e] = vec4<f32>(0.0); }
@@ -412,11 +421,8 @@ ${chunkEntry("1u", true, STAGED_WG)}
     let r0 = (lid / SB) * SB;
     let c = lid % SB;
     inverse_set(lid, lid, 1.0);
-    for (var t = c + 1u; t < SB; t++) {
-      var v = 0.0;
-      for (var q = c; q < t; q++) { v -= amat_get(r0 + t, r0 + q) * inverse_get(r0 + q, lid); }
-      inverse_set(r0 + t, lid, v);
-    }
+    // T[r0 + t, lid] = -sum_{lid <= q < r0 + t} A[r0 + t, q] T[q, lid], T's rows from r0 + t on still 0
+    for (var t = c + 1u; t < SB; t++) { inverse_set(r0 + t, lid, -row_dot_column(r0 + t, lid, (r0 + t + 3u) / 4u)); }
   }
   workgroupBarrier();
   // the blocks d below the diagonal: block (i, j = i - d)'s (t, c) at (j SB + t) SB + c of M
@@ -425,9 +431,8 @@ ${chunkEntry("1u", true, STAGED_WG)}
       let col = (e / (SB * SB)) * SB + e % SB;
       let row = col - e % SB + d * SB + (e / SB) % SB;
       var v = 0.0;
-      if (row < len) {
-        for (var q = col; q < row - (e / SB) % SB; q++) { v += amat_get(row, q) * inverse_get(q, col); }
-      }
+      // q < the first row of row's block, a multiple of SB
+      if (row < len) { v = row_dot_column(row, col, (row - (e / SB) % SB) / 4u); }
       stage_set(e, v);
     }
     workgroupBarrier();

@@ -410,30 +410,23 @@ export const SOLVE_BLOCK = 16;
 
 /**
  * Workgroup arrays of the delta rules' `solve` kernel (`fast_weight_chunk_delta.ts`), in floats, besides the
- * chunk's step arrays, over the chunk padded to `CT` steps (whole {@linkcode SOLVE_BLOCK} blocks): `amat`, the
- * strictly lower `A`, row `t` up to its diagonal's vec4 (`matrixVec4` vec4 in all); `inverse`, `T = (I + A)^-1`,
- * column `k` from row `4 floor(k / 4)` (its vec4 rows at and below the diagonal, `inverseVec4` of them); and
- * `stage`, the largest of: a slice of `x` for `A`, then the merges' sums `A_ik T_kj`; a slice of the right-hand
- * sides `[U | V]`; a slice of `x` and `S0` for the `S0` term. `floats` is their total.
+ * chunk's step arrays: `triangle`, `A` and then `T = (I + A)^-1` of the chunk padded to `CT` steps (whole
+ * {@linkcode SOLVE_BLOCK} blocks), column `k` from row `4 floor(k / 4)` (its vec4 rows at and below the diagonal,
+ * `inverseVec4` of them in all; `T`'s block rows overwrite `A`'s as they are formed), and `stage`, the largest of:
+ * a slice of `x` for `A`; the diagonal blocks of `A`, then the merges' sums `A_ik T_kj`; a slice of the
+ * right-hand sides `[U | V]`; a slice of `x` and `S0` for the `S0` term. `floats` is their total.
  */
 export function solveLayout(s: Pick<ChunkShape, "dk" | "dv" | "C">) {
   const CT = Math.ceil(s.C / SOLVE_BLOCK) * SOLVE_BLOCK;
   const n = CT / 4;
-  // a triangle of CT / 4 vec4 rows (or columns) of 4 steps each: 4 (1 + 2 + .. + n) vec4
-  const triangleVec4 = 2 * n * (n + 1);
+  const inverseVec4 = 2 * n * (n + 1);
   const [C4, DK4, DV4] = [s.C, s.dk, s.dv].map(roundUp4);
   const stage = roundUp4(Math.max(
-    (CT - SOLVE_BLOCK) * SOLVE_BLOCK,
+    CT * SOLVE_BLOCK,
     stagedFloats([{ width: DV4 + DK4, along: "width" }]),
     stagedFloats([{ width: C4, along: "depth" }, { width: DV4, along: "width" }]),
   ));
-  return {
-    CT,
-    matrixVec4: triangleVec4,
-    inverseVec4: triangleVec4,
-    stage,
-    floats: stage + 4 * 2 * triangleVec4,
-  };
+  return { CT, inverseVec4, stage, floats: stage + 4 * inverseVec4 };
 }
 
 /** The variants of the `pair_column_grads` kernel: additive rules, delta rules, and the delta rules' `readout_dw` (no exit term). */

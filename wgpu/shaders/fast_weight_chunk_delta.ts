@@ -273,12 +273,13 @@ ${flatEntry("u.B * H * DK * DV")}
 
 /**
  * `solve`: per `(b, h, chunk)`, one workgroup of `STAGED_WG` invocations (workgroup arrays: `solveLayout`):
- * 1. `A[t,s] = a_t Gp[t,s] x_t.x_s` (`s < t`) into `amat`: the Gram of the chunk's keys as register tiles over
+ * 1. `A[t,s] = a_t Gp[t,s] x_t.x_s` (`s < t`) into `triangle`: the Gram of the chunk's keys as register tiles over
  *    the 4 x 4 blocks on and below the diagonal (the keys staged slice by slice), masked and scaled at the store;
- * 2. `T = (I + A)^-1`, as fla's `solve_tril`: the `SOLVE_BLOCK`-step diagonal blocks `T_ii = (I + A_ii)^-1` by
- *    forward substitution (one invocation per column), then the blocks `d = 1, 2, ..` below the
- *    diagonal, `T_ij = -T_ii M_ij` with `M_ij = sum_{j <= q < i} A_iq T_qj` (`M_ij` staged); `A` read from
- *    `amat`, the chunk padded to whole blocks (`A` is 0 there, `T` the identity). Stored as `solveInverse`;
+ * 2. `T = (I + A)^-1` over `A` in `triangle`, as fla's `solve_tril`: the `SOLVE_BLOCK`-step diagonal blocks
+ *    `T_ii = (I + A_ii)^-1` by forward substitution (one invocation per column, `A_ii` staged), then block row by
+ *    block row `i = 1, 2, ..`, `T_ij = -T_ii M_ij` with `M_ij = sum_{j <= q < i} A_iq T_qj` (`M_ij` staged; `T`'s
+ *    block row `i` then overwrites `A`'s, which no later row reads); the chunk padded to whole blocks (`A` is 0
+ *    there, `T` the identity). Stored as `solveInverse`;
  * 3. with `S0`, the rows after a start: `a_t exp(Pp_t) S0^T x_t` (a product over the keys), held in
  *    `pseudoValuesConstant` until 4. reads it;
  * 4. `[U0 | V] = T R` (`R` as in the module doc: `U0`'s columns `b_t y_t` less 3.'s term, `V`'s `a_t exp(Pp_t) x_t`
@@ -343,55 +344,47 @@ function solveKernel(s: ChunkShape): string {
       }
   }`);
   };
-  // A[t, s4 + c] of row t's block p from the Gram x_t.x_s (0 unless s < t < len, same segment; masked before exp)
-  const maskedEntry = (p: number, r: number, c: number) => {
-    const [s, v, gram] = [`s4 + ${c}u`, `v.${component(c)}`, `xx${p}_${r}.${component(c)}`];
-    return `if (t < len && ${s} < t && cseg[${s}] == cseg[t]) { ${v} = cga[t] * exp(cpp[t] - cp[${s}]) * ${gram}; }`;
-  };
-  const matrixStores = eachTileRow(matrixGrid, (p, r) =>
+  // v.<r> = A[t0 + r, s] from the Gram x_t.x_s: 0 unless s < t < len in one segment (masked before exp)
+  const maskedEntry = (p: number, r: number, c: number) =>
+    `{
+        let t = t0 + ${r}u;
+        if (t < len && s < t && cseg[s] == cseg[t]) { v.${
+      component(r)
+    } = cga[t] * exp(cpp[t] - cp[s]) * xx${p}_${r}.${component(c)}; }
+      }`;
+  // per block p and column s, the vec4 of its 4 rows (one entry of triangle)
+  const matrixStores = Array.from({ length: tilesPerInvocation(matrixGrid) }, (_, p) =>
     `if (gramOn${p}) {
-    let t = gramRow${p} * 4u + ${r}u;
-    let s4 = gramCol${p} * 4u;
-    var v = vec4<f32>(0.0);
-    ${[0, 1, 2, 3].map((c) => maskedEntry(p, r, c)).join("\n    ")}
-    amat[amat_row(t) + gramCol${p}] = v;
-  }`);
-  // A's rows past the chunk's vec4 rows (C4 <= t < CT) hold 0: the diagonal blocks' substitution reads them
-  const paddedFrom = 2 * (C4 / 4) * (C4 / 4 + 1);
-  const zeroPaddedRows = paddedFrom < layout.matrixVec4
-    ? `for (var e = ${paddedFrom}u + lid; e < ${layout.matrixVec4}u; e += ${STAGED_WG}u) { amat[e] = vec4<f32>(0.0); }`
-    : "";
+    let t0 = gramRow${p} * 4u;
+    ${
+      [0, 1, 2, 3].map((c) =>
+        `{
+      let s = gramCol${p} * 4u + ${c}u;
+      var v = vec4<f32>(0.0);
+      ${[0, 1, 2, 3].map((r) => maskedEntry(p, r, c)).join("\n      ")}
+      triangle[triangle_column(s) + gramRow${p}] = v;
+    }`
+      ).join("\n    ")
+    }
+  }`).join("\n  ");
   return `
 const CT = ${layout.CT}u; // C padded to whole diagonal blocks
 const SB = ${SOLVE_BLOCK}u;
 const NB = CT / SB;
 const DV4 = ${DV4}u;
-var<workgroup> amat: array<vec4<f32>, ${layout.matrixVec4}>; // row t of A up to column 4 floor(t / 4) + 3
-var<workgroup> inverse: array<vec4<f32>, ${layout.inverseVec4}>; // column k of T from row 4 floor(k / 4)
+// A, then T: column k from row 4 floor(k / 4); T's block row i overwrites A's once the merges have read it
+var<workgroup> triangle: array<vec4<f32>, ${layout.inverseVec4}>;
 var<workgroup> stage: array<vec4<f32>, ${layout.stage / 4}>;
-// A[t, 4 cb .. 4 cb + 3] at vec4 amat_row(t) + cb of amat, cb <= floor(t / 4)
-fn amat_row(t: u32) -> u32 {
-  let q = t / 4u;
-  return 2u * q * (q + 1u) + (t % 4u) * (q + 1u);
-}
-// T[4 rb .. 4 rb + 3, k] at vec4 inverse_column(k) + rb of inverse, rb >= floor(k / 4)
-fn inverse_column(k: u32) -> u32 {
+// entries (4 rb .. 4 rb + 3, k) at vec4 triangle_column(k) + rb of triangle, rb >= floor(k / 4)
+fn triangle_column(k: u32) -> u32 {
   let q = k / 4u;
   return q * (CT + 1u - 2u * q) + (k % 4u) * (CT / 4u - q);
 }
-fn inverse_get(i: u32, k: u32) -> f32 { return inverse[inverse_column(k) + i / 4u][i % 4u]; }
-fn inverse_set(i: u32, k: u32, v: f32) { inverse[inverse_column(k) + i / 4u][i % 4u] = v; }
+fn triangle_get(i: u32, k: u32) -> f32 { return triangle[triangle_column(k) + i / 4u][i % 4u]; }
+fn triangle_set(i: u32, k: u32, v: f32) { triangle[triangle_column(k) + i / 4u][i % 4u] = v; }
 // T[4 rb .. 4 rb + 3, k] (0 above the diagonal's vec4 row)
 fn inverse_column4(k: u32, rb: u32) -> vec4<f32> {
-  return select(inverse[inverse_column(k) + max(rb, k / 4u)], vec4<f32>(0.0), rb < k / 4u);
-}
-// sum_{4 qb <= q < 4 qe} A[t, q] T[q, k], qb = floor(k / 4) (T[q, k] = 0 for q < k; A[t, q] = 0 for q >= t)
-fn row_dot_column(t: u32, k: u32, qe: u32) -> f32 {
-  let ar = amat_row(t);
-  let tc = inverse_column(k);
-  var v = 0.0;
-  for (var qb = k / 4u; qb < qe; qb++) { v += dot(amat[ar + qb], inverse[tc + qb]); }
-  return v;
+  return select(triangle[triangle_column(k) + max(rb, k / 4u)], vec4<f32>(0.0), rb < k / 4u);
 }
 fn stage_get(e: u32) -> f32 { return stage[e / 4u][e % 4u]; }
 fn stage_set(e: u32, v: f32) { stage[e / 4u][e % 4u] = v; }
@@ -408,41 +401,62 @@ fn right_hand_sides4(bh: u32, n: u32, a: u32, k: u32, col: u32) -> vec4<f32> {
   return cga[k] * exp(cpp[k]) * xp4(bh, i32(a + k), col - DV4);
 }
 ${chunkEntry("1u", true, STAGED_WG)}
-  for (var e = lid; e < ${layout.inverseVec4}u; e += ${STAGED_WG}u) { inverse[e] = vec4<f32>(0.0); }
-  ${zeroPaddedRows}
+  // 0 where the stores of A do not reach (the steps past C4) and above the diagonal
+  for (var e = lid; e < ${layout.inverseVec4}u; e += ${STAGED_WG}u) { triangle[e] = vec4<f32>(0.0); }
   // 1. A: x_t.x_s over the keys, 4 x 4 blocks on and below the diagonal
   ${gridBlocks(matrixGrid)}
   ${declareAccumulators(keyGram)}
   ${stagedLoop("DK", [keysByStep], [keyGram])}
   ${matrixStores}
   workgroupBarrier();
-  // 2. T: the diagonal blocks, by column
+  // 2. T: the diagonal blocks (A_ii staged: block b's (t, s) at (b SB + t) SB + s), by column, over A_ii in triangle
+  for (var e = lid; e < CT * SB; e += ${STAGED_WG}u) {
+    let i = e / SB;
+    let j = (i / SB) * SB + e % SB;
+    var v = 0.0;
+    if (j < i) { v = triangle_get(i, j); }
+    stage_set(e, v);
+  }
+  workgroupBarrier();
   if (lid < CT) {
     let r0 = (lid / SB) * SB;
     let c = lid % SB;
-    inverse_set(lid, lid, 1.0);
-    // T[r0 + t, lid] = -sum_{lid <= q < r0 + t} A[r0 + t, q] T[q, lid], T's rows from r0 + t on still 0
-    for (var t = c + 1u; t < SB; t++) { inverse_set(r0 + t, lid, -row_dot_column(r0 + t, lid, (r0 + t + 3u) / 4u)); }
+    triangle_set(lid, lid, 1.0);
+    for (var t = c + 1u; t < SB; t++) {
+      var v = 0.0;
+      for (var q = c; q < t; q++) { v -= stage_get((r0 + t) * SB + q) * triangle_get(r0 + q, lid); }
+      triangle_set(r0 + t, lid, v);
+    }
   }
   workgroupBarrier();
-  // the blocks d below the diagonal: block (i, j = i - d)'s (t, c) at (j SB + t) SB + c of M
-  for (var d = 1u; d < NB; d++) {
-    for (var e = lid; e < (NB - d) * SB * SB; e += ${STAGED_WG}u) {
+  // the block rows i below: T_ij = -T_ii M_ij (j < i), M_ij's (t, c) at (j SB + t) SB + c of stage
+  for (var i = 1u; i < NB; i++) {
+    for (var e = lid; e < i * SB * SB; e += ${STAGED_WG}u) {
       let col = (e / (SB * SB)) * SB + e % SB;
-      let row = col - e % SB + d * SB + (e / SB) % SB;
+      let row = i * SB + (e / SB) % SB;
       var v = 0.0;
-      // q < the first row of row's block, a multiple of SB
-      if (row < len) { v = row_dot_column(row, col, (row - (e / SB) % SB) / 4u); }
+      if (row < len) {
+        // A[row, q] (q < i SB: still A) against T[q, col] (0 for q < col), 4 q at a time
+        let tc = triangle_column(col);
+        for (var qb = col / 4u; qb < i * SB / 4u; qb++) {
+          let a0 = qb * (CT + 1u - 2u * qb) + row / 4u;
+          let stride = CT / 4u - qb;
+          let arow = vec4<f32>(${
+    [0, 1, 2, 3].map((m) => `triangle[a0${m ? ` + ${m}u * stride` : ""}][row % 4u]`).join(", ")
+  });
+          v += dot(arow, triangle[tc + qb]);
+        }
+      }
       stage_set(e, v);
     }
     workgroupBarrier();
-    for (var e = lid; e < (NB - d) * SB * SB; e += ${STAGED_WG}u) {
+    for (var e = lid; e < i * SB * SB; e += ${STAGED_WG}u) {
       let t = (e / SB) % SB;
       let col = (e / (SB * SB)) * SB + e % SB;
-      let i0 = col - e % SB + d * SB;
+      let i0 = i * SB;
       var v = stage_get(e);
-      for (var m = 0u; m < t; m++) { v += inverse_get(i0 + t, i0 + m) * stage_get(e - (t - m) * SB); }
-      inverse_set(i0 + t, col, -v);
+      for (var m = 0u; m < t; m++) { v += triangle_get(i0 + t, i0 + m) * stage_get(e - (t - m) * SB); }
+      triangle_set(i0 + t, col, -v);
     }
     workgroupBarrier();
   }
@@ -450,7 +464,7 @@ ${chunkEntry("1u", true, STAGED_WG)}
     let t = e / C;
     let q = e % C;
     var v = 0.0;
-    if (q <= t) { v = inverse_get(t, q); }
+    if (q <= t) { v = triangle_get(t, q); }
     cw[solve_inverse_at(bh, n, t, q)] = v;
   }
   // 3. the S0 term of the rows after a start

@@ -132,7 +132,6 @@ const FORWARD_SECTIONS: ReadonlySet<ChunkUniformField> = new Set<ChunkUniformFie
   "chunkStateIncrement",
   "entryState",
   "finalState",
-  "solveMatrix",
   "solveInverse",
   "pseudoValuesConstant",
   "pseudoValuesStateFactor",
@@ -194,7 +193,6 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
     ["dyPrecedingPairs", BH * nck * pad * d.dv],
     ["dWriteGainTerms", BH * nck * (C + pad) * (pad + 1)],
     ["eraseGain", delta * BH * d.T],
-    ["solveMatrix", delta * (1 - windowDelta) * BH * nck * C * C],
     ["solveInverse", delta * (1 - windowDelta) * BH * nck * C * C],
     ["pseudoValuesConstant", delta * BH * nck * C * rows * d.dv],
     ["pseudoValuesStateFactor", delta * BH * nck * C * rows * d.dk],
@@ -286,7 +284,7 @@ function forwardPasses(config: RuleConfig): readonly ChunkPass[] {
     ];
   }
   return isDeltaChunkRule(config)
-    ? ["coef", "solve_matrix", "solve", "transition", "delta_state_scan", "pseudo_values", "readout"]
+    ? ["coef", "solve", "transition", "delta_state_scan", "pseudo_values", "readout"]
     : ["coef", "state_increment", "state_scan", "readout"];
 }
 

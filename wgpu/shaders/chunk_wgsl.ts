@@ -87,7 +87,6 @@ export const CHUNK_PASSES = [
   "decay_grads",
   "coef_grads",
   "pair_row_grads",
-  "solve_matrix",
   "solve",
   "transition",
   "delta_state_scan",
@@ -166,7 +165,6 @@ export const CHUNK_UNIFORM_FIELDS = [
   "gDS0",
   "gDC",
   "eraseGain",
-  "solveMatrix",
   "solveInverse",
   "pseudoValuesConstant",
   "pseudoValuesStateFactor",
@@ -223,7 +221,6 @@ const BINDINGS: Record<ChunkPass, readonly ChunkBindingName[]> = {
   decay_grads: ["ws", "stepinfo", "s0", "cw"],
   coef_grads: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
   pair_row_grads: ["ws", "stepinfo", "cw", "out"],
-  solve_matrix: ["ws", "stepinfo", "cw"],
   solve: ["ws", "stepinfo", "s0", "cw"],
   transition: ["ws", "stepinfo", "s0", "cw"],
   delta_state_scan: ["init", "cw"],
@@ -372,7 +369,7 @@ export function chunkSharedFloats(
     };
   }
   return {
-    // the delta rules' solve holds T and its staged operands
+    // the delta rules' solve holds A, T and its staged operands
     local: steps + Math.max(s.C + pad, decay, isDeltaChunkRule(config) ? solveLayout(s).floats : 0),
     rows: steps + rowsFloats(s, pad),
     // pair_column_grads (readout_dw, the delta rules' other variant, needs less)
@@ -417,9 +414,10 @@ export const SOLVE_BLOCK = 16;
 
 /**
  * Workgroup arrays of the delta rules' `solve` kernel (`fast_weight_chunk_delta.ts`), in floats, besides the
- * chunk's step arrays: `inverse`, `T = (I + A)^-1` of the chunk padded to `CT` steps (whole {@linkcode SOLVE_BLOCK}
- * blocks), column `k` from row `4 floor(k / 4)` (its vec4 rows at and below the diagonal, `inverseVec4` of them in
- * all), and `stage`, the largest of: the diagonal blocks of `A`, then the merges' sums `A_ik T_kj`; a slice of the
+ * chunk's step arrays: `triangle`, `A` and then `T = (I + A)^-1` of the chunk padded to `CT` steps (whole
+ * {@linkcode SOLVE_BLOCK} blocks), column `k` from row `4 floor(k / 4)` (its vec4 rows at and below the diagonal,
+ * `inverseVec4` of them in all; `T`'s block rows overwrite `A`'s as they are formed), and `stage`, the largest of:
+ * a slice of `x` for `A`; the diagonal blocks of `A`, then the merges' sums `A_ik T_kj`; a slice of the
  * right-hand sides `[U | V]`; a slice of `x` and `S0` for the `S0` term. `floats` is their total.
  */
 export function solveLayout(s: Pick<ChunkShape, "dk" | "dv" | "C">) {
@@ -650,7 +648,7 @@ export function chunkKey(pass: ChunkPass, config: RuleConfig, s: ChunkShape, hea
 
 /**
  * Rows and columns of the output block one workgroup of a staged product computes (the delta rules'
- * `solve_matrix`, `pseudo_values`, `solve_transposed`): 8 x 8 invocations, a 4 x 4 register tile each.
+ * `pseudo_values`, `solve_transposed`): 8 x 8 invocations, a 4 x 4 register tile each.
  */
 export const STAGED_BLOCK = 32;
 
@@ -745,8 +743,6 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "scan_link":
     case "s0_grad_parts":
       return BH * nck * stateTiles(s.dk, s.dv);
-    case "solve_matrix":
-      return BH * nck * stagedBlocks(s.C, s.C);
     case "readout":
     case "query_grads":
       return BH * nck * Math.ceil(s.C / s.R);
@@ -796,6 +792,7 @@ const VEC4_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([
   "pair_column_grads_tail",
   "readout_dw",
   "readout_dw_tail",
+  "solve",
 ]);
 
 /** Whether `pass` binds `ws` and `dout` as vec4 arrays at shape `s` ({@linkcode VEC4_PASSES}). */

@@ -14,12 +14,12 @@
  * - `S_exit = K S_in + Bv`, `K = [no start] exp(P_e) I - X^T diag(Gam[e,:]) V`,
  *   `Bv = [start] exp(P_e) S0 + X^T diag(Gam[e,:]) U0`.
  *
- * Kernels (`fastweight_chunk_<pass>_f32`): `solve_matrix` (per `(b, h, chunk)` and 32 x 32 block: `A`), `solve`
- * (per `(b, h, chunk)`, 256 invocations: `T = (I + A)^-1` in workgroup memory from 16 x 16 diagonal block inverses, as
- * fla's `solve_tril`, stored; then `[U0 | V] = T R`), `transition` (per
+ * Kernels (`fastweight_chunk_<pass>_f32`): `solve` (per `(b, h, chunk)`, 256 invocations: `A` from the chunk's keys
+ * and `T = (I + A)^-1` from 16 x 16 diagonal block inverses, as fla's `solve_tril`, both in workgroup memory, `T`
+ * stored; then `[U0 | V] = T R`), `transition` (per
  * `(b, h, chunk)` and 32 x 32 block: `K`, `Bv`), `delta_state_scan` (`chunk_delta_scans.ts`: per `(b, h)` and 16 value columns, sequential over
  * chunks: `S_in` of every chunk), `pseudo_values` (per `(b, h, chunk)` and 32 x 32 block: `W`). The readout runs the
- * shared `readout` kernel with values `w`. `solve_matrix`, `pseudo_values` and `solve_transposed` are staged products
+ * shared `readout` kernel with values `w`. `pseudo_values` and `solve_transposed` are staged products
  * ({@linkcode stagedProduct}): operand slices loaded coalesced into workgroup memory, 4 x 4 register tiles read
  * from it as vec4.
  * Backward: `base_readout_grads`, `readout_dw` (the readout's `dW` without the exit term, `Qd`) and `scan_link`
@@ -32,8 +32,7 @@
  * Log-decay gradient (`delta_decay_grads`, `decayGradKernel` of `chunk_wgsl.ts`): per step `r`, the sum over the
  * decay factors whose chain holds `r`, readout and exit as for the additive rules (values `w`), plus
  * the solve's `Gp[t,s]` (`decayWeightsSolve[t,s] = dA[t,s] A[t,s]`) and `exp(Pp_t)` (`decayWeightsSolveBase_t`) factors.
- * Workspace sections `[BH, ...]` (offsets in the uniform block): `eraseGain [T]`, `solveMatrix, solveInverse [NCK, C, C]`
- * (`A`, `T`),
+ * Workspace sections `[BH, ...]` (offsets in the uniform block): `eraseGain [T]`, `solveInverse [NCK, C, C]` (`T`),
  * `pseudoValuesConstant [NCK, C, Dv]`, `pseudoValuesStateFactor [NCK, C, Dk]`, `transitionMatrix [NCK, Dk, Dk]`, `chunkStateIncrement` (= `Bv`), `pseudoValues, dPseudoValuesReadout, dPseudoValues, dRightHandSide [T, Dv]`,
  * `reverseScanLink, dS0Parts [NCK, Dk, Dv]`, `dEraseGain, dDeltaWriteGain, decayWeightsSolveBase [T]`, `decayWeightsSolve [NCK, C, C]`, with `entryState`, `finalState`, `dExitState`, `dBaseReadout`, `dLogDecay`,
  * `dStatistic`, `decayWeightsReadout`, `decayWeightsExit`, `dqBase` shared.
@@ -52,6 +51,7 @@ import {
   coefBackKernel,
   decayGradKernel,
   flatEntry,
+  maskedVec4,
   prelude,
   SOLVE_BLOCK,
   solveInputGradsLayout,
@@ -82,7 +82,6 @@ import {
 
 /** Passes only the delta rules run. */
 export const DELTA_ONLY_PASSES = [
-  "solve_matrix",
   "solve",
   "transition",
   "delta_state_scan",
@@ -107,7 +106,6 @@ export function isDeltaPass(pass: ChunkPass): pass is DeltaPass {
 
 // addressing helpers of the delta sections (n = chunk, t = step inside the chunk)
 const ADDR = `
-fn solve_matrix_at(bh: u32, n: u32, t: u32, s: u32) -> u32 { return u.solveMatrix + ((bh * nck() + n) * C + t) * C + s; }
 fn solve_inverse_at(bh: u32, n: u32, t: u32, s: u32) -> u32 { return u.solveInverse + ((bh * nck() + n) * C + t) * C + s; }
 fn pseudo_values_constant_at(bh: u32, n: u32, t: u32, c: u32) -> u32 { return u.pseudoValuesConstant + ((bh * nck() + n) * C + t) * DV + c; }
 fn pseudo_values_state_factor_at(bh: u32, n: u32, t: u32, i: u32) -> u32 { return u.pseudoValuesStateFactor + ((bh * nck() + n) * C + t) * DK + i; }
@@ -123,33 +121,6 @@ export function deltaShader(
 ): string {
   const head = prelude(pass, config, s, heads) + ADDR;
   switch (pass) {
-    case "solve_matrix":
-      return head + chunkSteps(true) + stagedProductArrays("sm") + `
-${chunkEntry(`${stagedBlocks(s.C, s.C)}u`)}
-  // one 32 x 32 block of (t, s) per workgroup; the blocks above the diagonal only store zeros
-  let nb = ${Math.ceil(s.C / STAGED_BLOCK)}u;
-  let bt = tile / nb;
-  let bs = tile % nb;
-  ${
-        stagedProduct({
-          name: "sm",
-          row0: `bt * ${STAGED_BLOCK}u`,
-          col0: `bs * ${STAGED_BLOCK}u`,
-          rows: "len",
-          cols: "len",
-          depth: "select(DK, 0u, bs > bt)",
-          a: "xp(bh, i32(a + i), k)",
-          aAlong: "depth",
-          b: "xp(bh, i32(a + j), k)",
-          bAlong: "depth",
-          store: `if (i < C && j < C) {
-      var w = 0.0;
-      if (i < len && j < i && cseg[j] == cseg[i]) { w = cga[i] * exp(cpp[i] - cp[j]) * v; }
-      cw[solve_matrix_at(bh, n, i, j)] = w;
-    }`,
-        })
-      }
-}`;
     case "solve":
       return head + chunkSteps(true) + solveKernel(s);
     case "transition":
@@ -303,13 +274,16 @@ ${flatEntry("u.B * H * DK * DV")}
 
 /**
  * `solve`: per `(b, h, chunk)`, one workgroup of `STAGED_WG` invocations (workgroup arrays: `solveLayout`):
- * 1. `T = (I + A)^-1`, as fla's `solve_tril`: the `SOLVE_BLOCK`-step diagonal blocks `T_ii = (I + A_ii)^-1` by
- *    forward substitution (one invocation per column, `A_ii` staged), then the blocks `d = 1, 2, ..` below the
- *    diagonal, `T_ij = -T_ii M_ij` with `M_ij = sum_{j <= q < i} A_iq T_qj` (`A_iq` read from `solveMatrix`,
- *    `M_ij` staged); the chunk padded to whole blocks (`A` is 0 there, `T` the identity). Stored as `solveInverse`;
- * 2. with `S0`, the rows after a start: `a_t exp(Pp_t) S0^T x_t` (a product over the keys), held in
- *    `pseudoValuesConstant` until 3. reads it;
- * 3. `[U0 | V] = T R` (`R` as in the module doc: `U0`'s columns `b_t y_t` less 2.'s term, `V`'s `a_t exp(Pp_t) x_t`
+ * 1. `A[t,s] = a_t Gp[t,s] x_t.x_s` (`s < t`) into `triangle`: the Gram of the chunk's keys as register tiles over
+ *    the 4 x 4 blocks on and below the diagonal (the keys staged slice by slice), masked and scaled at the store;
+ * 2. `T = (I + A)^-1` over `A` in `triangle`, as fla's `solve_tril`: the `SOLVE_BLOCK`-step diagonal blocks
+ *    `T_ii = (I + A_ii)^-1` by forward substitution (one invocation per column, `A_ii` staged), then block row by
+ *    block row `i = 1, 2, ..`, `T_ij = -T_ii M_ij` with `M_ij = sum_{j <= q < i} A_iq T_qj` (`M_ij` staged; `T`'s
+ *    block row `i` then overwrites `A`'s, which no later row reads); the chunk padded to whole blocks (`A` is 0
+ *    there, `T` the identity). Stored as `solveInverse`;
+ * 3. with `S0`, the rows after a start: `a_t exp(Pp_t) S0^T x_t` (a product over the keys), held in
+ *    `pseudoValuesConstant` until 4. reads it;
+ * 4. `[U0 | V] = T R` (`R` as in the module doc: `U0`'s columns `b_t y_t` less 3.'s term, `V`'s `a_t exp(Pp_t) x_t`
  *    on the rows before any start), `T` read from workgroup memory, `R` staged slice by slice.
  */
 function solveKernel(s: ChunkShape): string {
@@ -318,8 +292,9 @@ function solveKernel(s: ChunkShape): string {
   const keysByStep: StagedOperand = {
     width: C4,
     along: "depth",
-    value: "xp(bh, i32(a + i), k)",
+    value: "xp4(bh, i32(a + i), k)",
     valid: "i < len && k < DK",
+    quad: true,
   };
   const initialState: StagedOperand = {
     width: DV4,
@@ -330,9 +305,13 @@ function solveKernel(s: ChunkShape): string {
   const rightHandSides: StagedOperand = {
     width: DV4 + DK4,
     along: "width",
-    value: "right_hand_side(bh, n, a, k, i)",
+    value: "right_hand_sides4(bh, n, a, k, i)",
     valid: "k < len",
+    quad: true,
   };
+  // A's 4 x 4 blocks on and below the diagonal (those above it are 0)
+  const matrixGrid: TileGrid = { name: "gram", rows: C4, cols: C4, lower: true };
+  const keyGram: TileProduct = { acc: "xx", grid: matrixGrid, a: 0, b: 0 };
   const startGrid: TileGrid = { name: "start", rows: C4, cols: DV4 };
   const solveGrid: TileGrid = { name: "sol", rows: C4, cols: DV4 + DK4 };
   const startTerm: TileProduct = { acc: "sx", grid: startGrid, a: 0, b: 1 };
@@ -343,7 +322,7 @@ function solveKernel(s: ChunkShape): string {
     b: 0,
     lowerA: true,
   };
-  for (const operands of [[keysByStep, initialState], [rightHandSides]]) {
+  for (const operands of [[keysByStep], [keysByStep, initialState], [rightHandSides]]) {
     if (stagedFloats(operands) > layout.stage) {
       throw new RangeError(
         `solve: ${stagedFloats(operands)} staged floats, above its layout's ${layout.stage}`,
@@ -366,80 +345,119 @@ function solveKernel(s: ChunkShape): string {
       }
   }`);
   };
+  // v.<r> = A[t0 + r, s] from the Gram x_t.x_s: 0 unless s < t < len in one segment (masked before exp)
+  const maskedEntry = (p: number, r: number, c: number) =>
+    `{
+        let t = t0 + ${r}u;
+        if (t < len && s < t && cseg[s] == cseg[t]) { v.${
+      component(r)
+    } = cga[t] * exp(cpp[t] - cp[s]) * xx${p}_${r}.${component(c)}; }
+      }`;
+  // per block p and column s, the vec4 of its 4 rows (one entry of triangle)
+  const matrixStores = Array.from({ length: tilesPerInvocation(matrixGrid) }, (_, p) =>
+    `if (gramOn${p}) {
+    let t0 = gramRow${p} * 4u;
+    ${
+      [0, 1, 2, 3].map((c) =>
+        `{
+      let s = gramCol${p} * 4u + ${c}u;
+      var v = vec4<f32>(0.0);
+      ${[0, 1, 2, 3].map((r) => maskedEntry(p, r, c)).join("\n      ")}
+      triangle[triangle_column(s) + gramRow${p}] = v;
+    }`
+      ).join("\n    ")
+    }
+  }`).join("\n  ");
   return `
 const CT = ${layout.CT}u; // C padded to whole diagonal blocks
 const SB = ${SOLVE_BLOCK}u;
 const NB = CT / SB;
 const DV4 = ${DV4}u;
-var<workgroup> inverse: array<vec4<f32>, ${layout.inverseVec4}>; // column k of T from row 4 floor(k / 4)
+// A, then T: column k from row 4 floor(k / 4); T's block row i overwrites A's once the merges have read it
+var<workgroup> triangle: array<vec4<f32>, ${layout.inverseVec4}>;
 var<workgroup> stage: array<vec4<f32>, ${layout.stage / 4}>;
-// vec4 index in inverse of T[4 rb .. 4 rb + 3, k], rb >= floor(k / 4)
-fn inverse_vec4(k: u32, rb: u32) -> u32 {
+// entries (4 rb .. 4 rb + 3, k) at vec4 triangle_column(k) + rb of triangle, rb >= floor(k / 4)
+fn triangle_column(k: u32) -> u32 {
   let q = k / 4u;
-  return q * (CT + 2u - 2u * q) + (k % 4u) * (CT / 4u - q) + rb - q;
+  return q * (CT + 1u - 2u * q) + (k % 4u) * (CT / 4u - q);
 }
-fn inverse_get(i: u32, k: u32) -> f32 { return inverse[inverse_vec4(k, i / 4u)][i % 4u]; }
-fn inverse_set(i: u32, k: u32, v: f32) { inverse[inverse_vec4(k, i / 4u)][i % 4u] = v; }
+fn triangle_get(i: u32, k: u32) -> f32 { return triangle[triangle_column(k) + i / 4u][i % 4u]; }
+fn triangle_set(i: u32, k: u32, v: f32) { triangle[triangle_column(k) + i / 4u][i % 4u] = v; }
 // T[4 rb .. 4 rb + 3, k] (0 above the diagonal's vec4 row)
 fn inverse_column4(k: u32, rb: u32) -> vec4<f32> {
-  let q = k / 4u;
-  return select(inverse[inverse_vec4(k, max(rb, q))], vec4<f32>(0.0), rb < q);
+  return select(triangle[triangle_column(k) + max(rb, k / 4u)], vec4<f32>(0.0), rb < k / 4u);
 }
 fn stage_get(e: u32) -> f32 { return stage[e / 4u][e % 4u]; }
 fn stage_set(e: u32, v: f32) { stage[e / 4u][e % 4u] = v; }
-// R[k, col]: U0's column col < DV4, else V's column col - DV4 (0 past their ends)
-fn right_hand_side(bh: u32, n: u32, a: u32, k: u32, col: u32) -> f32 {
+// R[k, col .. col + 3] (col a multiple of 4): U0's columns below DV4, else V's from col - DV4 (0 past their ends)
+fn right_hand_sides4(bh: u32, n: u32, a: u32, k: u32, col: u32) -> vec4<f32> {
   if (col < DV4) {
-    if (col >= DV) { return 0.0; }
-    var r = cg[k] * yp(bh, i32(a + k), col);
-    if (u.hasS0 != 0u && base_kind(k) == 1u) { r -= cw[pseudo_values_constant_at(bh, n, k, col)]; }
+    var r = cg[k] * yp4(bh, i32(a + k), col);
+    if (u.hasS0 != 0u && base_kind(k) == 1u) {
+      r -= ${maskedVec4((e) => `cw[pseudo_values_constant_at(bh, n, k, ${e})]`, "col", "DV")};
+    }
     return r;
   }
-  let i = col - DV4;
-  if (i >= DK || base_kind(k) != 0u) { return 0.0; }
-  return cga[k] * exp(cpp[k]) * xp(bh, i32(a + k), i);
+  if (base_kind(k) != 0u) { return vec4<f32>(0.0); }
+  return cga[k] * exp(cpp[k]) * xp4(bh, i32(a + k), col - DV4);
 }
 ${chunkEntry("1u", true, STAGED_WG)}
-  // 1. T: the diagonal blocks (A_ii staged: block b's (t, s) at (b SB + t) SB + s), by column
-  for (var e = lid; e < ${layout.inverseVec4}u; e += ${STAGED_WG}u) { inverse[e] = vec4<f32>(0.0); }
+  // 0 where the stores of A do not reach (the steps past C4) and above the diagonal
+  for (var e = lid; e < ${layout.inverseVec4}u; e += ${STAGED_WG}u) { triangle[e] = vec4<f32>(0.0); }
+  // 1. A: x_t.x_s over the keys, 4 x 4 blocks on and below the diagonal
+  ${gridBlocks(matrixGrid)}
+  ${declareAccumulators(keyGram)}
+  ${stagedLoop("DK", [keysByStep], [keyGram])}
+  ${matrixStores}
+  workgroupBarrier();
+  // 2. T: the diagonal blocks (A_ii staged: block b's (t, s) at (b SB + t) SB + s), by column, over A_ii in triangle
   for (var e = lid; e < CT * SB; e += ${STAGED_WG}u) {
     let i = e / SB;
     let j = (i / SB) * SB + e % SB;
     var v = 0.0;
-    if (i < len && j < i) { v = cw[solve_matrix_at(bh, n, i, j)]; }
+    if (j < i) { v = triangle_get(i, j); }
     stage_set(e, v);
   }
   workgroupBarrier();
   if (lid < CT) {
     let r0 = (lid / SB) * SB;
     let c = lid % SB;
-    inverse_set(lid, lid, 1.0);
+    triangle_set(lid, lid, 1.0);
     for (var t = c + 1u; t < SB; t++) {
       var v = 0.0;
-      for (var q = c; q < t; q++) { v -= stage_get((r0 + t) * SB + q) * inverse_get(r0 + q, lid); }
-      inverse_set(r0 + t, lid, v);
+      for (var q = c; q < t; q++) { v -= stage_get((r0 + t) * SB + q) * triangle_get(r0 + q, lid); }
+      triangle_set(r0 + t, lid, v);
     }
   }
   workgroupBarrier();
-  // the blocks d below the diagonal: block (i, j = i - d)'s (t, c) at (j SB + t) SB + c of M
-  for (var d = 1u; d < NB; d++) {
-    for (var e = lid; e < (NB - d) * SB * SB; e += ${STAGED_WG}u) {
+  // the block rows i below: T_ij = -T_ii M_ij (j < i), M_ij's (t, c) at (j SB + t) SB + c of stage
+  for (var i = 1u; i < NB; i++) {
+    for (var e = lid; e < i * SB * SB; e += ${STAGED_WG}u) {
       let col = (e / (SB * SB)) * SB + e % SB;
-      let row = col - e % SB + d * SB + (e / SB) % SB;
+      let row = i * SB + (e / SB) % SB;
       var v = 0.0;
       if (row < len) {
-        for (var q = col; q < row - (e / SB) % SB; q++) { v += cw[solve_matrix_at(bh, n, row, q)] * inverse_get(q, col); }
+        // A[row, q] (q < i SB: still A) against T[q, col] (0 for q < col), 4 q at a time
+        let tc = triangle_column(col);
+        for (var qb = col / 4u; qb < i * SB / 4u; qb++) {
+          let a0 = qb * (CT + 1u - 2u * qb) + row / 4u;
+          let stride = CT / 4u - qb;
+          let arow = vec4<f32>(${
+    [0, 1, 2, 3].map((m) => `triangle[a0${m ? ` + ${m}u * stride` : ""}][row % 4u]`).join(", ")
+  });
+          v += dot(arow, triangle[tc + qb]);
+        }
       }
       stage_set(e, v);
     }
     workgroupBarrier();
-    for (var e = lid; e < (NB - d) * SB * SB; e += ${STAGED_WG}u) {
+    for (var e = lid; e < i * SB * SB; e += ${STAGED_WG}u) {
       let t = (e / SB) % SB;
       let col = (e / (SB * SB)) * SB + e % SB;
-      let i0 = col - e % SB + d * SB;
+      let i0 = i * SB;
       var v = stage_get(e);
-      for (var m = 0u; m < t; m++) { v += inverse_get(i0 + t, i0 + m) * stage_get(e - (t - m) * SB); }
-      inverse_set(i0 + t, col, -v);
+      for (var m = 0u; m < t; m++) { v += triangle_get(i0 + t, i0 + m) * stage_get(e - (t - m) * SB); }
+      triangle_set(i0 + t, col, -v);
     }
     workgroupBarrier();
   }
@@ -447,10 +465,10 @@ ${chunkEntry("1u", true, STAGED_WG)}
     let t = e / C;
     let q = e % C;
     var v = 0.0;
-    if (q <= t) { v = inverse_get(t, q); }
+    if (q <= t) { v = triangle_get(t, q); }
     cw[solve_inverse_at(bh, n, t, q)] = v;
   }
-  // 2. the S0 term of the rows after a start
+  // 3. the S0 term of the rows after a start
   if (u.hasS0 != 0u) {
     ${gridBlocks(startGrid)}
     ${declareAccumulators(startTerm)}
@@ -464,7 +482,7 @@ ${chunkEntry("1u", true, STAGED_WG)}
   }
     storageBarrier();
   }
-  // 3. [U0 | V] = T R
+  // 4. [U0 | V] = T R
   ${gridBlocks(solveGrid)}
   ${declareAccumulators(solved)}
   ${stagedLoop("len", [rightHandSides], [solved])}

@@ -328,6 +328,15 @@ function passWithoutS0Grad(pass: ChunkPass): ChunkPass[] {
   }
 }
 
+/**
+ * `pair_row_grads` where it adds anything: with a step statistic (its gradient), or a window pad (the gradients
+ * earlier chunks computed for their pad pairs); a pad-free rule without a statistic (mamba2, retnet, linear,
+ * deltanet, gated_deltanet) has none.
+ */
+function pairRowGrads(config: RuleConfig): ChunkPass[] {
+  return statKind(config.rule) !== "none" || windowSlots(config) > 1 ? ["pair_row_grads"] : [];
+}
+
 /** The backward passes of a rule with `dS0` ({@linkcode backwardPasses}). */
 function allBackwardPasses(config: RuleConfig): readonly ChunkPass[] {
   if (isPerColumnChunkRule(config)) return PER_COLUMN_BACKWARD;
@@ -361,10 +370,10 @@ function allBackwardPasses(config: RuleConfig): readonly ChunkPass[] {
       "pair_column_grads_tail",
       "decay_grads",
       "coef_grads",
-      "pair_row_grads",
+      ...pairRowGrads(config),
     ];
   }
-  const stat: ChunkPass[] = statKind(config.rule) === "none" ? [] : ["pair_row_grads"];
+  const stat = pairRowGrads(config);
   return [
     ...forwardPasses(config).slice(0, -1),
     "base_readout_grads",

@@ -682,6 +682,16 @@ export function pairGramTiles(C: number, pad: number): number {
  */
 export const SOLVE_TRANSPOSED_COLUMNS = 16;
 
+/**
+ * Entries per pair row that `pair_row_grads` updates: a pair's `dx` and `dy` rows (`Dk + Dv`) with a window pad (the
+ * earlier chunks' gradients of its pad pairs reach both), its `dx` row alone without one (only the step statistic's
+ * gradient is added; the `dy` half was a read and a store of the same value: 0.32 ms of the H200's fwd+bwd at
+ * 8x4096x8x64 for mamba2, which has neither).
+ */
+export function pairRowEntries(s: Pick<ChunkShape, "dk" | "dv">, pad: number): number {
+  return pad > 0 ? s.dk + s.dv : s.dk;
+}
+
 /** Number of workgroups (or, for the flat passes, invocations) a pass needs (0: a tail pass of a shape without one). */
 export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number, T: number): number {
   const BH = B * s.H;
@@ -736,7 +746,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "pseudo_values":
       return BH * nck * stagedBlocks(s.C, s.dv);
     case "pair_row_grads":
-      return flat(BH * (pad + T + 1) * (s.dk + s.dv));
+      return flat(BH * (pad + T + 1) * pairRowEntries(s, pad));
     case "state_increment":
     case "base_readout_grads":
     case "base_readout_grads_no_s0":

@@ -75,6 +75,7 @@ import {
   type PairColumnPass,
   pairColumnTiling,
   type PairColumnVariant,
+  pairRowEntries,
   prelude,
   rowsKernelForm,
   rowsLayout,
@@ -207,11 +208,13 @@ ${flatEntry("u.B * H * DK * DV")}
       return head + coefBackKernel(config, "0.0", "cw[u.dWriteGain + idx]");
     case "pair_row_grads":
       return head + `
-${flatEntry("u.B * H * (PAD + u.T + 1u) * (DK + DV)")}
-  // one invocation per entry of a pair's dx row (e < DK) or dy row (e >= DK): neighbours touch neighbouring floats
-  let e = idx % (DK + DV);
-  let r = (idx / (DK + DV)) % (PAD + u.T + 1u);
-  let bh = idx / ((DK + DV) * (PAD + u.T + 1u));
+const ROW_ENTRIES = ${pairRowEntries(s, windowSlots(config) - 1)}u;
+${flatEntry("u.B * H * (PAD + u.T + 1u) * ROW_ENTRIES")}
+  // one invocation per entry of a pair's dx row (e < DK) or dy row (e >= DK, only with a pad: pairRowEntries):
+  // neighbours touch neighbouring floats
+  let e = idx % ROW_ENTRIES;
+  let r = (idx / ROW_ENTRIES) % (PAD + u.T + 1u);
+  let bh = idx / (ROW_ENTRIES * (PAD + u.T + 1u));
   let b = bh / H;
   let p = i32(r) - i32(PAD);
   let isX = e < DK;

@@ -393,12 +393,15 @@ export const SOLVE_INPUT_GRADS_ROWS_MAX = 64;
  * - `"b"`: `"a"` with `ws`, `cw`, `s0` and `out` bound as vec4 arrays where `Dk` and `Dv` are multiples of 4
  *   (scalar `"a"` otherwise): every staged operand loaded 16 bytes at a time (a quarter of the load
  *   instructions), `F` written to workgroup memory and `decayWeightsSolve`, `dx` (read-modify-write), `dy` and
- *   the `dR.y` sums 4 floats per access.
+ *   the `dR.y` sums 4 floats per access;
+ * - `"c"`: `"b"` with each slice's loads pooled over the invocations (`stagedLoop`'s `pooled`): at 64 x 64 the
+ *   3 operands' 128 vec4 loads each go to 256 + 128 invocations (2 loads and 8 workgroup stores at most per
+ *   invocation and slice) instead of all to the first 128 (3 and 12).
  */
-export const SOLVE_INPUT_GRADS_FORM = "b" as SolveInputGradsForm;
+export const SOLVE_INPUT_GRADS_FORM = "c" as SolveInputGradsForm;
 
 /** The forms of {@linkcode SOLVE_INPUT_GRADS_FORM}. */
-export type SolveInputGradsForm = "a" | "b";
+export type SolveInputGradsForm = "a" | "b" | "c";
 
 /**
  * Workgroup arrays of the delta rules' `solve_input_grads` kernel (`fast_weight_chunk_delta.ts`), in floats,
@@ -780,7 +783,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
  * `Dk` and `Dv` multiples of 4 they bind `ws` and `dout` as `array<vec4<f32>>` (one 16-byte load per 4
  * entries), otherwise the same functions assemble the vec4 from scalar loads, 0 past the row's end (`readout` and
  * `query_grads` read them so in their tail scores; their staged loads take one component, `qn`, `xp`, `yp`).
- * The delta rules' `solve_input_grads` is one of them in its form `"b"` ({@linkcode SOLVE_INPUT_GRADS_FORM}).
+ * The delta rules' `solve_input_grads` is one of them in its forms `"b"` and `"c"` ({@linkcode SOLVE_INPUT_GRADS_FORM}).
  */
 const VEC4_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([
   "readout",
@@ -793,7 +796,7 @@ const VEC4_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([
   "pair_column_grads_tail",
   "readout_dw",
   "readout_dw_tail",
-  ...(SOLVE_INPUT_GRADS_FORM === "b" ? ["solve_input_grads" as const] : []),
+  ...(SOLVE_INPUT_GRADS_FORM === "a" ? [] : ["solve_input_grads" as const]),
 ]);
 
 /** Whether `pass` binds `ws` and `dout` as vec4 arrays at shape `s` ({@linkcode VEC4_PASSES}). */
@@ -805,7 +808,7 @@ export function bindsVec4(pass: ChunkPass, s: Pick<ChunkShape, "dk" | "dv">): bo
  * Passes that also bind the workspace `cw` and `s0` as vec4 arrays where {@linkcode bindsVec4} holds: the readout
  * and dq kernels read pseudo-values 16 bytes at a time, the pair-column kernels the rows of the exit-state
  * gradient `G` (`cw4`; the workspace sections start at multiples of 4 floats), the delta rules' `solve_input_grads`
- * (in its form `"b"`, {@linkcode SOLVE_INPUT_GRADS_FORM}) its staged operands and gradient rows; their other
+ * (in its forms `"b"` and `"c"`, {@linkcode SOLVE_INPUT_GRADS_FORM}) its staged operands and gradient rows; their other
  * workspace floats through `cwf`, `s0f` and `cwset` (a load or store of one component; the scalar forms have them too).
  */
 const VEC4_WORKSPACE_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([

@@ -55,6 +55,7 @@ import {
   flatEntry,
   prelude,
   SOLVE_BLOCK,
+  SOLVE_INPUT_GRADS_FORM,
   solveInputGradsLayout,
   solveLayout,
   STAGED_BLOCK,
@@ -616,7 +617,7 @@ function stateBlock(a: string, b: string, w: string, assign: (e: string) => stri
  *
  * One workgroup of `STAGED_WG` invocations per `(b, h, chunk, RP rows)`; every product is a register tile fed
  * from workgroup memory (`chunk_staged_tiles.ts`), its operands staged slice by slice with coalesced loads (16 bytes
- * at a time in form `"b"` of `SOLVE_INPUT_GRADS_FORM` in `chunk_wgsl.ts`, where `ws`, `cw`, `s0` and `out` are vec4 arrays):
+ * at a time in forms `"b"` and `"c"` of {@linkcode SOLVE_INPUT_GRADS_FORM}, where `ws`, `cw`, `s0` and `out` are vec4 arrays):
  * 1. `x_j.x_k`, `dR_j.W_k` (and, unless `RP = C`, `W_j.dR_k`) for the rows `j` x the chunk's columns `k`, over
  *    the key and value entries; from them `F` (both orders, `scxT`, a block's 4 x 4 entries as vec4), the rows'
  *    `d a` pair sums and `decayWeightsSolve`. With `RP = C` (`mirror`) the blocks on and below the diagonal give
@@ -633,6 +634,8 @@ function pairsKernel(s: ChunkShape): string {
   const { mirror } = layout;
   // form "b" at Dk, Dv multiples of 4: the bindings are vec4 arrays, every operand and gradient row read 4 at a time
   const quads = bindsVec4("solve_input_grads", s);
+  // form "c": each slice's loads pooled over the invocations
+  const pooled = SOLVE_INPUT_GRADS_FORM === "c";
   const [C4, RP4, DK4] = [s.C, s.RP, s.dk].map(roundUp4);
   // with RP = C only the blocks on and below the diagonal: they give F at both (t, s) and (s, t)
   const pair: TileGrid = { name: "pair", rows: RP4, cols: C4, lower: mirror };
@@ -761,8 +764,8 @@ function pairsKernel(s: ChunkShape): string {
       let jr = jb + ${r}u;
       let jt = r0 + jr;
       if (jr < RP && jt < len && kk < len && kk != jt && cseg[kk] == cseg[jt]${mirror ? " && kk < jt" : ""}) {
-        let tq = max(jt, kk);
-        let sq = min(jt, kk);
+        let tq = ${mirror ? "jt" : "max(jt, kk)"};
+        let sq = ${mirror ? "kk" : "min(jt, kk)"};
         let dw = ${
           mirror
             ? `dl${p}_${r}.${component(c)}`
@@ -879,7 +882,7 @@ ${chunkEntry(`${tiles}u`, true, STAGED_WG)}
   // 1. x_j.x_k, dR_j.W_k${mirror ? "" : ", W_j.dR_k"}: 4 rows x 4 chunk columns per block
   ${gridBlocks(pair)}
   ${pairProducts.map(declareAccumulators).join("\n  ")}
-  ${stagedLoop(`${Math.max(s.dk, s.dv)}u`, pairOperands, pairProducts)}
+  ${stagedLoop(`${Math.max(s.dk, s.dv)}u`, pairOperands, pairProducts, "0u", pooled)}
   ${pairStores}
   workgroupBarrier();
   for (var jr = lid; jr < RP; jr += ${STAGED_WG}u) {
@@ -894,8 +897,8 @@ ${chunkEntry(`${tiles}u`, true, STAGED_WG)}
   ${gridBlocks(rowKey)}
   ${declareAccumulators(px)}
   ${declareAccumulators(bdEntry)}
-  ${stagedLoop(`${Math.max(s.C, s.dv)}u`, stepKeyOperands, [px, bdEntry])}
-  ${stagedLoop("select(0u, DV, u.hasS0 != 0u)", initialOperands, [bdInitial])}
+  ${stagedLoop(`${Math.max(s.C, s.dv)}u`, stepKeyOperands, [px, bdEntry], "0u", pooled)}
+  ${stagedLoop("select(0u, DV, u.hasS0 != 0u)", initialOperands, [bdInitial], "0u", pooled)}
   ${rowKeyStores}
   ${dyStores}
   ${writeGainParts}

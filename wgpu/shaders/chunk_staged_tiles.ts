@@ -248,17 +248,44 @@ function stagedLoad(o: StagedOperand, offset: number): { count: number; body: st
 }
 
 /**
+ * WGSL of the loads `first .. first + count - 1` of a slice's sequence (`body` stages load `e = g - first` of its
+ * operand), load `g` taken by invocation `g % wg`: per round of `wg` loads that holds some, one guarded block.
+ */
+function pooledLoads(first: number, count: number, wg: number, body: string): string {
+  const rounds = range(Math.ceil((first + count) / wg)).filter((r) => (r + 1) * wg > first);
+  return rounds.map((r) => {
+    const [lo, hi] = [Math.max(first, r * wg), Math.min(first + count, (r + 1) * wg)];
+    const guard = [lo > r * wg ? `g >= ${lo}u` : "", hi < (r + 1) * wg ? `g < ${hi}u` : ""].filter(Boolean);
+    const inner = `let e = g - ${first}u;
+      ${body}`;
+    return `{
+      let g = lid + ${r * wg}u;
+      ${
+      guard.length
+        ? `if (${guard.join(" && ")}) {
+      ${inner}
+      }`
+        : inner
+    }
+    }`;
+  }).join("\n    ");
+}
+
+/**
  * WGSL of one staged loop: `for d0 in from, from + STAGE_DEPTH, .. < bound` (`from` a WGSL multiple of
  * `STAGE_DEPTH`, 0 unless given), stage `operands` (depth `k = d0 + kk`),
  * barrier, accumulate every product over the slice, barrier. The accumulators and the grid blocks
  * must be declared before (`declareAccumulators`, `gridBlocks`). The loads spread over the invocations of
- * the products' grids (which must agree).
+ * the products' grids (which must agree): each operand's from the first invocation on, or, when `pooled`, the
+ * operands' loads in one sequence over the invocations (an operand with fewer loads than invocations then leaves
+ * the others to the next one's: no invocation takes more than `ceil(loads / invocations)` of the slice's).
  */
 export function stagedLoop(
   bound: string,
   operands: readonly StagedOperand[],
   products: readonly TileProduct[],
   from = "0u",
+  pooled = false,
 ): string {
   const invocations = new Set(products.map((pr) => invocationsOf(pr.grid)));
   if (invocations.size !== 1) {
@@ -273,8 +300,14 @@ export function stagedLoop(
     offsets.push(floats / 4);
     floats += STAGE_DEPTH * stagedRowFloats(o);
   }
+  let pool = 0;
   const loads = operands.map((o, n) => {
     const { count, body } = stagedLoad(o, offsets[n]);
+    if (pooled) {
+      const first = pool;
+      pool += count;
+      return pooledLoads(first, count, wg, body);
+    }
     return range(Math.ceil(count / wg)).map((r) => {
       const e = `let e = lid + ${r * wg}u;`;
       return (r + 1) * wg <= count

@@ -43,6 +43,7 @@
 import type { RuleConfig } from "../../src/rules/config.ts";
 import type { HeadConstants } from "./fast_weight_coef.ts";
 import {
+  bindsVec4,
   chunkEntry,
   type ChunkPass,
   type ChunkShape,
@@ -54,6 +55,7 @@ import {
   maskedVec4,
   prelude,
   SOLVE_BLOCK,
+  SOLVE_INPUT_GRADS_FORM,
   solveInputGradsLayout,
   solveLayout,
   STAGED_BLOCK,
@@ -632,41 +634,54 @@ function stateBlock(a: string, b: string, w: string, assign: (e: string) => stri
  * `decayWeightsSolveBase_t = -a_t exp(Pp_t) dR_t.(base_t^T x_t)` (factor `exp(Pp_t)`).
  *
  * One workgroup of `STAGED_WG` invocations per `(b, h, chunk, RP rows)`; every product is a register tile fed
- * from workgroup memory (`chunk_staged_tiles.ts`), its operands staged slice by slice with coalesced loads:
+ * from workgroup memory (`chunk_staged_tiles.ts`), its operands staged slice by slice with coalesced loads (16 bytes
+ * at a time in forms `"b"` and `"c"` of {@linkcode SOLVE_INPUT_GRADS_FORM}, where `ws`, `cw`, `s0` and `out` are vec4 arrays):
  * 1. `x_j.x_k`, `dR_j.W_k` (and, unless `RP = C`, `W_j.dR_k`) for the rows `j` x the chunk's columns `k`, over
- *    the key and value entries; from them `F` (both orders, `scxT`), the rows' `d a` pair sums and
- *    `decayWeightsSolve`. With `RP = C` (`mirror`) the blocks on and below the diagonal give all (a `lower` grid:
- *    the invocations past them skip the products): entry `(t, s)`, `s < t`, stores `F[t,s]` at `(t, s)` and
- *    `(s, t)` of `scxT`; `decayWeightsSolve` is then not written above the diagonal blocks (`delta_decay_grads`
- *    reads only `s < t`);
- * 2. `dx_j += sum_k scx[j,k] x_k` (over the chunk's steps, `scxT` the left factor);
- * 3. `base_j dR_j` against both bases at once: depth `c < Dv` pairs `dR_j` (rows from `S_in`) with `S_in`,
- *    depth `Dv + c` pairs `dR_j` (rows from `S0`) with `S0`;
+ *    the key and value entries; from them `F` (both orders, `scxT`, a block's 4 x 4 entries as vec4), the rows'
+ *    `d a` pair sums and `decayWeightsSolve`. With `RP = C` (`mirror`) the blocks on and below the diagonal give
+ *    all (a `lower` grid: the invocations past them skip the products): entry `(t, s)`, `s < t`, stores `F[t,s]`
+ *    at `(t, s)` and `(s, t)` of `scxT` (a diagonal block both at once); `decayWeightsSolve` is then not written
+ *    above the diagonal blocks (`delta_decay_grads` reads only `s < t`);
+ * 2. one staged loop over `max(C, Dv)` depth rows for two products: `dx_j += sum_k scx[j,k] x_k` (depth: the
+ *    chunk's steps, `scxT` the left factor) and `S_in dR_j` for the rows `j` whose base is `S_in` (depth: the
+ *    value entries); then, with `S0`, `S0 dR_j` for the rows after a start (a loop over `Dv`, empty without);
  * then `dx` stored, `dy`, and per row the sums over parts (`d a`, `d b`, `decayWeightsSolveBase`).
  */
 function pairsKernel(s: ChunkShape): string {
   const layout = solveInputGradsLayout(s);
   const { mirror } = layout;
+  // form "b" at Dk, Dv multiples of 4: the bindings are vec4 arrays, every operand and gradient row read 4 at a time
+  const quads = bindsVec4("solve_input_grads", s);
+  // form "c": each slice's loads pooled over the invocations
+  const pooled = SOLVE_INPUT_GRADS_FORM === "c";
   const [C4, RP4, DK4] = [s.C, s.RP, s.dk].map(roundUp4);
   // with RP = C only the blocks on and below the diagonal: they give F at both (t, s) and (s, t)
   const pair: TileGrid = { name: "pair", rows: RP4, cols: C4, lower: mirror };
   const rowKey: TileGrid = { name: "rowKey", rows: RP4, cols: DK4 };
+  // one float, or with quads the 4 from it (a multiple of 4), of a workspace row or section
+  const keyAt = (step: string, k: string) =>
+    quads ? `xp4(bh, i32(${step}), ${k})` : `xp(bh, i32(${step}), ${k})`;
+  const workspaceAt = (f: string) => quads ? `cw4(${f})` : `cwf(${f})`;
+  const rhsGradAt = (step: string, k: string) => workspaceAt(`u.dRightHandSide + row(bh, ${step}, ${k})`);
+  const valueAt = (step: string, k: string) => workspaceAt(`u.pseudoValues + row(bh, ${step}, ${k})`);
   // entry (k, i): k the key or value entry, i the chunk step (or the workgroup's row)
-  const chunkOperand = (value: string, K: string): StagedOperand => ({
+  const chunkOperand = (value: (step: string) => string, K: string): StagedOperand => ({
     width: C4,
     along: "depth",
-    value: value.replaceAll("STEP", "a + i"),
+    value: value("a + i"),
     valid: `i < len && k < ${K}`,
+    quad: quads,
   });
-  const rowOperand = (value: string, K: string): StagedOperand => ({
+  const rowOperand = (value: (step: string) => string, K: string): StagedOperand => ({
     width: RP4,
     along: "depth",
-    value: value.replaceAll("STEP", "a + r0 + i"),
+    value: value("a + r0 + i"),
     valid: `i < RP && r0 + i < len && k < ${K}`,
+    quad: quads,
   });
-  const keys = "xp(bh, i32(STEP), k)";
-  const rhsGrads = "cw[u.dRightHandSide + row(bh, STEP, k)]";
-  const values = "cw[u.pseudoValues + row(bh, STEP, k)]";
+  const keys = (step: string) => keyAt(step, "k");
+  const rhsGrads = (step: string) => rhsGradAt(step, "k");
+  const values = (step: string) => valueAt(step, "k");
   const pairOperands = [
     chunkOperand(keys, "DK"),
     chunkOperand(rhsGrads, "DV"),
@@ -681,24 +696,32 @@ function pairsKernel(s: ChunkShape): string {
   const keyRows: StagedOperand = {
     width: DK4,
     along: "width",
-    value: "xp(bh, i32(a + k), i)",
+    value: keyAt("a + k", "i"),
     valid: "k < len && i < DK",
+    quad: quads,
   };
-  const maskedRhsGrads: StagedOperand = {
-    width: RP4,
-    along: "depth",
-    value: "masked_rhs_grad(bh, a, r0 + i, k)",
-    valid: "i < RP && r0 + i < len && k < baseDepth",
-  };
-  const bases: StagedOperand = {
+  // dR_j of the rows whose base is S_in (kind 0) or S0 (kind 1), 0 for the others
+  const rhsGradsOfBase = (kind: number): StagedOperand => ({
+    ...rowOperand(rhsGrads, "DV"),
+    valid: `i < RP && r0 + i < len && k < DV && base_kind(r0 + i) == ${kind}u`,
+  });
+  const entryStates: StagedOperand = {
     width: DK4,
     along: "depth",
-    value: "base_entry(bh, bin, i, k)",
-    valid: "i < DK && k < baseDepth",
+    value: workspaceAt("bin + i * DV + k"),
+    valid: "i < DK && k < DV",
+    quad: quads,
   };
+  const initialStates: StagedOperand = {
+    ...entryStates,
+    value: quads ? "s0[((bh * DK + i) * DV + k) >> 2u]" : "s0f((bh * DK + i) * DV + k)",
+  };
+  const stepKeyOperands = [keyRows, rhsGradsOfBase(0), entryStates];
+  const initialOperands = [rhsGradsOfBase(1), initialStates];
   const px: TileProduct = { acc: "px", grid: rowKey, a: { array: "scxT", width4: RP4 / 4 }, b: 0 };
-  const bd: TileProduct = { acc: "bd", grid: rowKey, a: 0, b: 1 };
-  for (const operands of [pairOperands, [keyRows], [maskedRhsGrads, bases]]) {
+  const bdEntry: TileProduct = { acc: "bd", grid: rowKey, a: 1, b: 2 };
+  const bdInitial: TileProduct = { acc: "bd", grid: rowKey, a: 0, b: 1 };
+  for (const operands of [pairOperands, stepKeyOperands, initialOperands]) {
     if (stagedFloats(operands) > layout.stage) {
       throw new RangeError(
         `solve_input_grads: ${stagedFloats(operands)} staged floats, above its layout's ${layout.stage}`,
@@ -708,125 +731,167 @@ function pairsKernel(s: ChunkShape): string {
   const W4 = RP4 / 4;
   const parts = layout.rowParts;
   const keyParts = DK4 / 4;
+  const dbOffset = RP4 * keyParts;
   const partStore = (e: string, v: string) => `{ let e = ${e}; stage[e / 4u][e % 4u] = ${v}; }`;
   const partLoad = (e: string) => `stage[(${e}) / 4u][(${e}) % 4u]`;
-  // per block of the pair grid: F, the d a pair sums' parts, decayWeightsSolve
+  const R4 = [0, 1, 2, 3];
+  const vec4Of = (f: (m: number) => string) => `vec4<f32>(${R4.map(f).join(", ")})`;
+  // decayWeightsSolve of a block: a row's 4 entries in one store where cw is a vec4 array (and rows start at
+  // multiples of 4 floats), else one by one
+  const decayWeightStores = (p: number) =>
+    R4.map((r) => {
+      const at = (kk: string) => `u.decayWeightsSolve + (chunkId * C + r0 + jb + ${r}u) * C + ${kk}`;
+      const stored = quads && s.C % 4 === 0
+        ? `cw[(${at("kb")}) >> 2u] = ${vec4Of((c) => `v2_${r}${c}`)};`
+        : R4.map((c) => `if (kb + ${c}u < len) { cwset(${at(`kb + ${c}u`)}, v2_${r}${c}); }`).join(" ");
+      return `if (pairOn${p} && jb + ${r}u < RP && r0 + jb + ${r}u < len) { ${stored} }`;
+    }).join("\n    ");
+  // F of a block into scxT, vec4 per column kk (its 4 rows); with the mirror also per row jt (its 4 columns), a
+  // diagonal block's two halves added (each holds 0 where the other holds F)
+  const pairWeightStores = (p: number) => {
+    const column = (c: number) => vec4Of((r) => `cx_${r}${c}`);
+    const rowOf = (r: number) => vec4Of((c) => `cx_${r}${c}`);
+    if (!mirror) {
+      return `if (pairOn${p}) {
+      ${R4.map((c) => `scxT[(kb + ${c}u) * ${W4}u + pairRow${p}] = ${column(c)};`).join("\n      ")}
+    }`;
+    }
+    return `if (pairOn${p} && pairRow${p} == pairCol${p}) {
+      ${
+      R4.map((c) => `scxT[(kb + ${c}u) * ${W4}u + pairRow${p}] = ${column(c)} + ${rowOf(c)};`).join(
+        "\n      ",
+      )
+    }
+    } else if (pairOn${p}) {
+      ${
+      R4.map((c) =>
+        `scxT[(kb + ${c}u) * ${W4}u + pairRow${p}] = ${column(c)};
+      scxT[(jb + ${c}u) * ${W4}u + pairCol${p}] = ${rowOf(c)};`
+      ).join("\n      ")
+    }
+    }`;
+  };
+  // per block of the pair grid: F (cx), the d a pair sums' parts, decayWeightsSolve (v2)
   const pairStores = Array.from({ length: tilesPerInvocation(pair) }, (_, p) => {
-    const columns = [0, 1, 2, 3].map((c) => {
-      const entries = [0, 1, 2, 3].map((r) =>
-        `{
-        let jr = jb + ${r}u;
-        let jt = r0 + jr;
-        var cx = 0.0;
-        var v2 = 0.0;
-        if (jr < RP && jt < len && kk < len && kk != jt && cseg[kk] == cseg[jt]${
-          mirror ? " && kk < jt" : ""
-        }) {
-          let tq = max(jt, kk);
-          let sq = min(jt, kk);
-          let dw = ${
+    const entries = R4.flatMap((c) =>
+      R4.map((r) =>
+        `var cx_${r}${c} = 0.0;
+    var v2_${r}${c} = 0.0;
+    {
+      let kk = kb + ${c}u;
+      let jr = jb + ${r}u;
+      let jt = r0 + jr;
+      if (jr < RP && jt < len && kk < len && kk != jt && cseg[kk] == cseg[jt]${mirror ? " && kk < jt" : ""}) {
+        let tq = ${mirror ? "jt" : "max(jt, kk)"};
+        let sq = ${mirror ? "kk" : "min(jt, kk)"};
+        let dw = ${
           mirror
             ? `dl${p}_${r}.${component(c)}`
             : `select(du${p}_${r}.${component(c)}, dl${p}_${r}.${component(c)}, kk < jt)`
         };
-          let gp = exp(cpp[tq] - cp[sq]);
-          let f = -dw * cga[tq] * gp;
-          cx = f;
-          if (kk < jt) {
-            erase.${component(r)} += -dw * gp * xx${p}_${r}.${component(c)};
-            v2 = f * xx${p}_${r}.${component(c)};
-          }
+        let gp = exp(cpp[tq] - cp[sq]);
+        let f = -dw * cga[tq] * gp;
+        cx_${r}${c} = f;
+        if (kk < jt) {
+          erase.${component(r)} += -dw * gp * xx${p}_${r}.${component(c)};
+          v2_${r}${c} = f * xx${p}_${r}.${component(c)};
         }
-        ${
-          mirror
-            ? `if (pairOn${p} && kk <= jt) {
-          scxT[kk * ${W4}u + jr / 4u][jr % 4u] = cx;
-          scxT[jt * ${W4}u + kk / 4u][kk % 4u] = cx;
-        }`
-            : `column.${component(r)} = cx;`
-        }
-        if (pairOn${p} && jr < RP && jt < len && kk < len) {
-          cw[u.decayWeightsSolve + (chunkId * C + jt) * C + kk] = select(0.0, v2, kk < jt);
-        }
-      }`
-      ).join("\n      ");
-      return `{
-      let kk = kb + ${c}u;
-      ${mirror ? "" : "var column = vec4<f32>(0.0);"}
-      ${entries}
-      ${mirror ? "" : `if (pairOn${p}) { scxT[kk * ${W4}u + pairRow${p}] = column; }`}
-    }`;
-    }).join("\n    ");
+      }
+    }`
+      )
+    ).join("\n    ");
     return `{
     let jb = pairRow${p} * 4u;
     let kb = pairCol${p} * 4u;
     var erase = vec4<f32>(0.0);
-    ${columns}
+    ${entries}
+    ${pairWeightStores(p)}
+    ${decayWeightStores(p)}
     if (pairOn${p}) {
       ${
-      [0, 1, 2, 3].map((r) => partStore(`(jb + ${r}u) * ${C4 / 4}u + pairCol${p}`, `erase.${component(r)}`))
-        .join("\n      ")
+      R4.map((r) => partStore(`(jb + ${r}u) * ${C4 / 4}u + pairCol${p}`, `erase.${component(r)}`)).join(
+        "\n      ",
+      )
     }
     }
   }`;
   }).join("\n  ");
-  // per block of the row x key grid: dx, and the parts of x_j . (base_j^T dR_j)
+  // per block row of the row x key grid: dx (read-modify-write: the pair passes add to it too), and the part of
+  // x_j . (base_j^T dR_j); with quads a row's 4 entries in one access
+  const dxAt = "u.gDX + (bh * (u.T + 1u) + t) * DK + q";
   const rowKeyStores = Array.from({ length: tilesPerInvocation(rowKey) }, (_, p) =>
-    [0, 1, 2, 3].map((r) =>
-      `{
+    R4.map((r) => {
+      const acc = (name: string) => `${name}${p}_${r}`;
+      const update = quads
+        ? `let q = rowKeyCol${p} * 4u;
+      let based = ${acc("bd")};
+      part = dot(${keyAt("t", "q")}, based);
+      let kx = (${dxAt}) >> 2u;
+      out[kx] = out[kx] + ${acc("px")} - gain * based;`
+        : R4.map((c) =>
+          `{
+        let q = rowKeyCol${p} * 4u + ${c}u;
+        if (q < DK) {
+          let based = ${acc("bd")}.${component(c)};
+          part += ${keyAt("t", "q")} * based;
+          let kx = ${dxAt};
+          out[kx] = out[kx] + ${acc("px")}.${component(c)} - gain * based;
+        }
+      }`
+        ).join("\n      ");
+      return `{
     let jr = rowKeyRow${p} * 4u + ${r}u;
     let jt = r0 + jr;
     var part = 0.0;
     if (rowKeyOn${p} && jr < RP && jt < len) {
       let t = a + jt;
       let gain = cga[jt] * exp(cpp[jt]);
-      ${
-        [0, 1, 2, 3].map((c) =>
-          `{
-        let q = rowKeyCol${p} * 4u + ${c}u;
-        if (q < DK) {
-          let based = bd${p}_${r}.${component(c)};
-          part += xp(bh, i32(t), q) * based;
-          let kx = u.gDX + (bh * (u.T + 1u) + t) * DK + q;
-          out[kx] = out[kx] + px${p}_${r}.${component(c)} - gain * based;
-        }
-      }`
-        ).join("\n      ")
-      }
+      ${update}
     }
     if (rowKeyOn${p}) { ${partStore(`jr * ${keyParts}u + rowKeyCol${p}`, "part")} }
-  }`
-    ).join("\n  ")).join("\n  ");
+  }`;
+    }).join("\n  ")).join("\n  ");
+  // dy = b dR, and dR_j.y_j in parts per row (neighbouring invocations read neighbouring entries)
+  const lanes = quads ? 4 : 1;
+  const rowEntries = `DV / ${lanes}u`;
+  const dyStores = `for (var k = lid; k < RP * ${rowEntries}; k += ${STAGED_WG}u) {
+    let jt = r0 + k / (${rowEntries});
+    let c = ${lanes}u * (k % (${rowEntries}));
+    if (jt < len) {
+      ${
+    quads
+      ? `out[(u.gDY + (bh * u.T + a + jt) * DV + c) >> 2u] = cg[jt] * ${rhsGradAt("a + jt", "c")};`
+      : `out[u.gDY + (bh * u.T + a + jt) * DV + c] = cg[jt] * ${rhsGradAt("a + jt", "c")};`
+  }
+    }
+  }`;
+  const writeGainParts = `for (var it = lid; it < RP * ${parts}u; it += ${STAGED_WG}u) {
+    let jt = r0 + it / ${parts}u;
+    var v = 0.0;
+    if (jt < len) {
+      let t = a + jt;
+      for (var c = ${lanes}u * (it % ${parts}u); c < DV; c += ${lanes * parts}u) {
+        v += ${
+    quads ? `dot(${rhsGradAt("t", "c")}, yp4(bh, i32(t), c))` : `${rhsGradAt("t", "c")} * yp(bh, i32(t), c)`
+  };
+      }
+    }
+    ${partStore(`${dbOffset}u + it`, "v")}
+  }`;
   const tiles = Math.ceil(s.C / s.RP);
-  const dbOffset = RP4 * keyParts;
   return `
 var<workgroup> stage: array<vec4<f32>, ${layout.stage / 4}>; // the staged slices, then partial sums
 var<workgroup> scxT: array<vec4<f32>, ${
     (layout.scxRows * RP4) / 4
   }>; // [chunk column kk][row / 4]: F[max, min] of (row, kk)
 var<workgroup> rowErase: array<f32, RP>; // sum_s -(dR_j.w_s) Gp[j,s] x_j.x_s
-// dR_t against the base it meets: depth k < DV for the rows from S_in, DV + c for those from S0
-fn masked_rhs_grad(bh: u32, a: u32, jt: u32, k: u32) -> f32 {
-  let kind = base_kind(jt);
-  if (k < DV) {
-    if (kind != 0u) { return 0.0; }
-    return cw[u.dRightHandSide + row(bh, a + jt, k)];
-  }
-  if (kind != 1u) { return 0.0; }
-  return cw[u.dRightHandSide + row(bh, a + jt, k - DV)];
-}
-// entry (q, c) of S_in (depth k = c < DV) or of S0 (k = DV + c)
-fn base_entry(bh: u32, bin: u32, q: u32, k: u32) -> f32 {
-  if (k < DV) { return cw[bin + q * DV + k]; }
-  return s0[(bh * DK + q) * DV + k - DV];
-}
 ${chunkEntry(`${tiles}u`, true, STAGED_WG)}
   let r0 = tile * RP;
   let chunkId = bh * nck() + n;
   let bin = u.entryState + chunkId * DK * DV;
   ${
     layout.scxRows > C4
-      ? `// the depth rows of scxT past the chunk's columns (read by the last slice of loop 2 against staged zeros) hold 0
+      ? `// the depth rows of scxT past the chunk's columns (read by the last slices of loop 2 against staged zeros) hold 0
   for (var k = ${(C4 * RP4) / 4}u + lid; k < ${
         (layout.scxRows * RP4) / 4
       }u; k += ${STAGED_WG}u) { scxT[k] = vec4<f32>(0.0); }`
@@ -835,7 +900,7 @@ ${chunkEntry(`${tiles}u`, true, STAGED_WG)}
   // 1. x_j.x_k, dR_j.W_k${mirror ? "" : ", W_j.dR_k"}: 4 rows x 4 chunk columns per block
   ${gridBlocks(pair)}
   ${pairProducts.map(declareAccumulators).join("\n  ")}
-  ${stagedLoop(`${Math.max(s.dk, s.dv)}u`, pairOperands, pairProducts)}
+  ${stagedLoop(`${Math.max(s.dk, s.dv)}u`, pairOperands, pairProducts, "0u", pooled)}
   ${pairStores}
   workgroupBarrier();
   for (var jr = lid; jr < RP; jr += ${STAGED_WG}u) {
@@ -846,29 +911,15 @@ ${chunkEntry(`${tiles}u`, true, STAGED_WG)}
     rowErase[jr] = sum;
   }
   workgroupBarrier();
-  // 2. and 3.: 4 rows x 4 key entries per block
+  // 2. sum_k scx[j,k] x_k and base_j dR_j: 4 rows x 4 key entries per block
   ${gridBlocks(rowKey)}
   ${declareAccumulators(px)}
-  ${declareAccumulators(bd)}
-  ${stagedLoop("len", [keyRows], [px])}
-  let baseDepth = select(DV, 2u * DV, u.hasS0 != 0u);
-  ${stagedLoop("baseDepth", [maskedRhsGrads, bases], [bd])}
+  ${declareAccumulators(bdEntry)}
+  ${stagedLoop(`${Math.max(s.C, s.dv)}u`, stepKeyOperands, [px, bdEntry], "0u", pooled)}
+  ${stagedLoop("select(0u, DV, u.hasS0 != 0u)", initialOperands, [bdInitial], "0u", pooled)}
   ${rowKeyStores}
-  for (var k = lid; k < RP * DV; k += ${STAGED_WG}u) {
-    let jt = r0 + k / DV;
-    let c = k % DV;
-    if (jt < len) { out[u.gDY + (bh * u.T + a + jt) * DV + c] = cg[jt] * cw[u.dRightHandSide + row(bh, a + jt, c)]; }
-  }
-  // dR_j.y_j in ${parts} parts per row (neighbouring invocations read neighbouring entries)
-  for (var it = lid; it < RP * ${parts}u; it += ${STAGED_WG}u) {
-    let jt = r0 + it / ${parts}u;
-    var v = 0.0;
-    if (jt < len) {
-      let t = a + jt;
-      for (var c = it % ${parts}u; c < DV; c += ${parts}u) { v += cw[u.dRightHandSide + row(bh, t, c)] * yp(bh, i32(t), c); }
-    }
-    ${partStore(`${dbOffset}u + it`, "v")}
-  }
+  ${dyStores}
+  ${writeGainParts}
   workgroupBarrier();
   for (var jr = lid; jr < RP; jr += ${STAGED_WG}u) {
     let jt = r0 + jr;
@@ -879,9 +930,9 @@ ${chunkEntry(`${tiles}u`, true, STAGED_WG)}
     for (var o = 0u; o < ${parts}u; o++) { db += ${partLoad(`${dbOffset}u + jr * ${parts}u + o`)}; }
     let ex = exp(cpp[jt]);
     let k = bh * u.T + a + jt;
-    cw[u.dEraseGain + k] = rowErase[jr] - ex * xbd;
-    cw[u.dDeltaWriteGain + k] = db;
-    cw[u.decayWeightsSolveBase + k] = -cga[jt] * ex * xbd;
+    cwset(u.dEraseGain + k, rowErase[jr] - ex * xbd);
+    cwset(u.dDeltaWriteGain + k, db);
+    cwset(u.decayWeightsSolveBase + k, -cga[jt] * ex * xbd);
   }
 }`;
 }

@@ -25,7 +25,7 @@ import { createFastWeightOps } from "./fast_weight.ts";
 import { assertS0GradOptOut } from "../src/testing/s0_grad.ts";
 import { chunkForm, compareChunk, FULL_LEVEL } from "./_chunk_compare.ts";
 import { STAGED_WG } from "./shaders/chunk_staged_tiles.ts";
-import { bindsVec4, decayGradLayout, pairColumnTiling } from "./shaders/chunk_wgsl.ts";
+import { bindsVec4, type ChunkPass, decayGradLayout, pairColumnTiling } from "./shaders/chunk_wgsl.ts";
 import { gpuTest } from "./_test_util.ts";
 
 /** The small problem (`B` and `T` are not compile-time sizes: tests vary them freely). */
@@ -238,7 +238,7 @@ gpuTest(
 // solve_input_grads with one workgroup per chunk (RP = C): the pair weights F mirrored in workgroup memory
 // instead of a third product (the small level's C = 3 takes RP = 2 < C, two workgroups per chunk and three
 // products); packed starts with S0, a carry (rows from S_in), a partial last chunk. Dk = 8, Dv = 4: the delta
-// rules' readout and dq with vec4 bindings of the workspace rows and dO (`bindsVec4`)
+// rules' readout, dq, solve and solve_input_grads with vec4 bindings of the workspace rows and dO (`bindsVec4`)
 gpuTest(
   "webgpu chunk kernels of falcon1 match the reference with solve_input_grads over the whole chunk (RP = C = 4)",
   async (gpu) => {
@@ -246,7 +246,8 @@ gpuTest(
     const spec = { B: 1, T: 15, H: 2, dk: 8, dv: 4, seed: 53, packed: true, s0: true };
     const shape = chunkShape(config, spec, 4, gpu.runtime.device.limits.maxComputeWorkgroupStorageSize);
     if (shape.RP !== 4) throw new Error(`RP = ${shape.RP} at C = 4, expected the whole chunk`);
-    if (!bindsVec4("readout", spec) || !bindsVec4("query_grads", spec)) {
+    const vec4Passes: ChunkPass[] = ["readout", "query_grads", "solve", "solve_input_grads"];
+    if (!vec4Passes.every((pass) => bindsVec4(pass, spec))) {
       throw new Error("expected vec4 loads");
     }
     await compareChunk(gpu, config, spec, chunkForm(4), "falcon1 C=4 RP=4 carry", { from: 2 });

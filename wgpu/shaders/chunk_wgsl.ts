@@ -383,24 +383,6 @@ export function chunkSharedFloats(
 export const SOLVE_INPUT_GRADS_ROWS_MAX = 64;
 
 /**
- * Form of the delta rules' `solve_input_grads` kernel (`fast_weight_chunk_delta.ts`), for A/B on a GPU:
- * - `"a"`: the `dx` product over the chunk's steps and the `base_j dR_j` product against `S_in` share one staged
- *   loop (the two loops of 8 slices each become one: half the barriers and global-load waits of that phase); the
- *   `S0` half of the base product is a loop of its own, empty without `S0` (training);
- * - `"b"`: `"a"` with `ws`, `cw`, `s0` and `out` bound as vec4 arrays where `Dk` and `Dv` are multiples of 4
- *   (scalar `"a"` otherwise): every staged operand loaded 16 bytes at a time (a quarter of the load
- *   instructions), `F` written to workgroup memory and `decayWeightsSolve`, `dx` (read-modify-write), `dy` and
- *   the `dR.y` sums 4 floats per access;
- * - `"c"`: `"b"` with each slice's loads pooled over the invocations (`stagedLoop`'s `pooled`): at 64 x 64 the
- *   3 operands' 128 vec4 loads each go to 256 + 128 invocations (2 loads and 8 workgroup stores at most per
- *   invocation and slice) instead of all to the first 128 (3 and 12).
- */
-export const SOLVE_INPUT_GRADS_FORM = "c" as SolveInputGradsForm;
-
-/** The forms of {@linkcode SOLVE_INPUT_GRADS_FORM}. */
-export type SolveInputGradsForm = "a" | "b" | "c";
-
-/**
  * Workgroup arrays of the delta rules' `solve_input_grads` kernel (`fast_weight_chunk_delta.ts`), in floats,
  * besides the chunk's step arrays: the pair weights `scxT` (`scxRows x RP4`: per chunk column `kk`, the
  * workgroup's rows; depth rows rounded up to whole slices of `STAGE_DEPTH` steps), the rows' `d a` pair sums
@@ -808,7 +790,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
  * `Dk` and `Dv` multiples of 4 they bind `ws` and `dout` as `array<vec4<f32>>` (one 16-byte load per 4
  * entries), otherwise the same functions assemble the vec4 from scalar loads, 0 past the row's end. Staged loads of
  * one entry take one component (`qn`, `xp`, `yp`, `doutf`).
- * The delta rules' `solve_input_grads` is one of them in its forms `"b"` and `"c"` ({@linkcode SOLVE_INPUT_GRADS_FORM}).
+ * The delta rules' `solve_input_grads` is one of them.
  */
 const VEC4_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([
   "readout",
@@ -822,7 +804,7 @@ const VEC4_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([
   "readout_dw",
   "readout_dw_tail",
   "solve",
-  ...(SOLVE_INPUT_GRADS_FORM === "a" ? [] : ["solve_input_grads" as const]),
+  "solve_input_grads",
 ]);
 
 /** Whether `pass` binds `ws` and `dout` as vec4 arrays at shape `s` ({@linkcode VEC4_PASSES}). */
@@ -836,7 +818,7 @@ export function bindsVec4(pass: ChunkPass, s: Pick<ChunkShape, "dk" | "dv">): bo
  * (`cw4`, `s04`) 16 bytes at a time, the pair-column kernels the rows of the exit-state gradient `G` (`cw4`, where
  * they stage 4 entries per load); the workspace sections start at multiples of 4 floats. Their other workspace
  * floats go through `cwf`, `s0f` and `cwset` (a load or store of one component);
- * the delta rules' `solve_input_grads` (in its forms `"b"` and `"c"`, {@linkcode SOLVE_INPUT_GRADS_FORM}) its staged
+ * the delta rules' `solve_input_grads` its staged
  * operands and gradient rows.
  */
 const VEC4_WORKSPACE_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([

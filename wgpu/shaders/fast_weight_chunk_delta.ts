@@ -55,7 +55,6 @@ import {
   maskedVec4,
   prelude,
   SOLVE_BLOCK,
-  SOLVE_INPUT_GRADS_FORM,
   solveInputGradsLayout,
   solveLayout,
   STAGED_BLOCK,
@@ -634,8 +633,11 @@ function stateBlock(a: string, b: string, w: string, assign: (e: string) => stri
  * `decayWeightsSolveBase_t = -a_t exp(Pp_t) dR_t.(base_t^T x_t)` (factor `exp(Pp_t)`).
  *
  * One workgroup of `STAGED_WG` invocations per `(b, h, chunk, RP rows)`; every product is a register tile fed
- * from workgroup memory (`chunk_staged_tiles.ts`), its operands staged slice by slice with coalesced loads (16 bytes
- * at a time in forms `"b"` and `"c"` of {@linkcode SOLVE_INPUT_GRADS_FORM}, where `ws`, `cw`, `s0` and `out` are vec4 arrays):
+ * from workgroup memory (`chunk_staged_tiles.ts`), its operands staged slice by slice with coalesced loads, each
+ * slice's loads pooled over the invocations (`stagedLoop`'s `pooled`), 16 bytes at a time where `Dk` and `Dv` are
+ * multiples of 4 (`ws`, `cw`, `s0` and `out` then vec4 arrays; also `F`'s stores, `decayWeightsSolve`, `dx`, `dy` and the
+ * `dR.y` sums 4 floats per access). On the H200 (8x4096x8x64, 17:07 UTC A/B) 1.26 ms, against 1.73 before the
+ * merged loop and vec4 `F` (1.68 with them alone, 1.37 with the vec4 bindings but not the pooled loads):
  * 1. `x_j.x_k`, `dR_j.W_k` (and, unless `RP = C`, `W_j.dR_k`) for the rows `j` x the chunk's columns `k`, over
  *    the key and value entries; from them `F` (both orders, `scxT`, a block's 4 x 4 entries as vec4), the rows'
  *    `d a` pair sums and `decayWeightsSolve`. With `RP = C` (`mirror`) the blocks on and below the diagonal give
@@ -650,10 +652,8 @@ function stateBlock(a: string, b: string, w: string, assign: (e: string) => stri
 function pairsKernel(s: ChunkShape): string {
   const layout = solveInputGradsLayout(s);
   const { mirror } = layout;
-  // form "b" at Dk, Dv multiples of 4: the bindings are vec4 arrays, every operand and gradient row read 4 at a time
+  // at Dk, Dv multiples of 4 the bindings are vec4 arrays: every operand and gradient row read 4 at a time
   const quads = bindsVec4("solve_input_grads", s);
-  // form "c": each slice's loads pooled over the invocations
-  const pooled = SOLVE_INPUT_GRADS_FORM === "c";
   const [C4, RP4, DK4] = [s.C, s.RP, s.dk].map(roundUp4);
   // with RP = C only the blocks on and below the diagonal: they give F at both (t, s) and (s, t)
   const pair: TileGrid = { name: "pair", rows: RP4, cols: C4, lower: mirror };
@@ -900,7 +900,7 @@ ${chunkEntry(`${tiles}u`, true, STAGED_WG)}
   // 1. x_j.x_k, dR_j.W_k${mirror ? "" : ", W_j.dR_k"}: 4 rows x 4 chunk columns per block
   ${gridBlocks(pair)}
   ${pairProducts.map(declareAccumulators).join("\n  ")}
-  ${stagedLoop(`${Math.max(s.dk, s.dv)}u`, pairOperands, pairProducts, "0u", pooled)}
+  ${stagedLoop(`${Math.max(s.dk, s.dv)}u`, pairOperands, pairProducts, "0u", /* pooled */ true)}
   ${pairStores}
   workgroupBarrier();
   for (var jr = lid; jr < RP; jr += ${STAGED_WG}u) {
@@ -915,8 +915,8 @@ ${chunkEntry(`${tiles}u`, true, STAGED_WG)}
   ${gridBlocks(rowKey)}
   ${declareAccumulators(px)}
   ${declareAccumulators(bdEntry)}
-  ${stagedLoop(`${Math.max(s.C, s.dv)}u`, stepKeyOperands, [px, bdEntry], "0u", pooled)}
-  ${stagedLoop("select(0u, DV, u.hasS0 != 0u)", initialOperands, [bdInitial], "0u", pooled)}
+  ${stagedLoop(`${Math.max(s.C, s.dv)}u`, stepKeyOperands, [px, bdEntry], "0u", /* pooled */ true)}
+  ${stagedLoop("select(0u, DV, u.hasS0 != 0u)", initialOperands, [bdInitial], "0u", /* pooled */ true)}
   ${rowKeyStores}
   ${dyStores}
   ${writeGainParts}

@@ -276,16 +276,17 @@ function pooledLoads(first: number, count: number, wg: number, body: string): st
  * `STAGE_DEPTH`, 0 unless given), stage `operands` (depth `k = d0 + kk`),
  * barrier, accumulate every product over the slice, barrier. The accumulators and the grid blocks
  * must be declared before (`declareAccumulators`, `gridBlocks`). The loads spread over the invocations of
- * the products' grids (which must agree): each operand's from the first invocation on, or, when `pooled`, the
- * operands' loads in one sequence over the invocations (an operand with fewer loads than invocations then leaves
- * the others to the next one's: no invocation takes more than `ceil(loads / invocations)` of the slice's).
+ * the products' grids (which must agree), the operands' loads in one sequence over the invocations (an operand with
+ * fewer loads than invocations leaves the others to the next one's: no invocation takes more than
+ * `ceil(loads / invocations)` of the slice's; on the H200, 8x4096x8x64, 17:25 UTC, against each operand's loads from
+ * the first invocation on: falcon3a fwd+bwd 6.89 -> 6.71 ms, falcon1 9.89 -> 9.86, falcon1a 4.97 -> 4.98; the delta
+ * rules' solve_input_grads 1.37 -> 1.26 ms at 17:07).
  */
 export function stagedLoop(
   bound: string,
   operands: readonly StagedOperand[],
   products: readonly TileProduct[],
   from = "0u",
-  pooled = false,
 ): string {
   const invocations = new Set(products.map((pr) => invocationsOf(pr.grid)));
   if (invocations.size !== 1) {
@@ -303,25 +304,9 @@ export function stagedLoop(
   let pool = 0;
   const loads = operands.map((o, n) => {
     const { count, body } = stagedLoad(o, offsets[n]);
-    if (pooled) {
-      const first = pool;
-      pool += count;
-      return pooledLoads(first, count, wg, body);
-    }
-    return range(Math.ceil(count / wg)).map((r) => {
-      const e = `let e = lid + ${r * wg}u;`;
-      return (r + 1) * wg <= count
-        ? `{
-      ${e}
-      ${body}
-    }`
-        : `{
-      ${e}
-      if (e < ${count}u) {
-      ${body}
-      }
-    }`;
-    }).join("\n    ");
+    const first = pool;
+    pool += count;
+    return pooledLoads(first, count, wg, body);
   }).join("\n    ");
   const ref = (src: number | WorkgroupOperand | FunctionOperand, kk: number, block: string) =>
     typeof src === "number"

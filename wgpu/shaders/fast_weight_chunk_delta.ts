@@ -634,7 +634,7 @@ function stateBlock(a: string, b: string, w: string, assign: (e: string) => stri
  *
  * One workgroup of `STAGED_WG` invocations per `(b, h, chunk, RP rows)`; every product is a register tile fed
  * from workgroup memory (`chunk_staged_tiles.ts`), its operands staged slice by slice with coalesced loads, each
- * slice's loads pooled over the invocations (`stagedLoop`'s `pooled`), 16 bytes at a time where `Dk` and `Dv` are
+ * slice's loads pooled over the invocations (`stagedLoop`), 16 bytes at a time where `Dk` and `Dv` are
  * multiples of 4 (`ws`, `cw`, `s0` and `out` then vec4 arrays; also `F`'s stores, `decayWeightsSolve`, `dx`, `dy` and the
  * `dR.y` sums 4 floats per access). On the H200 (8x4096x8x64, 17:07 UTC A/B) 1.26 ms, against 1.73 before the
  * merged loop and vec4 `F` (1.68 with them alone, 1.37 with the vec4 bindings but not the pooled loads):
@@ -900,7 +900,7 @@ ${chunkEntry(`${tiles}u`, true, STAGED_WG)}
   // 1. x_j.x_k, dR_j.W_k${mirror ? "" : ", W_j.dR_k"}: 4 rows x 4 chunk columns per block
   ${gridBlocks(pair)}
   ${pairProducts.map(declareAccumulators).join("\n  ")}
-  ${stagedLoop(`${Math.max(s.dk, s.dv)}u`, pairOperands, pairProducts, "0u", /* pooled */ true)}
+  ${stagedLoop(`${Math.max(s.dk, s.dv)}u`, pairOperands, pairProducts)}
   ${pairStores}
   workgroupBarrier();
   for (var jr = lid; jr < RP; jr += ${STAGED_WG}u) {
@@ -915,8 +915,8 @@ ${chunkEntry(`${tiles}u`, true, STAGED_WG)}
   ${gridBlocks(rowKey)}
   ${declareAccumulators(px)}
   ${declareAccumulators(bdEntry)}
-  ${stagedLoop(`${Math.max(s.C, s.dv)}u`, stepKeyOperands, [px, bdEntry], "0u", /* pooled */ true)}
-  ${stagedLoop("select(0u, DV, u.hasS0 != 0u)", initialOperands, [bdInitial], "0u", /* pooled */ true)}
+  ${stagedLoop(`${Math.max(s.C, s.dv)}u`, stepKeyOperands, [px, bdEntry])}
+  ${stagedLoop("select(0u, DV, u.hasS0 != 0u)", initialOperands, [bdInitial])}
   ${rowKeyStores}
   ${dyStores}
   ${writeGainParts}

@@ -662,6 +662,20 @@ export function stateTiles(rows: number, cols: number): number {
   return Math.ceil((Math.ceil(rows / 4) * Math.ceil(cols / 4)) / CHUNK_WG);
 }
 
+/**
+ * WGSL of one 4 x 4 block of a `[Dk, Dv]` state per invocation of a {@linkcode stateTiles} pass: block `tile WG + lid`
+ * at row `i0` and column `column` (a WGSL name, `cb0` unless given), `body` run where the block exists.
+ */
+export function stateTileBlock(body: string, column = "cb0"): string {
+  return `let bk = tile * WG + lid;
+  let nbc = (DV + 3u) / 4u;
+  if (bk < ((DK + 3u) / 4u) * nbc) {
+    let i0 = (bk / nbc) * 4u;
+    let ${column} = (bk % nbc) * 4u;
+    ${body}
+  }`;
+}
+
 /** Workgroups per chunk of the delta rules' `transition` pass: 4 x 4 blocks of `K [Dk, Dk]` then `D [Dk, Dv]`. */
 export function transitionTiles(dk: number, dv: number): number {
   return Math.ceil((Math.ceil(dk / 4) * (Math.ceil(dk / 4) + Math.ceil(dv / 4))) / CHUNK_WG);

@@ -79,6 +79,7 @@ import {
   prelude,
   rowsKernelForm,
   rowsLayout,
+  stateTileBlock,
   stateTiles,
   stepCoefEntry,
   stepCoefWgsl,
@@ -146,25 +147,21 @@ ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
   for (var k = lid; k < len + PAD; k += WG) { me[k] = m_of(len - 1u, j0 + i32(k), a); }
   workgroupBarrier();
   // a 4 x 4 block of the state per invocation
-  let bk = tile * WG + lid;
-  let nbc = (DV + 3u) / 4u;
-  if (bk < ((DK + 3u) / 4u) * nbc) {
-    let i0 = (bk / nbc) * 4u;
-    let cb0 = (bk % nbc) * 4u;
-    // sum_k me[k] x_k[i0..] y_k[cb0..]^T: a vec4 of each per pair
+  ${
+        stateTileBlock(`// sum_k me[k] x_k[i0..] y_k[cb0..]^T: a vec4 of each per pair
     ${
-        vec4Tile(
-          [{ acc: "e", a: "xp4(bh, j0 + i32(k), i0) * me[k]" }],
-          "len + PAD",
-          "yp4(bh, j0 + i32(k), cb0)",
-        )
-      }
+          vec4Tile(
+            [{ acc: "e", a: "xp4(bh, j0 + i32(k), i0) * me[k]" }],
+            "len + PAD",
+            "yp4(bh, j0 + i32(k), cb0)",
+          )
+        }
     ${
-        tile4Each((r, c) =>
-          `if (i0 + ${r}u < DK && cb0 + ${c}u < DV) { cw[u.chunkStateIncrement + (bh * nck() + n) * DK * DV + (i0 + ${r}u) * DV + cb0 + ${c}u] = e${r}[${c}]; }`
-        )
+          tile4Each((r, c) =>
+            `if (i0 + ${r}u < DK && cb0 + ${c}u < DV) { cw[u.chunkStateIncrement + (bh * nck() + n) * DK * DV + (i0 + ${r}u) * DV + cb0 + ${c}u] = e${r}[${c}]; }`
+          )
+        }`)
       }
-  }
   if (tile == 0u && lid == 0u) {
     cw[u.chunkDecay + bh * nck() + n] = exp(cp[len - 1u]);
     cw[u.exitBaseKind + bh * nck() + n] = f32(base_kind(len - 1u));
@@ -263,36 +260,32 @@ function baseReadoutGradsKernel(s: ChunkShape, withS0: boolean): string {
 ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
   let h = bh % H;
   // a 4 x 4 block of the state per invocation, split by the base of each step (S_in or S0)
-  let bk = tile * WG + lid;
-  let nbc = (DV + 3u) / 4u;
-  if (bk < ((DK + 3u) / 4u) * nbc) {
-    let i0 = (bk / nbc) * 4u;
-    let cb0 = (bk % nbc) * 4u;
-    // sum_k exp(P_k) q_k[i0..] dO_k[cb0..]^T, split by base kind: a vec4 of each per step
+  ${
+    stateTileBlock(`// sum_k exp(P_k) q_k[i0..] dO_k[cb0..]^T, split by base kind: a vec4 of each per step
     ${
-    vec4Tile(
-      kinds.map((kind) => ({
-        acc: accumulator(kind),
-        a: `qn4(bh, a + k, i0) * select(0.0, exp(cp[k]), base_kind(k) == ${kind}u)`,
-      })),
-      "len",
-      "do4(((b * u.T + a + k) * H + h) * DV, cb0)",
-    )
-  }
+      vec4Tile(
+        kinds.map((kind) => ({
+          acc: accumulator(kind),
+          a: `qn4(bh, a + k, i0) * select(0.0, exp(cp[k]), base_kind(k) == ${kind}u)`,
+        })),
+        "len",
+        "do4(((b * u.T + a + k) * H + h) * DV, cb0)",
+      )
+    }
     let k0 = ((bh * nck() + n) * 2u) * DK * DV;
     ${
-    tile4Each((r, c) =>
-      `if (i0 + ${r}u < DK && cb0 + ${c}u < DV) {
+      tile4Each((r, c) =>
+        `if (i0 + ${r}u < DK && cb0 + ${c}u < DV) {
       ${
-        kinds.map((kind) =>
-          `cw[u.dBaseReadout + k0 + ${kind ? "DK * DV + " : ""}(i0 + ${r}u) * DV + cb0 + ${c}u] = ${
-            accumulator(kind)
-          }${r}[${c}];`
-        ).join("\n      ")
-      }
+          kinds.map((kind) =>
+            `cw[u.dBaseReadout + k0 + ${kind ? "DK * DV + " : ""}(i0 + ${r}u) * DV + cb0 + ${c}u] = ${
+              accumulator(kind)
+            }${r}[${c}];`
+          ).join("\n      ")
+        }
     }`
-    )
-  }
+      )
+    }`)
   }
 }`;
 }

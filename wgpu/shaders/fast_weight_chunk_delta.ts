@@ -59,6 +59,7 @@ import {
   solveLayout,
   STAGED_BLOCK,
   stagedBlocks,
+  stateTileBlock,
   stateTiles,
   tile4,
   tile4Each,
@@ -611,18 +612,12 @@ function stagedProduct(p: StagedProduct): string {
  * `cb0`; `assign` ends with the operator that joins the sum).
  */
 function stateBlock(a: string, b: string, w: string, assign: (e: string) => string): string {
-  return `let bk = tile * WG + lid;
-  let nbc = (DV + 3u) / 4u;
-  if (bk < ((DK + 3u) / 4u) * nbc) {
-    let i0 = (bk / nbc) * 4u;
-    let cb0 = (bk % nbc) * 4u;
-    ${tile4("e", "len", a, b, w || undefined)}
+  return stateTileBlock(`${tile4("e", "len", a, b, w || undefined)}
     ${
     tile4Each((r, c) =>
       `if (i0 + ${r}u < DK && cb0 + ${c}u < DV) { ${assign(`(i0 + ${r}u) * DV + cb0 + ${c}u`)}e${r}${c}; }`
     )
-  }
-  }`;
+  }`);
 }
 
 /**

@@ -59,6 +59,7 @@ import {
   pairGramTiles,
   prelude,
   SOLVE_TRANSPOSED_COLUMNS,
+  stateTileBlock,
   stateTiles,
   tile4,
   tile4Each,
@@ -311,18 +312,15 @@ function stateTile(
   w: string,
   assign: (e: string, v: string) => string,
 ): string {
-  return `let bk = tile * WG + lid;
-  let nbc = (DV + 3u) / 4u;
-  if (bk < ((DK + 3u) / 4u) * nbc) {
-    let i0 = (bk / nbc) * 4u;
-    let c0 = (bk % nbc) * 4u;
-    ${tile4("e", K, a, b, w || undefined)}
+  return stateTileBlock(
+    `${tile4("e", K, a, b, w || undefined)}
     ${
-    tile4Each((r, c) =>
-      `if (i0 + ${r}u < DK && c0 + ${c}u < DV) { ${assign(`(i0 + ${r}u) * DV + c0 + ${c}u`, `e${r}${c}`)} }`
-    )
-  }
-  }`;
+      tile4Each((r, c) =>
+        `if (i0 + ${r}u < DK && c0 + ${c}u < DV) { ${assign(`(i0 + ${r}u) * DV + c0 + ${c}u`, `e${r}${c}`)} }`
+      )
+    }`,
+    "c0",
+  );
 }
 
 /**

@@ -135,6 +135,7 @@ const FORWARD_SECTIONS: ReadonlySet<ChunkUniformField> = new Set<ChunkUniformFie
   "solveInverse",
   "pseudoValuesConstant",
   "pseudoValuesStateFactor",
+  "exitKeys",
   "transitionMatrix",
   "pseudoValues",
   "topEigenvector",
@@ -184,7 +185,7 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
     ["dStatistic", BH * d.T],
     ["chunkDecay", BH * nck],
     ["exitBaseKind", BH * nck],
-    ["chunkStateIncrement", BH * nck * S],
+    ["chunkStateIncrement", (1 - delta + windowDelta) * BH * nck * S],
     ["entryState", BH * nck * S],
     ["dExitState", BH * nck * S],
     ["finalState", BH * S],
@@ -196,7 +197,8 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
     ["solveInverse", delta * (1 - windowDelta) * BH * nck * C * C],
     ["pseudoValuesConstant", delta * BH * nck * C * rows * d.dv],
     ["pseudoValuesStateFactor", delta * BH * nck * C * rows * d.dk],
-    ["transitionMatrix", delta * BH * nck * d.dk * d.dk],
+    ["exitKeys", delta * (1 - windowDelta) * BH * nck * C * d.dk],
+    ["transitionMatrix", windowDelta * BH * nck * d.dk * d.dk],
     ["pseudoValues", delta * BH * d.T * rows * d.dv],
     ["dPseudoValuesReadout", delta * (1 - windowDelta) * BH * d.T * rows * d.dv],
     ["dPseudoValues", delta * BH * d.T * rows * d.dv],
@@ -284,7 +286,7 @@ function forwardPasses(config: RuleConfig): readonly ChunkPass[] {
     ];
   }
   return isDeltaChunkRule(config)
-    ? ["coef", "solve", "transition", "delta_state_scan", "pseudo_values", "readout"]
+    ? ["coef", "solve", "delta_value_scan", "readout"]
     : ["coef", "state_increment", "state_scan", "readout"];
 }
 
@@ -380,7 +382,7 @@ function allBackwardPasses(config: RuleConfig): readonly ChunkPass[] {
     "readout_dw",
     "readout_dw_tail",
     "scan_link",
-    "delta_reverse_scan",
+    "delta_value_reverse_scan",
     "pair_column_grads",
     "pair_column_grads_tail",
     "solve_transposed",

@@ -83,7 +83,8 @@ Deno.test("chunk passes spread over B*H*chunks*tiles workgroups, not B*H", () =>
     // value column (the per-column rules' column_state_scan and column_reverse_scan: an invocation per chunk row or key row)
     const floor = pass === "state_scan" || pass === "reverse_scan" || pass === "reverse_scan_no_s0"
       ? (BH * d.dk * d.dv) / 64
-      : pass === "delta_state_scan" || pass === "delta_reverse_scan"
+      : pass === "delta_state_scan" || pass === "delta_reverse_scan" || pass === "delta_value_scan" ||
+          pass === "delta_value_reverse_scan"
       ? BH * Math.ceil(d.dv / scanColumns(d.dk))
       : pass === "column_state_scan" || pass === "column_reverse_scan"
       ? BH * d.dv

@@ -202,3 +202,252 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   ${eachRow((m) => eachColumn(m, (q, e) => sides.end(`i${m}`, `cc${q}`, e)))}
 }`;
 }
+
+/**
+ * What a factored scan ({@linkcode deltaValueScanKernel}, {@linkcode deltaValueReverseScanKernel}) reads and
+ * writes. Each chunk applies its transition through two products with `[C, Dk]` factors of the chunk (sections
+ * laid out `[BH, NCK, C, Dk]`): `Y = F S` (`F` by rows, over the state's key rows), then
+ * `S' = [no start] exp(P_e) S ± H^T Y + addend` (`H` by columns, over the chunk's steps).
+ */
+interface FactoredScanSides extends Omit<ScanSides, "addend"> {
+  /** Section of `F`, the first product's factor. */
+  first: string;
+  /** Section of `H`, the second product's factor. */
+  second: string;
+  /** WGSL vec4 of the first product's addend at chunk row `t` (the 4 columns of the invocation): `Y = addend - F S`; none: `Y = F S`. */
+  firstAddend?: (t: string) => string;
+  /** WGSL storing entry `(t, c)` of `Y` as `v`, or none. */
+  firstStore?: (t: string, c: string, v: string) => string;
+  /** Whether the second product is subtracted. */
+  subtractSecond: boolean;
+  /** WGSL vec4 of the addend of key row `i` (the 4 columns of the invocation). */
+  addend: (i: string) => string;
+}
+
+/**
+ * `delta_value_scan`: the delta rules' forward scan with the transition left in its factors (no `K_n` or `Bv_n`
+ * pass): per chunk, from its entry state `S_n`, the pseudo-values `W = U0 - V S_n` (stored: the readout's values)
+ * and `S_{n+1} = [no start] exp(P_e) S_n + [start] exp(P_e) S0 + Xe^T W`, `Xe` the exit-weighted keys
+ * (`exitKeys`: `Gam[e, t] x_t`, written by `solve`). Two products of `C x Dk x 16` per chunk and workgroup
+ * against one of `Dk x Dk x 16` for `delta_state_scan`, but it reads no transition.
+ */
+export function deltaValueScanKernel(s: ChunkShape): string {
+  const component = (v: string) =>
+    `vec4<f32>(${[0, 1, 2, 3].map((q) => v.replaceAll("CC", `cc${q}`)).join(", ")})`;
+  return factoredScanKernel(s, {
+    reverse: false,
+    start: (i, c) => `select(0.0, init[(bh * DK + ${i}) * DV + ${c}], u.hasInit != 0u)`,
+    stored: "u.entryState",
+    end: (i, c, v) => `cw[u.finalState + (bh * DK + ${i}) * DV + ${c}] = ${v};`,
+    first: "u.pseudoValuesStateFactor",
+    second: "u.exitKeys",
+    firstAddend: (t) => component(`cw[u.pseudoValuesConstant + (ch * C + ${t}) * DV + CC]`),
+    firstStore: (t, c, v) => `cw[u.pseudoValues + (bh * u.T + a + ${t}) * DV + ${c}] = ${v};`,
+    subtractSecond: false,
+    addend: (i) =>
+      `select(vec4<f32>(0.0), dec * ${
+        component(`s0[(bh * DK + ${i}) * DV + CC]`)
+      }, bk == 1u && u.hasS0 != 0u)`,
+  });
+}
+
+/**
+ * `delta_value_reverse_scan`: `delta_reverse_scan` with the transposed transition left in its factors:
+ * `G_{n-1} = [no start] exp(P_e) G_n - V^T (Xe G_n) + L_n`.
+ */
+export function deltaValueReverseScanKernel(s: ChunkShape): string {
+  return factoredScanKernel(s, {
+    reverse: true,
+    start: () => "0.0",
+    stored: "u.dExitState",
+    end: (i, c, v) => `out[u.gDC + (bh * DK + ${i}) * DV + ${c}] = ${v};`,
+    first: "u.exitKeys",
+    second: "u.pseudoValuesStateFactor",
+    subtractSecond: true,
+    addend: (i) =>
+      `vec4<f32>(${
+        [0, 1, 2, 3].map((q) => `cw[u.reverseScanLink + (ch * DK + ${i}) * DV + cc${q}]`).join(", ")
+      })`,
+  });
+}
+
+/** Panel size of a factored scan: at most 32 columns (or steps), as many as keep a panel within 2304 floats. */
+function factoredPanelSize(s: ChunkShape): number {
+  let kp = 32;
+  while (kp > 1 && Math.max(s.C * (kp + 1), kp * s.dk) > 2304) kp >>= 1;
+  return kp;
+}
+
+/**
+ * A factored scan. One workgroup per `(b, h)` and {@linkcode scanColumns} value columns, laid out as the
+ * transition scans' ({@linkcode scanKernel}): per column group {@linkcode SCAN_ROW_LANES} invocations with 4
+ * columns each, the state's columns (`col`) and `Y`'s (`ycol`) in workgroup memory as vec4 of a group's 4 columns.
+ * Per chunk the panels run in order: the first factor's `KP` columns at a time (all `C` rows, kept at stride
+ * `KP + 1`), then the second's `KP` rows at a time; each is loaded coalesced into registers one panel ahead (the
+ * next chunk's first panel during the current chunk's last one). The first product takes the chunk rows
+ * `lane + 64 m` of the invocation's columns, the second the key rows `lane + 64 m`. Factor rows past the chunk's
+ * end read as 0.
+ */
+function factoredScanKernel(s: ChunkShape, sides: FactoredScanSides): string {
+  const groups = scanColumnGroups(s.dk);
+  const SC = scanColumns(s.dk);
+  const WG = SCAN_ROW_LANES * groups;
+  const KP = factoredPanelSize(s);
+  const NP1 = Math.ceil(s.dk / KP);
+  const NP2 = Math.ceil(s.C / KP);
+  const Q = [...Array(SCAN_LANE_COLUMNS).keys()];
+  const M = [...Array(Math.ceil(s.dk / SCAN_ROW_LANES)).keys()];
+  const MC = [...Array(Math.ceil(s.C / SCAN_ROW_LANES)).keys()];
+  const P = [...Array(Math.ceil((Math.max(s.C, s.dk) * KP) / WG)).keys()];
+  const panelFloats = Math.max(s.C * (KP + 1), KP * s.dk);
+  const chunkAt = (k: string) => (sides.reverse ? `nck() - 1u - ${k}` : k);
+  const eachRow = (rows: number[], name: string, bound: string, body: (m: number) => string) =>
+    rows.map((m) =>
+      `if (${name}${m} < ${bound}) {
+      ${body(m)}
+    }`
+    ).join("\n    ");
+  const keyRows = (body: (m: number) => string) => eachRow(M, "i", "DK", body);
+  const chunkRows = (body: (m: number) => string) => eachRow(MC, "t", "C", body);
+  const eachColumn = (e: string, store: (q: number, v: string) => string) =>
+    Q.map((q) => `if (c0 + ${q}u < DV) { ${store(q, `${e}[${q}]`)} }`).join("\n      ");
+  const panelStore = (first: boolean) =>
+    P.map((r) => {
+      const e = `lid + ${r * WG}u`;
+      return first
+        ? `if (${e} < C * ${KP}u) { panel[((${e}) / ${KP}u) * ${KP + 1}u + (${e}) % ${KP}u] = pf${r}; }`
+        : `if (${e} < DK * ${KP}u) { panel[${e}] = pf${r}; }`;
+    }).join("\n      ");
+  const prefetch = (ch: string, len: string, q: string) =>
+    P.map((r) => `pf${r} = panel_entry(${ch}, ${len}, ${q}, lid + ${r * WG}u);`).join("\n        ");
+  const sign = sides.subtractSecond ? "-=" : "+=";
+  return `
+const NP1 = ${NP1}u; // panels of the first factor per chunk
+const NP2 = ${NP2}u; // panels of the second factor per chunk
+// key row i of each column group's 4 columns at (group DK + i); chunk row t of Y's at (group C + t)
+var<workgroup> col: array<vec4<f32>, ${groups * s.dk}>;
+var<workgroup> ycol: array<vec4<f32>, ${groups * s.C}>;
+var<workgroup> panel: array<f32, ${panelFloats}>;
+fn chunk_len(n: u32) -> u32 { return min(C, u.T - n * C); }
+// entry e of panel q of chunk ch (b h NCK + n, len steps): the first factor's columns q KP.., else the
+// second's rows (q - NP1) KP..; 0 past the chunk's steps and the keys
+fn panel_entry(ch: u32, len: u32, q: u32, e: u32) -> f32 {
+  if (q < NP1) {
+    let t = e / ${KP}u;
+    let j = q * ${KP}u + e % ${KP}u;
+    if (t >= len || j >= DK) { return 0.0; }
+    return cw[${sides.first} + (ch * C + t) * DK + j];
+  }
+  let t = (q - NP1) * ${KP}u + e / DK;
+  if (e / DK >= ${KP}u || t >= len) { return 0.0; }
+  return cw[${sides.second} + (ch * C + t) * DK + e % DK];
+}
+@compute @workgroup_size(${WG})
+fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  let wgid = gid.y * nwg.x + gid.x;
+  let ncg = (DV + ${SC - 1}u) / ${SC}u;
+  if (wgid >= u.B * H * ncg) { return; }
+  let bh = wgid / ncg;
+  let lane = lid % ${SCAN_ROW_LANES}u;
+  let slot0 = (lid / ${SCAN_ROW_LANES}u) * DK;
+  let yslot0 = (lid / ${SCAN_ROW_LANES}u) * C;
+  let c0 = (wgid % ncg) * ${SC}u + (lid / ${SCAN_ROW_LANES}u) * ${SCAN_LANE_COLUMNS}u;
+  ${Q.map((q) => `let cc${q} = min(c0 + ${q}u, DV - 1u);`).join("\n  ")}
+  ${M.map((m) => `let i${m} = lane + ${m * SCAN_ROW_LANES}u;`).join("\n  ")}
+  ${MC.map((m) => `let t${m} = lane + ${m * SCAN_ROW_LANES}u;`).join("\n  ")}
+  ${
+    keyRows((m) =>
+      `col[slot0 + i${m}] = vec4<f32>(${Q.map((q) => sides.start(`i${m}`, `cc${q}`)).join(", ")});`
+    )
+  }
+  let first = ${chunkAt("0u")};
+  ${
+    P.map((r) => `var pf${r} = panel_entry(bh * nck() + first, chunk_len(first), 0u, lid + ${r * WG}u);`)
+      .join("\n  ")
+  }
+  workgroupBarrier();
+  for (var k = 0u; k < nck(); k++) {
+    let n = ${chunkAt("k")};
+    let ch = bh * nck() + n;
+    let a = n * C;
+    let len = chunk_len(n);
+    let dec = cw[u.chunkDecay + ch];
+    let bk = u32(cw[u.exitBaseKind + ch]);
+    ${
+    keyRows((m) =>
+      `let e = col[slot0 + i${m}];
+      ${eachColumn("e", (q, v) => `cw[${sides.stored} + (ch * DK + i${m}) * DV + cc${q}] = ${v};`)}`
+    )
+  }
+    // the addends, loaded before the products that hide their latency
+    ${M.map((m) => `var v${m} = vec4<f32>(0.0);`).join(" ")}
+    ${keyRows((m) => `v${m} = ${sides.addend(`i${m}`)};`)}
+    ${MC.map((m) => `var fa${m} = vec4<f32>(0.0);`).join(" ")}
+    ${
+    sides.firstAddend ? chunkRows((m) => `if (t${m} < len) { fa${m} = ${sides.firstAddend!(`t${m}`)}; }`) : ""
+  }
+    // Y = F S, the first factor's panels
+    ${MC.map((m) => `var y${m} = vec4<f32>(0.0);`).join(" ")}
+    for (var q = 0u; q < NP1; q++) {
+      workgroupBarrier();
+      ${panelStore(true)}
+      workgroupBarrier();
+      ${prefetch("ch", "len", "q + 1u")}
+      let p0 = q * ${KP}u;
+      ${
+    MC.map((m) =>
+      `if (t${m} < C) {
+        for (var j = 0u; j < ${KP}u; j++) {
+          y${m} += panel[t${m} * ${KP + 1}u + j] * col[slot0 + min(p0 + j, DK - 1u)];
+        }
+      }`
+    ).join("\n      ")
+  }
+    }
+    ${
+    chunkRows((m) =>
+      `let y = select(vec4<f32>(0.0), ${sides.firstAddend ? `fa${m} - y${m}` : `y${m}`}, t${m} < len);
+      ycol[yslot0 + t${m}] = y;${
+        sides.firstStore
+          ? `
+      if (t${m} < len) {
+        ${eachColumn("y", (q, v) => sides.firstStore!(`t${m}`, `c0 + ${q}u`, v))}
+      }`
+          : ""
+      }`
+    )
+  }
+    // S' = base ${sides.subtractSecond ? "-" : "+"} H^T Y + addend, the second factor's panels
+    ${keyRows((m) => `v${m} += select(0.0, dec, bk == 0u) * col[slot0 + i${m}];`)}
+    for (var q = NP1; q < NP1 + NP2; q++) {
+      workgroupBarrier();
+      ${panelStore(false)}
+      workgroupBarrier();
+      if (q + 1u < NP1 + NP2) {
+        ${prefetch("ch", "len", "q + 1u")}
+      } else if (k + 1u < nck()) {
+        let next = ${chunkAt("(k + 1u)")};
+        ${prefetch("bh * nck() + next", "chunk_len(next)", "0u")}
+      }
+      let p0 = (q - NP1) * ${KP}u;
+      ${
+    M.map((m) =>
+      `if (i${m} < DK) {
+        for (var j = 0u; j < ${KP}u; j++) {
+          v${m} ${sign} panel[j * DK + i${m}] * ycol[yslot0 + min(p0 + j, C - 1u)];
+        }
+      }`
+    ).join("\n      ")
+  }
+    }
+    ${keyRows((m) => `col[slot0 + i${m}] = v${m};`)}
+  }
+  ${
+    keyRows((m) =>
+      `let e = col[slot0 + i${m}];
+      ${eachColumn("e", (q, v) => sides.end(`i${m}`, `cc${q}`, v))}`
+    )
+  }
+}`;
+}

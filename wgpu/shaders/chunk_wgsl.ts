@@ -88,13 +88,13 @@ export const CHUNK_PASSES = [
   "coef_grads",
   "pair_row_grads",
   "solve",
-  "transition",
   "delta_state_scan",
-  "pseudo_values",
+  "delta_value_scan",
   "readout_dw",
   "readout_dw_tail",
   "scan_link",
   "delta_reverse_scan",
+  "delta_value_reverse_scan",
   "solve_transposed",
   "solve_input_grads",
   "delta_decay_grads",
@@ -168,6 +168,7 @@ export const CHUNK_UNIFORM_FIELDS = [
   "solveInverse",
   "pseudoValuesConstant",
   "pseudoValuesStateFactor",
+  "exitKeys",
   "transitionMatrix",
   "pseudoValues",
   "dPseudoValuesReadout",
@@ -222,13 +223,13 @@ const BINDINGS: Record<ChunkPass, readonly ChunkBindingName[]> = {
   coef_grads: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
   pair_row_grads: ["ws", "stepinfo", "cw", "out"],
   solve: ["ws", "stepinfo", "s0", "cw"],
-  transition: ["ws", "stepinfo", "s0", "cw"],
   delta_state_scan: ["init", "cw"],
-  pseudo_values: ["cw"],
+  delta_value_scan: ["s0", "init", "cw"],
   readout_dw: ["ws", "stepinfo", "dout", "cw"],
   readout_dw_tail: ["ws", "stepinfo", "dout", "cw"],
   scan_link: ["stepinfo", "cw"],
   delta_reverse_scan: ["cw", "out"],
+  delta_value_reverse_scan: ["cw", "out"],
   solve_transposed: ["cw"],
   solve_input_grads: ["ws", "stepinfo", "s0", "cw", "out"],
   delta_decay_grads: ["ws", "stepinfo", "s0", "cw"],
@@ -732,8 +733,6 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
       return BH * nck * pairGramTiles(s.C, pad);
     case "window_transition":
       return BH * nck * transitionTiles(s.dk, s.dv);
-    case "transition":
-      return BH * nck * transitionTiles(s.dk, s.dv);
     case "window_pseudo_values":
       return BH * nck * stateTiles(s.C * (pad + 1), s.dv);
     case "window_readout":
@@ -756,9 +755,9 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
       return flat(BH * s.dk * s.dv);
     case "delta_state_scan":
     case "delta_reverse_scan":
+    case "delta_value_scan":
+    case "delta_value_reverse_scan":
       return BH * Math.ceil(s.dv / scanColumns(s.dk));
-    case "pseudo_values":
-      return BH * nck * stagedBlocks(s.C, s.dv);
     case "pair_row_grads":
       return flat(BH * (pad + T + 1) * pairRowEntries(s, pad));
     case "state_increment":
@@ -812,7 +811,6 @@ const VEC4_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([
   "state_increment",
   "base_readout_grads",
   "base_readout_grads_no_s0",
-  "transition",
   "pair_column_grads",
   "pair_column_grads_tail",
   "readout_dw",

@@ -16,14 +16,15 @@
  *
  * Kernels (`fastweight_chunk_<pass>_f32`): `solve` (per `(b, h, chunk)`, 256 invocations: `A` from the chunk's keys
  * and `T = (I + A)^-1` from 16 x 16 diagonal block inverses, as fla's `solve_tril`, both in workgroup memory, `T`
- * stored; then `[U0 | V] = T R`), `transition` (per
- * `(b, h, chunk)` and 32 x 32 block: `K`, `Bv`), `delta_state_scan` (`chunk_delta_scans.ts`: per `(b, h)` and 16 value columns, sequential over
- * chunks: `S_in` of every chunk), `pseudo_values` (per `(b, h, chunk)` and 32 x 32 block: `W`). The readout runs the
- * shared `readout` kernel with values `w`. `pseudo_values` and `solve_transposed` are staged products
- * ({@linkcode stagedProduct}): operand slices loaded coalesced into workgroup memory, 4 x 4 register tiles read
- * from it as vec4.
+ * stored; then `[U0 | V] = T R`, and the exit-weighted keys `Xe = diag(Gam[e,:]) X` with `exp(P_e)` and the exit's
+ * base kind), then `delta_value_scan` (`chunk_delta_scans.ts`: per `(b, h)` and 16 value columns, sequential over
+ * chunks, as fla's state scan: `S_in` of every chunk and `W = U0 - V S_in`, then `S_exit = [no start] exp(P_e) S_in
+ * + [start] exp(P_e) S0 + Xe^T W`; the transition `K` is never formed). The readout runs the shared `readout`
+ * kernel with values `w`. `solve_transposed` is a staged product ({@linkcode stagedProduct}): operand slices
+ * loaded coalesced into workgroup memory, 4 x 4 register tiles read from it as vec4.
  * Backward: `base_readout_grads`, `readout_dw` (the readout's `dW` without the exit term, `Qd`) and `scan_link`
- * (`L_n = U_n - V^T Qd`) give the reverse scan `delta_reverse_scan` (`G_{n-1} = K_n^T G_n + L_n`); then `pair_column_grads`
+ * (`L_n = U_n - V^T Qd`) give the reverse scan `delta_value_reverse_scan` (`G_{n-1} = K_n^T G_n + L_n` with `K_n^T G_n =
+ * [no start] exp(P_e) G_n - V^T (Xe G_n)`); then `pair_column_grads`
  * (`dx` of the readout and exit, `dW`), `solve_transposed` (per `(b, h, chunk)` and 32 x 32 block:
  * `dR = (I + A)^-T dW = T^T dW`), `query_grads`, `solve_input_grads` (per `(b, h, chunk, RP rows)`: everything `A` and `R` feed: `dx`, `dy = b dR`,
  * `da`, `db`, the log-decay terms), `delta_decay_grads`/`delta_coef_grads` (`d log gamma`, then `coef_back`), `s0_grad_parts`/
@@ -33,7 +34,7 @@
  * decay factors whose chain holds `r`, readout and exit as for the additive rules (values `w`), plus
  * the solve's `Gp[t,s]` (`decayWeightsSolve[t,s] = dA[t,s] A[t,s]`) and `exp(Pp_t)` (`decayWeightsSolveBase_t`) factors.
  * Workspace sections `[BH, ...]` (offsets in the uniform block): `eraseGain [T]`, `solveInverse [NCK, C, C]` (`T`),
- * `pseudoValuesConstant [NCK, C, Dv]`, `pseudoValuesStateFactor [NCK, C, Dk]`, `transitionMatrix [NCK, Dk, Dk]`, `chunkStateIncrement` (= `Bv`), `pseudoValues, dPseudoValuesReadout, dPseudoValues, dRightHandSide [T, Dv]`,
+ * `pseudoValuesConstant [NCK, C, Dv]`, `pseudoValuesStateFactor, exitKeys [NCK, C, Dk]`, `chunkDecay, exitBaseKind [NCK]`, `pseudoValues, dPseudoValuesReadout, dPseudoValues, dRightHandSide [T, Dv]`,
  * `reverseScanLink, dS0Parts [NCK, Dk, Dv]`, `dEraseGain, dDeltaWriteGain, decayWeightsSolveBase [T]`, `decayWeightsSolve [NCK, C, C]`, with `entryState`, `finalState`, `dExitState`, `dBaseReadout`, `dLogDecay`,
  * `dStatistic`, `decayWeightsReadout`, `decayWeightsExit`, `dqBase` shared.
  *
@@ -48,7 +49,6 @@ import {
   type ChunkPass,
   type ChunkShape,
   chunkSteps,
-  clampedVec4,
   coefBackKernel,
   decayGradKernel,
   flatEntry,
@@ -63,10 +63,13 @@ import {
   stateTiles,
   tile4,
   tile4Each,
-  transitionTiles,
-  vec4Tile,
 } from "./chunk_wgsl.ts";
-import { deltaReverseScanKernel, deltaStateScanKernel } from "./chunk_delta_scans.ts";
+import {
+  deltaReverseScanKernel,
+  deltaStateScanKernel,
+  deltaValueReverseScanKernel,
+  deltaValueScanKernel,
+} from "./chunk_delta_scans.ts";
 import {
   component,
   declareAccumulators,
@@ -82,13 +85,13 @@ import {
   tilesPerInvocation,
 } from "./chunk_staged_tiles.ts";
 
-/** Passes only the delta rules run. */
+/** Passes of the delta family (falcon3 runs the transition scans, `delta_state_scan` and `delta_reverse_scan`). */
 export const DELTA_ONLY_PASSES = [
   "solve",
-  "transition",
+  "delta_value_scan",
   "delta_state_scan",
-  "pseudo_values",
   "scan_link",
+  "delta_value_reverse_scan",
   "delta_reverse_scan",
   "solve_transposed",
   "solve_input_grads",
@@ -111,6 +114,7 @@ const ADDR = `
 fn solve_inverse_at(bh: u32, n: u32, t: u32, s: u32) -> u32 { return u.solveInverse + ((bh * nck() + n) * C + t) * C + s; }
 fn pseudo_values_constant_at(bh: u32, n: u32, t: u32, c: u32) -> u32 { return u.pseudoValuesConstant + ((bh * nck() + n) * C + t) * DV + c; }
 fn pseudo_values_state_factor_at(bh: u32, n: u32, t: u32, i: u32) -> u32 { return u.pseudoValuesStateFactor + ((bh * nck() + n) * C + t) * DK + i; }
+fn exit_keys_at(bh: u32, n: u32, t: u32, i: u32) -> u32 { return u.exitKeys + ((bh * nck() + n) * C + t) * DK + i; }
 fn row(bh: u32, t: u32, c: u32) -> u32 { return (bh * u.T + t) * DV + c; }
 `;
 
@@ -125,85 +129,14 @@ export function deltaShader(
   switch (pass) {
     case "solve":
       return head + chunkSteps(true) + solveKernel(s);
-    case "transition":
-      return head + chunkSteps(true) + `
-var<workgroup> ge: array<f32, C>;
-${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
-  for (var k = lid; k < len; k += WG) {
-    var v = 0.0;
-    if (cseg[k] == cseg[len - 1u]) { v = exp(cp[len - 1u] - cp[k]); }
-    ge[k] = v;
-  }
-  workgroupBarrier();
-  let dec = exp(cp[len - 1u]);
-  let bk = base_kind(len - 1u);
-  // 4 x 4 blocks per invocation: first of K [Dk, Dk], then of D [Dk, Dv]
-  let blk = tile * WG + lid;
-  let nr = (DK + 3u) / 4u;
-  let nkm = nr * nr;
-  let nds = nr * ((DV + 3u) / 4u);
-  if (blk < nkm) {
-    let i0 = (blk / nr) * 4u;
-    let i20 = (blk % nr) * 4u;
-    ${
-        vec4Tile(
-          [{ acc: "e", a: "xp4(bh, i32(a + k), i0) * ge[k]" }],
-          "len",
-          clampedVec4((e) => `cw[pseudo_values_state_factor_at(bh, n, k, ${e})]`, "i20", "DK"),
-        )
-      }
-    ${
-        tile4Each((r, c) =>
-          `if (i0 + ${r}u < DK && i20 + ${c}u < DK) { cw[u.transitionMatrix + ((bh * nck() + n) * DK + i0 + ${r}u) * DK + i20 + ${c}u] = select(0.0, dec, bk == 0u && ${r}u + i0 == ${c}u + i20) - e${r}[${c}]; }`
-        )
-      }
-  } else if (blk < nkm + nds) {
-    let nc = (DV + 3u) / 4u;
-    let i0 = ((blk - nkm) / nc) * 4u;
-    let cb0 = ((blk - nkm) % nc) * 4u;
-    ${
-        vec4Tile(
-          [{ acc: "e", a: "xp4(bh, i32(a + k), i0) * ge[k]" }],
-          "len",
-          clampedVec4((e) => `cw[pseudo_values_constant_at(bh, n, k, ${e})]`, "cb0", "DV"),
-        )
-      }
-    ${
-        tile4Each((r, c) =>
-          `if (i0 + ${r}u < DK && cb0 + ${c}u < DV) {
-      var v = 0.0;
-      if (bk == 1u && u.hasS0 != 0u) { v = dec * s0[(bh * DK + i0 + ${r}u) * DV + cb0 + ${c}u]; }
-      cw[u.chunkStateIncrement + ((bh * nck() + n) * DK + i0 + ${r}u) * DV + cb0 + ${c}u] = v + e${r}[${c}];
-    }`
-        )
-      }
-  }
-}`;
     case "delta_state_scan":
       return head + deltaStateScanKernel(s);
-    case "pseudo_values":
-      return head + stagedProductArrays("pv") + `
-${chunkEntry(`${stagedBlocks(s.C, s.dv)}u`, false)}
-  // one 32 x 32 block of W [C, Dv] = U0 - V S_in per workgroup
-  let nbc = ${Math.ceil(s.dv / STAGED_BLOCK)}u;
-  let entry = u.entryState + (bh * nck() + n) * DK * DV;
-  ${
-        stagedProduct({
-          name: "pv",
-          row0: `(tile / nbc) * ${STAGED_BLOCK}u`,
-          col0: `(tile % nbc) * ${STAGED_BLOCK}u`,
-          rows: "len",
-          cols: "DV",
-          depth: "DK",
-          a: "cw[pseudo_values_state_factor_at(bh, n, i, k)]",
-          aAlong: "depth",
-          b: "cw[entry + k * DV + j]",
-          bAlong: "col",
-          store:
-            "if (i < len && j < DV) { cw[u.pseudoValues + row(bh, a + i, j)] = cw[pseudo_values_constant_at(bh, n, i, j)] - v; }",
-        })
-      }
-}`;
+    case "delta_reverse_scan":
+      return head + deltaReverseScanKernel(s);
+    case "delta_value_scan":
+      return head + deltaValueScanKernel(s);
+    case "delta_value_reverse_scan":
+      return head + deltaValueReverseScanKernel(s);
     case "scan_link":
       return head + chunkSteps(true) + `
 ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
@@ -217,8 +150,6 @@ ${chunkEntry(`${stateTiles(s.dk, s.dv)}u`)}
         )
       }
 }`;
-    case "delta_reverse_scan":
-      return head + deltaReverseScanKernel(s);
     case "solve_transposed":
       return head + stagedProductArrays("st") + `
 ${chunkEntry(`${stagedBlocks(s.C, s.dv)}u`, false)}
@@ -500,6 +431,23 @@ ${chunkEntry("1u", true, STAGED_WG)}
         }
       }`,
     )
+  }
+  // 5. for the factored scans: Xe = Gam[e, :] x (0 past len), exp(P_e) and the exit's base kind
+  let exitSeg = cseg[len - 1u];
+  for (var e = lid; e < C * ${DK4 / 4}u; e += ${STAGED_WG}u) {
+    let t = e / ${DK4 / 4}u;
+    let i = (e % ${DK4 / 4}u) * 4u;
+    var v = vec4<f32>(0.0);
+    if (t < len && cseg[t] == exitSeg) { v = exp(cp[len - 1u] - cp[t]) * xp4(bh, i32(a + t), i); }
+    ${
+    [0, 1, 2, 3].map((m) =>
+      `if (i + ${m}u < DK) { cw[exit_keys_at(bh, n, t, i + ${m}u)] = v.${component(m)}; }`
+    ).join("\n    ")
+  }
+  }
+  if (lid == 0u) {
+    cw[u.chunkDecay + bh * nck() + n] = exp(cp[len - 1u]);
+    cw[u.exitBaseKind + bh * nck() + n] = f32(base_kind(len - 1u));
   }
 }`;
 }

@@ -271,6 +271,41 @@ export function deltaValueReverseScanKernel(s: ChunkShape): string {
   });
 }
 
+/**
+ * How a factored scan's inner products over a panel run: 1, a loop of one term per step; 4, a loop of 4 terms per
+ * step into 4 partial sums; 0, unrolled whole into 4 partial sums.
+ */
+export const FACTORED_SCAN_UNROLL: 0 | 1 | 4 = 1;
+
+/** WGSL of `acc op= sum_{j < kp} term(j)` in the form {@linkcode FACTORED_SCAN_UNROLL} picks. */
+function panelProduct(acc: string, op: string, kp: number, term: (j: string) => string): string {
+  const unroll = FACTORED_SCAN_UNROLL as number;
+  if (unroll === 1 || kp < 4) return `for (var j = 0u; j < ${kp}u; j++) { ${acc} ${op} ${term("j")}; }`;
+  const parts = [0, 1, 2, 3];
+  const sums = `${parts.map((p) => `var part${p} = vec4<f32>(0.0);`).join(" ")}`;
+  const total = `${acc} ${op} (part0 + part1) + (part2 + part3);`;
+  if (unroll === 4) {
+    return `{
+          ${sums}
+          for (var j = 0u; j < ${kp}u; j += 4u) {
+            ${parts.map((p) => `part${p} += ${term(p ? `(j + ${p}u)` : "j")};`).join("\n            ")}
+          }
+          ${total}
+        }`;
+  }
+  const terms = Array.from({ length: kp }, (_, j) => `part${j % 4} += ${term(`${j}u`)};`);
+  return `{
+          ${sums}
+          ${terms.join("\n          ")}
+          ${total}
+        }`;
+}
+
+/** WGSL index `i` clamped below `n` unless every panel of `kp` ends within `n`. */
+function clampedIndex(i: string, n: number, kp: number): string {
+  return n % kp === 0 ? i : `min(${i}, ${n - 1}u)`;
+}
+
 /** Panel size of a factored scan: at most 32 columns (or steps), as many as keep a panel within 2304 floats. */
 function factoredPanelSize(s: ChunkShape): number {
   let kp = 32;
@@ -398,9 +433,14 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       ${
     MC.map((m) =>
       `if (t${m} < C) {
-        for (var j = 0u; j < ${KP}u; j++) {
-          y${m} += panel[t${m} * ${KP + 1}u + j] * col[slot0 + min(p0 + j, DK - 1u)];
-        }
+        ${
+        panelProduct(
+          `y${m}`,
+          "+=",
+          KP,
+          (j) => `panel[t${m} * ${KP + 1}u + ${j}] * col[slot0 + ${clampedIndex(`p0 + ${j}`, s.dk, KP)}]`,
+        )
+      }
       }`
     ).join("\n      ")
   }
@@ -434,9 +474,14 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       ${
     M.map((m) =>
       `if (i${m} < DK) {
-        for (var j = 0u; j < ${KP}u; j++) {
-          v${m} ${sign} panel[j * DK + i${m}] * ycol[yslot0 + min(p0 + j, C - 1u)];
-        }
+        ${
+        panelProduct(
+          `v${m}`,
+          sign,
+          KP,
+          (j) => `panel[${j} * DK + i${m}] * ycol[yslot0 + ${clampedIndex(`p0 + ${j}`, s.C, KP)}]`,
+        )
+      }
       }`
     ).join("\n      ")
   }

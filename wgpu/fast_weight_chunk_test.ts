@@ -207,8 +207,8 @@ gpuTest(
   },
 );
 
-// the delta rules' staged products (transition, pseudo_values: 32 x 32 output blocks, 16-deep slices; the
-// solve's key Gram: 4 x 4 blocks on and below the diagonal) and the forward scan's transition panels:
+// the delta rules' staged products (the solve's key Gram: 4 x 4 blocks on and below the diagonal; [U0 | V] = T R
+// over several slices) and the forward scan's factor panels (two of V's columns, two of Xe's rows at C = 40):
 // several blocks per chunk and per state, blocks above the diagonal, several slices, a partial last one and a partial last chunk (C, Dk, Dv not multiples
 // of 32 or 16), entered from a carry, with and without starts (and S0). The forward alone: the backward
 // recomputes it with the same kernels, and its pipelines at these sizes take minutes to compile on a

@@ -1,12 +1,17 @@
 /**
- * WGSL of the delta rules' sequential scans over the chunks of each `(b, h)` (falcon1, deltanet,
- * gated_deltanet, falcon3), float32:
- * - `delta_state_scan`: `S_{n+1} = K_n S_n + Bv_n` from `S_0 = init` (or 0), storing every entry state
+ * WGSL of the delta rules' sequential scans over the chunks of each `(b, h)`, float32:
+ * - the factored scans of falcon1, deltanet and gated_deltanet, which apply each chunk's transition through its
+ *   `[C, Dk]` factors, as fla's state scan ({@linkcode factoredScanKernel}):
+ *   `delta_value_scan` (the entry states `S_n`, the pseudo-values `W_n = U0_n - V_n S_n` and the final state) and
+ *   `delta_value_reverse_scan` (`G_{n-1} = [no start] exp(P_e) G_n - V_n^T (Xe_n G_n) + L_n`);
+ * - the transition scans of falcon3, over its stored transitions `K_n` ({@linkcode scanKernel}):
+ *   `delta_state_scan`: `S_{n+1} = K_n S_n + Bv_n` from `S_0 = init` (or 0), storing every entry state
  *   `S_n` (`entryState`) and the final state (`finalState`);
- * - `delta_reverse_scan`: `G_{n-1} = K_n^T G_n + L_n` from `G = 0` at the last chunk, storing every `G_n`
+ *   `delta_reverse_scan`: `G_{n-1} = K_n^T G_n + L_n` from `G = 0` at the last chunk, storing every `G_n`
  *   (`dExitState`) and the gradient of the carried state (`gDC`).
  * `K_n` is `transitionMatrix [NCK, Dk, Dk]`, `Bv_n` / `L_n` are `chunkStateIncrement` / `reverseScanLink`
- * `[NCK, Dk, Dv]` (sections of the chunk workspace, `fast_weight_chunk_delta.ts`).
+ * `[NCK, Dk, Dv]` (sections of the chunk workspace, `fast_weight_chunk_delta.ts`, `fast_weight_chunk_window_delta.ts`).
+ * Every inner product over a panel is written out whole into 4 partial sums ({@linkcode panelProduct}).
  *
  * One workgroup per `(b, h)` and {@linkcode scanColumns} value columns: {@linkcode SCAN_ROW_LANES}
  * invocations per group of {@linkcode SCAN_LANE_COLUMNS} columns, each holding key rows `lane + 64 m`
@@ -313,7 +318,9 @@ function factoredPanelSize(s: ChunkShape): number {
  * `KP + 1`), then the second's `KP` rows at a time; each is loaded coalesced into registers one panel ahead (the
  * next chunk's first panel during the current chunk's last one). The first product takes the chunk rows
  * `lane + 64 m` of the invocation's columns, the second the key rows `lane + 64 m`. Factor rows past the chunk's
- * end read as 0.
+ * end read as 0. Measured on the H200 (8x4096x8x64, falcon1, 2026-12-02 18:17 UTC, the products still loops):
+ * `delta_value_scan` 1.00 ms at 16 columns per workgroup against 1.59 at 8, and 1.35 with whole-chunk panels
+ * (`KP = 64`, 2 panels per chunk instead of 4, 24.7 KiB of workgroup memory).
  */
 function factoredScanKernel(s: ChunkShape, sides: FactoredScanSides): string {
   const groups = scanColumnGroups(s.dk);

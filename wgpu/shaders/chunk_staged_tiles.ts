@@ -100,6 +100,12 @@ export interface TileProduct {
    * row (the invocations of one row block then skip together).
    */
   readonly lowerA?: boolean;
+  /**
+   * `A[k, row] = 0` for every `row > k + upperA` (`upperA` a WGSL i32 expression, uniform over the workgroup): a
+   * causal factor whose rows meet no depth row before their own (pair columns against the steps before them); a
+   * block skips the slices before its first row's (where its rows are a warp's, the warp skips them together).
+   */
+  readonly upperA?: string;
 }
 
 /** 4 x 4 blocks of a grid each invocation holds. */
@@ -201,36 +207,40 @@ export function stagedFloats(operands: readonly Pick<StagedOperand, "width" | "a
 }
 
 /**
- * The loads that stage one operand's slice from vec4 entry `offset` of `stage`: `count` of them, the WGSL `body` of
- * load `e` (4 entries of a `quad` operand: 4 scalar stores into consecutive depth rows where its loads
- * run along the depth, one vec4 store where they run along the width; else one entry).
+ * The loads that stage one operand's slice from vec4 entry `offset` of `stage`: `count` of them; for load `e`,
+ * `lets` (its WGSL indices `kk`, `i`), `type`, `valid` and `value` (what it reads, at depth `k` from its depth row `kk`)
+ * and `store` (the WGSL that puts its value `v` into `stage`: 4 entries of a `quad` operand, 4 scalar stores into
+ * consecutive depth rows where its loads run along the depth, one vec4 store where they run along the width; else
+ * one entry).
  */
-function stagedLoad(o: StagedOperand, offset: number): { count: number; body: string } {
+function stagedLoad(
+  o: StagedOperand,
+  offset: number,
+): { count: number; lets: string; type: string; valid: string; value: string; store: string } {
   const rowVec4 = stagedRowFloats(o) / 4;
+  const read = { valid: o.valid, value: o.value };
   if (o.quad && o.along === "depth") {
     const quads = STAGE_DEPTH / 4;
     return {
       count: quads * o.width,
-      body: `let kk = 4u * (e % ${quads}u);
-      let i = e / ${quads}u;
-      let k = d0 + kk;
-      var v = vec4<f32>(0.0);
-      if (${o.valid}) { v = ${o.value}; }
-      ${
-        range(4).map((m) => `stage[${offset}u + (kk + ${m}u) * ${rowVec4}u + i / 4u][i % 4u] = v.${XYZW[m]};`)
-          .join("\n      ")
-      }`,
+      lets: `let kk = 4u * (e % ${quads}u);
+      let i = e / ${quads}u;`,
+      type: "vec4<f32>",
+      ...read,
+      store: range(4).map((m) =>
+        `stage[${offset}u + (kk + ${m}u) * ${rowVec4}u + i / 4u][i % 4u] = v.${XYZW[m]};`
+      )
+        .join("\n      "),
     };
   }
   if (o.quad) {
     return {
       count: (STAGE_DEPTH * o.width) / 4,
-      body: `let kk = e / ${o.width / 4}u;
-      let i = 4u * (e % ${o.width / 4}u);
-      let k = d0 + kk;
-      var v = vec4<f32>(0.0);
-      if (${o.valid}) { v = ${o.value}; }
-      stage[${offset}u + kk * ${rowVec4}u + i / 4u] = v;`,
+      lets: `let kk = e / ${o.width / 4}u;
+      let i = 4u * (e % ${o.width / 4}u);`,
+      type: "vec4<f32>",
+      ...read,
+      store: `stage[${offset}u + kk * ${rowVec4}u + i / 4u] = v;`,
     };
   }
   const [kk, i] = o.along === "depth"
@@ -238,26 +248,29 @@ function stagedLoad(o: StagedOperand, offset: number): { count: number; body: st
     : [`e / ${o.width}u`, `e % ${o.width}u`];
   return {
     count: STAGE_DEPTH * o.width,
-    body: `let kk = ${kk};
-      let i = ${i};
-      let k = d0 + kk;
-      var v = 0.0;
-      if (${o.valid}) { v = ${o.value}; }
-      stage[${offset}u + kk * ${rowVec4}u + i / 4u][i % 4u] = v;`,
+    lets: `let kk = ${kk};
+      let i = ${i};`,
+    type: "f32",
+    ...read,
+    store: `stage[${offset}u + kk * ${rowVec4}u + i / 4u][i % 4u] = v;`,
   };
+}
+
+/** WGSL zero of a load's type. */
+function zeroOf(type: string): string {
+  return type === "f32" ? "0.0" : `${type}(0.0)`;
 }
 
 /**
  * WGSL of the loads `first .. first + count - 1` of a slice's sequence (`body` stages load `e = g - first` of its
  * operand), load `g` taken by invocation `g % wg`: per round of `wg` loads that holds some, one guarded block.
  */
-function pooledLoads(first: number, count: number, wg: number, body: string): string {
-  const rounds = range(Math.ceil((first + count) / wg)).filter((r) => (r + 1) * wg > first);
-  return rounds.map((r) => {
+function pooledLoads(first: number, count: number, wg: number, body: (round: number) => string): string {
+  return loadRounds(first, count, wg).map((r) => {
     const [lo, hi] = [Math.max(first, r * wg), Math.min(first + count, (r + 1) * wg)];
     const guard = [lo > r * wg ? `g >= ${lo}u` : "", hi < (r + 1) * wg ? `g < ${hi}u` : ""].filter(Boolean);
     const inner = `let e = g - ${first}u;
-      ${body}`;
+      ${body(r)}`;
     return `{
       let g = lid + ${r * wg}u;
       ${
@@ -271,6 +284,11 @@ function pooledLoads(first: number, count: number, wg: number, body: string): st
   }).join("\n    ");
 }
 
+/** The rounds of `wg` loads that hold some of the loads `first .. first + count - 1` of a slice's sequence. */
+function loadRounds(first: number, count: number, wg: number): number[] {
+  return range(Math.ceil((first + count) / wg)).filter((r) => (r + 1) * wg > first);
+}
+
 /**
  * WGSL of one staged loop: `for d0 in from, from + STAGE_DEPTH, .. < bound` (`from` a WGSL multiple of
  * `STAGE_DEPTH`, 0 unless given), stage `operands` (depth `k = d0 + kk`),
@@ -281,12 +299,18 @@ function pooledLoads(first: number, count: number, wg: number, body: string): st
  * `ceil(loads / invocations)` of the slice's; on the H200, 8x4096x8x64, 17:25 UTC, against each operand's loads from
  * the first invocation on: falcon3a fwd+bwd 6.89 -> 6.71 ms, falcon1 9.89 -> 9.86, falcon1a 4.97 -> 4.98; the delta
  * rules' solve_input_grads 1.37 -> 1.26 ms at 17:07).
+ *
+ * With `prefetch`, each invocation reads its loads of the next slice into registers (`pf<operand>_<round>`) right
+ * after the barrier that publishes the current one, and stores them into `stage` at the top of the next step: the
+ * global reads of slice `s + 1` are in flight while slice `s` is accumulated (the same barriers, a register per
+ * load of a slice more).
  */
 export function stagedLoop(
   bound: string,
   operands: readonly StagedOperand[],
   products: readonly TileProduct[],
   from = "0u",
+  prefetch = false,
 ): string {
   const invocations = new Set(products.map((pr) => invocationsOf(pr.grid)));
   if (invocations.size !== 1) {
@@ -302,12 +326,35 @@ export function stagedLoop(
     floats += STAGE_DEPTH * stagedRowFloats(o);
   }
   let pool = 0;
-  const loads = operands.map((o, n) => {
-    const { count, body } = stagedLoad(o, offsets[n]);
+  const pieces = operands.map((o, n) => {
+    const load = stagedLoad(o, offsets[n]);
     const first = pool;
-    pool += count;
-    return pooledLoads(first, count, wg, body);
-  }).join("\n    ");
+    pool += load.count;
+    return { ...load, first, register: (r: number) => `pf${n}_${r}` };
+  });
+  type Piece = (typeof pieces)[number];
+  // load e of a piece from depth `base` (a WGSL name) on: its value, 0 where invalid, into `target` (declared by
+  // `declare`)
+  const read = (piece: Piece, base: string, target: string, declare: string) =>
+    `${piece.lets}
+      let k = ${base} + kk;
+      ${declare}${target} = ${zeroOf(piece.type)};
+      if (${piece.valid}) { ${target} = ${piece.value}; }`;
+  const each = (body: (piece: Piece, r: number) => string) =>
+    pieces.map((piece) => pooledLoads(piece.first, piece.count, wg, (r) => body(piece, r))).join("\n    ");
+  const loads = each((piece) =>
+    `${read(piece, "d0", "v", "var ")}
+      ${piece.store}`
+  );
+  const prefetched = each((piece, r) => read(piece, "dn", piece.register(r), ""));
+  const stores = each((piece, r) =>
+    `${piece.lets}
+      let v = ${piece.register(r)};
+      ${piece.store}`
+  );
+  const registers = pieces.flatMap((piece) =>
+    loadRounds(piece.first, piece.count, wg).map((r) => `var ${piece.register(r)} = ${zeroOf(piece.type)};`)
+  ).join(" ");
   const ref = (src: number | WorkgroupOperand | FunctionOperand, kk: number, block: string) =>
     typeof src === "number"
       ? `stage[${offsets[src] + (kk * stagedRowFloats(operands[src])) / 4}u + ${block}]`
@@ -331,20 +378,22 @@ export function stagedLoop(
     return [
       ...(pr.grid.lower && (p + 1) * wg > blocksOf(pr.grid) ? [`${g}On${p}`] : []),
       ...(pr.lowerA ? [`${g}Row${p} * 4u + 3u >= d0`] : []),
+      ...(pr.upperA ? [`i32(${g}Row${p} * 4u) <= i32(d0) + ${STAGE_DEPTH - 1} + (${pr.upperA})`] : []),
     ];
   };
+  // a lowerA or upperA block walks the whole slice under one condition
+  const walksSlice = (pr: TileProduct) => pr.lowerA || pr.upperA !== undefined;
   const guarded = (pr: TileProduct, p: number, body: string) => {
     const c = conditions(pr, p);
     return c.length ? `if (${c.join(" && ")}) ${body}` : body;
   };
-  const plain = products.filter((pr) => !pr.lowerA);
+  const plain = products.filter((pr) => !walksSlice(pr));
   const steps = range(STAGE_DEPTH).map((kk) =>
     plain.map((pr) =>
       range(tilesPerInvocation(pr.grid)).map((p) => guarded(pr, p, accumulate(pr, p, kk))).join("\n    ")
     ).join("\n    ")
   ).concat(
-    // a lowerA block walks the whole slice under one condition
-    products.filter((pr) => pr.lowerA).flatMap((pr) =>
+    products.filter(walksSlice).flatMap((pr) =>
       range(tilesPerInvocation(pr.grid)).map((p) =>
         guarded(
           pr,
@@ -356,6 +405,27 @@ export function stagedLoop(
       )
     ),
   ).join("\n    ");
+  if (prefetch) {
+    return `{
+  ${registers}
+  // the first slice into the registers
+  {
+    let dn = ${from};
+    ${prefetched}
+  }
+  for (var d0 = ${from}; d0 < ${bound}; d0 += ${STAGE_DEPTH}u) {
+    ${stores}
+    workgroupBarrier();
+    // the next slice's reads, in flight while this one is accumulated
+    if (d0 + ${STAGE_DEPTH}u < ${bound}) {
+      let dn = d0 + ${STAGE_DEPTH}u;
+    ${prefetched}
+    }
+    ${steps}
+    workgroupBarrier();
+  }
+  }`;
+  }
   return `for (var d0 = ${from}; d0 < ${bound}; d0 += ${STAGE_DEPTH}u) {
     ${loads}
     workgroupBarrier();

@@ -125,6 +125,9 @@ export function chunkShape(config: RuleConfig, d: ChunkDims, C: number, sharedBy
 /** Workspace sections the forward passes use (the others are sized 0 there). */
 const FORWARD_SECTIONS: ReadonlySet<ChunkUniformField> = new Set<ChunkUniformField>([
   "logDecay",
+  "chunkLogDecay",
+  "chunkLogDecayBefore",
+  "chunkSegment",
   "writeGain",
   "eraseGain",
   "chunkDecay",
@@ -179,6 +182,9 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
   const chunkSquareFloats = BH * nck * C * C;
   const sizes: [ChunkUniformField, number][] = [
     ["logDecay", BH * d.T],
+    ["chunkLogDecay", BH * d.T],
+    ["chunkLogDecayBefore", delta * BH * d.T],
+    ["chunkSegment", BH * d.T],
     ["writeGain", BH * d.T],
     ["dWriteGain", BH * d.T],
     ["dLogDecay", BH * d.T],
@@ -277,6 +283,7 @@ function forwardPasses(config: RuleConfig): readonly ChunkPass[] {
   if (isWindowDeltaChunkRule(config)) {
     return [
       "coef",
+      "chunk_steps",
       "window_pair_gram",
       "window_solve",
       "window_transition",
@@ -286,8 +293,8 @@ function forwardPasses(config: RuleConfig): readonly ChunkPass[] {
     ];
   }
   return isDeltaChunkRule(config)
-    ? ["coef", "solve", "delta_value_scan", "readout"]
-    : ["coef", "state_increment", "state_scan", "readout"];
+    ? ["coef", "chunk_steps", "solve", "delta_value_scan", "readout"]
+    : ["coef", "chunk_steps", "state_increment", "state_scan", "readout"];
 }
 
 /**
@@ -363,6 +370,7 @@ function allBackwardPasses(config: RuleConfig): readonly ChunkPass[] {
   if (!isDeltaChunkRule(config)) {
     return [
       "coef",
+      "chunk_steps",
       "state_increment",
       "state_scan",
       "base_readout_grads",

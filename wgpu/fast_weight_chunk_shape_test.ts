@@ -88,6 +88,9 @@ Deno.test("chunk passes spread over B*H*chunks*tiles workgroups, not B*H", () =>
       ? BH * Math.ceil(d.dv / scanColumns(d.dk))
       : pass === "column_state_scan" || pass === "column_reverse_scan"
       ? BH * d.dv
+      : pass === "chunk_steps"
+      // one invocation per chunk (a walk over its steps)
+      ? chunks / 64
       : chunks;
     if (groups < floor) throw new Error(`${pass}: ${groups} workgroups, expected at least ${floor}`);
   }

@@ -62,6 +62,7 @@ import {
   type ChunkPass,
   type ChunkShape,
   chunkSteps,
+  chunkStepsKernel,
   clampedVec4,
   coefBackKernel,
   decayGradKernel,
@@ -157,6 +158,8 @@ ${stepCoefEntry(config)}
           : ""
       }
 }`;
+    case "chunk_steps":
+      return head + chunkStepsKernel(solve);
     case "state_increment":
       return head + chunkSteps(false) + `
 var<workgroup> me: array<f32, CP>;

@@ -317,29 +317,6 @@ gpuTest(
   },
 );
 
-// pair_column_grads and readout_dw over several 4 x 4 block rows of steps x pair columns: at C = 16 a pad-free rule
-// takes one 16-column tile per chunk (RC = C), the square that PAIR_COLUMN_SCHEDULE's causal variants compute as a
-// lower grid (10 of 16 blocks, the others' weights zeroed) and whose loop 3 skips the first of its 2 slices in the
-// later block rows; Dk = Dv = 8, three chunks with a partial last one, packed starts, S0 (about 40 s of compiling on
-// a software adapter)
-gpuTest(
-  "webgpu pair_column_grads of falcon1a and falcon1 match over several block rows of steps and pair columns (C = 16)",
-  async (gpu) => {
-    for (const rule of ["falcon1a", "falcon1"] as const) {
-      const config = ruleConfig(rule);
-      const spec = { B: 1, T: 37, H: 1, dk: 8, dv: 8, seed: 77, packed: true, s0: true };
-      const shape = chunkShape(config, spec, 16, gpu.runtime.device.limits.maxComputeWorkgroupStorageSize);
-      const tiling = pairColumnTiling("pair_column_grads", shape, 0);
-      if (shape.RC !== 16 || tiling.tiles !== 1) {
-        throw new Error(
-          `${rule} at C = 16: RC = ${shape.RC}, ${tiling.tiles} tiles per chunk, expected 16, 1`,
-        );
-      }
-      await compareChunk(gpu, config, spec, chunkForm(16), `${rule} C=16 Dk=Dv=8`);
-    }
-  },
-);
-
 // falcon3a's pair-column tail past the chunk's first steps: at C = 16 its 4 columns from chunk column 16 (19 = 16 + 3
 // pair columns) are the chunk's last pairs, which no step before chunk step 13 meets, so its products start at
 // step 8 (a whole slice); Dk = Dv = 8 stages its q, x, y, dO and G 16 bytes at a time (bindsVec4). Two whole chunks

@@ -104,24 +104,6 @@ import type { DeltaPass } from "./fast_weight_chunk_delta.ts";
 import type { PerColumnPass } from "./fast_weight_chunk_per_column.ts";
 import type { WindowDeltaPass } from "./fast_weight_chunk_window_delta.ts";
 
-/** The schedules of the pair-column kernels: {@linkcode PAIR_COLUMN_SCHEDULE}. */
-export type PairColumnSchedule = "staged" | "causal" | "causalPrefetch";
-
-/**
- * The schedule of the pair-column kernels (`pair_column_grads`, `readout_dw` and their tails; see `colsKernel`),
- * variants for an A/B on the H200 (8 x 4096 x 8 x 64: 1.45 ms per `pair_column_grads`, 0.75 per `readout_dw`):
- * - `staged`: every 4 x 4 block of every product over every slice (the schedule measured there);
- * - `causal`: without the products that a pair's causality makes 0 (pair `j` meets no step `t < j - pad`), the same
- *   sums otherwise: loop 1 over the blocks of steps x pair columns on and below the diagonal only (a `lower` grid,
- *   where the tile is the chunk's whole square of steps and pairs without a pad: 136 of 256 blocks at `C = 64`, the
- *   invocations past them idle; the others' weights are 0), and in loop 3 each block row of pair columns from the
- *   slice of its first step on (`upperA`: at `C = 64` warp `w` takes 8 - w of the 8 slices): 27% fewer FMAs in
- *   `pair_column_grads` (41% in `readout_dw`);
- * - `causalPrefetch`: `causal` with each staged loop reading its next slice into registers while it accumulates
- *   the current one (`stagedLoop`'s `prefetch`): the global reads' latency under the products instead of before them.
- */
-export const PAIR_COLUMN_SCHEDULE: PairColumnSchedule = "staged";
-
 /** The passes of this file: every chunk pass but the delta, per-column and window-delta families' own. */
 export type AdditivePass = Exclude<ChunkPass, DeltaPass | PerColumnPass | WindowDeltaPass>;
 
@@ -743,8 +725,9 @@ function stagesQuads(pad: number): boolean {
  * 3. `dx_j += sum_t wq[t, j] q_t`, `dy_j += sum_t wd[t, j] dO_t` (over the chunk's steps), stored;
  * then the additive rules' `dWriteGainTerms` from `decayWeightsReadout` read back: per pair column one sum over the
  * chunk's steps split over invocations, the window's other terms from it by a recurrence ({@linkcode writeGainTerms}).
- * {@linkcode PAIR_COLUMN_SCHEDULE} picks whether loops 1 and 3 skip the products that causality makes 0
- * (`upperWeights` then zeroes the weights of the blocks loop 1 skips) and whether the loops prefetch their slices.
+ * Skipping the products that causality makes 0 (loop 1 over the blocks on and below the diagonal, loop 3 from each
+ * block row's first step) was measured slower on the H200 (2026-12-02 18:55 UTC, `pair_column_grads` of falcon1
+ * 0.90 -> 1.01 ms with prefetched slices; at 18:38, without them, 1.46 -> 1.61): branch pcg-speed keeps it.
  */
 function colsKernel(
   pass: PairColumnPass,
@@ -766,13 +749,7 @@ function colsKernel(
   // the steps that can meet the tile's pair columns: t >= j, so from chunk step first - pad on (a tail's columns
   // are the chunk's last pairs: its last steps), rounded down to a whole slice (0 for the main pipelines)
   const t0 = Math.max(0, Math.floor((tiling.first - pad) / STAGE_DEPTH) * STAGE_DEPTH);
-  // PAIR_COLUMN_SCHEDULE: the causal skips, and the staged loops' prefetch
-  const causal = PAIR_COLUMN_SCHEDULE !== "staged";
-  const prefetch = PAIR_COLUMN_SCHEDULE === "causalPrefetch";
-  // where the tile is the chunk's whole square of steps x pair columns (from column 0, no pad), loop 1 takes the
-  // blocks on and below the diagonal: above it every pair column comes after every step of the block's rows
-  const lower = causal && pad === 0 && tiling.first === 0 && tiling.tiles === 1 && t0 === 0 && C4 === RC4;
-  const stepPair: TileGrid = { name: "stepPair", rows: C4 - t0, cols: RC4, invocations: wg, lower };
+  const stepPair: TileGrid = { name: "stepPair", rows: C4 - t0, cols: RC4, invocations: wg };
   const pairKey: TileGrid = { name: "pairKey", rows: RC4, cols: DK4, invocations: wg };
   const pairValue: TileGrid = { name: "pairValue", rows: RC4, cols: DV4, invocations: wg };
   // operands, entry (k, i): the depth index k and the width index i; transposed ones (the products' A and B
@@ -844,10 +821,6 @@ function colsKernel(
   const dx = (a: TileProduct["a"], b: number): TileProduct => ({ acc: "dx", grid: pairKey, a, b });
   const dy = (a: TileProduct["a"], b: number): TileProduct => ({ acc: "dy", grid: pairValue, a, b });
   const weights = (array: string) => ({ array, width4: RC4 / 4 });
-  // loop 3's products with the causal skip: the weights of tile column jr (chunk column c0 + jr) are 0 at the chunk
-  // steps tt < c0 + jr - PAD
-  const sum = (product: TileProduct): TileProduct =>
-    causal ? { ...product, upperA: "i32(PAD) - i32(c0)" } : product;
   // the staged operands of loops 1, 2 (exit variants) and 3
   const productOperands = [queriesT, keysT, doutT, valuesT];
   const exitOperands = [valuesT, exitT, keysT, exitRows];
@@ -920,16 +893,15 @@ ${chunkEntry(`${tiling.tiles}u`, true, wg)}
   ${gridBlocks(stepPair)}
   ${declareAccumulators(qx)}
   ${declareAccumulators(yd)}
-  ${stagedLoop(`${wide}u`, productOperands, [qx, yd], "0u", prefetch)}
+  ${stagedLoop(`${wide}u`, productOperands, [qx, yd])}
   ${readoutWeights(stepPair, exit, RC4 / 4, !delta, t0)}
-  ${lower ? upperWeights(C4, RC4 / 4, exit, wg) : ""}
   ${gridBlocks(pairValue)}
   ${declareAccumulators(dy(0, 0))}
   ${exit ? `${gridBlocks(pairKey)}\n  ${declareAccumulators(dx(0, 0))}` : ""}
   ${
     exit
       ? `// 2. G y_j and G^T x_j: 4 pair columns x 4 entries per block
-  ${stagedLoop(`${wide}u`, exitOperands, [dx(0, 1), dy(2, 3)], "0u", prefetch)}
+  ${stagedLoop(`${wide}u`, exitOperands, [dx(0, 1), dy(2, 3)])}
   ${exitProducts(pairKey, DK4 / 4, wg)}
   ${eachTileRow(pairKey, (p, r) => `dx${p}_${r} *= exitWeight[min(pairKeyRow${p} * 4u + ${r}u, RC - 1u)];`)}
   ${
@@ -941,14 +913,8 @@ ${chunkEntry(`${tiling.tiles}u`, true, wg)}
   // 3. the sums over the chunk's steps
   ${
     exit
-      ? stagedLoop(
-        "len",
-        sumOperands,
-        [sum(dx(weights("wq"), 0)), sum(dy(weights("wd"), 1))],
-        `${t0}u`,
-        prefetch,
-      )
-      : stagedLoop("len", sumOperands, [sum(dy(weights("wd"), 0))], `${t0}u`, prefetch)
+      ? stagedLoop("len", sumOperands, [dx(weights("wq"), 0), dy(weights("wd"), 1)], `${t0}u`)
+      : stagedLoop("len", sumOperands, [dy(weights("wd"), 0)], `${t0}u`)
   }
   ${
     exit
@@ -1049,32 +1015,6 @@ function readoutWeights(grid: TileGrid, exit: boolean, rowVec4: number, window: 
     }
   }`;
   });
-}
-
-/**
- * WGSL after loop 1 of `pair_column_grads` with a `lower` grid of steps x pair columns (`PAIR_COLUMN_SCHEDULE`): the
- * weights of the blocks above the diagonal, which no invocation computed, are 0 in `wq` / `wd` (loop 3 reads those
- * of the slices it takes) and, with the exit term, in `decayWeightsReadout` (as `readoutWeights` stores a masked
- * entry); `rowVec4` vec4 per step row of the weights.
- */
-function upperWeights(C4: number, rowVec4: number, exit: boolean, wg: number): string {
-  return `// the blocks above the diagonal: every pair column after every step of the block's rows
-  for (var k = lid; k < ${C4 * rowVec4}u; k += ${wg}u) {
-    let tt = k / ${rowVec4}u;
-    let cb = k % ${rowVec4}u;
-    if (cb > tt / 4u) {
-      ${exit ? "wq[k] = vec4<f32>(0.0);" : ""}
-      wd[k] = vec4<f32>(0.0);
-      ${
-    exit
-      ? `for (var c = 0u; c < 4u; c++) {
-        let jj = c0 + cb * 4u + c;
-        if (tt < len && jj < ncol) { cwset(u.decayWeightsReadout + (chunkId * C + tt) * CP + jj, 0.0); }
-      }`
-      : ""
-  }
-    }
-  }`;
 }
 
 /**

@@ -85,6 +85,24 @@ import {
   tilesPerInvocation,
 } from "./chunk_staged_tiles.ts";
 
+/**
+ * The form of the `solve` kernel's inverse `T = (I + A)^-1` (step 2 of {@linkcode solveKernel}) and of its stores:
+ * - `loops`: loops with bounds that depend on the invocation (the diagonal blocks' forward substitution
+ *   `for t .. for q < t`, the merges' `for qb`, `for m < t`), every entry addressed through `triangle_column`;
+ * - `unrolled`: the same sums with compile-time bounds, written out (`SOLVE_BLOCK` and the blocks per chunk are
+ *   compile-time sizes): the diagonal blocks' columns held in registers (4 vec4 per invocation, `A` read as vec4
+ *   columns where it lies, `T_ii` stored after a barrier), the merges 4 rows per invocation from vec4 columns of
+ *   `A` and `T` into 4 independent partial sums, the entries past a triangle's column masked (`select`) instead of
+ *   skipped; the offsets of the columns a sum reads at a compile-time column are literals;
+ * - `unrolled_stores`: `unrolled`, and the stores after it written out too: `T` read from workgroup memory as
+ *   vec4 (4 rows per invocation and store round), the exit-weighted keys (step 5) as every round's loads, then
+ *   every round's stores (instead of a loop whose load waits for the store before it).
+ */
+export const SOLVE_FORM: SolveForm = "loops";
+
+/** The forms of {@linkcode SOLVE_FORM}. */
+export type SolveForm = "loops" | "unrolled" | "unrolled_stores";
+
 /** Passes of the delta family (falcon3 runs the transition scans, `delta_state_scan` and `delta_reverse_scan`). */
 export const DELTA_ONLY_PASSES = [
   "solve",
@@ -213,7 +231,7 @@ ${flatEntry("u.B * H * DK * DV")}
  *    `T_ii = (I + A_ii)^-1` by forward substitution (one invocation per column, `A_ii` staged), then block row by
  *    block row `i = 1, 2, ..`, `T_ij = -T_ii M_ij` with `M_ij = sum_{j <= q < i} A_iq T_qj` (`M_ij` staged; `T`'s
  *    block row `i` then overwrites `A`'s, which no later row reads); the chunk padded to whole blocks (`A` is 0
- *    there, `T` the identity). Stored as `solveInverse`;
+ *    there, `T` the identity). Stored as `solveInverse`. Loops or written out: {@linkcode SOLVE_FORM};
  * 3. with `S0`, the rows after a start: `a_t exp(Pp_t) S0^T x_t` (a product over the keys), held in
  *    `pseudoValuesConstant` until 4. reads it;
  * 4. `[U0 | V] = T R` (`R` as in the module doc: `U0`'s columns `b_t y_t` less 3.'s term, `V`'s `a_t exp(Pp_t) x_t`
@@ -301,6 +319,10 @@ function solveKernel(s: ChunkShape): string {
       ).join("\n    ")
     }
   }`).join("\n  ");
+  const stores = SOLVE_FORM === "unrolled_stores";
+  const inverse = SOLVE_FORM === "loops" ? inverseLoops() : inverseUnrolled(layout.CT);
+  const inverseStore = stores ? inverseStoreRounds(s.C) : INVERSE_STORE_LOOP;
+  const exitKeys = stores ? exitKeysRounds(s.C, s.dk) : exitKeysLoop(DK4);
   return `
 const CT = ${layout.CT}u; // C padded to whole diagonal blocks
 const SB = ${SOLVE_BLOCK}u;
@@ -343,7 +365,75 @@ ${chunkEntry("1u", true, STAGED_WG)}
   ${stagedLoop("DK", [keysByStep], [keyGram])}
   ${matrixStores}
   workgroupBarrier();
-  // 2. T: the diagonal blocks (A_ii staged: block b's (t, s) at (b SB + t) SB + s), by column, over A_ii in triangle
+${inverse}
+${inverseStore}
+  // 3. the S0 term of the rows after a start
+  if (u.hasS0 != 0u) {
+    ${gridBlocks(startGrid)}
+    ${declareAccumulators(startTerm)}
+    ${stagedLoop("DK", [keysByStep, initialState], [startTerm])}
+    ${
+    eachEntry(
+      startTerm,
+      (v) =>
+        `if (t < len && col < DV && base_kind(t) == 1u) { cw[pseudo_values_constant_at(bh, n, t, col)] = cga[t] * exp(cpp[t]) * ${v}; }`,
+    )
+  }
+    storageBarrier();
+  }
+  // 4. [U0 | V] = T R
+  ${gridBlocks(solveGrid)}
+  ${declareAccumulators(solved)}
+  ${stagedLoop("len", [rightHandSides], [solved])}
+  ${
+    eachEntry(
+      solved,
+      (v) =>
+        `if (t < len) {
+        if (col < DV4) {
+          if (col < DV) { cw[pseudo_values_constant_at(bh, n, t, col)] = ${v}; }
+        } else if (col - DV4 < DK) {
+          cw[pseudo_values_state_factor_at(bh, n, t, col - DV4)] = ${v};
+        }
+      }`,
+    )
+  }
+${exitKeys}
+  if (lid == 0u) {
+    cw[u.chunkDecay + bh * nck() + n] = exp(cp[len - 1u]);
+    cw[u.exitBaseKind + bh * nck() + n] = f32(base_kind(len - 1u));
+  }
+}`;
+}
+
+/**
+ * WGSL of `count` items spread over the workgroup in rounds, written out: round `r` runs `body(e)` for item
+ * `e = lid + r * STAGED_WG` (guarded where `e` may reach `count`).
+ */
+function eachRound(count: number, body: (e: string, round: number) => string): string {
+  return Array.from({ length: Math.ceil(count / STAGED_WG) }, (_, r) => {
+    const e = `e${r}`;
+    const inner = body(e, r);
+    return `{
+    let ${e} = lid + ${r * STAGED_WG}u;
+    ${
+      (r + 1) * STAGED_WG <= count ? inner : `if (${e} < ${count}u) {
+    ${inner}
+    }`
+    }
+  }`;
+  }).join("\n  ");
+}
+
+/** Vec4 offset of column `k` of `solve`'s `triangle` (its vec4 row `rb` at this + `rb`): its WGSL `triangle_column`. */
+function triangleColumn(k: number, CT: number): number {
+  const q = Math.floor(k / 4);
+  return q * (CT + 1 - 2 * q) + (k % 4) * (CT / 4 - q);
+}
+
+/** WGSL of `solve`'s step 2 in the `loops` form of {@linkcode SOLVE_FORM}. */
+function inverseLoops(): string {
+  return `  // 2. T: the diagonal blocks (A_ii staged: block b's (t, s) at (b SB + t) SB + s), by column, over A_ii in triangle
   for (var e = lid; e < CT * SB; e += ${STAGED_WG}u) {
     let i = e / SB;
     let j = (i / SB) * SB + e % SB;
@@ -393,46 +483,157 @@ ${chunkEntry("1u", true, STAGED_WG)}
       triangle_set(i0 + t, col, -v);
     }
     workgroupBarrier();
+  }`;
+}
+
+/** WGSL of `solve`'s step 2 in the `unrolled` forms of {@linkcode SOLVE_FORM}: the diagonal blocks, then the block rows below. */
+function inverseUnrolled(CT: number): string {
+  const rows = Array.from({ length: CT / SOLVE_BLOCK - 1 }, (_, i) => blockRowMerge(i + 1, CT));
+  return [diagonalInverses(), ...rows].join("\n");
+}
+
+/**
+ * The diagonal blocks `T_ii = (I + A_ii)^-1`, invocation `lid < CT` column `c = lid % SOLVE_BLOCK` of its block by
+ * forward substitution over the block's columns `q` (`T[t, c] -= A[t, q] T[q, c]`, every row `t` of the block at
+ * once: `A_ii` is 0 on and above its diagonal, and `T[q, c] = 0` for `q < c`); the column's rows `4 j .. 4 j + 3` in
+ * `diag<j>`, `A`'s columns read as vec4 where they lie, the column stored after a barrier (every invocation has
+ * read `A_ii` then).
+ */
+function diagonalInverses(): string {
+  const quads = SOLVE_BLOCK / 4;
+  const regs = Array.from({ length: quads }, (_, j) => j);
+  const columns = Array.from({ length: SOLVE_BLOCK - 1 }, (_, q) => {
+    const j0 = Math.floor(q / 4);
+    return `{
+      let x = diag${j0}.${component(q % 4)};
+      let aq = triangle_column(r0 + ${q}u) + d;
+      ${regs.slice(j0).map((j) => `diag${j} -= triangle[aq${j ? ` + ${j}u` : ""}] * x;`).join(" ")}
+    }`;
+  });
+  return `  // 2. T: the diagonal blocks, column lid of T_ii by forward substitution (rows 4 j .. 4 j + 3 of the block in diag<j>)
+  ${regs.map((j) => `var diag${j} = vec4<f32>(0.0);`).join(" ")}
+  if (lid < CT) {
+    let c = lid % SB;
+    let r0 = lid - c;
+    let d = r0 / 4u;
+    ${
+    regs.map((j) =>
+      `diag${j} = select(vec4<f32>(0.0), vec4<f32>(1.0), vec4<u32>(${
+        [0, 1, 2, 3].map((m) => `${4 * j + m}u`).join(", ")
+      }) == vec4<u32>(c));`
+    ).join("\n    ")
   }
-  for (var e = lid; e < C * C; e += ${STAGED_WG}u) {
+    ${columns.join("\n    ")}
+  }
+  workgroupBarrier();
+  if (lid < CT) {
+    let c = lid % SB;
+    let tc = triangle_column(lid) + (lid - c) / 4u;
+    ${
+    regs.map((j) => {
+      const store = `triangle[tc${j ? ` + ${j}u` : ""}] = diag${j};`;
+      return j === quads - 1 ? store : `if (c < ${4 * j + 4}u) { ${store} }`;
+    }).join("\n    ")
+  }
+  }
+  workgroupBarrier();`;
+}
+
+/**
+ * Block row `i` of `T` (its diagonal block already inverted): `T_ij = -T_ii M_ij` with `M_ij = sum_{q < i SB} A_iq T_qj`
+ * (`T_qj = 0` for `q < j SB`), for every `j < i` at once. Invocation `e` takes the block row's vec4 row `rq = e % 4`
+ * (rows `i SB + 4 rq ..`) of column `col = e / 4`: `M`'s sum over `T`'s column `col` read as vec4 (0 above its first
+ * vec4 row) and `A`'s columns at compile-time offsets, 4 partial sums, into `stage[col * 4 + rq]`; after a barrier
+ * `T_ii M` over `T_ii`'s columns (0 above the diagonal's vec4 row) and `M`'s column from `stage`, then stored over
+ * `A`'s block row `i` (no later row reads it).
+ */
+function blockRowMerge(i: number, CT: number): string {
+  const quads = SOLVE_BLOCK / 4;
+  const rb = i * quads; // the block row's first vec4 row
+  const outputs = quads * i * SOLVE_BLOCK;
+  const sums = [0, 1, 2, 3];
+  const partial = (name: string) => `(${name}0 + ${name}1) + (${name}2 + ${name}3)`;
+  const mTerms = Array.from({ length: rb }, (_, q4) => {
+    const tq = `select(vec4<f32>(0.0), triangle[tc${q4 ? ` + ${q4}u` : ""}], first <= ${q4}u)`;
+    const terms = sums.map((m) =>
+      `m${m} += triangle[${triangleColumn(4 * q4 + m, CT) + rb}u + rq] * tq.${component(m)};`
+    );
+    return `{
+      let tq = ${tq};
+      ${terms.join(" ")}
+    }`;
+  });
+  const tTerms = Array.from({ length: SOLVE_BLOCK }, (_, m) => {
+    const m4 = Math.floor(m / 4);
+    const column = triangleColumn(i * SOLVE_BLOCK + m, CT) + rb;
+    const tii = m4
+      ? `select(triangle[${column}u + max(rq, ${m4}u)], vec4<f32>(0.0), rq < ${m4}u)`
+      : `triangle[${column}u + rq]`;
+    return `s${m % 4} += ${tii} * mv${m4}.${component(m % 4)};`;
+  });
+  return `  // block row ${i}: M_ij = sum_q A_iq T_qj (j < ${i}), 4 rows of a column per invocation, at stage[col * ${quads} + rq]
+  ${
+    eachRound(outputs, (e) =>
+      `let rq = ${e} % ${quads}u;
+    let col = ${e} / ${quads}u;
+    let tc = triangle_column(col);
+    let first = col / 4u;
+    ${sums.map((m) => `var m${m} = vec4<f32>(0.0);`).join(" ")}
+    ${mTerms.join("\n    ")}
+    stage[col * ${quads}u + rq] = ${partial("m")};`)
+  }
+  workgroupBarrier();
+  // T_ij = -T_ii M_ij
+  ${
+    eachRound(outputs, (e) =>
+      `let rq = ${e} % ${quads}u;
+    let col = ${e} / ${quads}u;
+    ${Array.from({ length: quads }, (_, j) => `let mv${j} = stage[col * ${quads}u + ${j}u];`).join(" ")}
+    ${sums.map((m) => `var s${m} = vec4<f32>(0.0);`).join(" ")}
+    ${tTerms.join("\n    ")}
+    triangle[triangle_column(col) + ${rb}u + rq] = -(${partial("s")});`)
+  }
+  workgroupBarrier();`;
+}
+
+/** WGSL of `solve`'s store of `T` in the `loops` forms of {@linkcode SOLVE_FORM}: one entry per invocation and round. */
+const INVERSE_STORE_LOOP = `  for (var e = lid; e < C * C; e += ${STAGED_WG}u) {
     let t = e / C;
     let q = e % C;
     var v = 0.0;
     if (q <= t) { v = triangle_get(t, q); }
     cw[solve_inverse_at(bh, n, t, q)] = v;
-  }
-  // 3. the S0 term of the rows after a start
-  if (u.hasS0 != 0u) {
-    ${gridBlocks(startGrid)}
-    ${declareAccumulators(startTerm)}
-    ${stagedLoop("DK", [keysByStep, initialState], [startTerm])}
-    ${
-    eachEntry(
-      startTerm,
-      (v) =>
-        `if (t < len && col < DV && base_kind(t) == 1u) { cw[pseudo_values_constant_at(bh, n, t, col)] = cga[t] * exp(cpp[t]) * ${v}; }`,
-    )
-  }
-    storageBarrier();
-  }
-  // 4. [U0 | V] = T R
-  ${gridBlocks(solveGrid)}
-  ${declareAccumulators(solved)}
-  ${stagedLoop("len", [rightHandSides], [solved])}
+  }`;
+
+/**
+ * WGSL of `solve`'s store of `T` in the `unrolled_stores` form: per round, invocation `e` reads rows `4 rb .. 4 rb + 3`
+ * (`rb = e / C`) of column `q = e % C` as one vec4 (0 above the diagonal) and stores them (consecutive invocations,
+ * consecutive columns).
+ */
+function inverseStoreRounds(C: number): string {
+  const count = C * (roundUp4(C) / 4);
+  return `  // T's entries, rows 4 rb .. 4 rb + 3 of column q per invocation and round
   ${
-    eachEntry(
-      solved,
-      (v) =>
-        `if (t < len) {
-        if (col < DV4) {
-          if (col < DV) { cw[pseudo_values_constant_at(bh, n, t, col)] = ${v}; }
-        } else if (col - DV4 < DK) {
-          cw[pseudo_values_state_factor_at(bh, n, t, col - DV4)] = ${v};
-        }
-      }`,
-    )
-  }
-  // 5. for the factored scans: Xe = Gam[e, :] x (0 past len), exp(P_e) and the exit's base kind
+    eachRound(count, (e) =>
+      `let q = ${e} % C;
+    let rb = ${e} / C;
+    let v = inverse_column4(q, rb);
+    ${
+        [0, 1, 2, 3].map((m) => {
+          const store = `cw[solve_inverse_at(bh, n, 4u * rb + ${m}u, q)] = v.${component(m)};`;
+          return C % 4 ? `if (4u * rb + ${m}u < C) { ${store} }` : store;
+        }).join("\n    ")
+      }`)
+  }`;
+}
+
+/** The comment of `solve`'s step 5. */
+const EXIT_KEYS_NOTE =
+  "  // 5. for the factored scans: Xe = Gam[e, :] x (0 past len), exp(P_e) and the exit's base kind";
+
+/** WGSL of `solve`'s step 5 in the `loops` forms of {@linkcode SOLVE_FORM}: 4 keys per invocation and round. */
+function exitKeysLoop(DK4: number): string {
+  return `${EXIT_KEYS_NOTE}
   let exitSeg = cseg[len - 1u];
   for (var e = lid; e < C * ${DK4 / 4}u; e += ${STAGED_WG}u) {
     let t = e / ${DK4 / 4}u;
@@ -442,14 +643,38 @@ ${chunkEntry("1u", true, STAGED_WG)}
     ${
     [0, 1, 2, 3].map((m) =>
       `if (i + ${m}u < DK) { cw[exit_keys_at(bh, n, t, i + ${m}u)] = v.${component(m)}; }`
-    ).join("\n    ")
+    )
+      .join("\n    ")
   }
-  }
-  if (lid == 0u) {
-    cw[u.chunkDecay + bh * nck() + n] = exp(cp[len - 1u]);
-    cw[u.exitBaseKind + bh * nck() + n] = f32(base_kind(len - 1u));
-  }
-}`;
+  }`;
+}
+
+/** WGSL of `solve`'s step 5 in the `unrolled_stores` form: every round's loads (4 keys each), then every round's stores. */
+function exitKeysRounds(C: number, dk: number): string {
+  const quads = roundUp4(dk) / 4;
+  const count = C * quads;
+  const rounds = Array.from({ length: Math.ceil(count / STAGED_WG) }, (_, r) => r);
+  const guard = (r: number) => ((r + 1) * STAGED_WG <= count ? [] : [`exitE${r} < ${count}u`]);
+  const loads = rounds.map((r) =>
+    `let exitE${r} = lid + ${r * STAGED_WG}u;
+  let exitT${r} = exitE${r} / ${quads}u;
+  let exitI${r} = (exitE${r} % ${quads}u) * 4u;
+  var exitV${r} = vec4<f32>(0.0);
+  if (${[...guard(r), `exitT${r} < len`, `cseg[exitT${r}] == exitSeg`].join(" && ")}) {
+    exitV${r} = exp(cp[len - 1u] - cp[exitT${r}]) * xp4(bh, i32(a + exitT${r}), exitI${r});
+  }`
+  );
+  const stores = rounds.map((r) => {
+    const body = [0, 1, 2, 3].map((m) => {
+      const store = `cw[exit_keys_at(bh, n, exitT${r}, exitI${r} + ${m}u)] = exitV${r}.${component(m)};`;
+      return dk % 4 ? `if (exitI${r} + ${m}u < DK) { ${store} }` : store;
+    }).join("\n    ");
+    return guard(r).length ? `if (${guard(r)[0]}) {\n    ${body}\n  }` : body.replaceAll("\n    ", "\n  ");
+  });
+  return `${EXIT_KEYS_NOTE}
+  let exitSeg = cseg[len - 1u];
+  ${loads.join("\n  ")}
+  ${stores.join("\n  ")}`;
 }
 
 /** Depth of the operand slices a staged product holds in workgroup memory at a time. */

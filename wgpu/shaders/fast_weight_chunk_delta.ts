@@ -85,24 +85,6 @@ import {
   tilesPerInvocation,
 } from "./chunk_staged_tiles.ts";
 
-/**
- * The form of the `solve` kernel's inverse `T = (I + A)^-1` (step 2 of {@linkcode solveKernel}) and of its stores:
- * - `loops`: loops with bounds that depend on the invocation (the diagonal blocks' forward substitution
- *   `for t .. for q < t`, the merges' `for qb`, `for m < t`), every entry addressed through `triangle_column`;
- * - `unrolled`: the same sums with compile-time bounds, written out (`SOLVE_BLOCK` and the blocks per chunk are
- *   compile-time sizes): the diagonal blocks' columns held in registers (4 vec4 per invocation, `A` read as vec4
- *   columns where it lies, `T_ii` stored after a barrier), the merges 4 rows per invocation from vec4 columns of
- *   `A` and `T` into 4 independent partial sums, the entries past a triangle's column masked (`select`) instead of
- *   skipped; the offsets of the columns a sum reads at a compile-time column are literals;
- * - `unrolled_stores`: `unrolled`, and the stores after it written out too: `T` read from workgroup memory as
- *   vec4 (4 rows per invocation and store round), the exit-weighted keys (step 5) as every round's loads, then
- *   every round's stores (instead of a loop whose load waits for the store before it).
- */
-export const SOLVE_FORM: SolveForm = "loops";
-
-/** The forms of {@linkcode SOLVE_FORM}. */
-export type SolveForm = "loops" | "unrolled" | "unrolled_stores";
-
 /** Passes of the delta family (falcon3 runs the transition scans, `delta_state_scan` and `delta_reverse_scan`). */
 export const DELTA_ONLY_PASSES = [
   "solve",
@@ -231,7 +213,7 @@ ${flatEntry("u.B * H * DK * DV")}
  *    `T_ii = (I + A_ii)^-1` by forward substitution (one invocation per column, `A_ii` staged), then block row by
  *    block row `i = 1, 2, ..`, `T_ij = -T_ii M_ij` with `M_ij = sum_{j <= q < i} A_iq T_qj` (`M_ij` staged; `T`'s
  *    block row `i` then overwrites `A`'s, which no later row reads); the chunk padded to whole blocks (`A` is 0
- *    there, `T` the identity). Stored as `solveInverse`. Loops or written out: {@linkcode SOLVE_FORM};
+ *    there, `T` the identity). Stored as `solveInverse`. Written out: {@linkcode inverseUnrolled};
  * 3. with `S0`, the rows after a start: `a_t exp(Pp_t) S0^T x_t` (a product over the keys), held in
  *    `pseudoValuesConstant` until 4. reads it;
  * 4. `[U0 | V] = T R` (`R` as in the module doc: `U0`'s columns `b_t y_t` less 3.'s term, `V`'s `a_t exp(Pp_t) x_t`
@@ -319,10 +301,9 @@ function solveKernel(s: ChunkShape): string {
       ).join("\n    ")
     }
   }`).join("\n  ");
-  const stores = SOLVE_FORM === "unrolled_stores";
-  const inverse = SOLVE_FORM === "loops" ? inverseLoops() : inverseUnrolled(layout.CT);
-  const inverseStore = stores ? inverseStoreRounds(s.C) : INVERSE_STORE_LOOP;
-  const exitKeys = stores ? exitKeysRounds(s.C, s.dk) : exitKeysLoop(DK4);
+  const inverse = inverseUnrolled(layout.CT);
+  const inverseStore = inverseStoreRounds(s.C);
+  const exitKeys = exitKeysRounds(s.C, s.dk);
   return `
 const CT = ${layout.CT}u; // C padded to whole diagonal blocks
 const SB = ${SOLVE_BLOCK}u;
@@ -431,62 +412,15 @@ function triangleColumn(k: number, CT: number): number {
   return q * (CT + 1 - 2 * q) + (k % 4) * (CT / 4 - q);
 }
 
-/** WGSL of `solve`'s step 2 in the `loops` form of {@linkcode SOLVE_FORM}. */
-function inverseLoops(): string {
-  return `  // 2. T: the diagonal blocks (A_ii staged: block b's (t, s) at (b SB + t) SB + s), by column, over A_ii in triangle
-  for (var e = lid; e < CT * SB; e += ${STAGED_WG}u) {
-    let i = e / SB;
-    let j = (i / SB) * SB + e % SB;
-    var v = 0.0;
-    if (j < i) { v = triangle_get(i, j); }
-    stage_set(e, v);
-  }
-  workgroupBarrier();
-  if (lid < CT) {
-    let r0 = (lid / SB) * SB;
-    let c = lid % SB;
-    triangle_set(lid, lid, 1.0);
-    for (var t = c + 1u; t < SB; t++) {
-      var v = 0.0;
-      for (var q = c; q < t; q++) { v -= stage_get((r0 + t) * SB + q) * triangle_get(r0 + q, lid); }
-      triangle_set(r0 + t, lid, v);
-    }
-  }
-  workgroupBarrier();
-  // the block rows i below: T_ij = -T_ii M_ij (j < i), M_ij's (t, c) at (j SB + t) SB + c of stage
-  for (var i = 1u; i < NB; i++) {
-    for (var e = lid; e < i * SB * SB; e += ${STAGED_WG}u) {
-      let col = (e / (SB * SB)) * SB + e % SB;
-      let row = i * SB + (e / SB) % SB;
-      var v = 0.0;
-      if (row < len) {
-        // A[row, q] (q < i SB: still A) against T[q, col] (0 for q < col), 4 q at a time
-        let tc = triangle_column(col);
-        for (var qb = col / 4u; qb < i * SB / 4u; qb++) {
-          let a0 = qb * (CT + 1u - 2u * qb) + row / 4u;
-          let stride = CT / 4u - qb;
-          let arow = vec4<f32>(${
-    [0, 1, 2, 3].map((m) => `triangle[a0${m ? ` + ${m}u * stride` : ""}][row % 4u]`).join(", ")
-  });
-          v += dot(arow, triangle[tc + qb]);
-        }
-      }
-      stage_set(e, v);
-    }
-    workgroupBarrier();
-    for (var e = lid; e < i * SB * SB; e += ${STAGED_WG}u) {
-      let t = (e / SB) % SB;
-      let col = (e / (SB * SB)) * SB + e % SB;
-      let i0 = i * SB;
-      var v = stage_get(e);
-      for (var m = 0u; m < t; m++) { v += triangle_get(i0 + t, i0 + m) * stage_get(e - (t - m) * SB); }
-      triangle_set(i0 + t, col, -v);
-    }
-    workgroupBarrier();
-  }`;
-}
-
-/** WGSL of `solve`'s step 2 in the `unrolled` forms of {@linkcode SOLVE_FORM}: the diagonal blocks, then the block rows below. */
+/**
+ * WGSL of `solve`'s step 2, written out with compile-time bounds (`SOLVE_BLOCK` and the blocks per chunk are
+ * compile-time sizes): the diagonal blocks' columns held in registers (4 vec4 per invocation, `A` read as vec4
+ * columns where it lies, `T_ii` stored after a barrier), then the block rows below, 4 rows per invocation from vec4
+ * columns of `A` and `T` into 4 independent partial sums, the entries past a triangle's column masked (`select`)
+ * instead of skipped; the offsets of the columns a sum reads at a compile-time column are literals. On the H200
+ * (8x4096x8x64, 2026-12-02 19:18 UTC, with the stores below written out too) `solve` took 0.64 -> 0.43 ms against
+ * loops with bounds that depend on the invocation, every entry addressed through `triangle_column`.
+ */
 function inverseUnrolled(CT: number): string {
   const rows = Array.from({ length: CT / SOLVE_BLOCK - 1 }, (_, i) => blockRowMerge(i + 1, CT));
   return [diagonalInverses(), ...rows].join("\n");
@@ -596,17 +530,8 @@ function blockRowMerge(i: number, CT: number): string {
   workgroupBarrier();`;
 }
 
-/** WGSL of `solve`'s store of `T` in the `loops` forms of {@linkcode SOLVE_FORM}: one entry per invocation and round. */
-const INVERSE_STORE_LOOP = `  for (var e = lid; e < C * C; e += ${STAGED_WG}u) {
-    let t = e / C;
-    let q = e % C;
-    var v = 0.0;
-    if (q <= t) { v = triangle_get(t, q); }
-    cw[solve_inverse_at(bh, n, t, q)] = v;
-  }`;
-
 /**
- * WGSL of `solve`'s store of `T` in the `unrolled_stores` form: per round, invocation `e` reads rows `4 rb .. 4 rb + 3`
+ * WGSL of `solve`'s store of `T` written out: per round, invocation `e` reads rows `4 rb .. 4 rb + 3`
  * (`rb = e / C`) of column `q = e % C` as one vec4 (0 above the diagonal) and stores them (consecutive invocations,
  * consecutive columns).
  */
@@ -631,25 +556,7 @@ function inverseStoreRounds(C: number): string {
 const EXIT_KEYS_NOTE =
   "  // 5. for the factored scans: Xe = Gam[e, :] x (0 past len), exp(P_e) and the exit's base kind";
 
-/** WGSL of `solve`'s step 5 in the `loops` forms of {@linkcode SOLVE_FORM}: 4 keys per invocation and round. */
-function exitKeysLoop(DK4: number): string {
-  return `${EXIT_KEYS_NOTE}
-  let exitSeg = cseg[len - 1u];
-  for (var e = lid; e < C * ${DK4 / 4}u; e += ${STAGED_WG}u) {
-    let t = e / ${DK4 / 4}u;
-    let i = (e % ${DK4 / 4}u) * 4u;
-    var v = vec4<f32>(0.0);
-    if (t < len && cseg[t] == exitSeg) { v = exp(cp[len - 1u] - cp[t]) * xp4(bh, i32(a + t), i); }
-    ${
-    [0, 1, 2, 3].map((m) =>
-      `if (i + ${m}u < DK) { cw[exit_keys_at(bh, n, t, i + ${m}u)] = v.${component(m)}; }`
-    )
-      .join("\n    ")
-  }
-  }`;
-}
-
-/** WGSL of `solve`'s step 5 in the `unrolled_stores` form: every round's loads (4 keys each), then every round's stores. */
+/** WGSL of `solve`'s step 5 written out: every round's loads (4 keys each), then every round's stores. */
 function exitKeysRounds(C: number, dk: number): string {
   const quads = roundUp4(dk) / 4;
   const count = C * quads;

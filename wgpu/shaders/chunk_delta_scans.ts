@@ -88,9 +88,33 @@ export function deltaReverseScanKernel(s: ChunkShape): string {
   });
 }
 
+/**
+ * Entry point header of a scan workgroup (`scanKernel`, `factoredScanKernel`): its `(b, h)` (`bh`), the invocation's
+ * lane, its column group's rows in `col` (from `slot0`), its first column `c0` and the 4 columns `cc0..cc3` (clamped
+ * to the last), and its key rows `i0, i1, ..` (`lane + SCAN_ROW_LANES m`).
+ */
+function scanEntry(s: ChunkShape): string {
+  const SC = scanColumns(s.dk);
+  const WG = SCAN_ROW_LANES * scanColumnGroups(s.dk);
+  const Q = [...Array(SCAN_LANE_COLUMNS).keys()];
+  const M = [...Array(Math.ceil(s.dk / SCAN_ROW_LANES)).keys()];
+  return `@compute @workgroup_size(${WG})
+fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  let wgid = gid.y * nwg.x + gid.x;
+  let ncg = (DV + ${SC - 1}u) / ${SC}u;
+  if (wgid >= u.B * H * ncg) { return; }
+  let bh = wgid / ncg;
+  let lane = lid % ${SCAN_ROW_LANES}u;
+  // this invocation's column group's rows in col, and its first column in the state (c0)
+  let slot0 = (lid / ${SCAN_ROW_LANES}u) * DK;
+  let c0 = (wgid % ncg) * ${SC}u + (lid / ${SCAN_ROW_LANES}u) * ${SCAN_LANE_COLUMNS}u;
+  ${Q.map((q) => `let cc${q} = min(c0 + ${q}u, DV - 1u);`).join("\n  ")}
+  ${M.map((m) => `let i${m} = lane + ${m * SCAN_ROW_LANES}u;`).join("\n  ")}`;
+}
+
 function scanKernel(s: ChunkShape, sides: ScanSides): string {
   const groups = scanColumnGroups(s.dk);
-  const SC = scanColumns(s.dk);
   const WG = SCAN_ROW_LANES * groups;
   const KP = scanPanelSize(s.dk);
   const Q = [...Array(SCAN_LANE_COLUMNS).keys()];
@@ -140,19 +164,7 @@ var<workgroup> panel: array<f32, ${panelFloats}>;
 fn panel_entry(base: u32, p0: u32, e: u32) -> f32 {
   ${panelEntry}
 }
-@compute @workgroup_size(${WG})
-fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-  let wgid = gid.y * nwg.x + gid.x;
-  let ncg = (DV + ${SC - 1}u) / ${SC}u;
-  if (wgid >= u.B * H * ncg) { return; }
-  let bh = wgid / ncg;
-  let lane = lid % ${SCAN_ROW_LANES}u;
-  // this invocation's column group's rows in col, and its first column in the state (c0)
-  let slot0 = (lid / ${SCAN_ROW_LANES}u) * DK;
-  let c0 = (wgid % ncg) * ${SC}u + (lid / ${SCAN_ROW_LANES}u) * ${SCAN_LANE_COLUMNS}u;
-  ${Q.map((q) => `let cc${q} = min(c0 + ${q}u, DV - 1u);`).join("\n  ")}
-  ${M.map((m) => `let i${m} = lane + ${m * SCAN_ROW_LANES}u;`).join("\n  ")}
+${scanEntry(s)}
   ${M.map((m) => `var ad${m} = vec4<f32>(0.0);`).join(" ")}
   {
     let base = (bh * nck() + ${chunkAt("0u")}) * DK;
@@ -324,7 +336,6 @@ function factoredPanelSize(s: ChunkShape): number {
  */
 function factoredScanKernel(s: ChunkShape, sides: FactoredScanSides): string {
   const groups = scanColumnGroups(s.dk);
-  const SC = scanColumns(s.dk);
   const WG = SCAN_ROW_LANES * groups;
   const KP = factoredPanelSize(s);
   const NP1 = Math.ceil(s.dk / KP);
@@ -376,19 +387,8 @@ fn panel_entry(ch: u32, len: u32, q: u32, e: u32) -> f32 {
   if (e / DK >= ${KP}u || t >= len) { return 0.0; }
   return cw[${sides.second} + (ch * C + t) * DK + e % DK];
 }
-@compute @workgroup_size(${WG})
-fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-  let wgid = gid.y * nwg.x + gid.x;
-  let ncg = (DV + ${SC - 1}u) / ${SC}u;
-  if (wgid >= u.B * H * ncg) { return; }
-  let bh = wgid / ncg;
-  let lane = lid % ${SCAN_ROW_LANES}u;
-  let slot0 = (lid / ${SCAN_ROW_LANES}u) * DK;
+${scanEntry(s)}
   let yslot0 = (lid / ${SCAN_ROW_LANES}u) * C;
-  let c0 = (wgid % ncg) * ${SC}u + (lid / ${SCAN_ROW_LANES}u) * ${SCAN_LANE_COLUMNS}u;
-  ${Q.map((q) => `let cc${q} = min(c0 + ${q}u, DV - 1u);`).join("\n  ")}
-  ${M.map((m) => `let i${m} = lane + ${m * SCAN_ROW_LANES}u;`).join("\n  ")}
   ${MC.map((m) => `let t${m} = lane + ${m * SCAN_ROW_LANES}u;`).join("\n  ")}
   ${
     keyRows((m) =>

@@ -45,10 +45,13 @@ export function scanColumns(dk: number): number {
   return SCAN_LANE_COLUMNS * scanColumnGroups(dk);
 }
 
-/** Transition columns (or rows) per panel: at most 32, as many as keep the panel within 2304 floats (9 KiB). */
-function scanPanelSize(dk: number): number {
+/**
+ * Columns (or rows) per panel of a scan: at most 32, halved until `floats(kp)`, the panel's floats at `kp`, fit
+ * 2304 (9 KiB).
+ */
+function panelSize(floats: (kp: number) => number): number {
   let kp = 32;
-  while (kp > 1 && dk * (kp + 1) > 2304) kp >>= 1;
+  while (kp > 1 && floats(kp) > 2304) kp >>= 1;
   return kp;
 }
 
@@ -116,7 +119,8 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 function scanKernel(s: ChunkShape, sides: ScanSides): string {
   const groups = scanColumnGroups(s.dk);
   const WG = SCAN_ROW_LANES * groups;
-  const KP = scanPanelSize(s.dk);
+  // transition panels: KP columns of K (stride KP + 1) or KP rows
+  const KP = panelSize((kp) => s.dk * (kp + 1));
   const Q = [...Array(SCAN_LANE_COLUMNS).keys()];
   const M = [...Array(Math.ceil(s.dk / SCAN_ROW_LANES)).keys()];
   // the panel entries each invocation loads (entry e = lid + r WG)
@@ -315,13 +319,6 @@ function clampedIndex(i: string, n: number, kp: number): string {
   return n % kp === 0 ? i : `min(${i}, ${n - 1}u)`;
 }
 
-/** Panel size of a factored scan: at most 32 columns (or steps), as many as keep a panel within 2304 floats. */
-function factoredPanelSize(s: ChunkShape): number {
-  let kp = 32;
-  while (kp > 1 && Math.max(s.C * (kp + 1), kp * s.dk) > 2304) kp >>= 1;
-  return kp;
-}
-
 /**
  * A factored scan. One workgroup per `(b, h)` and {@linkcode scanColumns} value columns, laid out as the
  * transition scans' ({@linkcode scanKernel}): per column group {@linkcode SCAN_ROW_LANES} invocations with 4
@@ -337,7 +334,8 @@ function factoredPanelSize(s: ChunkShape): number {
 function factoredScanKernel(s: ChunkShape, sides: FactoredScanSides): string {
   const groups = scanColumnGroups(s.dk);
   const WG = SCAN_ROW_LANES * groups;
-  const KP = factoredPanelSize(s);
+  // the first factor's KP columns (stride KP + 1) or the second's KP rows
+  const KP = panelSize((kp) => Math.max(s.C * (kp + 1), kp * s.dk));
   const NP1 = Math.ceil(s.dk / KP);
   const NP2 = Math.ceil(s.C / KP);
   const Q = [...Array(SCAN_LANE_COLUMNS).keys()];

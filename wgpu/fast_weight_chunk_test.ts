@@ -25,7 +25,14 @@ import { createFastWeightOps } from "./fast_weight.ts";
 import { assertS0GradOptOut } from "../src/testing/s0_grad.ts";
 import { chunkForm, compareChunk, FULL_LEVEL } from "./_chunk_compare.ts";
 import { STAGED_WG } from "./shaders/chunk_staged_tiles.ts";
-import { bindsVec4, type ChunkPass, decayGradLayout, pairColumnTiling } from "./shaders/chunk_wgsl.ts";
+import {
+  bindsVec4,
+  type ChunkPass,
+  columnGramLayout,
+  columnReadoutLayout,
+  decayGradLayout,
+  pairColumnTiling,
+} from "./shaders/chunk_wgsl.ts";
 import { gpuTest } from "./_test_util.ts";
 
 /** The small problem (`B` and `T` are not compile-time sizes: tests vary them freely). */
@@ -232,6 +239,42 @@ gpuTest(
       from: 5,
       forwardOnly: true,
     });
+  },
+);
+
+// the per-column rules' staged column_gram and tiled column_readout (COLUMN_GRAM_STAGED, COLUMN_READOUT_TILED of
+// chunk_wgsl.ts): several staged slices of the key entries and of the chunk's steps, partial ones and partial 4 x 4
+// blocks (C, Dk, Dv not multiples of 8 or 4), a partial last chunk; Dv = 68: two tiles of value columns; C = 72: two
+// tiles of rows and 2 x 2 Gram tiles; entered from a carry, unpacked (one segment per chunk) and packed (starts
+// inside chunks, S0 after them). The forward alone: the backward's recompute runs the same column_gram (the small
+// level's tests above compare it), and its pipelines at these sizes compile slowly on a software adapter
+gpuTest(
+  "webgpu chunk kernels of falcon2 and falcon2a match the reference over several staged slices and tiles (C = 40, Dk = 36, Dv = 34; Dv = 68; C = 72)",
+  async (gpu) => {
+    const tiling = [
+      columnReadoutLayout({ C: 40, dv: 68 }).colTiles,
+      columnReadoutLayout({ C: 72, dv: 4 }).rowTiles,
+    ];
+    if (tiling[0] !== 2 || tiling[1] !== 2 || columnGramLayout(72).side !== 2) {
+      throw new Error(`column tiles ${tiling}, Gram tiles ${columnGramLayout(72).side}: expected 2 each`);
+    }
+    const cases = [
+      { spec: { B: 1, T: 97, H: 1, dk: 36, dv: 34, seed: 54 }, C: 40, packed: [false, true] },
+      { spec: { B: 1, T: 61, H: 1, dk: 8, dv: 68, seed: 55 }, C: 40, packed: [true] },
+      { spec: { B: 1, T: 160, H: 1, dk: 12, dv: 4, seed: 56 }, C: 72, packed: [true] },
+    ];
+    for (const rule of ["falcon2", "falcon2a"] as const) {
+      const config = ruleConfig(rule);
+      for (const { spec, C, packed } of cases) {
+        for (const p of packed) {
+          const label = `${rule} C=${C} Dk=${spec.dk} Dv=${spec.dv} carry packed=${p}`;
+          await compareChunk(gpu, config, { ...spec, packed: p, s0: true }, chunkForm(C), label, {
+            from: 7,
+            forwardOnly: true,
+          });
+        }
+      }
+    }
   },
 );
 

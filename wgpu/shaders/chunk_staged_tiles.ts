@@ -10,7 +10,9 @@
  * staged as 0 (its products vanish; the kernel skips those rows and columns at its stores); a `quad` operand is loaded 4 consecutive floats at a time (one 16-byte load instead of 4). Then each
  * invocation adds a 4 x 4 block of every product per depth row: one vec4 of `A` (4 rows) and one of `B`
  * (4 columns) read from workgroup memory feed 16 FMAs. `A` may also be a workgroup array the kernel
- * filled itself (`WorkgroupOperand`, or a `FunctionOperand` for a layout of its own). An invocation holds
+ * filled itself (`WorkgroupOperand`, or a `FunctionOperand` for a layout of its own). A product may scale each
+ * term by a factor of its output entry and depth index (`TermWeight`: a function of a third staged operand, such as
+ * a decay `exp(P_t - P_s)` per value column). An invocation holds
  * `tilesPerInvocation(grid)` blocks of a grid, as many blocks apart as the kernel has invocations, so one
  * slice staged serves all of them.
  *
@@ -100,6 +102,23 @@ export interface TileProduct {
    * row (the invocations of one row block then skip together).
    */
   readonly lowerA?: boolean;
+  /**
+   * A factor of each term that depends on the output entry and the depth index: the product is then
+   * `out[row, col] += sum_k A[k, row] f(k, row, col) B[k, col]`, with `f` a WGSL vec4 (the block row's 4 columns) of
+   * the vec4 `v` of staged operand `operand` at depth row `k` and the block's columns (laid out as `B`).
+   */
+  readonly weight?: TermWeight;
+}
+
+/**
+ * The per-term factor of a {@linkcode TileProduct}: `factor(p, r, v)` is the WGSL vec4 that multiplies the terms of
+ * row `r` of block `p`, `v` the WGSL vec4 of operand `operand` at the slice's depth row and the block's columns.
+ */
+export interface TermWeight {
+  /** The index of a staged operand of the loop, read at the block's columns as `B` is. */
+  readonly operand: number;
+  /** WGSL vec4 factor of the terms of row `r` of block `p`, from the staged vec4 `v`. */
+  readonly factor: (p: number, r: number, v: string) => string;
 }
 
 /** 4 x 4 blocks of a grid each invocation holds. */
@@ -357,10 +376,32 @@ export function stagedLoop(
     const g = pr.grid.name;
     const a = `${pr.acc}a${p}`;
     const b = `${pr.acc}b${p}`;
+    if (pr.weight) return weightedAccumulate(pr, pr.weight, p, kk, a, b);
     return `{
       let ${a} = ${ref(pr.a, kk, `${g}Row${p}`)};
       let ${b} = ${ref(pr.b, kk, `${g}Col${p}`)};
       ${range(4).map((r) => `${pr.acc}${p}_${r} += ${a}.${XYZW[r]} * ${b};`).join(" ")}
+    }`;
+  };
+  // a product with a per-term factor: the factor's operand read at the block's columns, each row's terms scaled by it
+  const weightedAccumulate = (
+    pr: TileProduct,
+    weight: TermWeight,
+    p: number,
+    kk: number,
+    a: string,
+    b: string,
+  ) => {
+    const g = pr.grid.name;
+    const v = `${pr.acc}v${p}`;
+    return `{
+      let ${a} = ${ref(pr.a, kk, `${g}Row${p}`)};
+      let ${b} = ${ref(pr.b, kk, `${g}Col${p}`)};
+      let ${v} = ${ref(weight.operand, kk, `${g}Col${p}`)};
+      ${
+      range(4).map((r) => `${pr.acc}${p}_${r} += ${a}.${XYZW[r]} * (${weight.factor(p, r, v)} * ${b});`)
+        .join("\n      ")
+    }
     }`;
   };
   // the conditions under which a block of a product takes the slice: a lower grid's invocations past its blocks

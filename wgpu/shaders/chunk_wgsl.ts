@@ -112,6 +112,76 @@ export type ChunkPass = typeof CHUNK_PASSES[number];
 /** Invocations per workgroup of every chunk kernel. */
 export const CHUNK_WG = 64;
 
+/**
+ * The form of the per-column rules' `column_gram` (`fast_weight_chunk_per_column.ts`): `true`, one workgroup per
+ * `(b, h, chunk, Gram tile)` of staged register tiles ({@linkcode columnGramLayout}); `false`, one invocation per
+ * chunk row and 4 Gram columns reading the key and query rows from storage (the earlier form, the same WGSL).
+ */
+export const COLUMN_GRAM_STAGED = true;
+
+/**
+ * The form of the per-column rules' `column_readout` (`fast_weight_chunk_per_column.ts`): `true`, one workgroup per
+ * `(b, h, chunk, tile of rows x value columns)` of staged register tiles ({@linkcode columnReadoutLayout}); `false`,
+ * one invocation per `(b, h, t, column)` walking back over its segment (the earlier form, the same WGSL).
+ */
+export const COLUMN_READOUT_TILED = true;
+
+/** Rows and columns of the output tile of one workgroup of the staged `column_gram` and `column_readout` at most. */
+export const COLUMN_TILE_MAX = 64;
+
+/**
+ * `n` entries in the fewest tiles of at most {@linkcode COLUMN_TILE_MAX}, of one size (`size`, a multiple of 4; the
+ * last tile may run past `n`): 68 value columns take 2 tiles of 36, not 64 and 4.
+ */
+export function balancedTiles(n: number): { size: number; tiles: number } {
+  const tiles = Math.ceil(n / COLUMN_TILE_MAX);
+  return { size: roundUp4(Math.ceil(n / tiles)), tiles };
+}
+
+/** The fewest invocations (a power of two from {@linkcode CHUNK_WG} to {@linkcode STAGED_WG}) that hold `blocks` 4 x 4 blocks once. */
+function blockInvocations(blocks: number): number {
+  let n = CHUNK_WG;
+  while (n < blocks && n < STAGED_WG) n *= 2;
+  return n;
+}
+
+/**
+ * Tiling of the staged `column_gram` ({@linkcode COLUMN_GRAM_STAGED}): the chunk's `C x C` Gram matrices in `side x
+ * side` tiles of `tile` rows and columns ({@linkcode balancedTiles}; one tile at `C <= 64`), one workgroup of
+ * `invocations` per tile, and the floats of its staged slices (`stage`: the key and query rows of the tile's rows,
+ * and the key rows of its columns where those differ).
+ */
+export function columnGramLayout(C: number) {
+  const { size: tile, tiles: side } = balancedTiles(C);
+  const transposed = { width: tile, along: "depth" as const };
+  const stage = stagedFloats(side === 1 ? [transposed, transposed] : [transposed, transposed, transposed]);
+  return { tile, side, tiles: side * side, invocations: blockInvocations((tile / 4) ** 2), stage };
+}
+
+/**
+ * Tiling of the staged `column_readout` ({@linkcode COLUMN_READOUT_TILED}): per chunk, `rowTiles` tiles of `rows`
+ * steps times `colTiles` tiles of `cols` value columns ({@linkcode balancedTiles}), one workgroup of `invocations`
+ * per tile, and its workgroup floats: `stage` (the largest of: a slice of the query rows and a base; of the
+ * query-key Gram rows, the pseudo-values and the log-decay sums) and the chunk's start counts (`C`), `floats` in all.
+ */
+export function columnReadoutLayout(s: Pick<ChunkShape, "dv" | "C">) {
+  const rows = balancedTiles(s.C);
+  const cols = balancedTiles(s.dv);
+  const transposed = { width: rows.size, along: "depth" as const };
+  const row = { width: cols.size, along: "width" as const };
+  const stage = Math.max(stagedFloats([transposed, row]), stagedFloats([transposed, row, row]));
+  return {
+    rows: rows.size,
+    rowTiles: rows.tiles,
+    cols: cols.size,
+    colTiles: cols.tiles,
+    tiles: rows.tiles * cols.tiles,
+    invocations: blockInvocations((rows.size / 4) * (cols.size / 4)),
+    stage,
+    floats: stage + s.C,
+  };
+}
+
 /** Workspace sections only the per-column rules have. */
 export const COLUMN_UNIFORM_FIELDS = [
   "columnLogDecaySum",
@@ -279,10 +349,13 @@ const COEF_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([
 
 /**
  * The storage bindings of a pass, in binding order (the uniform block follows them). Rules without
- * a step statistic read no features in `coef`, `coef_grads` and `pair_row_grads`.
+ * a step statistic read no features in `coef`, `coef_grads` and `pair_row_grads`; the tiled `column_readout`
+ * ({@linkcode COLUMN_READOUT_TILED}) reads no step table.
  */
 export function chunkBindings(pass: ChunkPass, config: RuleConfig): readonly ChunkBindingName[] {
   const list = BINDINGS[pass];
+  // the tiled column_readout reads the chunk's start counts, not the step table
+  if (pass === "column_readout" && COLUMN_READOUT_TILED) return list.filter((b) => b !== "stepinfo");
   if (statKind(config.rule) !== "none") return list;
   if (pass === "pair_row_grads") return ["cw", "out"];
   if (pass === "coef" || pass === "coef_grads" || pass === "delta_coef_grads") {
@@ -354,7 +427,10 @@ export function chunkSharedFloats(
     // the column scans (state column, step arrays) and column_step_grads (step arrays, RP rows of Z)
     const rows = 4 * s.C + s.R * s.C;
     const cols = 4 * s.C + s.RC * s.C;
-    return { local: 2 * s.dk + 12 * s.C, rows, cols, pairs: 12 * s.C + s.RP * s.C };
+    // the staged column_gram and column_readout, where they run
+    const gram = COLUMN_GRAM_STAGED ? columnGramLayout(s.C).stage : 0;
+    const readout = COLUMN_READOUT_TILED ? columnReadoutLayout(s).floats : 0;
+    return { local: Math.max(2 * s.dk + 12 * s.C, gram, readout), rows, cols, pairs: 12 * s.C + s.RP * s.C };
   }
   const steps = (isSolveChunkRule(config) ? 6 : 4) * s.C;
   // the log-decay gradient (decay_grads, delta_decay_grads): its tile sums, chain sums and step arrays
@@ -784,13 +860,16 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "solve_input_grads":
       return BH * nck * Math.ceil(s.C / s.RP);
     case "column_gram":
-      return flat(BH * nck * s.C * Math.ceil(s.C / 4));
+      return COLUMN_GRAM_STAGED
+        ? BH * nck * columnGramLayout(s.C).tiles
+        : flat(BH * nck * s.C * Math.ceil(s.C / 4));
     case "column_gram_grads":
       return flat(BH * nck * Math.ceil(s.C / 4) ** 2);
     case "column_state_scan":
     case "column_reverse_scan":
       return BH * s.dv;
     case "column_readout":
+      return COLUMN_READOUT_TILED ? BH * nck * columnReadoutLayout(s).tiles : flat(BH * T * s.dv);
     case "column_readout_dw":
     case "column_dots":
       return flat(BH * T * s.dv);
@@ -826,9 +905,18 @@ const VEC4_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([
   "solve_input_grads",
 ]);
 
+/**
+ * Whether `pass` reads the workspace rows four entries at a time: {@linkcode VEC4_PASSES}, and the staged
+ * `column_gram` and `column_readout` ({@linkcode COLUMN_GRAM_STAGED}, {@linkcode COLUMN_READOUT_TILED}).
+ */
+function isVec4Pass(pass: ChunkPass): boolean {
+  return VEC4_PASSES.has(pass) || (COLUMN_GRAM_STAGED && pass === "column_gram") ||
+    (COLUMN_READOUT_TILED && pass === "column_readout");
+}
+
 /** Whether `pass` binds `ws` and `dout` as vec4 arrays at shape `s` ({@linkcode VEC4_PASSES}). */
 export function bindsVec4(pass: ChunkPass, s: Pick<ChunkShape, "dk" | "dv">): boolean {
-  return VEC4_PASSES.has(pass) && s.dk % 4 === 0 && s.dv % 4 === 0;
+  return isVec4Pass(pass) && s.dk % 4 === 0 && s.dv % 4 === 0;
 }
 
 /**
@@ -918,7 +1006,7 @@ function workspaceAccessors(pass: ChunkPass, s: ChunkShape, usesDout: boolean): 
   const scalars = `fn qn(bh: u32, t: u32, i: u32) -> f32 { ${float(q)} }
 fn xp(bh: u32, j: i32, i: u32) -> f32 { ${float(x)} }
 fn yp(bh: u32, j: i32, c: u32) -> f32 { ${float(y)} }`;
-  if (!VEC4_PASSES.has(pass)) return scalars;
+  if (!isVec4Pass(pass)) return scalars;
   const rows = vec4 ? [`ws[(${q}) >> 2u]`, `ws[(${x}) >> 2u]`, `ws[(${y}) >> 2u]`, "dout[(r0 + k) >> 2u]"] : [
     maskedVec4((e) => `qn(bh, t, ${e})`, "i", "DK"),
     maskedVec4((e) => `xp(bh, j, ${e})`, "i", "DK"),

@@ -21,9 +21,13 @@
  * rows spread over the invocations, each loading its next `K` entries one step ahead) and every
  * other pass runs per chunk, position or Gram entry:
  * - forward: `column_coefs` (per `(b, h, chunk)`, an invocation per column: coefficients `a, b`, the
- *   log-decay sums `P` and the start counts `startsInChunk`), `column_gram` (per chunk row and 4 Gram columns: `K`,
- *   `Kq` of every chunk), `column_state_scan` (the entering state of every chunk, `W`, `x.base`, the final state),
- *   `column_readout` (per `(b, h, t, column)`: the outputs);
+ *   log-decay sums `P` and the start counts `startsInChunk`), `column_gram` (`K`, `Kq` of every chunk: with
+ *   `COLUMN_GRAM_STAGED` of `chunk_wgsl.ts`, per `(b, h, chunk, Gram tile)` as staged register tiles,
+ *   {@linkcode stagedGramKernel}; else per chunk row and 4 Gram columns from storage), `column_state_scan` (the
+ *   entering state of every chunk, `W`, `x.base`, the final state), `column_readout` (the outputs: with
+ *   `COLUMN_READOUT_TILED`, per `(b, h, chunk, tile of rows x value columns)` as staged register tiles, the decay
+ *   `Gam[t,s]` of each column a per-term factor of the intra-chunk product, {@linkcode tiledReadoutKernel}; else per
+ *   `(b, h, t, column)`, walking back over `t`'s segment);
  * - backward, after the forward passes: `column_readout_dw` (per `(b, h, t, column)`: the readout's `dW`), `column_query_dout`
  *   (per state element and chunk: `sum_t exp(P_t) q_t dO_t` split by base), `column_reverse_scan` (per `(b, h,
  *   column)`, chunks in reverse: the exit-state gradient `G` of every chunk, `dR = (I + A)^-T dW` by
@@ -46,7 +50,9 @@
  * (sequence starts in the chunk up to `t`), `keyGram, queryKeyGram, dQueryKeyGram, dKeyGram [BH, NCK, C, C]`,
  * `columnDBaseReadout [BH, NCK, 2, Dk, Dv]`, with `entryState, dExitState [BH, NCK, Dk, Dv]`, `finalState [BH, Dk, Dv]`, `dStatistic [BH, T]`
  * shared with the other rules. Preconditions: a per-column Falcon rule (window 1, so no pairs
- * before a chunk); workgroup memory for `12 C + 2 Dk` floats and `RP` rows of `Z`.
+ * before a chunk); workgroup memory for `12 C + 2 Dk` floats, `RP` rows of `Z`, and the staged kernels' slices
+ * (`columnGramLayout`, `columnReadoutLayout` of `chunk_wgsl.ts`: at most 1632 and `1568 + C` floats, tiles of at
+ * most 64 x 64 entries).
  *
  * @module
  */
@@ -55,14 +61,30 @@ import type { RuleConfig } from "../../src/rules/config.ts";
 import type { HeadConstants } from "./fast_weight_coef.ts";
 import {
   CHUNK_WG,
+  chunkEntry,
   type ChunkPass,
   type ChunkShape,
+  COLUMN_GRAM_STAGED,
+  COLUMN_READOUT_TILED,
+  columnGramLayout,
+  columnReadoutLayout,
   flatEntry,
   PER_COLUMN_PASSES,
   prelude,
   stepCoefEntry,
   stepCoefWgsl,
 } from "./chunk_wgsl.ts";
+import {
+  component,
+  declareAccumulators,
+  eachTileRow,
+  gridBlocks,
+  stagedFloats,
+  stagedLoop,
+  type StagedOperand,
+  type TileGrid,
+  type TileProduct,
+} from "./chunk_staged_tiles.ts";
 
 /** One per-column pass. */
 export type PerColumnPass = typeof PER_COLUMN_PASSES[number];
@@ -214,6 +236,7 @@ ${groupEntry("u.B * H * nck()")}
   }
 }`;
     case "column_gram":
+      if (COLUMN_GRAM_STAGED) return head + stagedGramKernel(s);
       return head + `
 ${flatEntry("u.B * H * nck() * C * SB")}
   // one invocation per row t and block of 4 columns s: each loaded x_t, q_t entry serves 4 products
@@ -324,6 +347,7 @@ ${groupEntry("u.B * H * DV")}
   for (var i = lid; i < DK; i += WG) { cw[u.finalState + s0i(bh, i, col)] = sc[i]; }
 }`;
     case "column_readout":
+      if (COLUMN_READOUT_TILED) return head + tiledReadoutKernel(s);
       return head + STARTS + BASE + `
 ${flatEntry("u.B * H * u.T * DV")}
   let col = idx % DV;
@@ -757,6 +781,166 @@ ${flatEntry("u.B * H * nck() * SB * SB")}
   }`,
       "\n  ",
     )
+  }
+}`;
+}
+
+/** WGSL `stores(t, col, v)` for every entry `(t, col)` (tile-relative) of the invocation's blocks of `product`, `v` its value. */
+function eachEntry(product: TileProduct, store: (t: string, col: string, v: string) => string): string {
+  const g = product.grid.name;
+  return eachTileRow(product.grid, (p, r) =>
+    `if (${g}On${p}) {
+    let tr = ${g}Row${p} * 4u + ${r}u;
+    ${
+      [0, 1, 2, 3].map((c) =>
+        `{ let tc = ${g}Col${p} * 4u + ${c}u; ${
+          store("tr", "tc", `${product.acc}${p}_${r}.${component(c)}`)
+        } }`
+      ).join("\n    ")
+    }
+  }`);
+}
+
+/** Throws where a loop's staged operands need more floats than its kernel's `stage` array holds. */
+function checkStage(pass: PerColumnPass, loops: readonly (readonly StagedOperand[])[], floats: number) {
+  for (const operands of loops) {
+    if (stagedFloats(operands) > floats) {
+      throw new RangeError(`${pass}: ${stagedFloats(operands)} staged floats, above its layout's ${floats}`);
+    }
+  }
+}
+
+/**
+ * The staged `column_gram` ({@linkcode COLUMN_GRAM_STAGED}): one workgroup per `(b, h, chunk, Gram tile)`
+ * (`columnGramLayout` of `chunk_wgsl.ts`: the whole `C x C` at `C <= 64`) computes `K = X X^T` and `Kq = Q X^T` as
+ * 4 x 4 register tiles over the key entries, the key and query rows staged slice by slice (16-byte loads where
+ * `Dk` and `Dv` are multiples of 4); a staged row past the chunk's `len` steps is 0, so are `K`'s rows and columns
+ * there and `Kq`'s rows; `Kq` is stored 0 above the diagonal (`s > t`).
+ */
+function stagedGramKernel(s: ChunkShape): string {
+  const layout = columnGramLayout(s.C);
+  const wg = layout.invocations;
+  const T4 = layout.tile;
+  const single = layout.side === 1;
+  // entry (k, i): key entry k of the row of tile step i from `first`
+  const rowsT = (value: string, first: string): StagedOperand => ({
+    width: T4,
+    along: "depth",
+    value,
+    valid: `${first} + i < len && k < DK`,
+    quad: true,
+  });
+  const keys = rowsT("xp4(bh, i32(a + t0 + i), k)", "t0");
+  const queries = rowsT("qn4(bh, a + t0 + i, k)", "t0");
+  const columnKeys = rowsT("xp4(bh, i32(a + c0 + i), k)", "c0");
+  const operands = single ? [keys, queries] : [keys, queries, columnKeys];
+  checkStage("column_gram", [operands], layout.stage);
+  const grid: TileGrid = { name: "gram", rows: T4, cols: T4, invocations: wg };
+  const keyGram: TileProduct = { acc: "kx", grid, a: 0, b: single ? 0 : 2 };
+  const queryKeyGram: TileProduct = { acc: "kq", grid, a: 1, b: single ? 0 : 2 };
+  const kqOf = (v: string) => v.replace(/^kx/, "kq");
+  return `
+var<workgroup> stage: array<vec4<f32>, ${layout.stage / 4}>; // the staged slices
+${chunkEntry(`${layout.tiles}u`, false, wg)}
+  let t0 = (tile / ${layout.side}u) * ${T4}u;
+  let c0 = (tile % ${layout.side}u) * ${T4}u;
+  ${gridBlocks(grid)}
+  ${declareAccumulators(keyGram)}
+  ${declareAccumulators(queryKeyGram)}
+  ${stagedLoop("DK", operands, [keyGram, queryKeyGram])}
+  ${
+    eachEntry(keyGram, (tr, tc, v) =>
+      `let t = t0 + ${tr}; let sx = c0 + ${tc}; if (t < C && sx < C) {
+      cw[u.keyGram + kk(bh, n, t, sx)] = ${v};
+      cw[u.queryKeyGram + kk(bh, n, t, sx)] = select(0.0, ${kqOf(v)}, sx <= t);
+    }`)
+  }
+}`;
+}
+
+/**
+ * The tiled `column_readout` ({@linkcode COLUMN_READOUT_TILED}): one workgroup per `(b, h, chunk, tile of rows x
+ * value columns)` (`columnReadoutLayout` of `chunk_wgsl.ts`: the whole chunk and up to 64 columns per tile), 4 x 4
+ * register tiles of `o[t, col]` over staged slices:
+ * 1. `q_t.s_in[:, col]` over the key entries, the rows before the chunk's first start (`startsInChunk` 0);
+ * 2. with `S0`, `q_t.S0[:, col]` for the rows after a start; then the sum times `exp(P[t, col])`;
+ * 3. `sum_s Kq[t,s] exp(P[t,col] - P[s,col]) W[s,col]` over the chunk's steps: `Kq` staged masked to `s <= t` in
+ *    `t`'s segment, `W` and `P` staged by column, the decay a per-term factor of the product (its exponent clamped at
+ *    0 before `exp`: never positive inside a segment, and the masked terms are 0 whatever it is). With the whole
+ *    chunk in one tile, a block skips the slices of steps past its rows.
+ */
+function tiledReadoutKernel(s: ChunkShape): string {
+  const layout = columnReadoutLayout(s);
+  const wg = layout.invocations;
+  const [R4, V4] = [layout.rows, layout.cols];
+  const queriesT = (base: string): StagedOperand => ({
+    width: R4,
+    along: "depth",
+    value: "qn4(bh, a + r0 + i, k)",
+    valid: `r0 + i < len && k < DK && sgw[r0 + i] ${base === "entering" ? "==" : "!="} 0u`,
+    quad: true,
+  });
+  const byColumn = (value: string, valid: string): StagedOperand => ({
+    width: V4,
+    along: "width",
+    value,
+    valid: `${valid} && c0 + i < DV`,
+  });
+  const entering = byColumn("cw[u.entryState + si(bh, n, k, c0 + i)]", "k < DK");
+  const initial = byColumn("s0[s0i(bh, k, c0 + i)]", "k < DK");
+  // Kq[t, s] (entry (s, t - r0)): 0 past s <= t and outside t's segment
+  const gramT: StagedOperand = {
+    width: R4,
+    along: "depth",
+    value: "query_key_gram(bh, n, r0 + i, k)",
+    valid: "r0 + i < len && k <= r0 + i && sgw[k] == sgw[r0 + i]",
+  };
+  const values = byColumn("cw[u.columnPseudoValues + ci(bh, a + k, c0 + i)]", "k < len");
+  const decays = byColumn("cw[u.columnLogDecaySum + ci(bh, a + k, c0 + i)]", "k < len");
+  const loops = [[queriesT("entering"), entering], [queriesT("initial"), initial], [gramT, values, decays]];
+  checkStage("column_readout", loops, layout.stage);
+  const grid: TileGrid = { name: "out", rows: R4, cols: V4, invocations: wg };
+  const inter: TileProduct = { acc: "o", grid, a: 0, b: 1 };
+  const intra: TileProduct = {
+    acc: "o",
+    grid,
+    a: 0,
+    b: 1,
+    lowerA: layout.rowTiles === 1,
+    weight: { operand: 2, factor: (p, r, v) => `exp(min(pt${p}_${r} - ${v}, vec4<f32>(0.0)))` },
+  };
+  // P[t, col] of row r of block p (clamped into the chunk and the columns: finite where nothing is stored)
+  const decayRows = eachTileRow(grid, (p, r) => {
+    const t = `a + min(r0 + outRow${p} * 4u + ${r}u, len - 1u)`;
+    const at = (c: number) =>
+      `cw[u.columnLogDecaySum + ci(bh, ${t}, min(c0 + outCol${p} * 4u + ${c}u, DV - 1u))]`;
+    return `let pt${p}_${r} = vec4<f32>(${[0, 1, 2, 3].map(at).join(", ")});
+  o${p}_${r} *= exp(pt${p}_${r});`;
+  });
+  return `
+var<workgroup> stage: array<vec4<f32>, ${layout.stage / 4}>; // the staged slices
+var<workgroup> sgw: array<u32, C>; // sequence starts in a..t (0: the entering state is t's base)
+// Kq[t, s] of chunk n (the staged loads name their depth row kk)
+fn query_key_gram(bh: u32, n: u32, t: u32, s: u32) -> f32 { return cw[u.queryKeyGram + kk(bh, n, t, s)]; }
+${chunkEntry(`${layout.tiles}u`, false, wg)}
+  let h = bh % H;
+  let r0 = (tile / ${layout.colTiles}u) * ${R4}u;
+  let c0 = (tile % ${layout.colTiles}u) * ${V4}u;
+  for (var k = lid; k < len; k += ${wg}u) { sgw[k] = u32(cw[u.startsInChunk + bh * u.T + a + k]); }
+  workgroupBarrier();
+  ${gridBlocks(grid)}
+  ${declareAccumulators(inter)}
+  // 1. the rows whose base is the entering state
+  ${stagedLoop("DK", loops[0], [inter])}
+  // 2. the rows whose base is S0 (none without one), then exp(P_t) times the sum
+  let s0Depth = select(0u, DK, u.hasS0 != 0u);
+  ${stagedLoop("s0Depth", loops[1], [inter])}
+  ${decayRows}
+  // 3. the intra-chunk part
+  ${stagedLoop(layout.rowTiles === 1 ? "len" : `min(len, r0 + ${R4}u)`, loops[2], [intra])}
+  ${
+    eachEntry(intra, (tr, tc, v) =>
+      `let t = r0 + ${tr}; let col = c0 + ${tc}; if (t < len && col < DV) { out[dor(b, h, a + t, col)] = ${v}; }`)
   }
 }`;
 }

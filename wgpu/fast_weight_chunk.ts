@@ -13,8 +13,8 @@
  * invert their triangular systems per chunk in workgroup memory (`T = (I + A)^-1`, then products with `T`), and
  * falcon3's solves run one invocation per column over the `C W` instance rows of a chunk (a step's `W` rows at
  * once). The per-column rules walk the chunks in order once
- * per `(b, h, value column)` workgroup (their solves carry the state from chunk to chunk), the rows of
- * each chunk spread over its invocations.
+ * per `(b, h)` and group of `COLUMN_SCAN_COLUMNS` value columns (their solves carry the state from chunk to
+ * chunk), each chunk's keys staged once for the group's columns, its rows spread over the invocations.
  *
  * @module
  */
@@ -46,7 +46,11 @@ import {
   WINDOW_TILE_ROWS,
 } from "./shaders/chunk_wgsl.ts";
 import { chunkShader } from "./shaders/fast_weight_chunk_shader.ts";
-import { PER_COLUMN_BACKWARD, PER_COLUMN_FORWARD } from "./shaders/fast_weight_chunk_per_column.ts";
+import {
+  columnScanTiling,
+  PER_COLUMN_BACKWARD,
+  PER_COLUMN_FORWARD,
+} from "./shaders/fast_weight_chunk_per_column.ts";
 import { statKind } from "./shaders/fast_weight_coef.ts";
 import { windowSlots } from "./shaders/fast_weight_recurrent.ts";
 
@@ -119,6 +123,8 @@ export function chunkShape(config: RuleConfig, d: ChunkDims, C: number, sharedBy
     // the delta rules' solve_input_grads takes up to SOLVE_INPUT_GRADS_ROWS_MAX rows (the whole chunk at C <= 64):
     // each staged x, dR and W value then serves every row, and F is mirrored instead of a third product
     RP: fit("pairs", Math.min(C, steps), isDeltaChunkRule(config) ? SOLVE_INPUT_GRADS_ROWS_MAX : 16),
+    // the per-column rules' scans: COLUMN_SCAN_COLUMNS value columns per workgroup where the memory holds them
+    ...(isPerColumnChunkRule(config) ? columnScanTiling({ dk: d.dk, C }, sharedBytes) : { CS: 1, CX: 0 }),
   };
 }
 

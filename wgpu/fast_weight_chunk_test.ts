@@ -34,6 +34,7 @@ import {
   pairColumnTiling,
 } from "./shaders/chunk_wgsl.ts";
 import { gpuTest } from "./_test_util.ts";
+import { COLUMN_SCAN_COLUMNS, columnScanLayout } from "./shaders/fast_weight_chunk_per_column.ts";
 
 /** The small problem (`B` and `T` are not compile-time sizes: tests vary them freely). */
 const SHAPE = { B: 2, T: 13, ...SMALL_HEADS };
@@ -380,6 +381,29 @@ gpuTest(
     }
     if (!FULL_LEVEL) return;
     await compareChunk(gpu, config, spec, chunkForm(16), "falcon3a C=16 Dk=Dv=8 tail from step 8");
+  },
+);
+
+// the per-column rules' grouped scans (column_state_scan, column_reverse_scan: COLUMN_SCAN_COLUMNS value columns per
+// workgroup): Dv = 11 leaves a partial group (its guard columns), Dk = 132 several key rows per invocation and, in
+// 16 KiB of workgroup memory, 16 staged slices of 4 key rows per chunk (one slice in 48 KiB); packed starts with S0,
+// entered from a carry, two whole chunks and a partial one, forward and backward
+gpuTest(
+  "webgpu chunk kernels of falcon2 and falcon2a match over staged key slices and a partial column group (C = 64, Dk = 132, Dv = 11)",
+  async (gpu) => {
+    const spec = { B: 1, T: 150, H: 1, dk: 132, dv: 11, seed: 61, packed: true, s0: true };
+    const shared = gpu.runtime.device.limits.maxComputeWorkgroupStorageSize;
+    for (const rule of ["falcon2", "falcon2a"] as const) {
+      const config = ruleConfig(rule);
+      const shape = chunkShape(config, spec, 64, shared);
+      const slices = shape.CS > 1 ? columnScanLayout(shape).slices : 0;
+      if (COLUMN_SCAN_COLUMNS > 1 && (spec.dv % shape.CS === 0 || (shared <= 16384 && slices < 2))) {
+        throw new Error(
+          `CS = ${shape.CS}, ${slices} slices: expected a partial column group and several slices`,
+        );
+      }
+      await compareChunk(gpu, config, spec, chunkForm(64), `${rule} C=64 Dk=132 Dv=11 carry`, { from: 9 });
+    }
   },
 );
 

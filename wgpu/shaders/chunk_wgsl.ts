@@ -36,6 +36,13 @@ export interface ChunkShape {
   readonly RT: number;
   /** Rows per workgroup of the delta rules' `solve_input_grads` kernel. */
   readonly RP: number;
+  /**
+   * Value columns per workgroup of the per-column rules' scans `column_state_scan` and `column_reverse_scan` (1: one
+   * column per workgroup, their single-column form; `columnScanTiling` in `fast_weight_chunk_per_column.ts`).
+   */
+  readonly CS: number;
+  /** Chunk rows of `X` per slice those scans stage in workgroup memory (`C`: the whole chunk; 0 where `CS` is 1). */
+  readonly CX: number;
 }
 
 /** Passes only the per-column rules (falcon2, falcon2a) run (`fast_weight_chunk_per_column.ts`). */
@@ -723,6 +730,8 @@ export function chunkKey(pass: ChunkPass, config: RuleConfig, s: ChunkShape, hea
     s.RC,
     s.RT,
     s.RP,
+    s.CS,
+    s.CX,
     heads.mambaA.join(","),
     heads.retnetG.join(","),
   ].join(":");
@@ -867,7 +876,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
       return flat(BH * nck * Math.ceil(s.C / 4) ** 2);
     case "column_state_scan":
     case "column_reverse_scan":
-      return BH * s.dv;
+      return BH * Math.ceil(s.dv / s.CS);
     case "column_readout":
       return COLUMN_READOUT_TILED ? BH * nck * columnReadoutLayout(s).tiles : flat(BH * T * s.dv);
     case "column_readout_dw":

@@ -79,6 +79,7 @@ import {
   declareAccumulators,
   eachTileRow,
   gridBlocks,
+  roundUp4,
   stagedFloats,
   stagedLoop,
   type StagedOperand,
@@ -277,6 +278,7 @@ ${flatEntry("u.B * H * nck() * C * SB")}
   }
 }`;
     case "column_state_scan":
+      if (s.CS > 1) return head + columnStateScanKernel(s, reg);
       return head + COLUMN_STEPS + `
 var<workgroup> sc: array<f32, DK>;
 var<workgroup> wv: array<f32, C>;
@@ -427,6 +429,7 @@ ${flatEntry("u.B * H * nck() * DK * DV")}
   cw[o + DK * DV] = u1;
 }`;
     case "column_reverse_scan":
+      if (s.CS > 1) return head + columnReverseScanKernel(s, reg);
       return head + COLUMN_STEPS + `
 var<workgroup> gs: array<f32, DK>;
 var<workgroup> g0: array<f32, DK>;
@@ -941,6 +944,486 @@ ${chunkEntry(`${layout.tiles}u`, false, wg)}
   ${
     eachEntry(intra, (tr, tc, v) =>
       `let t = r0 + ${tr}; let col = c0 + ${tc}; if (t < len && col < DV) { out[dor(b, h, a + t, col)] = ${v}; }`)
+  }
+}`;
+}
+
+/**
+ * Value columns per workgroup of the per-column scans `column_state_scan` and `column_reverse_scan` (a power of
+ * two): each chunk's keys `X` are staged once in workgroup memory for all of them, so `X` and `K` are read
+ * `Dv / COLUMN_SCAN_COLUMNS` times per `(b, h)` instead of `Dv` times. 1 generates the single-column kernels
+ * (one workgroup of {@linkcode CHUNK_WG} invocations per column, `X` and `K` read from storage per column).
+ * {@linkcode columnScanTiling} takes fewer where the workgroup memory does not hold them.
+ */
+export const COLUMN_SCAN_COLUMNS = 8;
+
+/** Invocations per workgroup of the grouped column scans at most (`CHUNK_WG` per column up to this). */
+export const COLUMN_SCAN_WG_MAX = 256;
+
+/**
+ * Workgroup bytes the grouped column scans take at most, whatever the device allows (48 KiB: more would only
+ * cut the workgroups an H200 SM holds, not the reuse of a staged key).
+ */
+export const COLUMN_SCAN_SHARED_MAX = 49152;
+
+/** The layout of a grouped column scan (`CS > 1`) at shape `s`. */
+export function columnScanLayout(s: Pick<ChunkShape, "dk" | "C" | "CS" | "CX">) {
+  const WG = Math.min(CHUNK_WG * s.CS, COLUMN_SCAN_WG_MAX);
+  // invocations per column (row lanes): the invocation lid serves column lid % CS, rows lid / CS + RL m
+  const RL = WG / s.CS;
+  const slices = Math.ceil(s.C / s.CX);
+  // staged rows per slice, whole 4-row blocks (the rows past the chunk's end staged as 0)
+  const CX4 = roundUp4(s.CX);
+  // stride of a staged key row: odd, so the rows the lanes of a warp read lie in distinct banks
+  const XS = s.dk | 1;
+  // rows of the step arrays that the slices' 4-row blocks read (zero past the chunk's end)
+  const WR = slices * CX4;
+  // sg (WR), pl, pp, ga (C x CS), the pseudo-values / right-hand sides (WR x CS), the state columns (Dk x CS), a slice of X
+  const floats = WR + 3 * s.C * s.CS + WR * s.CS + s.dk * s.CS + CX4 * XS;
+  return { WG, RL, slices, CX4, XS, WR, floats };
+}
+
+/**
+ * The tiling of the per-column scans at key size `dk` and chunk size `C` on a device with `sharedBytes` of
+ * workgroup memory: `CS` value columns per workgroup ({@linkcode COLUMN_SCAN_COLUMNS}, halved until the arrays
+ * fit {@linkcode COLUMN_SCAN_SHARED_MAX} and the device) and `CX` chunk rows of `X` per staged slice (the whole
+ * chunk where it fits, else the most whole 4-row blocks, at least one); `CS = 1` (and `CX = 0`): the
+ * single-column kernels.
+ */
+export function columnScanTiling(
+  d: { dk: number; C: number },
+  sharedBytes: number,
+  columns: number = COLUMN_SCAN_COLUMNS,
+): { CS: number; CX: number } {
+  if (!Number.isInteger(Math.log2(columns))) {
+    throw new RangeError(`COLUMN_SCAN_COLUMNS = ${columns}: expected a power of two`);
+  }
+  const limit = Math.floor(Math.min(sharedBytes, COLUMN_SCAN_SHARED_MAX) / 4) - 16;
+  const slices = [d.C];
+  for (let cx = Math.ceil(d.C / 4) * 4 - 4; cx >= 4; cx -= 4) slices.push(cx);
+  for (let CS = Math.min(columns, COLUMN_SCAN_WG_MAX); CS > 1; CS >>= 1) {
+    const widest = slices.find((cx) => columnScanLayout({ ...d, CS, CX: cx }).floats <= limit);
+    if (widest === undefined) continue;
+    // as many slices as the widest that fits takes, evened out (less padding past the chunk's end)
+    const n = Math.ceil(d.C / widest);
+    return { CS, CX: n === 1 ? d.C : roundUp4(Math.ceil(d.C / n)) };
+  }
+  return { CS: 1, CX: 0 };
+}
+
+/** `0..n-1`. */
+const upTo = (n: number) => Array.from({ length: n }, (_, i) => i);
+
+/** `n` copies of `f(r)` (the rows `lane + r RL` an invocation owns), joined at `indent`. */
+function laneRows(n: number, f: (r: number) => string, indent = "\n    "): string {
+  return upTo(n).map(f).join(indent);
+}
+
+/**
+ * WGSL adding to the vec4 `acc` the dot product of staged key row `row` (a float offset into `xsl`) with the
+ * column `at(i)` (a WGSL value per key index), written out 4 key indices per step (4 partial sums).
+ */
+function stagedRowDot(acc: string, row: string, at: (i: string) => string, dk: number): string {
+  const dk4 = dk - (dk % 4);
+  const v = (f: (m: number) => string) => `vec4<f32>(${upTo(4).map(f).join(", ")})`;
+  const main = dk4 > 0
+    ? `for (var i = 0u; i < ${dk4}u; i += 4u) {
+          ${acc} += ${v((m) => `xsl[${row} + i + ${m}u]`)} * ${v((m) => at(`i + ${m}u`))};
+        }`
+    : "";
+  const rest = upTo(dk % 4).map((m) => `${acc}.x += xsl[${row} + ${dk4 + m}u] * ${at(`${dk4 + m}u`)};`);
+  return [main, ...rest].filter((x) => x !== "").join("\n        ");
+}
+
+/**
+ * The shared head of both grouped column scans: constants, workgroup arrays, the step-array load `load_columns`,
+ * the slice staging `stage_x` and the entry point up to the invocation's column (`col` in the group, `c` in the
+ * state, `cc` clamped to the last column for loads, `live` where it exists) and key rows `i0, i1, ..` (clamped).
+ */
+function columnScanHead(s: ChunkShape, values: string): string {
+  const L = columnScanLayout(s);
+  const loads = Math.ceil((L.CX4 * s.dk) / L.WG);
+  const RI = Math.ceil(s.dk / L.RL);
+  return `
+const CS = ${s.CS}u;
+const SWG = ${L.WG}u;
+const RL = ${L.RL}u;
+const CX = ${s.CX}u;
+const CX4 = ${L.CX4}u;
+const XS = ${L.XS}u;
+const WR = ${L.WR}u;
+var<workgroup> sg: array<u32, WR>;
+var<workgroup> pl: array<f32, ${s.C * s.CS}>;
+var<workgroup> pp: array<f32, ${s.C * s.CS}>;
+var<workgroup> ga: array<f32, ${s.C * s.CS}>;
+var<workgroup> ${values}: array<f32, ${L.WR * s.CS}>;
+var<workgroup> xsl: array<f32, ${L.CX4 * L.XS}>;
+// the chunk's step arrays, step k of column col at k * CS + col: sg (sequence starts in a..t), pl (P), pp (Pp), ga (a)
+fn load_columns(lid: u32, lane: u32, col: u32, cc: u32, bh: u32, a: u32, len: u32) {
+  workgroupBarrier();
+  for (var k = lid; k < len; k += SWG) { sg[k] = u32(cw[u.startsInChunk + bh * u.T + a + k]); }
+  for (var k = lane; k < len; k += RL) {
+    let km = max(k, 1u) - 1u;
+    let j = k * CS + col;
+    pl[j] = cw[u.columnLogDecaySum + ci(bh, a + k, cc)];
+    ga[j] = cw[u.columnEraseGain + ci(bh, a + k, cc)];
+    let same = k > 0u && cw[u.startsInChunk + bh * u.T + a + k] == cw[u.startsInChunk + bh * u.T + a + km];
+    pp[j] = select(0.0, cw[u.columnLogDecaySum + ci(bh, a + km, cc)], same);
+  }
+  workgroupBarrier();
+}
+// rows x0.. of the chunk's keys into xsl (row r at r * XS), 0 past its end: coalesced loads, all issued before the stores
+fn stage_x(lid: u32, bh: u32, a: u32, len: u32, x0: u32) {
+  ${
+    upTo(loads).map((m) =>
+      `let q${m} = lid + ${m * L.WG}u;
+  let v${m} = select(0.0, xp(bh, i32(a + min(x0 + q${m} / DK, len - 1u)), q${m} % DK), x0 + q${m} / DK < len);`
+    ).join("\n  ")
+  }
+  ${
+    upTo(loads).map((m) => {
+      const store = `xsl[(q${m} / DK) * XS + q${m} % DK] = v${m};`;
+      return (m + 1) * L.WG > L.CX4 * s.dk ? `if (q${m} < CX4 * DK) { ${store} }` : store;
+    }).join("\n  ")
+  }
+}
+@compute @workgroup_size(SWG)
+fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  let wgid = gid.y * nwg.x + gid.x;
+  let ncg = (DV + CS - 1u) / CS;
+  if (wgid >= u.B * H * ncg) { return; }
+  let bh = wgid / ncg;
+  let col = lid % CS;
+  let lane = lid / CS;
+  let c = (wgid % ncg) * CS + col;
+  let cc = min(c, DV - 1u);
+  let live = c < DV;
+  ${laneRows(RI, (r) => `let i${r} = min(lane + ${r * L.RL}u, DK - 1u);`, "\n  ")}`;
+}
+
+/**
+ * WGSL looping `body` over the slices of the chunk `a..a+len` (`x0` their first row), staging each into `xsl`
+ * (`restage` false: the slice the last loop staged is still there, as when the chunk is one slice).
+ */
+function overSlices(s: ChunkShape, body: string, restage = true): string {
+  const stage = restage || columnScanLayout(s).slices > 1;
+  return `for (var x0 = 0u; x0 < len; x0 += CX) {
+      ${stage ? "workgroupBarrier();\n      stage_x(lid, bh, a, len, x0);\n      workgroupBarrier();" : ""}
+      ${body}
+    }`;
+}
+
+/** WGSL of the slice rows `k = x0 + tt` an invocation owns in `overSlices` (`body` where `k < len`). */
+function sliceRows(s: ChunkShape, body: string): string {
+  const L = columnScanLayout(s);
+  return laneRows(Math.ceil(s.CX / L.RL), (r) =>
+    `{
+        let tt = lane + ${r * L.RL}u;
+        let k = x0 + tt;
+        if (tt < CX && k < len) {
+          ${body}
+        }
+      }`, "\n      ");
+}
+
+/**
+ * WGSL accumulating, over the staged slices, `acc{r} += sum_k xsl[k, i{r}] * vals(k)` for the invocation's key
+ * rows (`vals`: WGSL declaring the vec4s named in `terms` for the 4 rows `x0 + k..` from a WGSL row index;
+ * `terms`: the accumulators and their vec4 factors).
+ */
+function keyRowSums(s: ChunkShape, vals: (row: (m: number) => string) => string, terms: [string, string][]) {
+  const L = columnScanLayout(s);
+  const RI = Math.ceil(s.dk / L.RL);
+  const row = (m: number) => `(x0 + k + ${m}u)`;
+  const decl = laneRows(RI, (r) => terms.map(([acc]) => `var ${acc}${r} = vec4<f32>(0.0);`).join("\n    "));
+  const sums = laneRows(RI, (r) =>
+    `{
+          let xv = vec4<f32>(${upTo(4).map((m) => `xsl[(k + ${m}u) * XS + i${r}]`).join(", ")});
+          ${terms.map(([acc, g]) => `${acc}${r} += xv * ${g};`).join("\n          ")}
+        }`, "\n        ");
+  return `${decl}
+    ${
+    overSlices(
+      s,
+      `for (var k = 0u; k < CX4; k += 4u) {
+        ${vals(row)}
+        ${sums}
+      }`,
+      false,
+    )
+  }`;
+}
+
+/**
+ * `column_state_scan` with `CS > 1` columns per workgroup (`columnScanLayout`: `RL` invocations per column, each
+ * owning chunk rows and key rows `lane + RL m`): per chunk the step arrays of the group's columns, then per slice
+ * of `X` staged once for all of them the right-hand sides `R_t` (and `x_t.base_t`), the forward substitution
+ * (falcon2) as a sweep with one barrier per step for all the columns (each invocation loads its rows' next `K`
+ * entries one step ahead, the group's columns of a row in adjacent lanes), `Gam[e,k] W_k` in place of `W`, and the
+ * exit state per `(i, column)` from the staged slices in 4 partial sums.
+ */
+function columnStateScanKernel(s: ChunkShape, reg: boolean): string {
+  const L = columnScanLayout(s);
+  const RI = Math.ceil(s.dk / L.RL);
+  const RK = Math.ceil(s.C / L.RL);
+  const keyRows = (body: string) =>
+    laneRows(
+      RI,
+      (r) =>
+        `{\n      let i = lane + ${r * L.RL}u;\n      if (i < DK) { ${
+          body.replaceAll("$r", `${r}`)
+        } }\n    }`,
+    );
+  const sc = (i: string) => `sc[(${i}) * CS + col]`;
+  const s0c = (i: string) => `s0[s0i(bh, ${i}, cc)]`;
+  return `
+var<workgroup> sc: array<f32, ${s.dk * s.CS}>;
+${columnScanHead(s, "wv")}
+  ${
+    laneRows(RI, (r) =>
+      `if (lane + ${
+        r * L.RL
+      }u < DK) { sc[i${r} * CS + col] = select(0.0, init[s0i(bh, i${r}, cc)], u.hasInit != 0u); }`, "\n  ")
+  }
+  for (var n = 0u; n < nck(); n++) {
+    let a = n * C;
+    let len = min(C, u.T - a);
+    let e = len - 1u;
+    load_columns(lid, lane, col, cc, bh, a, len);
+    ${keyRows("if (live) { cw[u.entryState + si(bh, n, i, c)] = sc[i * CS + col]; }")}
+    // right-hand side R_t = b_t y_t - a_t exp(Pp_t) x_t.base_t, per staged slice of X
+    ${
+    overSlices(
+      s,
+      sliceRows(
+        s,
+        `let j = k * CS + col;
+          let t = a + k;
+          var acc = vec4<f32>(0.0);
+          var xs = 0.0;
+          if (sg[k] == 0u) {
+            ${stagedRowDot("acc", "tt * XS", sc, s.dk)}
+            xs = acc.x + acc.y + acc.z + acc.w;
+          } else if (u.hasS0 != 0u) {
+            ${stagedRowDot("acc", "tt * XS", s0c, s.dk)}
+            xs = acc.x + acc.y + acc.z + acc.w;
+          }
+          if (live) { cw[u.columnKeyDotBase + ci(bh, t, c)] = xs; }
+          wv[j] = cw[u.columnWriteGain + ci(bh, t, cc)] * yp(bh, i32(t), cc) - ga[j] * exp(pp[j]) * xs;`,
+      ),
+    )
+  }
+    workgroupBarrier();
+    ${
+    reg
+      ? `// forward substitution as a sweep over the steps, all the group's columns at once: once W_s is final,
+    // every later row of its segment drops A[k,s] W_s; each invocation loads its rows' next K entries one step ahead
+    var kc: array<f32, ${RK}>;
+    ${
+        laneRows(RK, (r) =>
+          `{ let k = lane + ${
+            r * L.RL
+          }u; kc[${r}] = select(0.0, cw[u.keyGram + kk(bh, n, 0u, min(k, C - 1u))], k < len); }`)
+      }
+    for (var sx = 0u; sx + 1u < len; sx++) {
+      let w = wv[sx * CS + col];
+      let ps = pl[sx * CS + col];
+      let ss = sg[sx];
+      ${
+        laneRows(
+          RK,
+          (r) =>
+            `{
+        let k = lane + ${r * L.RL}u;
+        var kn = 0.0;
+        if (k > sx + 1u && k < len) { kn = cw[u.keyGram + kk(bh, n, sx + 1u, k)]; }
+        if (k > sx && k < len && sg[k] == ss) {
+          let j = k * CS + col;
+          wv[j] -= ga[j] * exp(pp[j] - ps) * kc[${r}] * w;
+        }
+        kc[${r}] = kn;
+      }`,
+          "\n      ",
+        )
+      }
+      workgroupBarrier();
+    }`
+      : ""
+  }
+    // W stored, then Gam[e,k] W_k in its place (0 past the chunk's end, for the slices' whole 4-row blocks)
+    for (var k = lane; k < WR; k += RL) {
+      let j = k * CS + col;
+      var g = 0.0;
+      if (k < len) {
+        let w = wv[j];
+        if (live) { cw[u.columnPseudoValues + ci(bh, a + k, c)] = w; }
+        g = select(0.0, exp(pl[e * CS + col] - pl[j]), sg[k] == sg[e]) * w;
+      }
+      wv[j] = g;
+    }
+    workgroupBarrier();
+    // exit state: exp(P_e) base_e + sum_k Gam[e,k] x_k W_k, per (key row, column)
+    ${
+    keyRowSums(
+      s,
+      (row) => `let g = vec4<f32>(${upTo(4).map((m) => `wv[${row(m)} * CS + col]`).join(", ")});`,
+      [["ex", "g"]],
+    )
+  }
+    ${
+    keyRows(`
+        var v = ex$r.x + ex$r.y + ex$r.z + ex$r.w;
+        let pe = exp(pl[e * CS + col]);
+        if (sg[e] == 0u) { v += pe * sc[i * CS + col]; } else if (u.hasS0 != 0u) { v += pe * s0[s0i(bh, i, cc)]; }
+        sc[i * CS + col] = v;
+      `)
+  }
+  }
+  ${
+    laneRows(RI, (r) =>
+      `if (live && lane + ${
+        r * L.RL
+      }u < DK) { cw[u.finalState + s0i(bh, i${r}, c)] = sc[i${r} * CS + col]; }`, "\n  ")
+  }
+}`;
+}
+
+/**
+ * `column_reverse_scan` with `CS > 1` columns per workgroup (the layout of {@linkcode columnStateScanKernel}): per
+ * chunk, from the last, `dExitState`, then per staged slice of `X` the pseudo-value gradients
+ * `dW = readout part + Gam[e,k] x_k.G`, the back substitution `dR = (I + A)^-T dW` (falcon2) as a sweep with one
+ * barrier per step for all the columns, and per `(i, column)` the gradients of the entering state and of `S0`
+ * (`dBaseReadout` parts less `sum_k a_k exp(Pp_k) dR_k x_k`, split by base, in 4 partial sums); `dS0` builds up in
+ * registers, `dCarryState` is the last `G`.
+ */
+function columnReverseScanKernel(s: ChunkShape, reg: boolean): string {
+  const L = columnScanLayout(s);
+  const RI = Math.ceil(s.dk / L.RL);
+  const RK = Math.ceil(s.C / L.RL);
+  const keyRows = (body: string) =>
+    laneRows(
+      RI,
+      (r) =>
+        `{\n      let i = lane + ${r * L.RL}u;\n      if (i < DK) { ${
+          body.replaceAll("$r", `${r}`)
+        } }\n    }`,
+    );
+  const gs = (i: string) => `gs[(${i}) * CS + col]`;
+  return `
+var<workgroup> gs: array<f32, ${s.dk * s.CS}>;
+${columnScanHead(s, "dr")}
+  ${laneRows(RI, (r) => `var ds${r} = 0.0;`, "\n  ")}
+  ${laneRows(RI, (r) => `if (lane + ${r * L.RL}u < DK) { gs[i${r} * CS + col] = 0.0; }`, "\n  ")}
+  for (var rn = 0u; rn < nck(); rn++) {
+    let n = nck() - 1u - rn;
+    let a = n * C;
+    let len = min(C, u.T - a);
+    let e = len - 1u;
+    load_columns(lid, lane, col, cc, bh, a, len);
+    ${keyRows("if (live) { cw[u.dExitState + si(bh, n, i, c)] = gs[i * CS + col]; }")}
+    // dW = readout part + Gam[e,k] x_k.G, per staged slice of X
+    ${
+    overSlices(
+      s,
+      sliceRows(
+        s,
+        `let j = k * CS + col;
+          var xg = 0.0;
+          if (sg[k] == sg[e]) {
+            var acc = vec4<f32>(0.0);
+            ${stagedRowDot("acc", "tt * XS", gs, s.dk)}
+            xg = (acc.x + acc.y + acc.z + acc.w) * exp(pl[e * CS + col] - pl[j]);
+          }
+          dr[j] = cw[u.columnDPseudoValuesReadout + ci(bh, a + k, cc)] + xg;`,
+      ),
+    )
+  }
+    workgroupBarrier();
+    ${
+    reg
+      ? `// back substitution as a sweep over the steps, all the group's columns at once: once dR_t2 is final,
+    // every earlier row of its segment drops A[t2,k] dR_t2 (K entries loaded one step ahead)
+    var kc: array<f32, ${RK}>;
+    ${
+        laneRows(RK, (r) =>
+          `{ let k = lane + ${
+            r * L.RL
+          }u; kc[${r}] = select(0.0, cw[u.keyGram + kk(bh, n, len - 1u, min(k, C - 1u))], k < len); }`)
+      }
+    for (var t2 = len - 1u; t2 > 0u; t2--) {
+      let d = dr[t2 * CS + col];
+      let gt = ga[t2 * CS + col];
+      let pt = pp[t2 * CS + col];
+      let st = sg[t2];
+      ${
+        laneRows(
+          RK,
+          (r) =>
+            `{
+        let k = lane + ${r * L.RL}u;
+        var kn = 0.0;
+        if (k + 1u < t2) { kn = cw[u.keyGram + kk(bh, n, t2 - 1u, k)]; }
+        if (k < t2 && sg[k] == st) {
+          let j = k * CS + col;
+          dr[j] -= gt * exp(pt - pl[j]) * kc[${r}] * d;
+        }
+        kc[${r}] = kn;
+      }`,
+          "\n      ",
+        )
+      }
+      workgroupBarrier();
+    }`
+      : ""
+  }
+    // dR stored, then a_k exp(Pp_k) dR_k in its place (0 past the chunk's end)
+    for (var k = lane; k < WR; k += RL) {
+      let j = k * CS + col;
+      var rc = 0.0;
+      if (k < len) {
+        let d = dr[j];
+        if (live) { cw[u.columnDRightHandSide + ci(bh, a + k, c)] = d; }
+        rc = ga[j] * exp(pp[j]) * d;
+      }
+      dr[j] = rc;
+    }
+    workgroupBarrier();
+    // gradient of the entering state (base s_in: rows before the chunk's first start) and of S0 (the others)
+    ${
+    keyRowSums(
+      s,
+      (row) =>
+        `let g = vec4<f32>(${upTo(4).map((m) => `dr[${row(m)} * CS + col]`).join(", ")});
+        let g0 = select(vec4<f32>(0.0), g, vec4<u32>(${
+          upTo(4).map((m) => `sg[${row(m)}]`).join(", ")
+        }) == vec4<u32>(0u));
+        let g1 = g - g0;`,
+      [["b0", "g0"], ["b1", "g1"]],
+    )
+  }
+    ${
+    keyRows(`
+        let o = u.columnDBaseReadout + (bh * nck() + n) * 2u * DK * DV + i * DV + cc;
+        var v0 = cw[o] - (b0$r.x + b0$r.y + b0$r.z + b0$r.w);
+        var v1 = cw[o + DK * DV] - (b1$r.x + b1$r.y + b1$r.z + b1$r.w);
+        let ce = exp(pl[e * CS + col]) * gs[i * CS + col];
+        if (sg[e] == 0u) { v0 += ce; } else { v1 += ce; }
+        ds$r += v1;
+        gs[i * CS + col] = v0;
+      `)
+  }
+  }
+  ${
+    laneRows(
+      RI,
+      (r) =>
+        `if (live && lane + ${r * L.RL}u < DK) {
+    out[u.gDC + s0i(bh, i${r}, c)] = gs[i${r} * CS + col];
+    out[u.gDS0 + s0i(bh, i${r}, c)] = ds${r};
+  }`,
+      "\n  ",
+    )
   }
 }`;
 }

@@ -124,7 +124,9 @@ export function chunkShape(config: RuleConfig, d: ChunkDims, C: number, sharedBy
     // each staged x, dR and W value then serves every row, and F is mirrored instead of a third product
     RP: fit("pairs", Math.min(C, steps), isDeltaChunkRule(config) ? SOLVE_INPUT_GRADS_ROWS_MAX : 16),
     // the per-column rules' scans: COLUMN_SCAN_COLUMNS value columns per workgroup where the memory holds them
-    ...(isPerColumnChunkRule(config) ? columnScanTiling({ dk: d.dk, C }, sharedBytes) : { CS: 1, CX: 0 }),
+    ...(isPerColumnChunkRule(config)
+      ? columnScanTiling({ dk: d.dk, dv: d.dv, C }, sharedBytes)
+      : { CS: 1, CX: 0 }),
   };
 }
 

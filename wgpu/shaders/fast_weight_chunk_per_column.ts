@@ -86,6 +86,7 @@ import {
   type TileGrid,
   type TileProduct,
 } from "./chunk_staged_tiles.ts";
+import { packWorkgroupArrays } from "./workgroup_packing.ts";
 
 /** One per-column pass. */
 export type PerColumnPass = typeof PER_COLUMN_PASSES[number];
@@ -278,7 +279,9 @@ ${flatEntry("u.B * H * nck() * C * SB")}
   }
 }`;
     case "column_state_scan":
-      if (s.CS > 1) return head + columnStateScanKernel(s, reg);
+      if (s.CS > 1) {
+        return packWorkgroupArrays(head + columnStateScanKernel(s, reg), COLUMN_SCAN_ARRAYS.state);
+      }
       return head + COLUMN_STEPS + `
 var<workgroup> sc: array<f32, DK>;
 var<workgroup> wv: array<f32, C>;
@@ -429,7 +432,9 @@ ${flatEntry("u.B * H * nck() * DK * DV")}
   cw[o + DK * DV] = u1;
 }`;
     case "column_reverse_scan":
-      if (s.CS > 1) return head + columnReverseScanKernel(s, reg);
+      if (s.CS > 1) {
+        return packWorkgroupArrays(head + columnReverseScanKernel(s, reg), COLUMN_SCAN_ARRAYS.reverse);
+      }
       return head + COLUMN_STEPS + `
 var<workgroup> gs: array<f32, DK>;
 var<workgroup> g0: array<f32, DK>;
@@ -955,7 +960,16 @@ ${chunkEntry(`${layout.tiles}u`, false, wg)}
  * (one workgroup of {@linkcode CHUNK_WG} invocations per column, `X` and `K` read from storage per column).
  * {@linkcode columnScanTiling} takes fewer where the workgroup memory does not hold them.
  */
-export const COLUMN_SCAN_COLUMNS = 8;
+export const COLUMN_SCAN_COLUMNS = 16;
+
+/**
+ * The workgroup arrays of the grouped column scans, declared as 4-vectors (`packWorkgroupArrays`: their few
+ * thousand scalars took llvmpipe minutes to compile).
+ */
+const COLUMN_SCAN_ARRAYS = {
+  state: ["sc", "sg", "pl", "pp", "ga", "wv", "xsl"],
+  reverse: ["gs", "sg", "pl", "pp", "ga", "dr", "xsl"],
+} as const;
 
 /** Invocations per workgroup of the grouped column scans at most (`CHUNK_WG` per column up to this). */
 export const COLUMN_SCAN_WG_MAX = 256;
@@ -991,7 +1005,7 @@ export function columnScanLayout(s: Pick<ChunkShape, "dk" | "C" | "CS" | "CX">) 
  * single-column kernels.
  */
 export function columnScanTiling(
-  d: { dk: number; C: number },
+  d: { dk: number; dv: number; C: number },
   sharedBytes: number,
   columns: number = COLUMN_SCAN_COLUMNS,
 ): { CS: number; CX: number } {
@@ -1001,7 +1015,9 @@ export function columnScanTiling(
   const limit = Math.floor(Math.min(sharedBytes, COLUMN_SCAN_SHARED_MAX) / 4) - 16;
   const slices = [d.C];
   for (let cx = Math.ceil(d.C / 4) * 4 - 4; cx >= 4; cx -= 4) slices.push(cx);
-  for (let CS = Math.min(columns, COLUMN_SCAN_WG_MAX); CS > 1; CS >>= 1) {
+  // no more columns than the power of two that holds Dv (the rest would be guard columns)
+  const most = Math.min(columns, COLUMN_SCAN_WG_MAX, 2 ** Math.ceil(Math.log2(Math.max(d.dv, 1))));
+  for (let CS = most; CS > 1; CS >>= 1) {
     const widest = slices.find((cx) => columnScanLayout({ ...d, CS, CX: cx }).floats <= limit);
     if (widest === undefined) continue;
     // as many slices as the widest that fits takes, evened out (less padding past the chunk's end)
@@ -1052,7 +1068,7 @@ const CX = ${s.CX}u;
 const CX4 = ${L.CX4}u;
 const XS = ${L.XS}u;
 const WR = ${L.WR}u;
-var<workgroup> sg: array<u32, WR>;
+var<workgroup> sg: array<u32, ${L.WR}>;
 var<workgroup> pl: array<f32, ${s.C * s.CS}>;
 var<workgroup> pp: array<f32, ${s.C * s.CS}>;
 var<workgroup> ga: array<f32, ${s.C * s.CS}>;

@@ -960,7 +960,7 @@ ${chunkEntry(`${layout.tiles}u`, false, wg)}
  * (one workgroup of {@linkcode CHUNK_WG} invocations per column, `X` and `K` read from storage per column).
  * {@linkcode columnScanTiling} takes fewer where the workgroup memory does not hold them.
  */
-export const COLUMN_SCAN_COLUMNS = 16;
+export const COLUMN_SCAN_COLUMNS = 32;
 
 /**
  * The workgroup arrays of the grouped column scans, declared as 4-vectors (`packWorkgroupArrays`: their few
@@ -1043,7 +1043,7 @@ function stagedRowDot(acc: string, row: string, at: (i: string) => string, dk: n
   const dk4 = dk - (dk % 4);
   const v = (f: (m: number) => string) => `vec4<f32>(${upTo(4).map(f).join(", ")})`;
   const main = dk4 > 0
-    ? `for (var i = 0u; i < ${dk4}u; i += 4u) {
+    ? `for (var i = 0u; i < ${dk4}u * one; i += 4u) {
           ${acc} += ${v((m) => `xsl[${row} + i + ${m}u]`)} * ${v((m) => at(`i + ${m}u`))};
         }`
     : "";
@@ -1115,6 +1115,9 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let c = (wgid % ncg) * CS + col;
   let cc = min(c, DV - 1u);
   let live = c < DV;
+  // 1, unknown to the compiler: the key and slice loops keep their trip counts at run time (llvmpipe unrolls loops
+  // of known trip count, which took it three times as long to compile these kernels; a GPU unrolls them anyway)
+  let one = min(u.B, 1u);
   ${laneRows(RI, (r) => `let i${r} = min(lane + ${r * L.RL}u, DK - 1u);`, "\n  ")}`;
 }
 
@@ -1162,7 +1165,7 @@ function keyRowSums(s: ChunkShape, vals: (row: (m: number) => string) => string,
     ${
     overSlices(
       s,
-      `for (var k = 0u; k < CX4; k += 4u) {
+      `for (var k = 0u; k < CX4 * one; k += 4u) {
         ${vals(row)}
         ${sums}
       }`,

@@ -44,6 +44,7 @@ import {
   rowsTileMax,
   SOLVE_INPUT_GRADS_ROWS_MAX,
   WINDOW_TILE_ROWS,
+  windowSolveColumns,
 } from "./shaders/chunk_wgsl.ts";
 import { chunkShader } from "./shaders/fast_weight_chunk_shader.ts";
 import { PER_COLUMN_BACKWARD, PER_COLUMN_FORWARD } from "./shaders/fast_weight_chunk_per_column.ts";
@@ -119,6 +120,8 @@ export function chunkShape(config: RuleConfig, d: ChunkDims, C: number, sharedBy
     // the delta rules' solve_input_grads takes up to SOLVE_INPUT_GRADS_ROWS_MAX rows (the whole chunk at C <= 64):
     // each staged x, dR and W value then serves every row, and F is mirrored instead of a third product
     RP: fit("pairs", Math.min(C, steps), isDeltaChunkRule(config) ? SOLVE_INPUT_GRADS_ROWS_MAX : 16),
+    // falcon3's window_solve: the sweep's columns per workgroup (0: the serial form)
+    WS: windowDelta ? windowSolveColumns(pad + 1, C, limit) : 0,
   };
 }
 

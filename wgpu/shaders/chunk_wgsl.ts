@@ -36,6 +36,11 @@ export interface ChunkShape {
   readonly RT: number;
   /** Rows per workgroup of the delta rules' `solve_input_grads` kernel. */
   readonly RP: number;
+  /**
+   * Columns of `U0 | V` per workgroup of falcon3's sweep `window_solve` ({@linkcode windowSolveColumns}); 0: its
+   * serial form (another rule, `WINDOW_SOLVE = "serial"`, or a shape whose sweep does not fit).
+   */
+  readonly WS: number;
 }
 
 /** Passes only the per-column rules (falcon2, falcon2a) run (`fast_weight_chunk_per_column.ts`). */
@@ -630,6 +635,46 @@ export function windowPanelSteps(nw: number, C: number): number {
   return Math.max(1, Math.min(C, Math.floor(64 / nw)));
 }
 
+/** Forms of falcon3's forward `window_solve` ({@linkcode WINDOW_SOLVE}). */
+export type WindowSolveForm = "sweep" | "serial";
+
+/**
+ * The form of falcon3's forward `window_solve` (`fast_weight_chunk_window_delta.ts`): `"sweep"`, a workgroup of
+ * {@linkcode WINDOW_SOLVE_WG} invocations per `(b, h, chunk, WINDOW_SOLVE_COLUMNS columns of U0 | V)` that holds its
+ * columns in workgroup memory and sweeps them step by step (right-looking: each solved step updates every later
+ * row), or `"serial"`, one invocation per column that re-reads the earlier solved rows from the workspace (the
+ * kernel before the sweep, its WGSL unchanged). A shape whose sweep does not fit the workgroup memory runs the serial one.
+ */
+export const WINDOW_SOLVE: WindowSolveForm = "sweep";
+
+/** Columns of `U0 | V` per workgroup of the sweep `window_solve` at most (halved until its arrays fit). */
+export const WINDOW_SOLVE_COLUMNS = 8;
+
+/** Invocations of the sweep `window_solve`. */
+export const WINDOW_SOLVE_WG = 256;
+
+/**
+ * Workgroup floats of the sweep `window_solve` with `sc` columns: the chunk's step arrays (6 C), the columns
+ * (`C W x sc`), the later rows' decay factors of two steps (`2 C W`) and `W + 1` pivot columns of the pair Gram
+ * matrix (`CP = C + W - 1` each).
+ */
+export function windowSweepFloats(nw: number, C: number, sc: number): number {
+  return 6 * C + C * nw * sc + 2 * C * nw + (nw + 1) * (C + nw - 1);
+}
+
+/**
+ * Columns per workgroup of falcon3's sweep `window_solve` at chunk size `C`, window `nw` and `limit` workgroup
+ * floats: {@linkcode WINDOW_SOLVE_COLUMNS}, halved until {@linkcode windowSweepFloats} fits; 0 (the serial form)
+ * where `WINDOW_SOLVE` is `"serial"`, nothing fits, or the chunk has more pairs than the sweep has invocations.
+ */
+export function windowSolveColumns(nw: number, C: number, limit: number): number {
+  if ((WINDOW_SOLVE as WindowSolveForm) !== "sweep" || C + nw - 1 > WINDOW_SOLVE_WG) return 0;
+  for (let sc = WINDOW_SOLVE_COLUMNS; sc >= 1; sc = Math.floor(sc / 2)) {
+    if (windowSweepFloats(nw, C, sc) <= limit) return sc;
+  }
+  return 0;
+}
+
 /** Pipeline key of a chunk kernel. */
 export function chunkKey(pass: ChunkPass, config: RuleConfig, s: ChunkShape, heads: HeadConstants): string {
   return [
@@ -647,6 +692,7 @@ export function chunkKey(pass: ChunkPass, config: RuleConfig, s: ChunkShape, hea
     s.RC,
     s.RT,
     s.RP,
+    s.WS,
     heads.mambaA.join(","),
     heads.retnetG.join(","),
   ].join(":");
@@ -735,7 +781,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "window_solve_transposed":
       return BH * nck * Math.ceil(s.dv / SOLVE_TRANSPOSED_COLUMNS);
     case "window_solve":
-      return BH * nck * Math.ceil((s.dk + s.dv) / CHUNK_WG);
+      return BH * nck * Math.ceil((s.dk + s.dv) / (s.WS > 0 ? s.WS : CHUNK_WG));
     case "window_pair_gram":
       return BH * nck * pairGramTiles(s.C, pad);
     case "window_transition":

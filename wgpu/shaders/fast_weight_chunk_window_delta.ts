@@ -65,6 +65,7 @@ import {
   tile4Each,
   transitionTiles,
   WINDOW_DELTA_PASSES,
+  WINDOW_SOLVE_WG,
   windowPanelSteps,
 } from "./chunk_wgsl.ts";
 
@@ -124,7 +125,7 @@ export function windowDeltaShader(
     case "window_pair_gram":
       return steps + gramKernel(s, nw);
     case "window_solve":
-      return steps + solveKernel(nw, s);
+      return steps + (s.WS > 0 ? sweepSolveKernel(nw, s.WS) : solveKernel(nw, s));
     case "window_transition":
       return steps + `
 var<workgroup> ge: array<f32, C>;
@@ -429,6 +430,117 @@ ${chunkEntry(`${Math.ceil((s.dv + s.dk) / CHUNK_WG)}u`)}
       `cw[u.pseudoValuesStateFactor + instance_row(bh, a, r0 + ${o}u) * DK + i] = select(0.0, v${o}, ok${o});`
     )
   }
+      }
+    }
+  }
+}`;
+}
+
+/**
+ * `window_solve` in its sweep form (`WINDOW_SOLVE = "sweep"`, `s.WS = SC > 0`): per `(b, h, chunk, SC columns of
+ * U0 | V)` ({@linkcode WINDOW_SOLVE_WG} invocations, the column the fastest index of `lid`, `SR` rows at a time) the
+ * workgroup holds its columns of every instance row in `v [CW, SC]`: first the right-hand sides (`g_t y_j - a_t
+ * exp(Pp_t) S0^T x_j` for the value columns, the `S0` dot product per row and column; `a_t exp(Pp_t) x_j` for
+ * the state-factor columns of a segment on the entering state; 0 for the rows that are not real pairs), then a
+ * right-looking sweep: once step `t`'s rows are final (their pivots in registers), every later row `r` of its
+ * segment takes `v[r] -= f_t[r] sum_o xx(r, (t, o)) v[(t, o)]`, `f_t[r] = a_(t_r) exp(Pp_(t_r) - P_t)` masked before
+ * the exp (`sweep_factor`: a later step of the same segment, `r` a real row; the pivots that are not real are 0).
+ * Per step the next step's factors (`rowf`, two steps) and the pair Gram column of its new pivot pair (`gwin`,
+ * `W + 1` rolling columns of `CP`) are staged while the current step's updates run: one barrier per step.
+ * Last the columns are stored, a row's `SC` columns side by side.
+ */
+function sweepSolveKernel(nw: number, sc: number): string {
+  const sum = (term: (o: number) => string) => {
+    const terms = Array.from({ length: nw }, (_, o) => term(o));
+    // pairs of terms summed first (independent products)
+    const pairs: string[] = [];
+    for (let o = 0; o < terms.length; o += 2) {
+      pairs.push(o + 1 < terms.length ? `(${terms[o]} + ${terms[o + 1]})` : terms[o]);
+    }
+    return pairs.join(" + ");
+  };
+  return `
+const SC = ${sc}u;
+const SWG = ${WINDOW_SOLVE_WG}u;
+const SR = SWG / SC;
+const NSLOT = NW + 1u;
+var<workgroup> v: array<f32, CW * SC>;       // the workgroup's columns of U0 | V, row by row
+var<workgroup> rowf: array<f32, 2u * CW>;    // the later rows' decay factors f_t[r] of two steps
+var<workgroup> gwin: array<f32, NSLOT * CP>; // pair Gram columns of the pivot pairs (pair p in slot p % NSLOT)
+// f_t[r] = a_(t_r) exp(Pp_(t_r) - P_t) for a real row r of a later step of t's segment (masked before exp)
+fn sweep_factor(a: u32, len: u32, t: u32, r: u32) -> f32 {
+  let tr = r / NW;
+  if (tr <= t || tr >= len || cseg[tr] != cseg[t] || !is_real_row(a, len, r)) { return 0.0; }
+  return cga[tr] * exp(cpp[tr] - cp[t]);
+}
+// S0[:, col] . x_j (4 partial sums)
+fn s0_dot(bh: u32, j: i32, col: u32) -> f32 {
+  var p0 = 0.0;
+  var p1 = 0.0;
+  var p2 = 0.0;
+  var p3 = 0.0;
+  var i = 0u;
+  for (; i + 3u < DK; i += 4u) {
+    p0 += s0[(bh * DK + i) * DV + col] * xp(bh, j, i);
+    p1 += s0[(bh * DK + i + 1u) * DV + col] * xp(bh, j, i + 1u);
+    p2 += s0[(bh * DK + i + 2u) * DV + col] * xp(bh, j, i + 2u);
+    p3 += s0[(bh * DK + i + 3u) * DV + col] * xp(bh, j, i + 3u);
+  }
+  for (; i < DK; i++) { p0 += s0[(bh * DK + i) * DV + col] * xp(bh, j, i); }
+  return (p0 + p1) + (p2 + p3);
+}
+// the right-hand side of chunk row r, column col of U0 | V
+fn sweep_rhs(bh: u32, a: u32, len: u32, r: u32, col: u32) -> f32 {
+  if (col >= DV + DK || !is_real_row(a, len, r)) { return 0.0; }
+  let t = r / NW;
+  let j = row_pair(a, r);
+  let bk = base_kind(t);
+  if (col < DV) {
+    var x = cg[t] * yp(bh, j, col);
+    if (bk == 1u && u.hasS0 != 0u) { x -= cga[t] * exp(cpp[t]) * s0_dot(bh, j, col); }
+    return x;
+  }
+  if (bk == 0u) { return cga[t] * exp(cpp[t]) * xp(bh, j, col - DV); }
+  return 0.0;
+}
+${chunkEntry("(DV + DK + SC - 1u) / SC", true, WINDOW_SOLVE_WG)}
+  let nr = len * NW;
+  let c = lid % SC;
+  let rl = lid / SC;
+  let col = tile * SC + c;
+  if (rl < SR) {
+    for (var r = rl; r < nr; r += SR) { v[r * SC + c] = sweep_rhs(bh, a, len, r, col); }
+  }
+  for (var r = lid; r < nr; r += SWG) { rowf[r] = sweep_factor(a, len, 0u, r); }
+  for (var k = lid; k < NW * CP; k += SWG) { gwin[k] = cw[pair_gram_at(bh, n, k / CP, k % CP)]; }
+  workgroupBarrier();
+  for (var t = 0u; t + 1u < len; t++) {
+    let cur = (t & 1u) * CW;
+    let r0 = t * NW;
+    // the next step's new pivot pair t + 1 + PAD: its pair Gram column, loaded before this step's updates
+    let np = t + NW;
+    var gn = 0.0;
+    if (lid < CP) { gn = cw[pair_gram_at(bh, n, np, lid)]; }
+    ${unroll(nw, (o) => `let pv${o} = v[(r0 + ${o}u) * SC + c];`, "\n    ")}
+    ${unroll(nw, (o) => `let gs${o} = ((t + ${nw - 1 - o}u) % NSLOT) * CP;`, "\n    ")}
+    if (rl < SR) {
+      for (var r = r0 + NW + rl; r < nr; r += SR) {
+        let p = r / NW + PAD - r % NW;
+        v[r * SC + c] -= rowf[cur + r] * (${sum((o) => `gwin[gs${o} + p] * pv${o}`)});
+      }
+    }
+    for (var r = lid; r < nr; r += SWG) { rowf[CW - cur + r] = sweep_factor(a, len, t + 1u, r); }
+    if (lid < CP) { gwin[(np % NSLOT) * CP + lid] = gn; }
+    workgroupBarrier();
+  }
+  if (rl < SR && col < DV + DK) {
+    for (var r = rl; r < nr; r += SR) {
+      let x = select(0.0, v[r * SC + c], is_real_row(a, len, r));
+      let gr = instance_row(bh, a, r);
+      if (col < DV) {
+        cw[u.pseudoValuesConstant + gr * DV + col] = x;
+      } else {
+        cw[u.pseudoValuesStateFactor + gr * DK + col - DV] = x;
       }
     }
   }

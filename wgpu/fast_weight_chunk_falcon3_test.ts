@@ -17,6 +17,7 @@ import { type Alignment, ALIGNMENTS, ruleConfig } from "../src/rules/config.ts";
 import { SMALL_CHUNK, SMALL_HEADS } from "../src/testing/shapes.ts";
 import { chunkForm, compareChunk, FULL_LEVEL } from "./_chunk_compare.ts";
 import { chunkShape } from "./fast_weight_chunk.ts";
+import { WINDOW_SOLVE, WINDOW_SOLVE_COLUMNS, type WindowSolveForm } from "./shaders/chunk_wgsl.ts";
 import { gpuTest } from "./_test_util.ts";
 
 /** A falcon3 problem with window `window` at chunk size `C` (prefix and same-step alignment). */
@@ -100,8 +101,9 @@ gpuTest(
     const config = ruleConfig("falcon3", { alignment: "prefix" });
     const spec = { B: 1, T: 150, H: 2, dk: 5, dv: 6, seed: 71, packed: true, s0: true };
     const shape = chunkShape(config, spec, 64, gpu.runtime.device.limits.maxComputeWorkgroupStorageSize);
-    if (shape.WS !== 8) {
-      throw new Error(`window_solve columns per workgroup ${shape.WS}, expected the sweep's 8`);
+    const columns = (WINDOW_SOLVE as WindowSolveForm) === "sweep" ? Math.min(WINDOW_SOLVE_COLUMNS, 8) : 0;
+    if (shape.WS !== columns) {
+      throw new Error(`window_solve columns per workgroup ${shape.WS}, expected ${columns}`);
     }
     await compareChunk(gpu, config, spec, chunkForm(64), "falcon3/sweep/C=64/Dk=5/Dv=6", {
       from: 37,

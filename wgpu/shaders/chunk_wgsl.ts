@@ -369,6 +369,7 @@ export function chunkSharedFloats(
     // (their RC + PAD pairs' q.x, the rows' dO.w and G w, the pairs' G^T x, the decays); window_solve_input_grads: RP
     // steps of W rows against a panel of PS steps (two score panels, their pair sums, the dx rows);
     // window_solve/window_solve_transposed: W staged rows of A (and window_solve_transposed's W partial sums of every invocation)
+    // (the sweep window_solve is chosen only where its windowSweepFloats fit: ChunkShape.WS)
     const nw = pad + 1;
     const cw = s.C * nw;
     const ps = windowPanelSteps(nw, s.C);

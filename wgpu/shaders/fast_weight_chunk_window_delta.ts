@@ -20,8 +20,11 @@
  * `window_pair_gram` (per `(b, h, chunk, 64 blocks)`: the Gram matrix `pairGram` of the chunk's pairs and the `W-1`
  * before it, from which `A` is formed where it is read: `(C + W - 1)^2` dot products instead of
  * `(C W)^2`, and no `C W x C W` matrix in memory; 4 x 4 tiles of its lower triangle, mirrored), `window_solve`
- * (per `(b, h, chunk, 64 columns)` of `U0 | V`, one invocation per column, forward substitution step by
- * step), `window_transition` (`K`, `Bv`, 4 x 4 tiles), the shared `delta_state_scan` (`S_in` of every chunk), `window_pseudo_values` (`W`,
+ * (`WINDOW_SOLVE`: the sweep, per `(b, h, chunk, WS columns)` of `U0 | V` with 256 invocations, the columns
+ * in workgroup memory, each solved step updating every later row from staged decay factors and pair Gram
+ * columns, `sweepSolveKernel`; or the serial form, per `(b, h, chunk, 64 columns)`, one invocation per column,
+ * forward substitution step by step re-reading the solved rows from the workspace, where `WINDOW_SOLVE =
+ * "serial"` or the sweep's arrays do not fit, `ChunkShape.WS = 0`), `window_transition` (`K`, `Bv`, 4 x 4 tiles), the shared `delta_state_scan` (`S_in` of every chunk), `window_pseudo_values` (`W`,
  * per `(b, h, chunk)`, 4 x 4 tiles of rows x value columns), `window_readout` (per `(b, h, chunk, R rows)`: the
  * outputs).
  * Backward (after recomputing the forward): the shared `base_readout_grads`; `window_readout_dw` (the readout's `dW`: `dPseudoValuesReadout`);
@@ -365,7 +368,7 @@ ${chunkEntry(`${pairGramTiles(s.C, nw - 1)}u`)}
 }
 
 /**
- * `window_solve`: `(I + A) [U0 | V] = [R_y | R_x]` by forward substitution, one step (its `W` rows, which do
+ * `window_solve` in its serial form (`s.WS = 0`): `(I + A) [U0 | V] = [R_y | R_x]` by forward substitution, one step (its `W` rows, which do
  * not see each other) at a time: the step's rows of `A` are staged in workgroup memory, and every
  * invocation owns a column of `U0 | V`, so each earlier row it reads serves the step's `W` rows. The
  * `Dv + Dk` columns spread over `ceil((Dv + Dk) / 64)` workgroups per chunk (each stages `A` itself):

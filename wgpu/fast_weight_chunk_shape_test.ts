@@ -286,17 +286,24 @@ Deno.test("chunkShape gives falcon3's sweep window_solve the columns that fit (W
   const ws = (rule: "falcon3" | "falcon1", C: number, window = 4, shared = WEBGPU_DEFAULT_SHARED) =>
     chunkShape(ruleConfig(rule, rule === "falcon3" ? { window } : {}), d, C, shared).WS;
   const sweep = (WINDOW_SOLVE as WindowSolveForm) === "sweep";
-  // C = 64: the preset; C = 128 (512 rows): halved until the columns fit; C = 300 at window 1 (48 KiB): more
+  // C = 64: the preset; C = 128 (512 rows): sweep_shared halves its columns until they fit; C = 300 at window 1 (48 KiB): more
   // pairs than the sweep's invocations
   const cases: [number, number, number, number][] = [
     [64, 4, Math.min(WINDOW_SOLVE_COLUMNS, 8), WEBGPU_DEFAULT_SHARED],
-    [128, 4, 2, WEBGPU_DEFAULT_SHARED],
+    [
+      128,
+      4,
+      (WINDOW_SOLVE as WindowSolveForm) === "sweep_shared" ? 2 : Math.min(WINDOW_SOLVE_COLUMNS, 8),
+      WEBGPU_DEFAULT_SHARED,
+    ],
     [300, 1, 0, 49152],
   ];
   for (const [C, window, expected, shared] of cases) {
     const got = ws("falcon3", C, window, shared);
     if (got !== (sweep ? expected : 0)) throw new Error(`C = ${C}, window ${window}: WS = ${got}`);
-    if (got > 0 && windowSweepFloats(window, C, got) > shared / 4 - 16) {
+    if (
+      got > 0 && windowSweepFloats(WINDOW_SOLVE as "sweep" | "sweep_shared", window, C, got) > shared / 4 - 16
+    ) {
       throw new Error(`C = ${C}: the sweep overflows`);
     }
   }

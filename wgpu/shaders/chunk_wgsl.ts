@@ -637,41 +637,66 @@ export function windowPanelSteps(nw: number, C: number): number {
 }
 
 /** Forms of falcon3's forward `window_solve` ({@linkcode WINDOW_SOLVE}). */
-export type WindowSolveForm = "sweep" | "serial";
+export type WindowSolveForm = "sweep" | "sweep_shared" | "serial";
 
 /**
- * The form of falcon3's forward `window_solve` (`fast_weight_chunk_window_delta.ts`): `"sweep"`, a workgroup of
- * {@linkcode WINDOW_SOLVE_WG} invocations per `(b, h, chunk, WINDOW_SOLVE_COLUMNS columns of U0 | V)` that holds its
- * columns in workgroup memory and sweeps them step by step (right-looking: each solved step updates every later
- * row), or `"serial"`, one invocation per column that re-reads the earlier solved rows from the workspace (the
- * kernel before the sweep, its WGSL unchanged). A shape whose sweep does not fit the workgroup memory runs the serial one.
+ * The form of falcon3's forward `window_solve` (`fast_weight_chunk_window_delta.ts`). Both sweeps run
+ * {@linkcode WINDOW_SOLVE_WG} invocations per `(b, h, chunk, WS columns of U0 | V)` and solve step by step,
+ * right-looking (each solved step updates every later row of its segment, one barrier per step):
+ * - `"sweep"` (default): every invocation keeps 4 columns of its rows in registers (`WS / 4` invocations per row)
+ *   and publishes a step's rows to workgroup memory once they are final;
+ * - `"sweep_shared"`: the columns of every row in workgroup memory, one column per invocation and item;
+ * - `"serial"`: one invocation per column that re-reads the earlier solved rows from the workspace (the kernel
+ *   before the sweeps, its WGSL unchanged).
+ * A shape whose sweep does not fit ({@linkcode windowSolveColumns} 0) runs the serial one.
  */
 export const WINDOW_SOLVE: WindowSolveForm = "sweep";
 
-/** Columns of `U0 | V` per workgroup of the sweep `window_solve` at most (halved until its arrays fit). */
+/**
+ * Columns of `U0 | V` per workgroup of the sweep `window_solve` at most, a power of two (halved until its arrays
+ * fit; `"sweep"`: at least 4, and `C W WS / 1024` rows of 4 columns in each invocation's registers, 16 at most).
+ */
 export const WINDOW_SOLVE_COLUMNS = 8;
 
 /** Invocations of the sweep `window_solve`. */
 export const WINDOW_SOLVE_WG = 256;
 
+/** Rows of 4 columns each invocation of the `"sweep"` `window_solve` holds in registers at most. */
+export const WINDOW_SOLVE_REGISTER_ROWS = 16;
+
 /**
- * Workgroup floats of the sweep `window_solve` with `sc` columns: the chunk's step arrays (6 C), the columns
- * (`C W x sc`), the later rows' decay factors of two steps (`2 C W`) and `W + 1` pivot columns of the pair Gram
- * matrix (`CP = C + W - 1` each).
+ * Workgroup floats of the sweep `window_solve` of `form` with `sc` columns: the chunk's step arrays (6 C), `W + 1`
+ * pivot columns of the pair Gram matrix (`CP = C + W - 1` each), and `"sweep"`: the pivot rows of two steps
+ * (`2 W sc`); `"sweep_shared"`: the columns (`C W x sc`) and the later rows' decay factors of two steps (`2 C W`).
  */
-export function windowSweepFloats(nw: number, C: number, sc: number): number {
-  return 6 * C + C * nw * sc + 2 * C * nw + (nw + 1) * (C + nw - 1);
+export function windowSweepFloats(
+  form: Exclude<WindowSolveForm, "serial">,
+  nw: number,
+  C: number,
+  sc: number,
+): number {
+  const shared = 6 * C + (nw + 1) * (C + nw - 1);
+  return shared + (form === "sweep" ? 2 * nw * sc : C * nw * sc + 2 * C * nw);
+}
+
+/** Rows of 4 columns per invocation of the `"sweep"` `window_solve` with `sc` columns per workgroup. */
+export function windowSweepRegisterRows(nw: number, C: number, sc: number): number {
+  return Math.ceil((C * nw) / (WINDOW_SOLVE_WG / (sc / 4)));
 }
 
 /**
  * Columns per workgroup of falcon3's sweep `window_solve` at chunk size `C`, window `nw` and `limit` workgroup
- * floats: {@linkcode WINDOW_SOLVE_COLUMNS}, halved until {@linkcode windowSweepFloats} fits; 0 (the serial form)
- * where `WINDOW_SOLVE` is `"serial"`, nothing fits, or the chunk has more pairs than the sweep has invocations.
+ * floats: {@linkcode WINDOW_SOLVE_COLUMNS}, halved until {@linkcode windowSweepFloats} (and for `"sweep"` its
+ * register rows) fit; 0 (the serial form) where `WINDOW_SOLVE` is `"serial"`, nothing fits, or the chunk has more
+ * pairs than the sweep has invocations.
  */
 export function windowSolveColumns(nw: number, C: number, limit: number): number {
-  if ((WINDOW_SOLVE as WindowSolveForm) !== "sweep" || C + nw - 1 > WINDOW_SOLVE_WG) return 0;
-  for (let sc = WINDOW_SOLVE_COLUMNS; sc >= 1; sc = Math.floor(sc / 2)) {
-    if (windowSweepFloats(nw, C, sc) <= limit) return sc;
+  const form = WINDOW_SOLVE as WindowSolveForm;
+  if (form === "serial" || C + nw - 1 > WINDOW_SOLVE_WG) return 0;
+  const least = form === "sweep" ? 4 : 1;
+  for (let sc = WINDOW_SOLVE_COLUMNS; sc >= least; sc = Math.floor(sc / 2)) {
+    const registers = form !== "sweep" || windowSweepRegisterRows(nw, C, sc) <= WINDOW_SOLVE_REGISTER_ROWS;
+    if (registers && windowSweepFloats(form, nw, C, sc) <= limit) return sc;
   }
   return 0;
 }

@@ -101,7 +101,7 @@ gpuTest(
     const config = ruleConfig("falcon3", { alignment: "prefix" });
     const spec = { B: 1, T: 150, H: 2, dk: 5, dv: 6, seed: 71, packed: true, s0: true };
     const shape = chunkShape(config, spec, 64, gpu.runtime.device.limits.maxComputeWorkgroupStorageSize);
-    const columns = (WINDOW_SOLVE as WindowSolveForm) === "sweep" ? Math.min(WINDOW_SOLVE_COLUMNS, 8) : 0;
+    const columns = (WINDOW_SOLVE as WindowSolveForm) !== "serial" ? Math.min(WINDOW_SOLVE_COLUMNS, 8) : 0;
     if (shape.WS !== columns) {
       throw new Error(`window_solve columns per workgroup ${shape.WS}, expected ${columns}`);
     }

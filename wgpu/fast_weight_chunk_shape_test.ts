@@ -285,7 +285,7 @@ Deno.test("chunkShape gives falcon3's sweep window_solve the columns that fit (W
   const d = { B: 8, T: 4096, H: 8, dk: 64, dv: 64 };
   const ws = (rule: "falcon3" | "falcon1", C: number, window = 4, shared = WEBGPU_DEFAULT_SHARED) =>
     chunkShape(ruleConfig(rule, rule === "falcon3" ? { window } : {}), d, C, shared).WS;
-  const sweep = (WINDOW_SOLVE as WindowSolveForm) === "sweep";
+  const sweep = (WINDOW_SOLVE as WindowSolveForm) !== "serial";
   // C = 64: the preset; C = 128 (512 rows): sweep_shared halves its columns until they fit; C = 300 at window 1 (48 KiB): more
   // pairs than the sweep's invocations
   const cases: [number, number, number, number][] = [

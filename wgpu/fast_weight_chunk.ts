@@ -44,6 +44,7 @@ import {
   rowsTileMax,
   SOLVE_INPUT_GRADS_ROWS_MAX,
   WINDOW_TILE_ROWS,
+  windowSolveColumns,
 } from "./shaders/chunk_wgsl.ts";
 import { chunkShader } from "./shaders/fast_weight_chunk_shader.ts";
 import {
@@ -127,6 +128,8 @@ export function chunkShape(config: RuleConfig, d: ChunkDims, C: number, sharedBy
     ...(isPerColumnChunkRule(config)
       ? columnScanTiling({ dk: d.dk, dv: d.dv, C }, sharedBytes)
       : { CS: 1, CX: 0 }),
+    // falcon3's window_solve: the sweep's columns per workgroup (0: the serial form)
+    WS: windowDelta ? windowSolveColumns(pad + 1, C, limit) : 0,
   };
 }
 

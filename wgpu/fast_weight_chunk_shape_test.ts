@@ -5,7 +5,15 @@
 
 import { ruleConfig } from "../src/rules/config.ts";
 import { chunkShape } from "./fast_weight_chunk.ts";
-import { CHUNK_PASSES, chunkSharedFloats, chunkWork } from "./shaders/chunk_wgsl.ts";
+import {
+  CHUNK_PASSES,
+  chunkSharedFloats,
+  chunkWork,
+  WINDOW_SOLVE,
+  WINDOW_SOLVE_COLUMNS,
+  type WindowSolveForm,
+  windowSweepFloats,
+} from "./shaders/chunk_wgsl.ts";
 import { scanColumns } from "./shaders/chunk_delta_scans.ts";
 import {
   DIRECT_ROWS_TILE_MAX,
@@ -270,5 +278,40 @@ Deno.test("chunkShape gives falcon3a at C = 64 a pair-column tail of 4 columns (
         throw new Error(`${label}: tail ${tailFloats} floats above the main ${mainFloats}`);
       }
     }
+  }
+});
+
+Deno.test("chunkShape gives falcon3's sweep window_solve the columns that fit (WS), and 0 (serial) otherwise", () => {
+  const d = { B: 8, T: 4096, H: 8, dk: 64, dv: 64 };
+  const ws = (rule: "falcon3" | "falcon1", C: number, window = 4, shared = WEBGPU_DEFAULT_SHARED) =>
+    chunkShape(ruleConfig(rule, rule === "falcon3" ? { window } : {}), d, C, shared).WS;
+  const sweep = (WINDOW_SOLVE as WindowSolveForm) !== "serial";
+  // C = 64: the preset; C = 128 (512 rows): sweep_shared halves its columns until they fit; C = 300 at window 1 (48 KiB): more
+  // pairs than the sweep's invocations
+  const cases: [number, number, number, number][] = [
+    [64, 4, Math.min(WINDOW_SOLVE_COLUMNS, 8), WEBGPU_DEFAULT_SHARED],
+    [
+      128,
+      4,
+      (WINDOW_SOLVE as WindowSolveForm) === "sweep_shared" ? 2 : Math.min(WINDOW_SOLVE_COLUMNS, 8),
+      WEBGPU_DEFAULT_SHARED,
+    ],
+    [300, 1, 0, 49152],
+  ];
+  for (const [C, window, expected, shared] of cases) {
+    const got = ws("falcon3", C, window, shared);
+    if (got !== (sweep ? expected : 0)) throw new Error(`C = ${C}, window ${window}: WS = ${got}`);
+    if (
+      got > 0 && windowSweepFloats(WINDOW_SOLVE as "sweep" | "sweep_shared", window, C, got) > shared / 4 - 16
+    ) {
+      throw new Error(`C = ${C}: the sweep overflows`);
+    }
+  }
+  if (ws("falcon1", 64) !== 0) throw new Error("falcon1 has no window_solve");
+  // the grid: one workgroup per WS columns of U0 | V
+  const s = chunkShape(ruleConfig("falcon3"), d, 64, WEBGPU_DEFAULT_SHARED);
+  const per = s.WS > 0 ? s.WS : 64;
+  if (chunkWork("window_solve", s, 3, 8, 4096) !== 64 * 64 * Math.ceil(128 / per)) {
+    throw new Error("window_solve grid");
   }
 });

@@ -43,6 +43,11 @@ export interface ChunkShape {
   readonly CS: number;
   /** Chunk rows of `X` per slice those scans stage in workgroup memory (`C`: the whole chunk; 0 where `CS` is 1). */
   readonly CX: number;
+  /**
+   * Columns of `U0 | V` per workgroup of falcon3's sweep `window_solve` ({@linkcode windowSolveColumns}); 0: its
+   * serial form (another rule, `WINDOW_SOLVE = "serial"`, or a shape whose sweep does not fit).
+   */
+  readonly WS: number;
 }
 
 /** Passes only the per-column rules (falcon2, falcon2a) run (`fast_weight_chunk_per_column.ts`). */
@@ -447,6 +452,7 @@ export function chunkSharedFloats(
     // (their RC + PAD pairs' q.x, the rows' dO.w and G w, the pairs' G^T x, the decays); window_solve_input_grads: RP
     // steps of W rows against a panel of PS steps (two score panels, their pair sums, the dx rows);
     // window_solve/window_solve_transposed: W staged rows of A (and window_solve_transposed's W partial sums of every invocation)
+    // (the sweep window_solve is chosen only where its windowSweepFloats fit: ChunkShape.WS)
     const nw = pad + 1;
     const cw = s.C * nw;
     const ps = windowPanelSteps(nw, s.C);
@@ -713,6 +719,71 @@ export function windowPanelSteps(nw: number, C: number): number {
   return Math.max(1, Math.min(C, Math.floor(64 / nw)));
 }
 
+/** Forms of falcon3's forward `window_solve` ({@linkcode WINDOW_SOLVE}). */
+export type WindowSolveForm = "sweep" | "sweep_shared" | "serial";
+
+/**
+ * The form of falcon3's forward `window_solve` (`fast_weight_chunk_window_delta.ts`). Both sweeps run
+ * {@linkcode WINDOW_SOLVE_WG} invocations per `(b, h, chunk, WS columns of U0 | V)` and solve step by step,
+ * right-looking (each solved step updates every later row of its segment, one barrier per step):
+ * - `"sweep"` (default): every invocation keeps 4 columns of its rows in registers (`WS / 4` invocations per row)
+ *   and publishes a step's rows to workgroup memory once they are final;
+ * - `"sweep_shared"`: the columns of every row in workgroup memory, one column per invocation and item;
+ * - `"serial"`: one invocation per column that re-reads the earlier solved rows from the workspace (the kernel
+ *   before the sweeps, its WGSL unchanged).
+ * A shape whose sweep does not fit ({@linkcode windowSolveColumns} 0) runs the serial one.
+ */
+export const WINDOW_SOLVE: WindowSolveForm = "sweep";
+
+/**
+ * Columns of `U0 | V` per workgroup of the sweep `window_solve` at most, a power of two (halved until its arrays
+ * fit; `"sweep"`: at least 4, and `C W WS / 1024` rows of 4 columns in each invocation's registers, 16 at most).
+ */
+export const WINDOW_SOLVE_COLUMNS = 8;
+
+/** Invocations of the sweep `window_solve`. */
+export const WINDOW_SOLVE_WG = 256;
+
+/** Rows of 4 columns each invocation of the `"sweep"` `window_solve` holds in registers at most. */
+export const WINDOW_SOLVE_REGISTER_ROWS = 16;
+
+/**
+ * Workgroup floats of the sweep `window_solve` of `form` with `sc` columns: the chunk's step arrays (6 C), `W + 1`
+ * pivot columns of the pair Gram matrix (`CP = C + W - 1` each), and `"sweep"`: the pivot rows of two steps
+ * (`2 W sc`); `"sweep_shared"`: the columns (`C W x sc`) and the later rows' decay factors of two steps (`2 C W`).
+ */
+export function windowSweepFloats(
+  form: Exclude<WindowSolveForm, "serial">,
+  nw: number,
+  C: number,
+  sc: number,
+): number {
+  const shared = 6 * C + (nw + 1) * (C + nw - 1);
+  return shared + (form === "sweep" ? 2 * nw * sc : C * nw * sc + 2 * C * nw);
+}
+
+/** Rows of 4 columns per invocation of the `"sweep"` `window_solve` with `sc` columns per workgroup. */
+export function windowSweepRegisterRows(nw: number, C: number, sc: number): number {
+  return Math.ceil((C * nw) / (WINDOW_SOLVE_WG / (sc / 4)));
+}
+
+/**
+ * Columns per workgroup of falcon3's sweep `window_solve` at chunk size `C`, window `nw` and `limit` workgroup
+ * floats: {@linkcode WINDOW_SOLVE_COLUMNS}, halved until {@linkcode windowSweepFloats} (and for `"sweep"` its
+ * register rows) fit; 0 (the serial form) where `WINDOW_SOLVE` is `"serial"`, nothing fits, or the chunk has more
+ * pairs than the sweep has invocations.
+ */
+export function windowSolveColumns(nw: number, C: number, limit: number): number {
+  const form = WINDOW_SOLVE as WindowSolveForm;
+  if (form === "serial" || C + nw - 1 > WINDOW_SOLVE_WG) return 0;
+  const least = form === "sweep" ? 4 : 1;
+  for (let sc = WINDOW_SOLVE_COLUMNS; sc >= least; sc = Math.floor(sc / 2)) {
+    const registers = form !== "sweep" || windowSweepRegisterRows(nw, C, sc) <= WINDOW_SOLVE_REGISTER_ROWS;
+    if (registers && windowSweepFloats(form, nw, C, sc) <= limit) return sc;
+  }
+  return 0;
+}
+
 /** Pipeline key of a chunk kernel. */
 export function chunkKey(pass: ChunkPass, config: RuleConfig, s: ChunkShape, heads: HeadConstants): string {
   return [
@@ -732,6 +803,7 @@ export function chunkKey(pass: ChunkPass, config: RuleConfig, s: ChunkShape, hea
     s.RP,
     s.CS,
     s.CX,
+    s.WS,
     heads.mambaA.join(","),
     heads.retnetG.join(","),
   ].join(":");
@@ -820,7 +892,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "window_solve_transposed":
       return BH * nck * Math.ceil(s.dv / SOLVE_TRANSPOSED_COLUMNS);
     case "window_solve":
-      return BH * nck * Math.ceil((s.dk + s.dv) / CHUNK_WG);
+      return BH * nck * Math.ceil((s.dk + s.dv) / (s.WS > 0 ? s.WS : CHUNK_WG));
     case "window_pair_gram":
       return BH * nck * pairGramTiles(s.C, pad);
     case "window_transition":

@@ -20,8 +20,11 @@
  * `window_pair_gram` (per `(b, h, chunk, 64 blocks)`: the Gram matrix `pairGram` of the chunk's pairs and the `W-1`
  * before it, from which `A` is formed where it is read: `(C + W - 1)^2` dot products instead of
  * `(C W)^2`, and no `C W x C W` matrix in memory; 4 x 4 tiles of its lower triangle, mirrored), `window_solve`
- * (per `(b, h, chunk, 64 columns)` of `U0 | V`, one invocation per column, forward substitution step by
- * step), `window_transition` (`K`, `Bv`, 4 x 4 tiles), the shared `delta_state_scan` (`S_in` of every chunk), `window_pseudo_values` (`W`,
+ * (`WINDOW_SOLVE`: the sweep, per `(b, h, chunk, WS columns)` of `U0 | V` with 256 invocations, the columns
+ * in workgroup memory, each solved step updating every later row from staged decay factors and pair Gram
+ * columns, `sweepSolveKernel`; or the serial form, per `(b, h, chunk, 64 columns)`, one invocation per column,
+ * forward substitution step by step re-reading the solved rows from the workspace, where `WINDOW_SOLVE =
+ * "serial"` or the sweep's arrays do not fit, `ChunkShape.WS = 0`), `window_transition` (`K`, `Bv`, 4 x 4 tiles), the shared `delta_state_scan` (`S_in` of every chunk), `window_pseudo_values` (`W`,
  * per `(b, h, chunk)`, 4 x 4 tiles of rows x value columns), `window_readout` (per `(b, h, chunk, R rows)`: the
  * outputs).
  * Backward (after recomputing the forward): the shared `base_readout_grads`; `window_readout_dw` (the readout's `dW`: `dPseudoValuesReadout`);
@@ -65,7 +68,11 @@ import {
   tile4Each,
   transitionTiles,
   WINDOW_DELTA_PASSES,
+  WINDOW_SOLVE,
+  WINDOW_SOLVE_WG,
   windowPanelSteps,
+  type WindowSolveForm,
+  windowSweepRegisterRows,
 } from "./chunk_wgsl.ts";
 
 /** One falcon3-only pass. */
@@ -124,7 +131,11 @@ export function windowDeltaShader(
     case "window_pair_gram":
       return steps + gramKernel(s, nw);
     case "window_solve":
-      return steps + solveKernel(nw, s);
+      if (s.WS === 0) return steps + solveKernel(nw, s);
+      return steps + SWEEP_COMMON +
+        ((WINDOW_SOLVE as WindowSolveForm) === "sweep_shared"
+          ? sharedSweepKernel(nw, s.WS)
+          : registerSweepKernel(nw, s.C, s.WS));
     case "window_transition":
       return steps + `
 var<workgroup> ge: array<f32, C>;
@@ -364,7 +375,7 @@ ${chunkEntry(`${pairGramTiles(s.C, nw - 1)}u`)}
 }
 
 /**
- * `window_solve`: `(I + A) [U0 | V] = [R_y | R_x]` by forward substitution, one step (its `W` rows, which do
+ * `window_solve` in its serial form (`s.WS = 0`): `(I + A) [U0 | V] = [R_y | R_x]` by forward substitution, one step (its `W` rows, which do
  * not see each other) at a time: the step's rows of `A` are staged in workgroup memory, and every
  * invocation owns a column of `U0 | V`, so each earlier row it reads serves the step's `W` rows. The
  * `Dv + Dk` columns spread over `ceil((Dv + Dk) / 64)` workgroups per chunk (each stages `A` itself):
@@ -429,6 +440,204 @@ ${chunkEntry(`${Math.ceil((s.dv + s.dk) / CHUNK_WG)}u`)}
       `cw[u.pseudoValuesStateFactor + instance_row(bh, a, r0 + ${o}u) * DK + i] = select(0.0, v${o}, ok${o});`
     )
   }
+      }
+    }
+  }
+}`;
+}
+
+/** WGSL sum of the `W` pivot terms `term(o)`, pairs of them first (independent products). */
+function pivotSum(nw: number, term: (o: number) => string): string {
+  const pairs: string[] = [];
+  for (let o = 0; o < nw; o += 2) pairs.push(o + 1 < nw ? `(${term(o)} + ${term(o + 1)})` : term(o));
+  return pairs.join(" + ");
+}
+
+// the right-hand sides of both sweep forms of window_solve
+const SWEEP_COMMON = `
+// S0[:, col] . x_j (4 partial sums)
+fn s0_dot(bh: u32, j: i32, col: u32) -> f32 {
+  var p0 = 0.0;
+  var p1 = 0.0;
+  var p2 = 0.0;
+  var p3 = 0.0;
+  var i = 0u;
+  for (; i + 3u < DK; i += 4u) {
+    p0 += s0[(bh * DK + i) * DV + col] * xp(bh, j, i);
+    p1 += s0[(bh * DK + i + 1u) * DV + col] * xp(bh, j, i + 1u);
+    p2 += s0[(bh * DK + i + 2u) * DV + col] * xp(bh, j, i + 2u);
+    p3 += s0[(bh * DK + i + 3u) * DV + col] * xp(bh, j, i + 3u);
+  }
+  for (; i < DK; i++) { p0 += s0[(bh * DK + i) * DV + col] * xp(bh, j, i); }
+  return (p0 + p1) + (p2 + p3);
+}
+// the right-hand side of chunk row r, column col of U0 | V
+fn sweep_rhs(bh: u32, a: u32, len: u32, r: u32, col: u32) -> f32 {
+  if (col >= DV + DK || !is_real_row(a, len, r)) { return 0.0; }
+  let t = r / NW;
+  let j = row_pair(a, r);
+  let bk = base_kind(t);
+  if (col < DV) {
+    var x = cg[t] * yp(bh, j, col);
+    if (bk == 1u && u.hasS0 != 0u) { x -= cga[t] * exp(cpp[t]) * s0_dot(bh, j, col); }
+    return x;
+  }
+  if (bk == 0u) { return cga[t] * exp(cpp[t]) * xp(bh, j, col - DV); }
+  return 0.0;
+}
+`;
+
+/**
+ * `window_solve` in its register sweep form (`WINDOW_SOLVE = "sweep"`, `s.WS = SC > 0`): per `(b, h, chunk, SC
+ * columns of U0 | V)` {@linkcode WINDOW_SOLVE_WG} invocations, `SC / 4` per row: invocation `lid` holds 4 columns
+ * (`c0 = tile SC + 4 (lid % LPR)`) of the rows `lid / LPR + i RPP` in registers (`v0, v1, ...`, from their
+ * right-hand sides). At step `t` (one barrier each) it reads the step's `W` final rows (`piv`, 4 vec4), and each
+ * of its later rows of `t`'s segment takes `v -= f sum_o xx(r, (t, o)) piv_o`, `f = a_(t_r) exp(Pp_(t_r) - P_t)`
+ * (computed only under the mask: a real row of a later step of the segment); the rows of step `t + 1`, then
+ * final, go to the other half of `piv`, and the pair Gram column of the next step's new pivot pair to `gwin`
+ * (`W + 1` rolling columns, loaded from the workspace before the step's updates). Last every row is stored, a
+ * row's `SC` columns by adjacent invocations.
+ */
+function registerSweepKernel(nw: number, C: number, sc: number): string {
+  const lanes = sc / 4;
+  const rows = windowSweepRegisterRows(nw, C, sc);
+  const each = (body: (i: number) => string, sep = "\n    ") => unroll(rows, body, sep);
+  return `
+const SC = ${sc}u;
+const SWG = ${WINDOW_SOLVE_WG}u;
+const LPR = ${lanes}u;     // invocations per row (4 columns each)
+const RPP = SWG / LPR;  // rows per pass of the workgroup
+const NSLOT = NW + 1u;
+var<workgroup> piv: array<vec4<f32>, 2u * NW * LPR>; // the final rows of a step (pivots), two steps
+var<workgroup> gwin: array<f32, NSLOT * CP>;         // pair Gram columns of the pivot pairs (pair p in slot p % NSLOT)
+${chunkEntry("(DV + DK + SC - 1u) / SC", true, WINDOW_SOLVE_WG)}
+  let nr = len * NW;
+  let q = lid % LPR;
+  let c0 = tile * SC + q * 4u;
+  let rl = lid / LPR;
+  ${
+    each((i) =>
+      `let r${i} = rl + ${i}u * RPP;
+    let ts${i} = min(r${i} / NW, C - 1u);
+    let ok${i} = is_real_row(a, len, r${i});
+    let seg${i} = cseg[ts${i}];
+    let ga${i} = cga[ts${i}];
+    let pp${i} = cpp[ts${i}];
+    let p${i} = ts${i} + PAD - r${i} % NW;
+    var v${i} = vec4<f32>(${[0, 1, 2, 3].map((m) => `sweep_rhs(bh, a, len, r${i}, c0 + ${m}u)`).join(", ")});
+    if (r${i} < NW) { piv[r${i} * LPR + q] = v${i}; }`
+    )
+  }
+  for (var k = lid; k < NW * CP; k += SWG) { gwin[k] = cw[pair_gram_at(bh, n, k / CP, k % CP)]; }
+  workgroupBarrier();
+  for (var t = 0u; t + 1u < len; t++) {
+    let cur = (t & 1u) * NW * LPR;
+    // the next step's new pivot pair t + 1 + PAD: its pair Gram column, loaded before this step's updates
+    let np = t + NW;
+    var gn = 0.0;
+    if (lid < CP) { gn = cw[pair_gram_at(bh, n, np, lid)]; }
+    let cpt = cp[t];
+    let segt = cseg[t];
+    ${unroll(nw, (o) => `let pv${o} = piv[cur + ${o}u * LPR + q];`, "\n    ")}
+    ${unroll(nw, (o) => `let gs${o} = ((t + ${nw - 1 - o}u) % NSLOT) * CP;`, "\n    ")}
+    ${
+    each((i) =>
+      `if (ok${i} && ts${i} > t && seg${i} == segt) {
+      v${i} -= (ga${i} * exp(pp${i} - cpt)) * (${pivotSum(nw, (o) => `gwin[gs${o} + p${i}] * pv${o}`)});
+    }
+    if (r${i} / NW == t + 1u) { piv[NW * LPR - cur + (r${i} % NW) * LPR + q] = v${i}; }`
+    )
+  }
+    if (lid < CP) { gwin[(np % NSLOT) * CP + lid] = gn; }
+    workgroupBarrier();
+  }
+  ${
+    each(
+      (i) =>
+        `if (r${i} < nr) {
+    let gr = instance_row(bh, a, r${i});
+    ${
+          [0, 1, 2, 3].map((m) =>
+            `if (c0 + ${m}u < DV) {
+      cw[u.pseudoValuesConstant + gr * DV + c0 + ${m}u] = v${i}[${m}];
+    } else if (c0 + ${m}u < DV + DK) {
+      cw[u.pseudoValuesStateFactor + gr * DK + c0 + ${m}u - DV] = v${i}[${m}];
+    }`
+          ).join("\n    ")
+        }
+  }`,
+      "\n  ",
+    )
+  }
+}`;
+}
+
+/**
+ * `window_solve` in its shared sweep form (`WINDOW_SOLVE = "sweep_shared"`, `s.WS = SC > 0`): per `(b, h, chunk, SC columns of
+ * U0 | V)` ({@linkcode WINDOW_SOLVE_WG} invocations, the column the fastest index of `lid`, `SR` rows at a time) the
+ * workgroup holds its columns of every instance row in `v [CW, SC]`: first the right-hand sides (`g_t y_j - a_t
+ * exp(Pp_t) S0^T x_j` for the value columns, the `S0` dot product per row and column; `a_t exp(Pp_t) x_j` for
+ * the state-factor columns of a segment on the entering state; 0 for the rows that are not real pairs), then a
+ * right-looking sweep: once step `t`'s rows are final (their pivots in registers), every later row `r` of its
+ * segment takes `v[r] -= f_t[r] sum_o xx(r, (t, o)) v[(t, o)]`, `f_t[r] = a_(t_r) exp(Pp_(t_r) - P_t)` masked before
+ * the exp (`sweep_factor`: a later step of the same segment, `r` a real row; the pivots that are not real are 0).
+ * Per step the next step's factors (`rowf`, two steps) and the pair Gram column of its new pivot pair (`gwin`,
+ * `W + 1` rolling columns of `CP`) are staged while the current step's updates run: one barrier per step.
+ * Last the columns are stored, a row's `SC` columns side by side.
+ */
+function sharedSweepKernel(nw: number, sc: number): string {
+  return `
+const SC = ${sc}u;
+const SWG = ${WINDOW_SOLVE_WG}u;
+const SR = SWG / SC;
+const NSLOT = NW + 1u;
+var<workgroup> v: array<f32, CW * SC>;       // the workgroup's columns of U0 | V, row by row
+var<workgroup> rowf: array<f32, 2u * CW>;    // the later rows' decay factors f_t[r] of two steps
+var<workgroup> gwin: array<f32, NSLOT * CP>; // pair Gram columns of the pivot pairs (pair p in slot p % NSLOT)
+// f_t[r] = a_(t_r) exp(Pp_(t_r) - P_t) for a real row r of a later step of t's segment (masked before exp)
+fn sweep_factor(a: u32, len: u32, t: u32, r: u32) -> f32 {
+  let tr = r / NW;
+  if (tr <= t || tr >= len || cseg[tr] != cseg[t] || !is_real_row(a, len, r)) { return 0.0; }
+  return cga[tr] * exp(cpp[tr] - cp[t]);
+}
+${chunkEntry("(DV + DK + SC - 1u) / SC", true, WINDOW_SOLVE_WG)}
+  let nr = len * NW;
+  let c = lid % SC;
+  let rl = lid / SC;
+  let col = tile * SC + c;
+  if (rl < SR) {
+    for (var r = rl; r < nr; r += SR) { v[r * SC + c] = sweep_rhs(bh, a, len, r, col); }
+  }
+  for (var r = lid; r < nr; r += SWG) { rowf[r] = sweep_factor(a, len, 0u, r); }
+  for (var k = lid; k < NW * CP; k += SWG) { gwin[k] = cw[pair_gram_at(bh, n, k / CP, k % CP)]; }
+  workgroupBarrier();
+  for (var t = 0u; t + 1u < len; t++) {
+    let cur = (t & 1u) * CW;
+    let r0 = t * NW;
+    // the next step's new pivot pair t + 1 + PAD: its pair Gram column, loaded before this step's updates
+    let np = t + NW;
+    var gn = 0.0;
+    if (lid < CP) { gn = cw[pair_gram_at(bh, n, np, lid)]; }
+    ${unroll(nw, (o) => `let pv${o} = v[(r0 + ${o}u) * SC + c];`, "\n    ")}
+    ${unroll(nw, (o) => `let gs${o} = ((t + ${nw - 1 - o}u) % NSLOT) * CP;`, "\n    ")}
+    if (rl < SR) {
+      for (var r = r0 + NW + rl; r < nr; r += SR) {
+        let p = r / NW + PAD - r % NW;
+        v[r * SC + c] -= rowf[cur + r] * (${pivotSum(nw, (o) => `gwin[gs${o} + p] * pv${o}`)});
+      }
+    }
+    for (var r = lid; r < nr; r += SWG) { rowf[CW - cur + r] = sweep_factor(a, len, t + 1u, r); }
+    if (lid < CP) { gwin[(np % NSLOT) * CP + lid] = gn; }
+    workgroupBarrier();
+  }
+  if (rl < SR && col < DV + DK) {
+    for (var r = rl; r < nr; r += SR) {
+      let x = select(0.0, v[r * SC + c], is_real_row(a, len, r));
+      let gr = instance_row(bh, a, r);
+      if (col < DV) {
+        cw[u.pseudoValuesConstant + gr * DV + col] = x;
+      } else {
+        cw[u.pseudoValuesStateFactor + gr * DK + col - DV] = x;
       }
     }
   }

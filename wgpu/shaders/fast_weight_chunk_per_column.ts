@@ -1175,14 +1175,11 @@ function keyRowSums(s: ChunkShape, vals: (row: (m: number) => string) => string,
 }
 
 /**
- * `column_state_scan` with `CS > 1` columns per workgroup (`columnScanLayout`: `RL` invocations per column, each
- * owning chunk rows and key rows `lane + RL m`): per chunk the step arrays of the group's columns, then per slice
- * of `X` staged once for all of them the right-hand sides `R_t` (and `x_t.base_t`), the forward substitution
- * (falcon2) as a sweep with one barrier per step for all the columns (each invocation loads its rows' next `K`
- * entries one step ahead, the group's columns of a row in adjacent lanes), `Gam[e,k] W_k` in place of `W`, and the
- * exit state per `(i, column)` from the staged slices in 4 partial sums.
+ * The per-invocation rows of a grouped column scan at shape `s`: its layout `L`, the key rows `RI` and chunk rows
+ * `RK` an invocation owns (`lane + RL m`), and `keyRows(body)`: WGSL running `body` for each of its key rows `i`
+ * below `DK` (`$r` in `body` is the row's number `m`).
  */
-function columnStateScanKernel(s: ChunkShape, reg: boolean): string {
+function columnScanRows(s: ChunkShape) {
   const L = columnScanLayout(s);
   const RI = Math.ceil(s.dk / L.RL);
   const RK = Math.ceil(s.C / L.RL);
@@ -1194,6 +1191,19 @@ function columnStateScanKernel(s: ChunkShape, reg: boolean): string {
           body.replaceAll("$r", `${r}`)
         } }\n    }`,
     );
+  return { L, RI, RK, keyRows };
+}
+
+/**
+ * `column_state_scan` with `CS > 1` columns per workgroup (`columnScanLayout`: `RL` invocations per column, each
+ * owning chunk rows and key rows `lane + RL m`): per chunk the step arrays of the group's columns, then per slice
+ * of `X` staged once for all of them the right-hand sides `R_t` (and `x_t.base_t`), the forward substitution
+ * (falcon2) as a sweep with one barrier per step for all the columns (each invocation loads its rows' next `K`
+ * entries one step ahead, the group's columns of a row in adjacent lanes), `Gam[e,k] W_k` in place of `W`, and the
+ * exit state per `(i, column)` from the staged slices in 4 partial sums.
+ */
+function columnStateScanKernel(s: ChunkShape, reg: boolean): string {
+  const { L, RI, RK, keyRows } = columnScanRows(s);
   const sc = (i: string) => `sc[(${i}) * CS + col]`;
   const s0c = (i: string) => `s0[s0i(bh, ${i}, cc)]`;
   return `
@@ -1317,17 +1327,7 @@ ${columnScanHead(s, "wv")}
  * registers, `dCarryState` is the last `G`.
  */
 function columnReverseScanKernel(s: ChunkShape, reg: boolean): string {
-  const L = columnScanLayout(s);
-  const RI = Math.ceil(s.dk / L.RL);
-  const RK = Math.ceil(s.C / L.RL);
-  const keyRows = (body: string) =>
-    laneRows(
-      RI,
-      (r) =>
-        `{\n      let i = lane + ${r * L.RL}u;\n      if (i < DK) { ${
-          body.replaceAll("$r", `${r}`)
-        } }\n    }`,
-    );
+  const { L, RI, RK, keyRows } = columnScanRows(s);
   const gs = (i: string) => `gs[(${i}) * CS + col]`;
   return `
 var<workgroup> gs: array<f32, ${s.dk * s.CS}>;

@@ -11,8 +11,8 @@
  * over chunks are sequential, over `T/C` steps (additive: one invocation per state element;
  * delta: one workgroup per `scanColumns(Dk)` value columns, a `Dk x Dk` transition per step); the delta rules
  * invert their triangular systems per chunk in workgroup memory (`T = (I + A)^-1`, then products with `T`), and
- * falcon3's solves run one invocation per column over the `C W` instance rows of a chunk (a step's `W` rows at
- * once). The per-column rules walk the chunks in order once
+ * falcon3's forward solve sweeps the `C W` instance rows of a chunk step by step, 256 invocations per
+ * `WS` columns of `U0 | V` (`WINDOW_SOLVE`; its transposed solve runs 4 invocations per column). The per-column rules walk the chunks in order once
  * per `(b, h)` and group of `COLUMN_SCAN_COLUMNS` value columns (their solves carry the state from chunk to
  * chunk), each chunk's keys staged once for the group's columns, its rows spread over the invocations.
  *

@@ -42,6 +42,7 @@ import {
   PAIR_COLUMN_TILE_MAX,
   pairColumnTail,
   rowsTileMax,
+  sharesWindowDots,
   SOLVE_INPUT_GRADS_ROWS_MAX,
   WINDOW_TILE_ROWS,
   windowSolveColumns,
@@ -251,7 +252,8 @@ function workspaceLayout(config: RuleConfig, d: ChunkDims, C: number, backward: 
     ["columnBaseDecayShare", perColumn * tokenValueFloats],
     ["columnKeyDotDExit", perColumn * tokenValueFloats],
     ["dxInstanceRows", windowDelta * BH * d.T * slots * d.dk],
-    ["topEigenvector", windowDelta * BH * d.T * slots],
+    // falcon3's top eigenvectors [BH,T,W], then (sharesWindowDots) the statistic mu [BH,T]
+    ["topEigenvector", windowDelta * BH * d.T * (slots + (sharesWindowDots(config) ? 1 : 0))],
     ["pairGram", windowDelta * BH * nck * (C + pad) ** 2],
   ];
   const offsets: Partial<Record<ChunkUniformField, number>> = {};

@@ -13,6 +13,7 @@ import { coefficientWgsl, f32Literal, type HeadConstants, statKind } from "./fas
 import { topEigenWgsl, windowSlots } from "./fast_weight_recurrent.ts";
 import { roundUp4, STAGE_DEPTH, STAGED_WG, stagedFloats } from "./chunk_staged_tiles.ts";
 import { scanColumns } from "./chunk_delta_scans.ts";
+import { packWorkgroupArrays } from "./workgroup_packing.ts";
 
 /** Compile-time shape of the chunk kernels. */
 export interface ChunkShape {
@@ -361,13 +362,15 @@ const COEF_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([
 
 /**
  * The storage bindings of a pass, in binding order (the uniform block follows them). Rules without
- * a step statistic read no features in `coef`, `coef_grads` and `pair_row_grads`; the tiled `column_readout`
- * ({@linkcode COLUMN_READOUT_TILED}) reads no step table.
+ * a step statistic read no features in `coef`, `coef_grads` and `pair_row_grads`, nor falcon3's `delta_coef_grads` where
+ * {@linkcode sharesWindowDots}; the tiled `column_readout` ({@linkcode COLUMN_READOUT_TILED}) reads no step table.
  */
 export function chunkBindings(pass: ChunkPass, config: RuleConfig): readonly ChunkBindingName[] {
   const list = BINDINGS[pass];
   // the tiled column_readout reads the chunk's start counts, not the step table
   if (pass === "column_readout" && COLUMN_READOUT_TILED) return list.filter((b) => b !== "stepinfo");
+  // falcon3's delta_coef_grads reads the statistic coef stored, not the pair rows (WINDOW_COEF_SHARED_DOTS)
+  if (pass === "delta_coef_grads" && sharesWindowDots(config)) return list.filter((b) => b !== "ws");
   if (statKind(config.rule) !== "none") return list;
   if (pass === "pair_row_grads") return ["cw", "out"];
   if (pass === "coef" || pass === "coef_grads" || pass === "delta_coef_grads") {
@@ -1275,10 +1278,14 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 /**
  * {@linkcode flatEntry} of a pass with one invocation per step `idx = bh T + t` that calls `step_co` of
  * {@linkcode stepCoefWgsl} (`coef`, `coef_grads`, `delta_coef_grads`): for a window mean statistic (`Ebar`) it first
- * loads the workgroup's pair norms.
+ * loads the workgroup's pair norms, for falcon3's `coef` ({@linkcode sharesWindowDots}; not where `storedStatistic`)
+ * its lag dot products.
  */
-export function stepCoefEntry(config: RuleConfig): string {
+export function stepCoefEntry(config: RuleConfig, storedStatistic = false): string {
   const count = "u.B * H * u.T";
+  if (sharesWindowDots(config) && !storedStatistic) {
+    return flatEntry(count, `load_lag_dots(idx, lid, ${count});`);
+  }
   return flatEntry(count, statKind(config.rule) === "Ebar" ? `load_pair_norms(idx, lid, ${count});` : "");
 }
 
@@ -1306,16 +1313,158 @@ fn window_norm(bh: u32, t: u32, o: u32) -> f32 {
   return pairNorm[PAD + (bh * u.T + t) % WG - o];
 }`;
 
-/** WGSL `step_co(bh, b, h, t)`: step `t`'s pair count and coefficients, as the recurrent kernels compute them. */
-export function stepCoefWgsl(config: RuleConfig): string {
-  const kind = statKind(config.rule);
-  const dot = (o: string) => `dot_xx(bh, i32(t) - i32(${o}))`;
-  const mu = kind === "mu"
-    ? `
+/**
+ * The form of falcon3's window statistic `mu_t = lambda_max(G_t) / n_t` (the top eigenvalue of the Gram matrix of step
+ * `t`'s window pairs) in the chunk kernels: `true`, `coef` builds every `G_t` from lag dot products that its workgroup
+ * sums once each from staged pair rows ({@linkcode windowLagDotsWgsl}), solves one eigenproblem per step and stores
+ * `mu_t` after the top eigenvectors, and `delta_coef_grads` reads it (no Gram matrix, no eigenproblem, no pair rows);
+ * `false`, every step sums its `W^2` Gram entries from storage, twice in `coef` (for `mu_t`, then for the
+ * eigenvector) and once more in `delta_coef_grads` (the earlier form, the same WGSL).
+ */
+export const WINDOW_COEF_SHARED_DOTS: boolean = true;
+
+/** Whether `config`'s `coef` shares its window dot products and stores `mu` ({@linkcode WINDOW_COEF_SHARED_DOTS}; falcon3). */
+export function sharesWindowDots(config: RuleConfig): boolean {
+  return WINDOW_COEF_SHARED_DOTS && statKind(config.rule) === "mu";
+}
+
+/**
+ * WGSL of falcon3's window Gram matrices from lag dot products that the steps of a workgroup of
+ * {@linkcode stepCoefEntry} share (`coef`, {@linkcode WINDOW_COEF_SHARED_DOTS}). Entry `(r, c)`, `r <= c`, of step `t`'s
+ * matrix is `x_{t-c} . x_{t-r} = D_{c-r}(t - c)`, with the lag dot products `D_l(p) = x_p . x_{p+l}`, `l = 0..W-1`.
+ * Slot `k` holds the own pair of flat step `f0 + k` (`f0`: the workgroup's first step less `PAD`, the slots of
+ * `WINDOW_NORMS`); the slots' rows are staged 4 key entries at a time (a vec4 per slot, `WG + PAD` vec4s: llvmpipe
+ * compiles a kernel with 5 times the staged entries for 3 s longer at the CI shapes), and invocation `lid` adds the
+ * `W` products `D_l` of slot `lid` (the first `PAD` also of slot `WG + lid`) into `lagDots`: `W` dot products per step
+ * where every step summed `2 W^2` from storage. Step `bh T + t` (slot `PAD + lid`) reads `D_{c-r}(t - c)` at slot
+ * `PAD + lid - c` where `t >= c` (the own pair of flat step `bh T + t - c`, the same head); a pair before the sequence
+ * (`t < c`, a carry's) is summed on the spot; pairs before a start lie outside the `n x n` block. Each dot product adds
+ * its entries' products in key order (the zero entries past `DK` add `+0`), as the earlier form's `step_stat` does.
+ */
+function windowLagDotsWgsl(nw: number): string {
+  const lags = Array.from({ length: nw }, (_, l) => l);
+  const products = (l: number) => ["x", "y", "z", "w"].map((m) => `d[${l}] += a.${m} * b.${m};`).join(" ");
+  const wgsl = `
+const LAG_SLOTS = WG + PAD;
+var<workgroup> lagRows: array<vec4<f32>, LAG_SLOTS>;
+var<workgroup> lagDots: array<f32, ${(CHUNK_WG + nw - 1) * nw}>;
+// key entries i .. i + 3 of the slots' pair rows (zero past DK and outside the call's steps)
+fn stage_lag_rows(f0: i32, lid: u32, count: u32, i: u32) {
+  for (var k = lid; k < LAG_SLOTS; k += WG) {
+    let f = f0 + i32(k);
+    var v = vec4<f32>(0.0);
+    if (f >= 0 && u32(f) < count) {
+      let bh = u32(f) / u.T;
+      let j = i32(u32(f) % u.T);
+      v = ${maskedVec4((e) => `xp(bh, j, ${e})`, "i", "DK")};
+    }
+    lagRows[k] = v;
+  }
+}
+// slot k's lag dot products d[l] plus the staged entries' products, in key order (no lag past the last slot)
+fn add_lag_dots(k: u32, sums: array<f32, NW>) -> array<f32, NW> {
+  var d = sums;
+  let a = lagRows[k];
+  ${
+    lags.map((l) =>
+      `if (k + ${l}u < LAG_SLOTS) {
+    let b = lagRows[k + ${l}u];
+    ${products(l)}
+  }`
+    ).join("\n  ")
+  }
+  return d;
+}
+fn load_lag_dots(idx: u32, lid: u32, count: u32) {
+  let f0 = i32(idx - lid) - i32(PAD);
+  var own: array<f32, NW>;
+  var late: array<f32, NW>;
+  // 1, unknown to the compiler: the loop keeps its trip count at run time (llvmpipe unrolls loops of known count)
+  let one = min(u.B, 1u);
+  for (var i = 0u; i < DK * one; i += 4u) {
+    workgroupBarrier();
+    stage_lag_rows(f0, lid, count, i);
+    workgroupBarrier();
+    own = add_lag_dots(lid, own);
+    if (lid < PAD) { late = add_lag_dots(WG + lid, late); }
+  }
+  for (var l = 0u; l < NW; l++) {
+    lagDots[lid * NW + l] = own[l];
+    if (lid < PAD) { lagDots[(WG + lid) * NW + l] = late[l]; }
+  }
+  workgroupBarrier();
+}
+// x_j . x_k of pairs j, k of head bh (j < 0: a carry's pair before the sequence), in key order
+fn pair_dot(bh: u32, j: i32, k: i32) -> f32 {
+  var d = 0.0;
+  for (var i = 0u; i < DK; i++) { d += xp(bh, j, i) * xp(bh, k, i); }
+  return d;
+}
+// entry (r, c), r <= c, of step t's window Gram matrix: x_{t-c} . x_{t-r}
+fn window_gram_entry(bh: u32, t: u32, r: u32, c: u32) -> f32 {
+  if (t < c) { return pair_dot(bh, i32(t) - i32(r), i32(t) - i32(c)); }
+  return lagDots[(PAD + (bh * u.T + t) % WG - c) * NW + c - r];
+}
+// step t's mu, its window's top eigenpair solved once: the eigenvector (for mu's gradient) and mu (for the backward's
+// coefficients) stored
+fn step_statistic(bh: u32, t: u32, n: u32) -> f32 {
+  var gm: array<f32, NW2>;
+  for (var e = 0u; e < NW2; e++) {
+    let r = e / NW;
+    let c = e % NW;
+    var d = 0.0;
+    if (r < n && c < n) { d = window_gram_entry(bh, t, min(r, c), max(r, c)); }
+    gm[e] = d;
+  }
+  let st = stat_of(n, gm);
+  let at = bh * u.T + t;
+  for (var o = 0u; o < NW; o++) { cw[u.topEigenvector + at * NW + o] = st.u[o]; }
+  cw[window_statistic_at(at)] = st.value;
+  return st.value;
+}`;
+  return packWorkgroupArrays(wgsl, ["lagDots"]);
+}
+
+/**
+ * WGSL of falcon3's window statistic where {@linkcode sharesWindowDots}: `window_statistic_at` (mu of a step, after the
+ * top eigenvectors `[BH, T, W]` of section `topEigenvector`) and `step_statistic(bh, t, n)`, which `coef` computes
+ * ({@linkcode windowLagDotsWgsl}) and the backward (`storedStatistic`) reads.
+ */
+function sharedWindowStatisticWgsl(config: RuleConfig, storedStatistic: boolean): string {
+  const nw = windowSlots(config);
+  const at = `
+// mu of step bh T + t, after the top eigenvectors [BH, T, W]
+fn window_statistic_at(at: u32) -> u32 { return u.topEigenvector + u.B * H * u.T * NW + at; }`;
+  if (storedStatistic) {
+    return `${at}
+// step t's mu as coef stored it
+fn step_statistic(bh: u32, t: u32, n: u32) -> f32 { return cw[window_statistic_at(bh * u.T + t)]; }`;
+  }
+  return `${at}${windowEigenpairWgsl(config)}${windowLagDotsWgsl(nw)}`;
+}
+
+/** WGSL `stat_of(n, gram)` of falcon3's window Gram matrices (`W x W`, zero outside the `n x n` block): the top eigenpair. */
+function windowEigenpairWgsl(config: RuleConfig): string {
+  return `
 // the window's Gram matrix (zero outside the n x n block: slot o is pair t - o), its top eigenpair
 const NW2 = NW * NW;
 struct Stat { value: f32, u: array<f32, NW> }
-${topEigenWgsl(windowSlots(config))}
+${topEigenWgsl(windowSlots(config))}`;
+}
+
+/**
+ * WGSL `step_co(bh, b, h, t)`: step `t`'s pair count and coefficients, as the recurrent kernels compute them. Where
+ * `storedStatistic` (the backward's coefficient passes) and {@linkcode sharesWindowDots}, the statistic is the one
+ * `coef` stored.
+ */
+export function stepCoefWgsl(config: RuleConfig, storedStatistic = false): string {
+  const kind = statKind(config.rule);
+  const dot = (o: string) => `dot_xx(bh, i32(t) - i32(${o}))`;
+  const shared = sharesWindowDots(config);
+  const mu = shared
+    ? sharedWindowStatisticWgsl(config, storedStatistic)
+    : kind === "mu"
+    ? `${windowEigenpairWgsl(config)}
 fn step_stat(bh: u32, t: u32, n: u32) -> Stat {
   var gm: array<f32, NW2>;
   for (var e = 0u; e < NW2; e++) {
@@ -1337,7 +1486,7 @@ fn step_stat(bh: u32, t: u32, n: u32) -> Stat {
     st = sm / f32(n);
   }`
     : kind === "mu"
-    ? "st = step_stat(bh, t, n).value;"
+    ? shared ? "st = step_statistic(bh, t, n);" : "st = step_stat(bh, t, n).value;"
     : "";
   return `${mu}${
     kind === "none" || kind === "mu" ? "" : `
@@ -1665,8 +1814,8 @@ export function tile4Each(f: (r: number, c: number) => string): string {
  * gradient `dStatistic`. `da` / `db` are WGSL expressions (the delta rules' `d a_t`, `d b_t`; 0 and `d g_t` otherwise).
  */
 export function coefBackKernel(config: RuleConfig, da: string, db: string): string {
-  return stepCoefWgsl(config) + `
-${stepCoefEntry(config)}
+  return stepCoefWgsl(config, true) + `
+${stepCoefEntry(config, true)}
   let t = idx % u.T;
   let bh = idx / u.T;
   let b = bh / H;

@@ -80,6 +80,7 @@ import {
   prelude,
   rowsKernelForm,
   rowsLayout,
+  sharesWindowDots,
   stateTileBlock,
   stateTiles,
   stepCoefEntry,
@@ -133,7 +134,7 @@ ${stepCoefEntry(config)}
   cw[u.writeGain + idx] = co.b;
   ${solve ? "cw[u.eraseGain + idx] = co.a;" : ""}
   ${
-        kind === "mu"
+        kind === "mu" && !sharesWindowDots(config)
           ? `// the top eigenvector of the window's Gram matrix, for the statistic's gradient
   var st = step_stat(bh, t, pairs_at(bh / H, t));
   for (var o = 0u; o < NW; o++) { cw[u.topEigenvector + idx * NW + o] = st.u[o]; }`

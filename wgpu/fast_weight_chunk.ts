@@ -50,8 +50,8 @@ import {
 import { chunkShader } from "./shaders/fast_weight_chunk_shader.ts";
 import {
   columnScanTiling,
-  PER_COLUMN_BACKWARD,
-  PER_COLUMN_FORWARD,
+  perColumnBackward,
+  perColumnForward,
 } from "./shaders/fast_weight_chunk_per_column.ts";
 import { statKind } from "./shaders/fast_weight_coef.ts";
 import { windowSlots } from "./shaders/fast_weight_recurrent.ts";
@@ -292,7 +292,7 @@ export interface GradOffsets {
 
 /** The forward passes of a rule, in dispatch order. */
 function forwardPasses(config: RuleConfig): readonly ChunkPass[] {
-  if (isPerColumnChunkRule(config)) return PER_COLUMN_FORWARD;
+  if (isPerColumnChunkRule(config)) return perColumnForward(config);
   if (isWindowDeltaChunkRule(config)) {
     return [
       "coef",
@@ -361,7 +361,7 @@ function pairRowGrads(config: RuleConfig): ChunkPass[] {
 
 /** The backward passes of a rule with `dS0` ({@linkcode backwardPasses}). */
 function allBackwardPasses(config: RuleConfig): readonly ChunkPass[] {
-  if (isPerColumnChunkRule(config)) return PER_COLUMN_BACKWARD;
+  if (isPerColumnChunkRule(config)) return perColumnBackward(config);
   if (isWindowDeltaChunkRule(config)) {
     return [
       ...forwardPasses(config).slice(0, -1),

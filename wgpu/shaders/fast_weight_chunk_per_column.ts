@@ -1010,8 +1010,8 @@ function stateIncrementKernel(s: ChunkShape): string {
   const weights: StagedOperand = {
     width: V4,
     along: "width",
-    value: "exit_weight(bh, a, e, k, c0 + i)",
-    valid: "k < len && c0 + i < DV && sgw[k] == sgw[e]",
+    value: "exit_weight(bh, a, ex, k, c0 + i)",
+    valid: "k < len && c0 + i < DV && sgw[k] == sgw[ex]",
   };
   const operands = [keys, weights];
   checkStage("column_state_increment", [operands], layout.stage);
@@ -1028,7 +1028,8 @@ fn exit_weight(bh: u32, a: u32, e: u32, k: u32, col: u32) -> f32 {
 ${chunkEntry(`${layout.tiles}u`, false, wg)}
   let i0 = (tile / ${layout.colTiles}u) * ${R4}u;
   let c0 = (tile % ${layout.colTiles}u) * ${V4}u;
-  let e = len - 1u;
+  // the exit step (the staged loads name their index e)
+  let ex = len - 1u;
   for (var k = lid; k < len; k += ${wg}u) { sgw[k] = u32(cw[u.startsInChunk + bh * u.T + a + k]); }
   workgroupBarrier();
   ${gridBlocks(grid)}

@@ -488,7 +488,12 @@ export function chunkSharedFloats(
     const readout = COLUMN_READOUT_TILED ? columnReadoutLayout(s).floats : 0;
     // falcon2a's column_state_increment, where it runs
     const increment = splitsColumnScan(config) ? columnIncrementLayout(s).floats : 0;
-    return { local: Math.max(2 * s.dk + 12 * s.C, gram, readout, increment), rows, cols, pairs: 12 * s.C + s.RP * s.C };
+    return {
+      local: Math.max(2 * s.dk + 12 * s.C, gram, readout, increment),
+      rows,
+      cols,
+      pairs: 12 * s.C + s.RP * s.C,
+    };
   }
   const steps = (isSolveChunkRule(config) ? 6 : 4) * s.C;
   // the log-decay gradient (decay_grads, delta_decay_grads): its tile sums, chain sums and step arrays

@@ -67,6 +67,7 @@ export const PER_COLUMN_PASSES = [
   "column_query_key_grads",
   "column_state_increment",
   "column_increment_scan",
+  "column_gradient_scan",
 ] as const;
 
 /** Passes only falcon3 runs (`fast_weight_chunk_window_delta.ts`). */
@@ -147,7 +148,10 @@ export const COLUMN_READOUT_TILED = true;
  * as staged register tiles, {@linkcode columnIncrementLayout}) and `column_increment_scan` (per state element, the
  * chunks in order: the entering states and the final state), `column_coefs` storing the pseudo-values `W = b y`;
  * `false`, the one serial `column_state_scan` per `(b, h, group of value columns)` (the earlier passes, the same
- * WGSL). falcon2 (whose solve needs the entering state) keeps `column_state_scan` either way.
+ * WGSL). Likewise the backward: `column_gradient_scan` (per state element, the chunks in reverse: the exit-state
+ * gradients `G`, `dS0`, `dCarryState`) in place of `column_reverse_scan`, and `column_dots` storing the right-hand
+ * side's gradient `dR = dW` (no solve) from the `x_t.G` it sums anyway. falcon2 (whose solves need the entering
+ * state and `G` inside the walk) keeps `column_state_scan` and `column_reverse_scan` either way.
  */
 export const COLUMN_SPLIT_SCAN = true;
 
@@ -377,6 +381,7 @@ const BINDINGS: Record<ChunkPass, readonly ChunkBindingName[]> = {
   column_query_key_grads: ["ws", "s0", "cw", "out"],
   column_state_increment: ["ws", "cw"],
   column_increment_scan: ["s0", "init", "cw"],
+  column_gradient_scan: ["cw", "out"],
   window_pair_gram: ["ws", "stepinfo", "cw"],
   window_solve: ["ws", "stepinfo", "s0", "cw"],
   window_transition: ["ws", "stepinfo", "s0", "cw"],
@@ -1016,6 +1021,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "column_state_increment":
       return BH * nck * columnIncrementLayout(s).tiles;
     case "column_increment_scan":
+    case "column_gradient_scan":
       return flat(BH * s.dk * s.dv);
   }
 }

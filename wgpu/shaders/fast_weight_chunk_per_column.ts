@@ -109,19 +109,27 @@ export const PER_COLUMN_FORWARD: readonly ChunkPass[] = [
 /** falcon2a's split state scan ({@linkcode splitsColumnScan}), in dispatch order: in place of `column_state_scan`. */
 const SPLIT_SCAN_PASSES: readonly PerColumnPass[] = ["column_state_increment", "column_increment_scan"];
 
+/** falcon2a's split reverse scan ({@linkcode splitsColumnScan}): in place of `column_reverse_scan`. */
+const SPLIT_REVERSE_PASSES: readonly PerColumnPass[] = ["column_gradient_scan"];
+
 /**
  * The backward passes of a per-column rule (the forward recompute first), in dispatch order: every
  * per-column pass (`PER_COLUMN_PASSES` lists them in that order) but the forward's readout `column_readout` and
  * falcon2a's split scan.
  */
 export const PER_COLUMN_BACKWARD: readonly ChunkPass[] = PER_COLUMN_PASSES.filter((p) =>
-  p !== "column_readout" && !SPLIT_SCAN_PASSES.includes(p)
+  p !== "column_readout" && !SPLIT_SCAN_PASSES.includes(p) && !SPLIT_REVERSE_PASSES.includes(p)
 );
 
-/** `passes` with falcon2a's split scan in place of `column_state_scan` where {@linkcode splitsColumnScan}. */
+/**
+ * `passes` with falcon2a's split scans in place of `column_state_scan` and `column_reverse_scan` where
+ * {@linkcode splitsColumnScan}.
+ */
 function withSplitScan(passes: readonly ChunkPass[], config: RuleConfig): readonly ChunkPass[] {
   if (!splitsColumnScan(config)) return passes;
-  return passes.flatMap((p): readonly ChunkPass[] => p === "column_state_scan" ? SPLIT_SCAN_PASSES : [p]);
+  return passes.flatMap((p): readonly ChunkPass[] =>
+    p === "column_state_scan" ? SPLIT_SCAN_PASSES : p === "column_reverse_scan" ? SPLIT_REVERSE_PASSES : [p]
+  );
 }
 
 /** The forward passes of per-column rule `config`, in dispatch order. */
@@ -383,6 +391,8 @@ ${groupEntry("u.B * H * DV")}
       return head + stateIncrementKernel(s);
     case "column_increment_scan":
       return head + INCREMENT_SCAN;
+    case "column_gradient_scan":
+      return head + GRADIENT_SCAN;
     case "column_readout":
       if (COLUMN_READOUT_TILED) return head + tiledReadoutKernel(s);
       return head + STARTS + BASE + `
@@ -575,7 +585,15 @@ ${flatEntry("u.B * H * u.T * DV")}
   }
   let c = ci(bh, t, col);
   cw[u.columnBaseDecayShare + c] = exp(cw[u.columnLogDecaySum + c]) * (dout[dor(b, h, t, col)] * qb + select(0.0, eb, t == e));
-  cw[u.columnKeyDotDExit + c] = xg;
+  cw[u.columnKeyDotDExit + c] = xg;${
+        splitsColumnScan(config)
+          ? `
+  // falcon2a's split reverse scan: dR_t = dW_t = readout part + Gam[e,t] x_t.G (t in the exit segment; no solve)
+  let sameSegment = cw[u.startsInChunk + bh * u.T + t] == cw[u.startsInChunk + bh * u.T + e];
+  let xe = select(0.0, exp(cw[u.columnLogDecaySum + ci(bh, e, col)] - cw[u.columnLogDecaySum + c]) * xg, sameSegment);
+  cw[u.columnDRightHandSide + c] = cw[u.columnDPseudoValuesReadout + c] + xe;`
+          : ""
+      }
 }`;
     case "column_gram_grads":
       return head + gramGradKernel(reg);
@@ -1080,6 +1098,52 @@ ${flatEntry("u.B * H * DK * DV")}
     st = exp(p) * select(st, sz, z) + d;
   }
   cw[u.finalState + idx] = st;
+}`;
+
+/**
+ * falcon2a's `column_gradient_scan` ({@linkcode splitsColumnScan}): one invocation per state element `(b, h, i, col)`
+ * walks the chunks in reverse from `G = 0` after the last: stores `G` (`dExitState` of chunk `n`), then with the
+ * readout's parts `columnDBaseReadout` of the chunk (`sum exp(P_t) q_t dO_t`, split by base) and the exit's
+ * `exp(P_e) G` (on the exit step's base) the gradient of the entering state (the `G` of chunk `n - 1`) and the chunk's
+ * share of `dS0`; ends with `dCarryState` (the first chunk's) and `dS0`. The additive rule has no right-hand-side
+ * term (`a = 0`), so no chunk step enters; the earlier chunk's reads are issued before the store.
+ */
+const GRADIENT_SCAN = `
+${flatEntry("u.B * H * DK * DV")}
+  let col = idx % DV;
+  let i = (idx / DV) % DK;
+  let bh = idx / (DK * DV);
+  var g = 0.0;
+  var ds = 0.0;
+  // chunk n's exit step e: its log-decay sum, whether its segment began at a start, the readout parts of the chunk
+  var n = nck() - 1u;
+  var e = u.T - 1u;
+  var pe = cw[u.columnLogDecaySum + ci(bh, e, col)];
+  var fromS0 = cw[u.startsInChunk + bh * u.T + e] != 0.0;
+  var o = u.columnDBaseReadout + (bh * nck() + n) * 2u * DK * DV + i * DV + col;
+  var r0 = cw[o];
+  var r1 = cw[o + DK * DV];
+  for (var rn = 0u; rn < nck(); rn++) {
+    let p = pe;
+    let z = fromS0;
+    let d0 = r0;
+    let d1 = r1;
+    if (n > 0u) {
+      e = n * C - 1u;
+      pe = cw[u.columnLogDecaySum + ci(bh, e, col)];
+      fromS0 = cw[u.startsInChunk + bh * u.T + e] != 0.0;
+      o = u.columnDBaseReadout + (bh * nck() + n - 1u) * 2u * DK * DV + i * DV + col;
+      r0 = cw[o];
+      r1 = cw[o + DK * DV];
+    }
+    cw[u.dExitState + si(bh, n, i, col)] = g;
+    let ce = exp(p) * g;
+    ds += d1 + select(0.0, ce, z);
+    g = d0 + select(ce, 0.0, z);
+    n = max(n, 1u) - 1u;
+  }
+  out[u.gDC + idx] = g;
+  out[u.gDS0 + idx] = ds;
 }`;
 
 /**

@@ -14,7 +14,8 @@
  * falcon3's forward solve sweeps the `C W` instance rows of a chunk step by step, 256 invocations per
  * `WS` columns of `U0 | V` (`WINDOW_SOLVE`; its transposed solve runs 4 invocations per column). The per-column rules walk the chunks in order once
  * per `(b, h)` and group of `COLUMN_SCAN_COLUMNS` value columns (their solves carry the state from chunk to
- * chunk), each chunk's keys staged once for the group's columns, its rows spread over the invocations.
+ * chunk), each chunk's keys staged once for the group's columns, its rows spread over the invocations; falcon2a,
+ * without a solve, splits them into per-chunk state increments and scans per state element (`COLUMN_SPLIT_SCAN`).
  *
  * @module
  */

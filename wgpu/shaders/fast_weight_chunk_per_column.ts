@@ -42,6 +42,15 @@
  *   and `column_query_key_grads` (per `(b, h, t, key index)`: `dq` and `dx`, from the per-`(t, column)` weights that
  *   `column_step_grads` leaves, so no `exp` is repeated per key index).
  *
+ * falcon2a (`a = 0`: `W = R = b y`, no solve) with `COLUMN_SPLIT_SCAN` of `chunk_wgsl.ts` ({@linkcode splitsColumnScan})
+ * has only the linear carry `s_exit = exp(P_e) base_e + sum_s Gam[e,s] x_s W_s` across chunks, so it splits the scans:
+ * `column_coefs` also stores `W`; `column_state_increment` (per `(b, h, chunk, tile of the state)`, staged register
+ * tiles, {@linkcode stateIncrementKernel}: the sum, into the slot of the next chunk's entering state) and
+ * `column_increment_scan` (per state element, chunks in order: `entryState`, `finalState`) replace
+ * `column_state_scan`, which also stored `x.base` (its one reader, `column_step_grads`, multiplies it by `a`: that
+ * pass then reads none); `column_gradient_scan` (per state element, chunks in reverse: `G`, `dS0`, `dCarryState`)
+ * replaces `column_reverse_scan`, and `column_dots` stores `dR = dW` from its `x_t.G`.
+ *
  * Workspace sections (`cw`, offsets in the uniform block, `BH = B*H`, `NCK = ceil(T / C)`):
  * `columnLogDecaySum, columnEraseGain, columnWriteGain, columnPseudoValues, columnKeyDotBase, columnDPseudoValuesReadout, columnDRightHandSide, columnDEraseGain, columnDWriteGain, columnDLogDecay, columnDqBaseWeights, columnDxExitWeights, columnDxBaseWeights [BH, T, Dv]` (`P`, `a`, `b`, `W`,
  * `x_t.base_t`, readout `dW`, `dR`, `da`, `db`, `d log gamma`, and the weights of `column_query_key_grads`:

@@ -151,7 +151,8 @@ export const COLUMN_READOUT_TILED = true;
  * WGSL). Likewise the backward: `column_gradient_scan` (per state element, the chunks in reverse: the exit-state
  * gradients `G`, `dS0`, `dCarryState`) in place of `column_reverse_scan`, and `column_dots` storing the right-hand
  * side's gradient `dR = dW` (no solve) from the `x_t.G` it sums anyway. falcon2 (whose solves need the entering
- * state and `G` inside the walk) keeps `column_state_scan` and `column_reverse_scan` either way.
+ * state and `G` inside the walk) keeps `column_state_scan` and `column_reverse_scan` either way. With it falcon2a's
+ * staged `column_gram` also computes `Kq` alone (`K = X X^T` feeds only the solves).
  */
 export const COLUMN_SPLIT_SCAN = true;
 

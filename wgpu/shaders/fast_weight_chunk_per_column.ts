@@ -283,7 +283,7 @@ ${groupEntry("u.B * H * nck()")}
   }
 }`;
     case "column_gram":
-      if (COLUMN_GRAM_STAGED) return head + stagedGramKernel(s);
+      if (COLUMN_GRAM_STAGED) return head + stagedGramKernel(s, splitsColumnScan(config));
       return head + `
 ${flatEntry("u.B * H * nck() * C * SB")}
   // one invocation per row t and block of 4 columns s: each loaded x_t, q_t entry serves 4 products
@@ -884,9 +884,10 @@ function checkStage(pass: PerColumnPass, loops: readonly (readonly StagedOperand
  * (`columnGramLayout` of `chunk_wgsl.ts`: the whole `C x C` at `C <= 64`) computes `K = X X^T` and `Kq = Q X^T` as
  * 4 x 4 register tiles over the key entries, the key and query rows staged slice by slice (16-byte loads where
  * `Dk` and `Dv` are multiples of 4); a staged row past the chunk's `len` steps is 0, so are `K`'s rows and columns
- * there and `Kq`'s rows; `Kq` is stored 0 above the diagonal (`s > t`).
+ * there and `Kq`'s rows; `Kq` is stored 0 above the diagonal (`s > t`). With `queryKeyOnly` (falcon2a's split scans,
+ * {@linkcode splitsColumnScan}: `K` feeds only the solve, which falcon2a has none of) it computes and stores `Kq` alone.
  */
-function stagedGramKernel(s: ChunkShape): string {
+function stagedGramKernel(s: ChunkShape, queryKeyOnly = false): string {
   const layout = columnGramLayout(s.C);
   const wg = layout.invocations;
   const T4 = layout.tile;
@@ -902,6 +903,7 @@ function stagedGramKernel(s: ChunkShape): string {
   const keys = rowsT("xp4(bh, i32(a + t0 + i), k)", "t0");
   const queries = rowsT("qn4(bh, a + t0 + i, k)", "t0");
   const columnKeys = rowsT("xp4(bh, i32(a + c0 + i), k)", "c0");
+  if (queryKeyOnly) return queryKeyGramKernel(layout, queries, single ? keys : columnKeys);
   const operands = single ? [keys, queries] : [keys, queries, columnKeys];
   checkStage("column_gram", [operands], layout.stage);
   const grid: TileGrid = { name: "gram", rows: T4, cols: T4, invocations: wg };
@@ -922,6 +924,41 @@ ${chunkEntry(`${layout.tiles}u`, false, wg)}
       `let t = t0 + ${tr}; let sx = c0 + ${tc}; if (t < C && sx < C) {
       cw[u.keyGram + kk(bh, n, t, sx)] = ${v};
       cw[u.queryKeyGram + kk(bh, n, t, sx)] = select(0.0, ${kqOf(v)}, sx <= t);
+    }`)
+  }
+}`;
+}
+
+/**
+ * {@linkcode stagedGramKernel} of `Kq = Q X^T` alone (falcon2a's split scans): the query rows of the tile's rows and the
+ * key rows of its columns staged slice by slice, `Kq` stored 0 above the diagonal.
+ */
+function queryKeyGramKernel(
+  layout: ReturnType<typeof columnGramLayout>,
+  queries: StagedOperand,
+  columnKeys: StagedOperand,
+): string {
+  const operands = [queries, columnKeys];
+  checkStage("column_gram", [operands], layout.stage);
+  const grid: TileGrid = {
+    name: "gram",
+    rows: layout.tile,
+    cols: layout.tile,
+    invocations: layout.invocations,
+  };
+  const queryKeyGram: TileProduct = { acc: "kq", grid, a: 0, b: 1 };
+  return `
+var<workgroup> stage: array<vec4<f32>, ${layout.stage / 4}>; // the staged slices
+${chunkEntry(`${layout.tiles}u`, false, layout.invocations)}
+  let t0 = (tile / ${layout.side}u) * ${layout.tile}u;
+  let c0 = (tile % ${layout.side}u) * ${layout.tile}u;
+  ${gridBlocks(grid)}
+  ${declareAccumulators(queryKeyGram)}
+  ${stagedLoop("DK", operands, [queryKeyGram])}
+  ${
+    eachEntry(queryKeyGram, (tr, tc, v) =>
+      `let t = t0 + ${tr}; let sx = c0 + ${tc}; if (t < C && sx < C) {
+      cw[u.queryKeyGram + kk(bh, n, t, sx)] = select(0.0, ${v}, sx <= t);
     }`)
   }
 }`;

@@ -14,7 +14,8 @@
  * falcon3's forward solve sweeps the `C W` instance rows of a chunk step by step, 256 invocations per
  * `WS` columns of `U0 | V` (`WINDOW_SOLVE`; its transposed solve runs 4 invocations per column). The per-column rules walk the chunks in order once
  * per `(b, h)` and group of `COLUMN_SCAN_COLUMNS` value columns (their solves carry the state from chunk to
- * chunk), each chunk's keys staged once for the group's columns, its rows spread over the invocations.
+ * chunk), each chunk's keys staged once for the group's columns, its rows spread over the invocations; falcon2a,
+ * without a solve, splits them into per-chunk state increments and scans per state element (`COLUMN_SPLIT_SCAN`).
  *
  * @module
  */
@@ -50,8 +51,8 @@ import {
 import { chunkShader } from "./shaders/fast_weight_chunk_shader.ts";
 import {
   columnScanTiling,
-  PER_COLUMN_BACKWARD,
-  PER_COLUMN_FORWARD,
+  perColumnBackward,
+  perColumnForward,
 } from "./shaders/fast_weight_chunk_per_column.ts";
 import { statKind } from "./shaders/fast_weight_coef.ts";
 import { windowSlots } from "./shaders/fast_weight_recurrent.ts";
@@ -292,7 +293,7 @@ export interface GradOffsets {
 
 /** The forward passes of a rule, in dispatch order. */
 function forwardPasses(config: RuleConfig): readonly ChunkPass[] {
-  if (isPerColumnChunkRule(config)) return PER_COLUMN_FORWARD;
+  if (isPerColumnChunkRule(config)) return perColumnForward(config);
   if (isWindowDeltaChunkRule(config)) {
     return [
       "coef",
@@ -361,7 +362,7 @@ function pairRowGrads(config: RuleConfig): ChunkPass[] {
 
 /** The backward passes of a rule with `dS0` ({@linkcode backwardPasses}). */
 function allBackwardPasses(config: RuleConfig): readonly ChunkPass[] {
-  if (isPerColumnChunkRule(config)) return PER_COLUMN_BACKWARD;
+  if (isPerColumnChunkRule(config)) return perColumnBackward(config);
   if (isWindowDeltaChunkRule(config)) {
     return [
       ...forwardPasses(config).slice(0, -1),

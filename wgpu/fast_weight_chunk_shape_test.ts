@@ -89,7 +89,9 @@ Deno.test("chunk passes spread over B*H*chunks*tiles workgroups, not B*H", () =>
     // the scans over chunks: one invocation per state element (additive: B*H*Dk*Dv/64 workgroups)
     // or one workgroup per scanColumns(Dk) value columns (delta: an invocation per key row), or one per
     // value column (the per-column rules' column_state_scan and column_reverse_scan: an invocation per chunk row or key row)
-    const floor = pass === "state_scan" || pass === "reverse_scan" || pass === "reverse_scan_no_s0"
+    // (falcon2a's column_increment_scan and column_gradient_scan likewise)
+    const floor = pass === "state_scan" || pass === "reverse_scan" || pass === "reverse_scan_no_s0" ||
+        pass === "column_increment_scan" || pass === "column_gradient_scan"
       ? (BH * d.dk * d.dv) / 64
       : pass === "delta_state_scan" || pass === "delta_reverse_scan" || pass === "delta_value_scan" ||
           pass === "delta_value_reverse_scan"

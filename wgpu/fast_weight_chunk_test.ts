@@ -28,10 +28,13 @@ import { STAGED_WG } from "./shaders/chunk_staged_tiles.ts";
 import {
   bindsVec4,
   type ChunkPass,
+  COLUMN_SPLIT_SCAN,
   columnGramLayout,
+  columnIncrementLayout,
   columnReadoutLayout,
   decayGradLayout,
   pairColumnTiling,
+  splitsColumnScan,
 } from "./shaders/chunk_wgsl.ts";
 import { gpuTest } from "./_test_util.ts";
 import { COLUMN_SCAN_COLUMNS, columnScanLayout } from "./shaders/fast_weight_chunk_per_column.ts";
@@ -272,10 +275,13 @@ gpuTest(
       { spec: { B: 1, T: 160, H: 1, dk: 12, dv: 4, seed: 56 }, C: 72, packed: [true] },
     ];
     // falcon2a's readout and Gram are falcon2's kernels with other coefficients: CI runs it at the first shape only
-    // (each new shape compiles its grouped scan for 10-20 s on a software adapter)
+    // (each new shape compiles its grouped scan for 10-20 s on a software adapter); with its split scans
+    // (COLUMN_SPLIT_SCAN: no grouped scan in the forward, and a Gram kernel of Kq alone) also at C = 72, its Gram
+    // kernel's 2 x 2 tiles
     for (const rule of ["falcon2", "falcon2a"] as const) {
       const config = ruleConfig(rule);
-      for (const { spec, C, packed } of rule === "falcon2" || FULL_LEVEL ? cases : cases.slice(0, 1)) {
+      const some = splitsColumnScan(config) ? [cases[0], cases[2]] : cases.slice(0, 1);
+      for (const { spec, C, packed } of rule === "falcon2" || FULL_LEVEL ? cases : some) {
         for (const p of packed) {
           const label = `${rule} C=${C} Dk=${spec.dk} Dv=${spec.dv} carry packed=${p}`;
           await compareChunk(gpu, config, { ...spec, packed: p, s0: true }, chunkForm(C), label, {
@@ -285,6 +291,25 @@ gpuTest(
         }
       }
     }
+  },
+);
+
+// falcon2a's split state scan (COLUMN_SPLIT_SCAN of chunk_wgsl.ts: column_state_increment per chunk and tile of the
+// state, column_increment_scan per state element): Dk = 70, two tiles of key rows (36 each, the last partial), Dv = 5
+// (a partial 4 x 4 block), packed starts inside chunks with S0, entered from a carry, three whole chunks and a partial
+// one, forward and backward (5 s on llvmpipe with an empty shader cache)
+gpuTest(
+  "webgpu chunk kernels of falcon2a match the reference with the split state scan over two tiles of the state (C = 8, Dk = 70, Dv = 5)",
+  async (gpu) => {
+    const config = ruleConfig("falcon2a");
+    const spec = { B: 1, T: 31, H: 1, dk: 70, dv: 5, seed: 57, packed: true, s0: true };
+    const shape = chunkShape(config, spec, 8, gpu.runtime.device.limits.maxComputeWorkgroupStorageSize);
+    if (COLUMN_SPLIT_SCAN && (!splitsColumnScan(config) || columnIncrementLayout(shape).rowTiles !== 2)) {
+      throw new Error(
+        `increment tiles ${JSON.stringify(columnIncrementLayout(shape))}: expected 2 row tiles`,
+      );
+    }
+    await compareChunk(gpu, config, spec, chunkForm(8), "falcon2a C=8 Dk=70 Dv=5 carry", { from: 5 });
   },
 );
 

@@ -65,6 +65,9 @@ export const PER_COLUMN_PASSES = [
   "column_gram_grads",
   "column_coef_grads",
   "column_query_key_grads",
+  "column_state_increment",
+  "column_increment_scan",
+  "column_gradient_scan",
 ] as const;
 
 /** Passes only falcon3 runs (`fast_weight_chunk_window_delta.ts`). */
@@ -139,6 +142,25 @@ export const COLUMN_GRAM_STAGED = true;
  */
 export const COLUMN_READOUT_TILED = true;
 
+/**
+ * The form of falcon2a's state scan (the additive per-column rule, `fast_weight_chunk_per_column.ts`): `true`, split
+ * into `column_state_increment` (per `(b, h, chunk, tile of the state)`: the chunk's increment `sum_s Gam[e,s] x_s W_s`
+ * as staged register tiles, {@linkcode columnIncrementLayout}) and `column_increment_scan` (per state element, the
+ * chunks in order: the entering states and the final state), `column_coefs` storing the pseudo-values `W = b y`;
+ * `false`, the one serial `column_state_scan` per `(b, h, group of value columns)` (the earlier passes, the same
+ * WGSL). Likewise the backward: `column_gradient_scan` (per state element, the chunks in reverse: the exit-state
+ * gradients `G`, `dS0`, `dCarryState`) in place of `column_reverse_scan`, and `column_dots` storing the right-hand
+ * side's gradient `dR = dW` (no solve) from the `x_t.G` it sums anyway. falcon2 (whose solves need the entering
+ * state and `G` inside the walk) keeps `column_state_scan` and `column_reverse_scan` either way. With it falcon2a's
+ * staged `column_gram` also computes `Kq` alone (`K = X X^T` feeds only the solves).
+ */
+export const COLUMN_SPLIT_SCAN = true;
+
+/** Whether `config` runs the split state scan of {@linkcode COLUMN_SPLIT_SCAN}: falcon2a (`a = 0`) with it on. */
+export function splitsColumnScan(config: RuleConfig): boolean {
+  return COLUMN_SPLIT_SCAN && isPerColumnChunkRule(config) && !isDeltaRule(config.rule);
+}
+
 /** Rows and columns of the output tile of one workgroup of the staged `column_gram` and `column_readout` at most. */
 export const COLUMN_TILE_MAX = 64;
 
@@ -183,6 +205,28 @@ export function columnReadoutLayout(s: Pick<ChunkShape, "dv" | "C">) {
   const transposed = { width: rows.size, along: "depth" as const };
   const row = { width: cols.size, along: "width" as const };
   const stage = Math.max(stagedFloats([transposed, row]), stagedFloats([transposed, row, row]));
+  return {
+    rows: rows.size,
+    rowTiles: rows.tiles,
+    cols: cols.size,
+    colTiles: cols.tiles,
+    tiles: rows.tiles * cols.tiles,
+    invocations: blockInvocations((rows.size / 4) * (cols.size / 4)),
+    stage,
+    floats: stage + s.C,
+  };
+}
+
+/**
+ * Tiling of falcon2a's `column_state_increment` ({@linkcode COLUMN_SPLIT_SCAN}): per chunk, `rowTiles` tiles of
+ * `rows` key rows times `colTiles` tiles of `cols` value columns of the `Dk x Dv` increment ({@linkcode balancedTiles}),
+ * one workgroup of `invocations` per tile, and its workgroup floats: `stage` (a slice of the keys and of the decayed
+ * pseudo-values) and the chunk's start counts (`C`), `floats` in all.
+ */
+export function columnIncrementLayout(s: Pick<ChunkShape, "dk" | "dv" | "C">) {
+  const rows = balancedTiles(s.dk);
+  const cols = balancedTiles(s.dv);
+  const stage = stagedFloats([{ width: rows.size, along: "width" }, { width: cols.size, along: "width" }]);
   return {
     rows: rows.size,
     rowTiles: rows.tiles,
@@ -336,6 +380,9 @@ const BINDINGS: Record<ChunkPass, readonly ChunkBindingName[]> = {
   column_gram_grads: ["dout", "cw"],
   column_coef_grads: ["ws", "beta", "lb", "stepinfo", "cw", "out"],
   column_query_key_grads: ["ws", "s0", "cw", "out"],
+  column_state_increment: ["ws", "cw"],
+  column_increment_scan: ["s0", "init", "cw"],
+  column_gradient_scan: ["cw", "out"],
   window_pair_gram: ["ws", "stepinfo", "cw"],
   window_solve: ["ws", "stepinfo", "s0", "cw"],
   window_transition: ["ws", "stepinfo", "s0", "cw"],
@@ -445,7 +492,14 @@ export function chunkSharedFloats(
     // the staged column_gram and column_readout, where they run
     const gram = COLUMN_GRAM_STAGED ? columnGramLayout(s.C).stage : 0;
     const readout = COLUMN_READOUT_TILED ? columnReadoutLayout(s).floats : 0;
-    return { local: Math.max(2 * s.dk + 12 * s.C, gram, readout), rows, cols, pairs: 12 * s.C + s.RP * s.C };
+    // falcon2a's column_state_increment, where it runs
+    const increment = splitsColumnScan(config) ? columnIncrementLayout(s).floats : 0;
+    return {
+      local: Math.max(2 * s.dk + 12 * s.C, gram, readout, increment),
+      rows,
+      cols,
+      pairs: 12 * s.C + s.RP * s.C,
+    };
   }
   const steps = (isSolveChunkRule(config) ? 6 : 4) * s.C;
   // the log-decay gradient (decay_grads, delta_decay_grads): its tile sums, chain sums and step arrays
@@ -965,6 +1019,11 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
       return flat(BH * T);
     case "column_query_key_grads":
       return flat(BH * T * s.dk);
+    case "column_state_increment":
+      return BH * nck * columnIncrementLayout(s).tiles;
+    case "column_increment_scan":
+    case "column_gradient_scan":
+      return flat(BH * s.dk * s.dv);
   }
 }
 
@@ -991,11 +1050,12 @@ const VEC4_PASSES: ReadonlySet<ChunkPass> = new Set<ChunkPass>([
 
 /**
  * Whether `pass` reads the workspace rows four entries at a time: {@linkcode VEC4_PASSES}, and the staged
- * `column_gram` and `column_readout` ({@linkcode COLUMN_GRAM_STAGED}, {@linkcode COLUMN_READOUT_TILED}).
+ * `column_gram` and `column_readout` ({@linkcode COLUMN_GRAM_STAGED}, {@linkcode COLUMN_READOUT_TILED}) and falcon2a's
+ * `column_state_increment` ({@linkcode COLUMN_SPLIT_SCAN}).
  */
 function isVec4Pass(pass: ChunkPass): boolean {
   return VEC4_PASSES.has(pass) || (COLUMN_GRAM_STAGED && pass === "column_gram") ||
-    (COLUMN_READOUT_TILED && pass === "column_readout");
+    (COLUMN_READOUT_TILED && pass === "column_readout") || pass === "column_state_increment";
 }
 
 /** Whether `pass` binds `ws` and `dout` as vec4 arrays at shape `s` ({@linkcode VEC4_PASSES}). */

@@ -42,6 +42,15 @@
  *   and `column_query_key_grads` (per `(b, h, t, key index)`: `dq` and `dx`, from the per-`(t, column)` weights that
  *   `column_step_grads` leaves, so no `exp` is repeated per key index).
  *
+ * falcon2a (`a = 0`: `W = R = b y`, no solve) with `COLUMN_SPLIT_SCAN` of `chunk_wgsl.ts` ({@linkcode splitsColumnScan})
+ * has only the linear carry `s_exit = exp(P_e) base_e + sum_s Gam[e,s] x_s W_s` across chunks, so it splits the scans:
+ * `column_coefs` also stores `W`; `column_state_increment` (per `(b, h, chunk, tile of the state)`, staged register
+ * tiles, {@linkcode stateIncrementKernel}: the sum, into the slot of the next chunk's entering state) and
+ * `column_increment_scan` (per state element, chunks in order: `entryState`, `finalState`) replace
+ * `column_state_scan`, which also stored `x.base` (its one reader, `column_step_grads`, multiplies it by `a`: that
+ * pass then reads none); `column_gradient_scan` (per state element, chunks in reverse: `G`, `dS0`, `dCarryState`)
+ * replaces `column_reverse_scan`, and `column_dots` stores `dR = dW` from its `x_t.G`.
+ *
  * Workspace sections (`cw`, offsets in the uniform block, `BH = B*H`, `NCK = ceil(T / C)`):
  * `columnLogDecaySum, columnEraseGain, columnWriteGain, columnPseudoValues, columnKeyDotBase, columnDPseudoValuesReadout, columnDRightHandSide, columnDEraseGain, columnDWriteGain, columnDLogDecay, columnDqBaseWeights, columnDxExitWeights, columnDxBaseWeights [BH, T, Dv]` (`P`, `a`, `b`, `W`,
  * `x_t.base_t`, readout `dW`, `dR`, `da`, `db`, `d log gamma`, and the weights of `column_query_key_grads`:
@@ -67,10 +76,12 @@ import {
   COLUMN_GRAM_STAGED,
   COLUMN_READOUT_TILED,
   columnGramLayout,
+  columnIncrementLayout,
   columnReadoutLayout,
   flatEntry,
   PER_COLUMN_PASSES,
   prelude,
+  splitsColumnScan,
   stepCoefEntry,
   stepCoefWgsl,
 } from "./chunk_wgsl.ts";
@@ -104,13 +115,41 @@ export const PER_COLUMN_FORWARD: readonly ChunkPass[] = [
   "column_readout",
 ];
 
+/** falcon2a's split state scan ({@linkcode splitsColumnScan}), in dispatch order: in place of `column_state_scan`. */
+const SPLIT_SCAN_PASSES: readonly PerColumnPass[] = ["column_state_increment", "column_increment_scan"];
+
+/** falcon2a's split reverse scan ({@linkcode splitsColumnScan}): in place of `column_reverse_scan`. */
+const SPLIT_REVERSE_PASSES: readonly PerColumnPass[] = ["column_gradient_scan"];
+
 /**
  * The backward passes of a per-column rule (the forward recompute first), in dispatch order: every
- * per-column pass (`PER_COLUMN_PASSES` lists them in that order) but the forward's readout `column_readout`.
+ * per-column pass (`PER_COLUMN_PASSES` lists them in that order) but the forward's readout `column_readout` and
+ * falcon2a's split scan.
  */
 export const PER_COLUMN_BACKWARD: readonly ChunkPass[] = PER_COLUMN_PASSES.filter((p) =>
-  p !== "column_readout"
+  p !== "column_readout" && !SPLIT_SCAN_PASSES.includes(p) && !SPLIT_REVERSE_PASSES.includes(p)
 );
+
+/**
+ * `passes` with falcon2a's split scans in place of `column_state_scan` and `column_reverse_scan` where
+ * {@linkcode splitsColumnScan}.
+ */
+function withSplitScan(passes: readonly ChunkPass[], config: RuleConfig): readonly ChunkPass[] {
+  if (!splitsColumnScan(config)) return passes;
+  return passes.flatMap((p): readonly ChunkPass[] =>
+    p === "column_state_scan" ? SPLIT_SCAN_PASSES : p === "column_reverse_scan" ? SPLIT_REVERSE_PASSES : [p]
+  );
+}
+
+/** The forward passes of per-column rule `config`, in dispatch order. */
+export function perColumnForward(config: RuleConfig): readonly ChunkPass[] {
+  return withSplitScan(PER_COLUMN_FORWARD, config);
+}
+
+/** The backward passes of per-column rule `config` (the forward recompute first), in dispatch order. */
+export function perColumnBackward(config: RuleConfig): readonly ChunkPass[] {
+  return withSplitScan(PER_COLUMN_BACKWARD, config);
+}
 
 // addressing of the column sections: [BH, T, Dv], [BH, NCK, C, C], [BH, NCK, Dk, Dv], [BH, Dk, Dv]
 const ADDR = `
@@ -233,12 +272,18 @@ ${groupEntry("u.B * H * nck()")}
       let c = ci(bh, t, col);
       cw[u.columnLogDecaySum + c] = p;
       cw[u.columnEraseGain + c] = co.a;
-      cw[u.columnWriteGain + c] = co.b;
+      cw[u.columnWriteGain + c] = co.b;${
+        splitsColumnScan(config)
+          ? `
+      // falcon2a's pseudo-values W = R = b y (a = 0: no state term), for the split scan
+      cw[u.columnPseudoValues + c] = co.b * yp(bh, i32(t), col);`
+          : ""
+      }
     }
   }
 }`;
     case "column_gram":
-      if (COLUMN_GRAM_STAGED) return head + stagedGramKernel(s);
+      if (COLUMN_GRAM_STAGED) return head + stagedGramKernel(s, splitsColumnScan(config));
       return head + `
 ${flatEntry("u.B * H * nck() * C * SB")}
   // one invocation per row t and block of 4 columns s: each loaded x_t, q_t entry serves 4 products
@@ -351,6 +396,12 @@ ${groupEntry("u.B * H * DV")}
   workgroupBarrier();
   for (var i = lid; i < DK; i += WG) { cw[u.finalState + s0i(bh, i, col)] = sc[i]; }
 }`;
+    case "column_state_increment":
+      return head + stateIncrementKernel(s);
+    case "column_increment_scan":
+      return head + INCREMENT_SCAN;
+    case "column_gradient_scan":
+      return head + GRADIENT_SCAN;
     case "column_readout":
       if (COLUMN_READOUT_TILED) return head + tiledReadoutKernel(s);
       return head + STARTS + BASE + `
@@ -517,7 +568,7 @@ ${groupEntry("u.B * H * DV")}
   }
 }`;
     case "column_step_grads":
-      return head + COLUMN_STEPS + colGradKernel(s, reg);
+      return head + COLUMN_STEPS + colGradKernel(s, reg, splitsColumnScan(config));
     case "column_dots":
       return head + BASE + `
 ${flatEntry("u.B * H * u.T * DV")}
@@ -543,7 +594,15 @@ ${flatEntry("u.B * H * u.T * DV")}
   }
   let c = ci(bh, t, col);
   cw[u.columnBaseDecayShare + c] = exp(cw[u.columnLogDecaySum + c]) * (dout[dor(b, h, t, col)] * qb + select(0.0, eb, t == e));
-  cw[u.columnKeyDotDExit + c] = xg;
+  cw[u.columnKeyDotDExit + c] = xg;${
+        splitsColumnScan(config)
+          ? `
+  // falcon2a's split reverse scan: dR_t = dW_t = readout part + Gam[e,t] x_t.G (t in the exit segment; no solve)
+  let sameSegment = cw[u.startsInChunk + bh * u.T + t] == cw[u.startsInChunk + bh * u.T + e];
+  let xe = select(0.0, exp(cw[u.columnLogDecaySum + ci(bh, e, col)] - cw[u.columnLogDecaySum + c]) * xg, sameSegment);
+  cw[u.columnDRightHandSide + c] = cw[u.columnDPseudoValuesReadout + c] + xe;`
+          : ""
+      }
 }`;
     case "column_gram_grads":
       return head + gramGradKernel(reg);
@@ -618,7 +677,9 @@ ${flatEntry("u.B * H * u.T * DK")}
  * `column_dots`, in `columnBaseDecayShare`) and the right-hand side's `exp(Pp_{t+1}) = exp(P_t)`
  * (`-a_{t+1} exp(Pp_{t+1}) (x_{t+1}.base) dR_{t+1}`). Also leaves `columnDqBaseWeights, columnDxExitWeights, columnDxBaseWeights` for `column_query_key_grads`.
  */
-function colGradKernel(s: ChunkShape, reg: boolean): string {
+function colGradKernel(s: ChunkShape, reg: boolean, split = false): string {
+  // falcon2a's split scan stores no x_t.base_t: its a = 0 leaves no right-hand-side term, and coef_back drops da
+  const keyDotBase = (c: string) => split ? "0.0" : `cw[u.columnKeyDotBase + ${c}]`;
   return `
 var<workgroup> ww: array<f32, C>;
 var<workgroup> dr: array<f32, C>;
@@ -647,7 +708,7 @@ ${groupEntry("u.B * H * nck() * DV")}
     dd[k] = dout[dor(b, h, t, col)];
     xg[k] = cw[u.columnKeyDotDExit + c];
     zb[k] = cw[u.columnBaseDecayShare + c];
-    zr[k] = -ga[k] * exp(pp[k]) * cw[u.columnKeyDotBase + c] * dr[k];
+    zr[k] = -ga[k] * exp(pp[k]) * ${keyDotBase("c")} * dr[k];
     cw[u.columnDWriteGain + c] = dr[k] * yp(bh, i32(t), col);
     // the per-(t, column) weights of column_query_key_grads: dq's base term, dx's exit and right-hand-side terms
     cw[u.columnDqBaseWeights + c] = exp(pl[k]) * dd[k];
@@ -658,7 +719,7 @@ ${groupEntry("u.B * H * nck() * DV")}
   }
   workgroupBarrier();
   for (var k = lid; k < len; k += WG) {
-    var da = -exp(pp[k]) * cw[u.columnKeyDotBase + ci(bh, a + k, col)] * dr[k];
+    var da = -exp(pp[k]) * ${keyDotBase("ci(bh, a + k, col)")} * dr[k];
     ${
     reg
       ? `for (var sx = 0u; sx < k; sx++) {
@@ -823,9 +884,10 @@ function checkStage(pass: PerColumnPass, loops: readonly (readonly StagedOperand
  * (`columnGramLayout` of `chunk_wgsl.ts`: the whole `C x C` at `C <= 64`) computes `K = X X^T` and `Kq = Q X^T` as
  * 4 x 4 register tiles over the key entries, the key and query rows staged slice by slice (16-byte loads where
  * `Dk` and `Dv` are multiples of 4); a staged row past the chunk's `len` steps is 0, so are `K`'s rows and columns
- * there and `Kq`'s rows; `Kq` is stored 0 above the diagonal (`s > t`).
+ * there and `Kq`'s rows; `Kq` is stored 0 above the diagonal (`s > t`). With `queryKeyOnly` (falcon2a's split scans,
+ * {@linkcode splitsColumnScan}: `K` feeds only the solve, which falcon2a has none of) it computes and stores `Kq` alone.
  */
-function stagedGramKernel(s: ChunkShape): string {
+function stagedGramKernel(s: ChunkShape, queryKeyOnly = false): string {
   const layout = columnGramLayout(s.C);
   const wg = layout.invocations;
   const T4 = layout.tile;
@@ -841,6 +903,7 @@ function stagedGramKernel(s: ChunkShape): string {
   const keys = rowsT("xp4(bh, i32(a + t0 + i), k)", "t0");
   const queries = rowsT("qn4(bh, a + t0 + i, k)", "t0");
   const columnKeys = rowsT("xp4(bh, i32(a + c0 + i), k)", "c0");
+  if (queryKeyOnly) return queryKeyGramKernel(layout, queries, single ? keys : columnKeys);
   const operands = single ? [keys, queries] : [keys, queries, columnKeys];
   checkStage("column_gram", [operands], layout.stage);
   const grid: TileGrid = { name: "gram", rows: T4, cols: T4, invocations: wg };
@@ -861,6 +924,41 @@ ${chunkEntry(`${layout.tiles}u`, false, wg)}
       `let t = t0 + ${tr}; let sx = c0 + ${tc}; if (t < C && sx < C) {
       cw[u.keyGram + kk(bh, n, t, sx)] = ${v};
       cw[u.queryKeyGram + kk(bh, n, t, sx)] = select(0.0, ${kqOf(v)}, sx <= t);
+    }`)
+  }
+}`;
+}
+
+/**
+ * {@linkcode stagedGramKernel} of `Kq = Q X^T` alone (falcon2a's split scans): the query rows of the tile's rows and the
+ * key rows of its columns staged slice by slice, `Kq` stored 0 above the diagonal.
+ */
+function queryKeyGramKernel(
+  layout: ReturnType<typeof columnGramLayout>,
+  queries: StagedOperand,
+  columnKeys: StagedOperand,
+): string {
+  const operands = [queries, columnKeys];
+  checkStage("column_gram", [operands], layout.stage);
+  const grid: TileGrid = {
+    name: "gram",
+    rows: layout.tile,
+    cols: layout.tile,
+    invocations: layout.invocations,
+  };
+  const queryKeyGram: TileProduct = { acc: "kq", grid, a: 0, b: 1 };
+  return `
+var<workgroup> stage: array<vec4<f32>, ${layout.stage / 4}>; // the staged slices
+${chunkEntry(`${layout.tiles}u`, false, layout.invocations)}
+  let t0 = (tile / ${layout.side}u) * ${layout.tile}u;
+  let c0 = (tile % ${layout.side}u) * ${layout.tile}u;
+  ${gridBlocks(grid)}
+  ${declareAccumulators(queryKeyGram)}
+  ${stagedLoop("DK", operands, [queryKeyGram])}
+  ${
+    eachEntry(queryKeyGram, (tr, tc, v) =>
+      `let t = t0 + ${tr}; let sx = c0 + ${tc}; if (t < C && sx < C) {
+      cw[u.queryKeyGram + kk(bh, n, t, sx)] = select(0.0, ${v}, sx <= t);
     }`)
   }
 }`;
@@ -952,6 +1050,147 @@ ${chunkEntry(`${layout.tiles}u`, false, wg)}
   }
 }`;
 }
+
+/**
+ * falcon2a's `column_state_increment` ({@linkcode splitsColumnScan}): one workgroup per `(b, h, chunk, tile of key rows
+ * x value columns)` (`columnIncrementLayout` of `chunk_wgsl.ts`: up to 64 x 64, the whole state at `Dk, Dv <= 64`)
+ * computes the chunk's state increment `sum_k Gam[e,k] x_k W_k[col]` (the exit step `e`'s segment; `Gam[e,k] W_k`
+ * staged per column as one operand) as 4 x 4 register tiles over the chunk's steps, and stores it where
+ * `column_increment_scan` reads it: in the slot of the next chunk's entering state (which that scan then
+ * overwrites), the last chunk's in `finalState`.
+ */
+function stateIncrementKernel(s: ChunkShape): string {
+  const layout = columnIncrementLayout(s);
+  const wg = layout.invocations;
+  const [R4, V4] = [layout.rows, layout.cols];
+  // entry (k, i): key entry i0 + i of step k; decayed pseudo-value of column c0 + i at step k (0 outside e's segment)
+  const keys: StagedOperand = {
+    width: R4,
+    along: "width",
+    value: "xp4(bh, i32(a + k), i0 + i)",
+    valid: "k < len && i0 + i < DK",
+    quad: true,
+  };
+  const weights: StagedOperand = {
+    width: V4,
+    along: "width",
+    value: "exit_weight(bh, a, ex, k, c0 + i)",
+    valid: "k < len && c0 + i < DV && sgw[k] == sgw[ex]",
+  };
+  const operands = [keys, weights];
+  checkStage("column_state_increment", [operands], layout.stage);
+  const grid: TileGrid = { name: "inc", rows: R4, cols: V4, invocations: wg };
+  const increment: TileProduct = { acc: "d", grid, a: 0, b: 1 };
+  return `
+var<workgroup> stage: array<vec4<f32>, ${layout.stage / 4}>; // the staged slices
+var<workgroup> sgw: array<u32, C>; // sequence starts in a..t
+// Gam[e,k] W_k of column col (step k in the exit step e's segment)
+fn exit_weight(bh: u32, a: u32, e: u32, k: u32, col: u32) -> f32 {
+  let pe = cw[u.columnLogDecaySum + ci(bh, a + e, col)];
+  return exp(pe - cw[u.columnLogDecaySum + ci(bh, a + k, col)]) * cw[u.columnPseudoValues + ci(bh, a + k, col)];
+}
+${chunkEntry(`${layout.tiles}u`, false, wg)}
+  let i0 = (tile / ${layout.colTiles}u) * ${R4}u;
+  let c0 = (tile % ${layout.colTiles}u) * ${V4}u;
+  // the exit step (the staged loads name their index e)
+  let ex = len - 1u;
+  for (var k = lid; k < len; k += ${wg}u) { sgw[k] = u32(cw[u.startsInChunk + bh * u.T + a + k]); }
+  workgroupBarrier();
+  ${gridBlocks(grid)}
+  ${declareAccumulators(increment)}
+  ${stagedLoop("len", operands, [increment])}
+  // the next chunk's entering-state slot (the last chunk's: finalState)
+  let last = n + 1u == nck();
+  ${
+    eachEntry(increment, (tr, tc, v) =>
+      `let i = i0 + ${tr}; let col = c0 + ${tc}; if (i < DK && col < DV) {
+      cw[select(u.entryState + si(bh, n + 1u, i, col), u.finalState + s0i(bh, i, col), last)] = ${v};
+    }`)
+  }
+}`;
+}
+
+/**
+ * falcon2a's `column_increment_scan` ({@linkcode splitsColumnScan}): one invocation per state element `(b, h, i, col)`
+ * walks the chunks in order: stores the entering state `s_in` of chunk `n`, then its exit state
+ * `exp(P_e) base_e + increment` (`base_e`: `s_in` where the chunk has no start, else `S0` or 0), the increment read
+ * from the slot `column_state_increment` left it in (the next chunk's entering state, or `finalState`); the next
+ * chunk's reads are issued before the store, so they are in flight while it waits on the state.
+ */
+const INCREMENT_SCAN = `
+${flatEntry("u.B * H * DK * DV")}
+  let col = idx % DV;
+  let i = (idx / DV) % DK;
+  let bh = idx / (DK * DV);
+  var st = select(0.0, init[idx], u.hasInit != 0u);
+  let sz = select(0.0, s0[idx], u.hasS0 != 0u);
+  // chunk n's exit step e: its log-decay sum, whether its segment began at a start, the increment
+  var e = min(C, u.T) - 1u;
+  var pe = cw[u.columnLogDecaySum + ci(bh, e, col)];
+  var fromS0 = cw[u.startsInChunk + bh * u.T + e] != 0.0;
+  var inc = cw[select(u.entryState + si(bh, 1u, i, col), u.finalState + idx, nck() == 1u)];
+  for (var n = 0u; n < nck(); n++) {
+    let p = pe;
+    let z = fromS0;
+    let d = inc;
+    if (n + 1u < nck()) {
+      let a = (n + 1u) * C;
+      e = a + min(C, u.T - a) - 1u;
+      pe = cw[u.columnLogDecaySum + ci(bh, e, col)];
+      fromS0 = cw[u.startsInChunk + bh * u.T + e] != 0.0;
+      inc = cw[select(u.entryState + si(bh, n + 2u, i, col), u.finalState + idx, n + 2u == nck())];
+    }
+    cw[u.entryState + si(bh, n, i, col)] = st;
+    st = exp(p) * select(st, sz, z) + d;
+  }
+  cw[u.finalState + idx] = st;
+}`;
+
+/**
+ * falcon2a's `column_gradient_scan` ({@linkcode splitsColumnScan}): one invocation per state element `(b, h, i, col)`
+ * walks the chunks in reverse from `G = 0` after the last: stores `G` (`dExitState` of chunk `n`), then with the
+ * readout's parts `columnDBaseReadout` of the chunk (`sum exp(P_t) q_t dO_t`, split by base) and the exit's
+ * `exp(P_e) G` (on the exit step's base) the gradient of the entering state (the `G` of chunk `n - 1`) and the chunk's
+ * share of `dS0`; ends with `dCarryState` (the first chunk's) and `dS0`. The additive rule has no right-hand-side
+ * term (`a = 0`), so no chunk step enters; the earlier chunk's reads are issued before the store.
+ */
+const GRADIENT_SCAN = `
+${flatEntry("u.B * H * DK * DV")}
+  let col = idx % DV;
+  let i = (idx / DV) % DK;
+  let bh = idx / (DK * DV);
+  var g = 0.0;
+  var ds = 0.0;
+  // chunk n's exit step e: its log-decay sum, whether its segment began at a start, the readout parts of the chunk
+  var n = nck() - 1u;
+  var e = u.T - 1u;
+  var pe = cw[u.columnLogDecaySum + ci(bh, e, col)];
+  var fromS0 = cw[u.startsInChunk + bh * u.T + e] != 0.0;
+  var o = u.columnDBaseReadout + (bh * nck() + n) * 2u * DK * DV + i * DV + col;
+  var r0 = cw[o];
+  var r1 = cw[o + DK * DV];
+  for (var rn = 0u; rn < nck(); rn++) {
+    let p = pe;
+    let z = fromS0;
+    let d0 = r0;
+    let d1 = r1;
+    if (n > 0u) {
+      e = n * C - 1u;
+      pe = cw[u.columnLogDecaySum + ci(bh, e, col)];
+      fromS0 = cw[u.startsInChunk + bh * u.T + e] != 0.0;
+      o = u.columnDBaseReadout + (bh * nck() + n - 1u) * 2u * DK * DV + i * DV + col;
+      r0 = cw[o];
+      r1 = cw[o + DK * DV];
+    }
+    cw[u.dExitState + si(bh, n, i, col)] = g;
+    let ce = exp(p) * g;
+    ds += d1 + select(0.0, ce, z);
+    g = d0 + select(ce, 0.0, z);
+    n = max(n, 1u) - 1u;
+  }
+  out[u.gDC + idx] = g;
+  out[u.gDS0 + idx] = ds;
+}`;
 
 /**
  * Value columns per workgroup of the per-column scans `column_state_scan` and `column_reverse_scan` (a power of

@@ -1245,7 +1245,9 @@ ${columnScanHead(s, "wv")}
   }
     workgroupBarrier();
     ${
-    reg
+    reg && COLUMN_SWEEP === "registers"
+      ? forwardRegisterSweep(s)
+      : reg
       ? `// forward substitution as a sweep over the steps, all the group's columns at once: once W_s is final,
     // every later row of its segment drops A[k,s] W_s; each invocation loads its rows' next K entries one step ahead
     var kc: array<f32, ${RK}>;
@@ -1360,7 +1362,9 @@ ${columnScanHead(s, "dr")}
   }
     workgroupBarrier();
     ${
-    reg
+    reg && COLUMN_SWEEP === "registers"
+      ? backRegisterSweep(s)
+      : reg
       ? `// back substitution as a sweep over the steps, all the group's columns at once: once dR_t2 is final,
     // every earlier row of its segment drops A[t2,k] dR_t2 (K entries loaded one step ahead)
     var kc: array<f32, ${RK}>;
@@ -1445,4 +1449,131 @@ ${columnScanHead(s, "dr")}
     )
   }
 }`;
+}
+
+/**
+ * The form of falcon2's sweeps in the grouped column scans (`column_state_scan`'s forward substitution,
+ * `column_reverse_scan`'s back substitution; falcon2a has none): `"shared"`, every row's running right-hand side in
+ * workgroup memory, read and written back per step with its step factors (`sg, pp, ga` or `pl`), each row's next
+ * `K` entry loaded one step ahead; `"registers"`, each invocation keeps its rows' running right-hand sides and step
+ * factors in registers and only publishes the row the next step pivots on (one store, one barrier per step), its
+ * `K` entries loaded {@linkcode COLUMN_SWEEP_AHEAD} steps ahead in a ring of registers (the step loop unrolled by
+ * the ring's length, so every ring slot is a named register), so a step reads three broadcast values of workgroup
+ * memory and no storage it waits for.
+ */
+export const COLUMN_SWEEP: "shared" | "registers" = "registers";
+
+/** Steps ahead that the `"registers"` sweeps ({@linkcode COLUMN_SWEEP}) load their `K` entries. */
+export const COLUMN_SWEEP_AHEAD = 8;
+
+/**
+ * The register form of a sweep of the grouped column scans over `len - 1` steps (`COLUMN_SWEEP = "registers"`):
+ * the invocation's rows `k = lane + RL r` with running values `rv{r}` read from `values` (row `k` of the column at
+ * `k * CS + col`), per-row factors `decl(r)`, and per step `p` of the `D`-step ring (`step(p)`: WGSL declaring the
+ * step's `sx`, its pivot row `pv` and the step's `K` row `kt`, then the step's broadcast values; `update(r)`: the
+ * row's update, in the step's scope with `kr{p}_{r}`, the row's `K` entry of the step; `next`: the `K` row of the
+ * step `D` later, clamped; `publish`: the row that is final after the step).
+ */
+function registerSweep(
+  s: ChunkShape,
+  values: string,
+  sweep: {
+    rowDecl: (r: number) => string;
+    firstRow: (p: number) => string;
+    step: string;
+    update: (r: number, p: number) => string;
+    next: string;
+    publish: string;
+  },
+): string {
+  const { L, RK } = columnScanRows(s);
+  const D = COLUMN_SWEEP_AHEAD;
+  const rows = (f: (r: number) => string, indent = "\n    ") => laneRows(RK, f, indent);
+  const ring = (f: (p: number, r: number) => string, indent: string) =>
+    upTo(D).map((p) => rows((r) => f(p, r), indent)).join(indent);
+  const steps = upTo(D).map((p) =>
+    `{
+        let q = q0 + ${p}u;
+        if (q + 1u < len) {
+          ${sweep.step}
+          ${rows((r) => sweep.update(r, p), "\n          ")}
+          let kn = ${sweep.next};
+          ${rows((r) => `kr${p}_${r} = cw[u.keyGram + kk(bh, n, kn, kx${r})];`, "\n          ")}
+          ${rows((r) => `if (k${r} == ${sweep.publish}) { ${values}[j${r}] = rv${r}; }`, "\n          ")}
+          workgroupBarrier();
+        }
+      }`
+  ).join("\n      ");
+  return `{
+    ${
+    rows((r) =>
+      `let k${r} = lane + ${r * L.RL}u;
+    let kx${r} = min(k${r}, C - 1u);
+    let j${r} = kx${r} * CS + col;
+    let ok${r} = k${r} < len;
+    var rv${r} = ${values}[j${r}];
+    ${sweep.rowDecl(r)}`
+    )
+  }
+    ${ring((p, r) => `var kr${p}_${r} = cw[u.keyGram + kk(bh, n, ${sweep.firstRow(p)}, kx${r})];`, "\n    ")}
+    for (var q0 = 0u; q0 + 1u < len; q0 += ${D}u) {
+      ${steps}
+    }
+    }`;
+}
+
+/**
+ * falcon2's forward substitution `(I + A) W = R` in the grouped `column_state_scan` as a register sweep
+ * ({@linkcode COLUMN_SWEEP}): at step `sx`, once `W_sx` is final, every later row `k` of its segment drops
+ * `a_k exp(Pp_k - P_sx) K[k,sx] W_sx`, and row `sx + 1` is final.
+ */
+function forwardRegisterSweep(s: ChunkShape): string {
+  return `// forward substitution as a sweep over the steps, all the group's columns at once: each invocation keeps its
+    // rows' running right-hand sides and factors in registers, publishes the next step's pivot W_sx+1 in wv, and
+    // loads its rows' K entries ${COLUMN_SWEEP_AHEAD} steps ahead
+    ${
+    registerSweep(s, "wv", {
+      rowDecl: (r) =>
+        `let rg${r} = ga[j${r}];
+    let rp${r} = pp[j${r}];
+    let rs${r} = sg[kx${r}];`,
+      firstRow: (p) => `min(${p}u, C - 1u)`,
+      step: `let w = wv[q * CS + col];
+          let ps = pl[q * CS + col];
+          let ss = sg[q];`,
+      update: (r, p) =>
+        `if (k${r} > q && ok${r} && rs${r} == ss) { rv${r} -= rg${r} * exp(rp${r} - ps) * kr${p}_${r} * w; }`,
+      next: `min(q + ${COLUMN_SWEEP_AHEAD}u, C - 1u)`,
+      publish: "q + 1u",
+    })
+  }`;
+}
+
+/**
+ * falcon2's back substitution `dR = (I + A)^-T dW` in the grouped `column_reverse_scan` as a register sweep
+ * ({@linkcode COLUMN_SWEEP}): at step `t2 = len - 1 - q`, once `dR_t2` is final, every earlier row `k` of its
+ * segment drops `a_t2 exp(Pp_t2 - P_k) K[t2,k] dR_t2`, and row `t2 - 1` is final.
+ */
+function backRegisterSweep(s: ChunkShape): string {
+  const D = COLUMN_SWEEP_AHEAD;
+  return `// back substitution as a sweep over the steps, all the group's columns at once: each invocation keeps its rows'
+    // running dR and factors in registers, publishes the next step's pivot dR_t2-1 in dr, and loads its rows' K
+    // entries ${D} steps ahead
+    ${
+    registerSweep(s, "dr", {
+      rowDecl: (r) =>
+        `let rl${r} = pl[j${r}];
+    let rs${r} = sg[kx${r}];`,
+      firstRow: (p) => `len - 1u - min(${p}u, len - 1u)`,
+      step: `let t2 = len - 1u - q;
+          let d = dr[t2 * CS + col];
+          let gt = ga[t2 * CS + col];
+          let pt = pp[t2 * CS + col];
+          let st = sg[t2];`,
+      update: (r, p) =>
+        `if (k${r} < t2 && rs${r} == st) { rv${r} -= gt * exp(pt - rl${r}) * kr${p}_${r} * d; }`,
+      next: `t2 - min(${D}u, t2)`,
+      publish: "t2 - 1u",
+    })
+  }`;
 }

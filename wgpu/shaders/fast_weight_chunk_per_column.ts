@@ -1206,6 +1206,7 @@ function columnStateScanKernel(s: ChunkShape, reg: boolean): string {
   const { L, RI, RK, keyRows } = columnScanRows(s);
   const sc = (i: string) => `sc[(${i}) * CS + col]`;
   const s0c = (i: string) => `s0[s0i(bh, ${i}, cc)]`;
+  const sweep = reg && COLUMN_SWEEP === "registers" ? forwardRegisterSweep(s) : undefined;
   return `
 var<workgroup> sc: array<f32, ${s.dk * s.CS}>;
 ${columnScanHead(s, "wv")}
@@ -1219,7 +1220,7 @@ ${columnScanHead(s, "wv")}
     let a = n * C;
     let len = min(C, u.T - a);
     let e = len - 1u;
-    load_columns(lid, lane, col, cc, bh, a, len);
+    load_columns(lid, lane, col, cc, bh, a, len);${sweep ? sweep.prefetch : ""}
     ${keyRows("if (live) { cw[u.entryState + si(bh, n, i, c)] = sc[i * CS + col]; }")}
     // right-hand side R_t = b_t y_t - a_t exp(Pp_t) x_t.base_t, per staged slice of X
     ${
@@ -1245,8 +1246,8 @@ ${columnScanHead(s, "wv")}
   }
     workgroupBarrier();
     ${
-    reg && COLUMN_SWEEP === "registers"
-      ? forwardRegisterSweep(s)
+    sweep
+      ? sweep.sweep
       : reg
       ? `// forward substitution as a sweep over the steps, all the group's columns at once: once W_s is final,
     // every later row of its segment drops A[k,s] W_s; each invocation loads its rows' next K entries one step ahead
@@ -1331,6 +1332,7 @@ ${columnScanHead(s, "wv")}
 function columnReverseScanKernel(s: ChunkShape, reg: boolean): string {
   const { L, RI, RK, keyRows } = columnScanRows(s);
   const gs = (i: string) => `gs[(${i}) * CS + col]`;
+  const sweep = reg && COLUMN_SWEEP === "registers" ? backRegisterSweep(s) : undefined;
   return `
 var<workgroup> gs: array<f32, ${s.dk * s.CS}>;
 ${columnScanHead(s, "dr")}
@@ -1341,7 +1343,7 @@ ${columnScanHead(s, "dr")}
     let a = n * C;
     let len = min(C, u.T - a);
     let e = len - 1u;
-    load_columns(lid, lane, col, cc, bh, a, len);
+    load_columns(lid, lane, col, cc, bh, a, len);${sweep ? sweep.prefetch : ""}
     ${keyRows("if (live) { cw[u.dExitState + si(bh, n, i, c)] = gs[i * CS + col]; }")}
     // dW = readout part + Gam[e,k] x_k.G, per staged slice of X
     ${
@@ -1362,8 +1364,8 @@ ${columnScanHead(s, "dr")}
   }
     workgroupBarrier();
     ${
-    reg && COLUMN_SWEEP === "registers"
-      ? backRegisterSweep(s)
+    sweep
+      ? sweep.sweep
       : reg
       ? `// back substitution as a sweep over the steps, all the group's columns at once: once dR_t2 is final,
     // every earlier row of its segment drops A[t2,k] dR_t2 (K entries loaded one step ahead)
@@ -1467,113 +1469,143 @@ export const COLUMN_SWEEP: "shared" | "registers" = "registers";
 export const COLUMN_SWEEP_AHEAD = 8;
 
 /**
- * The register form of a sweep of the grouped column scans over `len - 1` steps (`COLUMN_SWEEP = "registers"`):
- * the invocation's rows `k = lane + RL r` with running values `rv{r}` read from `values` (row `k` of the column at
- * `k * CS + col`), per-row factors `decl(r)`, and per step `p` of the `D`-step ring (`step(p)`: WGSL declaring the
- * step's `sx`, its pivot row `pv` and the step's `K` row `kt`, then the step's broadcast values; `update(r)`: the
- * row's update, in the step's scope with `kr{p}_{r}`, the row's `K` entry of the step; `next`: the `K` row of the
- * step `D` later, clamped; `publish`: the row that is final after the step).
+ * The register form of a sweep of the grouped column scans over the `len - 1` steps `q` of a chunk
+ * (`COLUMN_SWEEP = "registers"`), as WGSL in two parts. `prefetch`, in the chunk loop before the right-hand sides
+ * (so its loads overlap them): the clamped rows `kx{r}` of the invocation's rows `k{r} = lane + RL r` and the ring
+ * `kr{p}_{r}` of their `K` entries for the first `D` steps. `sweep`, once the right-hand sides are in `values` (row
+ * `k` of the column at `k * CS + col`): the running values `rv{r}`, the per-row factors `rowDecl(r)` and the
+ * coefficients `c{r}` of step 0, then per step `rv{r} -= c{r} * values[pivot]` (the one product that waits for the
+ * pivot), the row final after the step written back to `values`, the coefficients of the next step (`coef`: from its
+ * pivot row `t`, the factors `factors(t)` declare and the ring slot `p` of its `K` entries, 0 where the row takes
+ * no update; their `exp` off the path from one barrier to the next), the step's ring slot reloaded with the `K`
+ * entries of the step `D` later, and one barrier. The pivot of step `q` is row `pivotRow(q)`; `K` row `kRow(q)` holds
+ * its entries (clamped into the chunk).
  */
 function registerSweep(
   s: ChunkShape,
   values: string,
   sweep: {
+    pivotRow: (q: string) => string;
+    kRow: (q: string) => string;
     rowDecl: (r: number) => string;
-    firstRow: (p: number) => string;
-    step: string;
-    update: (r: number, p: number) => string;
-    next: string;
-    publish: string;
+    factors: (t: string) => string;
+    coef: (r: number, p: number, t: string) => string;
+    published: (q: string) => string;
   },
-): string {
+): { prefetch: string; sweep: string } {
   const { L, RK } = columnScanRows(s);
   const D = COLUMN_SWEEP_AHEAD;
+  if (!Number.isInteger(D) || D < 2) {
+    throw new RangeError(`COLUMN_SWEEP_AHEAD = ${D}: expected an integer >= 2`);
+  }
   const rows = (f: (r: number) => string, indent = "\n    ") => laneRows(RK, f, indent);
-  const ring = (f: (p: number, r: number) => string, indent: string) =>
-    upTo(D).map((p) => rows((r) => f(p, r), indent)).join(indent);
+  const coefs = (p: number, q: string, indent: string) =>
+    `{
+${indent}  let t = ${sweep.pivotRow(q)};
+${indent}  ${sweep.factors("t").replaceAll("\n", `\n${indent}  `)}
+${indent}  ${rows((r) => `c${r} = ${sweep.coef(r, p, "t")};`, `\n${indent}  `)}
+${indent}}`;
   const steps = upTo(D).map((p) =>
     `{
         let q = q0 + ${p}u;
         if (q + 1u < len) {
-          ${sweep.step}
-          ${rows((r) => sweep.update(r, p), "\n          ")}
-          let kn = ${sweep.next};
+          let w = ${values}[(${sweep.pivotRow("q")}) * CS + col];
+          ${rows((r) => `rv${r} -= c${r} * w;`, "\n          ")}
+          ${
+      rows((r) => `if (k${r} == ${sweep.published("q")}) { ${values}[j${r}] = rv${r}; }`, "\n          ")
+    }
+          ${coefs((p + 1) % D, "q + 1u", "          ")}
+          let kn = ${sweep.kRow(`q + ${D}u`)};
           ${rows((r) => `kr${p}_${r} = cw[u.keyGram + kk(bh, n, kn, kx${r})];`, "\n          ")}
-          ${rows((r) => `if (k${r} == ${sweep.publish}) { ${values}[j${r}] = rv${r}; }`, "\n          ")}
           workgroupBarrier();
         }
       }`
   ).join("\n      ");
-  return `{
+  const prefetch = `
+    // the sweep's K entries of its first ${D} steps, loaded while the right-hand sides are built
+    ${rows((r) => `let kx${r} = min(lane + ${r * L.RL}u, C - 1u);`)}
     ${
-    rows((r) =>
-      `let k${r} = lane + ${r * L.RL}u;
-    let kx${r} = min(k${r}, C - 1u);
-    let j${r} = kx${r} * CS + col;
-    let ok${r} = k${r} < len;
-    var rv${r} = ${values}[j${r}];
-    ${sweep.rowDecl(r)}`
+    upTo(D).map((p) =>
+      rows((r) => `var kr${p}_${r} = cw[u.keyGram + kk(bh, n, ${sweep.kRow(`${p}u`)}, kx${r})];`)
     )
-  }
-    ${ring((p, r) => `var kr${p}_${r} = cw[u.keyGram + kk(bh, n, ${sweep.firstRow(p)}, kx${r})];`, "\n    ")}
+      .join("\n    ")
+  }`;
+  return {
+    prefetch,
+    sweep: `{
+    ${
+      rows((r) =>
+        `let k${r} = lane + ${r * L.RL}u;
+    let j${r} = kx${r} * CS + col;
+    var rv${r} = ${values}[j${r}];
+    ${sweep.rowDecl(r)}
+    var c${r} = 0.0;`
+      )
+    }
+    ${coefs(0, "0u", "    ")}
     for (var q0 = 0u; q0 + 1u < len; q0 += ${D}u) {
       ${steps}
     }
-    }`;
+    }`,
+  };
 }
 
 /**
  * falcon2's forward substitution `(I + A) W = R` in the grouped `column_state_scan` as a register sweep
- * ({@linkcode COLUMN_SWEEP}): at step `sx`, once `W_sx` is final, every later row `k` of its segment drops
- * `a_k exp(Pp_k - P_sx) K[k,sx] W_sx`, and row `sx + 1` is final.
+ * ({@linkcode COLUMN_SWEEP}): at step `q`, once `W_q` is final, every later row `k` of its segment drops
+ * `a_k exp(Pp_k - P_q) K[k,q] W_q`, and row `q + 1` is final.
  */
-function forwardRegisterSweep(s: ChunkShape): string {
-  return `// forward substitution as a sweep over the steps, all the group's columns at once: each invocation keeps its
-    // rows' running right-hand sides and factors in registers, publishes the next step's pivot W_sx+1 in wv, and
-    // loads its rows' K entries ${COLUMN_SWEEP_AHEAD} steps ahead
-    ${
-    registerSweep(s, "wv", {
-      rowDecl: (r) =>
-        `let rg${r} = ga[j${r}];
+function forwardRegisterSweep(s: ChunkShape): { prefetch: string; sweep: string } {
+  const { prefetch, sweep } = registerSweep(s, "wv", {
+    pivotRow: (q) => q,
+    kRow: (q) => `min(${q}, C - 1u)`,
+    rowDecl: (r) =>
+      `let ok${r} = k${r} < len;
+    let rg${r} = ga[j${r}];
     let rp${r} = pp[j${r}];
     let rs${r} = sg[kx${r}];`,
-      firstRow: (p) => `min(${p}u, C - 1u)`,
-      step: `let w = wv[q * CS + col];
-          let ps = pl[q * CS + col];
-          let ss = sg[q];`,
-      update: (r, p) =>
-        `if (k${r} > q && ok${r} && rs${r} == ss) { rv${r} -= rg${r} * exp(rp${r} - ps) * kr${p}_${r} * w; }`,
-      next: `min(q + ${COLUMN_SWEEP_AHEAD}u, C - 1u)`,
-      publish: "q + 1u",
-    })
-  }`;
+    factors: (t) =>
+      `let ps = pl[${t} * CS + col];
+let ss = sg[${t}];`,
+    coef: (r, p, t) =>
+      `select(0.0, rg${r} * exp(rp${r} - ps) * kr${p}_${r}, k${r} > ${t} && ok${r} && rs${r} == ss)`,
+    published: (q) => `${q} + 1u`,
+  });
+  return {
+    prefetch,
+    sweep:
+      `// forward substitution as a sweep over the steps, all the group's columns at once: each invocation keeps its
+    // rows' running right-hand sides, factors and next coefficients in registers, publishes the next step's pivot
+    // in wv, and loads its rows' K entries ${COLUMN_SWEEP_AHEAD} steps ahead
+    ${sweep}`,
+  };
 }
 
 /**
  * falcon2's back substitution `dR = (I + A)^-T dW` in the grouped `column_reverse_scan` as a register sweep
- * ({@linkcode COLUMN_SWEEP}): at step `t2 = len - 1 - q`, once `dR_t2` is final, every earlier row `k` of its
- * segment drops `a_t2 exp(Pp_t2 - P_k) K[t2,k] dR_t2`, and row `t2 - 1` is final.
+ * ({@linkcode COLUMN_SWEEP}): at step `q`, pivot row `t2 = len - 1 - q`, once `dR_t2` is final, every earlier row
+ * `k` of its segment drops `a_t2 exp(Pp_t2 - P_k) K[t2,k] dR_t2`, and row `t2 - 1` is final.
  */
-function backRegisterSweep(s: ChunkShape): string {
-  const D = COLUMN_SWEEP_AHEAD;
-  return `// back substitution as a sweep over the steps, all the group's columns at once: each invocation keeps its rows'
-    // running dR and factors in registers, publishes the next step's pivot dR_t2-1 in dr, and loads its rows' K
-    // entries ${D} steps ahead
-    ${
-    registerSweep(s, "dr", {
-      rowDecl: (r) =>
-        `let rl${r} = pl[j${r}];
+function backRegisterSweep(s: ChunkShape): { prefetch: string; sweep: string } {
+  const { prefetch, sweep } = registerSweep(s, "dr", {
+    pivotRow: (q) => `len - 1u - min(${q}, len - 1u)`,
+    kRow: (q) => `len - 1u - min(${q}, len - 1u)`,
+    rowDecl: (r) =>
+      `let rl${r} = pl[j${r}];
     let rs${r} = sg[kx${r}];`,
-      firstRow: (p) => `len - 1u - min(${p}u, len - 1u)`,
-      step: `let t2 = len - 1u - q;
-          let d = dr[t2 * CS + col];
-          let gt = ga[t2 * CS + col];
-          let pt = pp[t2 * CS + col];
-          let st = sg[t2];`,
-      update: (r, p) =>
-        `if (k${r} < t2 && rs${r} == st) { rv${r} -= gt * exp(pt - rl${r}) * kr${p}_${r} * d; }`,
-      next: `t2 - min(${D}u, t2)`,
-      publish: "t2 - 1u",
-    })
-  }`;
+    factors: (t) =>
+      `let gt = ga[${t} * CS + col];
+let pt = pp[${t} * CS + col];
+let st = sg[${t}];`,
+    coef: (r, p, t) => `select(0.0, gt * exp(pt - rl${r}) * kr${p}_${r}, k${r} < ${t} && rs${r} == st)`,
+    published: (q) => `len - 2u - ${q}`,
+  });
+  return {
+    prefetch,
+    sweep:
+      `// back substitution as a sweep over the steps, all the group's columns at once: each invocation keeps its rows'
+    // running dR, factors and next coefficients in registers, publishes the next step's pivot in dr, and loads its
+    // rows' K entries ${COLUMN_SWEEP_AHEAD} steps ahead
+    ${sweep}`,
+  };
 }

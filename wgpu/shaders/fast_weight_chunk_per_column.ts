@@ -1489,7 +1489,7 @@ function registerSweep(
     kRow: (q: string) => string;
     rowDecl: (r: number) => string;
     factors: (t: string) => string;
-    coef: (r: number, p: number, t: string) => string;
+    coef: (r: number, p: number, t: string) => [string, string];
     published: (q: string) => string;
   },
 ): { prefetch: string; sweep: string } {
@@ -1503,7 +1503,12 @@ function registerSweep(
     `{
 ${indent}  let t = ${sweep.pivotRow(q)};
 ${indent}  ${sweep.factors("t").replaceAll("\n", `\n${indent}  `)}
-${indent}  ${rows((r) => `c${r} = ${sweep.coef(r, p, "t")};`, `\n${indent}  `)}
+${indent}  ${
+      rows((r) => {
+        const [takes, value] = sweep.coef(r, p, "t");
+        return `c${r} = 0.0;\n${indent}  if (${takes}) { c${r} = ${value}; }`;
+      }, `\n${indent}  `)
+    }
 ${indent}}`;
   const steps = upTo(D).map((p) =>
     `{
@@ -1567,8 +1572,7 @@ function forwardRegisterSweep(s: ChunkShape): { prefetch: string; sweep: string 
     factors: (t) =>
       `let ps = pl[${t} * CS + col];
 let ss = sg[${t}];`,
-    coef: (r, p, t) =>
-      `select(0.0, rg${r} * exp(rp${r} - ps) * kr${p}_${r}, k${r} > ${t} && ok${r} && rs${r} == ss)`,
+    coef: (r, p, t) => [`k${r} > ${t} && ok${r} && rs${r} == ss`, `rg${r} * exp(rp${r} - ps) * kr${p}_${r}`],
     published: (q) => `${q} + 1u`,
   });
   return {
@@ -1597,7 +1601,7 @@ function backRegisterSweep(s: ChunkShape): { prefetch: string; sweep: string } {
       `let gt = ga[${t} * CS + col];
 let pt = pp[${t} * CS + col];
 let st = sg[${t}];`,
-    coef: (r, p, t) => `select(0.0, gt * exp(pt - rl${r}) * kr${p}_${r}, k${r} < ${t} && rs${r} == st)`,
+    coef: (r, p, t) => [`k${r} < ${t} && rs${r} == st`, `gt * exp(pt - rl${r}) * kr${p}_${r}`],
     published: (q) => `len - 2u - ${q}`,
   });
   return {

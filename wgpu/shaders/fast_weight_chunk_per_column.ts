@@ -18,7 +18,9 @@
  *
  * Only the solve carries a state dependence across chunks, so one workgroup per `(b, h, column)`
  * walks the chunks in order (`column_state_scan`: the `C x C` solve as a column sweep, one barrier per step, the
- * rows spread over the invocations, each loading its next `K` entries one step ahead) and every
+ * rows spread over the invocations: with `COLUMN_SWEEP = "registers"` and grouped scans, their running values in
+ * registers and their `K` entries loaded `COLUMN_SWEEP_AHEAD` steps ahead, else in workgroup memory and one step
+ * ahead) and every
  * other pass runs per chunk, position or Gram entry:
  * - forward: `column_coefs` (per `(b, h, chunk)`, an invocation per column: coefficients `a, b`, the
  *   log-decay sums `P` and the start counts `startsInChunk`), `column_gram` (`K`, `Kq` of every chunk: with
@@ -1229,7 +1231,7 @@ ${columnScanHead(s, "wv")}
       sliceRows(
         s,
         `let j = k * CS + col;
-          let t = a + k;
+          let t = a + k;${sweep ? sweep.early : ""}
           var acc = vec4<f32>(0.0);
           var xs = 0.0;
           if (sg[k] == 0u) {
@@ -1240,7 +1242,9 @@ ${columnScanHead(s, "wv")}
             xs = acc.x + acc.y + acc.z + acc.w;
           }
           if (live) { cw[u.columnKeyDotBase + ci(bh, t, c)] = xs; }
-          wv[j] = cw[u.columnWriteGain + ci(bh, t, cc)] * yp(bh, i32(t), cc) - ga[j] * exp(pp[j]) * xs;`,
+          wv[j] = ${
+          sweep ? "wg * yv" : "cw[u.columnWriteGain + ci(bh, t, cc)] * yp(bh, i32(t), cc)"
+        } - ga[j] * exp(pp[j]) * xs;`,
       ),
     )
   }
@@ -1351,14 +1355,14 @@ ${columnScanHead(s, "dr")}
       s,
       sliceRows(
         s,
-        `let j = k * CS + col;
+        `let j = k * CS + col;${sweep ? sweep.early : ""}
           var xg = 0.0;
           if (sg[k] == sg[e]) {
             var acc = vec4<f32>(0.0);
             ${stagedRowDot("acc", "tt * XS", gs, s.dk)}
             xg = (acc.x + acc.y + acc.z + acc.w) * exp(pl[e * CS + col] - pl[j]);
           }
-          dr[j] = cw[u.columnDPseudoValuesReadout + ci(bh, a + k, cc)] + xg;`,
+          dr[j] = ${sweep ? "dwr" : "cw[u.columnDPseudoValuesReadout + ci(bh, a + k, cc)]"} + xg;`,
       ),
     )
   }
@@ -1455,17 +1459,19 @@ ${columnScanHead(s, "dr")}
 
 /**
  * The form of falcon2's sweeps in the grouped column scans (`column_state_scan`'s forward substitution,
- * `column_reverse_scan`'s back substitution; falcon2a has none): `"shared"`, every row's running right-hand side in
- * workgroup memory, read and written back per step with its step factors (`sg, pp, ga` or `pl`), each row's next
- * `K` entry loaded one step ahead; `"registers"`, each invocation keeps its rows' running right-hand sides and step
- * factors in registers and only publishes the row the next step pivots on (one store, one barrier per step), its
- * `K` entries loaded {@linkcode COLUMN_SWEEP_AHEAD} steps ahead in a ring of registers (the step loop unrolled by
- * the ring's length, so every ring slot is a named register), so a step reads three broadcast values of workgroup
- * memory and no storage it waits for.
+ * `column_reverse_scan`'s back substitution; falcon2a has none), the serial part of both (`C - 1` steps per chunk,
+ * one barrier each). `"shared"`: every row's running right-hand side in workgroup memory, read and written back per
+ * step with its step factors (`sg, pp, ga` or `pl`) and an `exp`, each row's next `K` entry loaded one step ahead.
+ * `"registers"` ({@linkcode registerSweep}): each invocation keeps its rows' running right-hand sides, factors and
+ * next coefficients in registers; a step reads its pivot from workgroup memory, takes one product per row, publishes
+ * the row the next step pivots on and computes the next step's coefficients (their `exp`, only for the rows that take
+ * an update) before the barrier, the `K` entries loaded {@linkcode COLUMN_SWEEP_AHEAD} steps ahead into a ring of
+ * registers (the step loop unrolled by its length, so every slot is a named register; the first ring loaded before
+ * the right-hand sides, whose own storage loads come before their dot products).
  */
 export const COLUMN_SWEEP: "shared" | "registers" = "registers";
 
-/** Steps ahead that the `"registers"` sweeps ({@linkcode COLUMN_SWEEP}) load their `K` entries. */
+/** Steps ahead that the `"registers"` sweeps ({@linkcode COLUMN_SWEEP}) load their `K` entries (at least 2). */
 export const COLUMN_SWEEP_AHEAD = 8;
 
 /**
@@ -1556,11 +1562,21 @@ ${indent}}`;
 }
 
 /**
+ * The WGSL parts of a register sweep in its scan: `prefetch` and `sweep` ({@linkcode registerSweep}), and `early`,
+ * the right-hand sides' own storage loads, at the start of a row's body (before its dot product with the base).
+ */
+interface RegisterSweepParts {
+  prefetch: string;
+  early: string;
+  sweep: string;
+}
+
+/**
  * falcon2's forward substitution `(I + A) W = R` in the grouped `column_state_scan` as a register sweep
  * ({@linkcode COLUMN_SWEEP}): at step `q`, once `W_q` is final, every later row `k` of its segment drops
  * `a_k exp(Pp_k - P_q) K[k,q] W_q`, and row `q + 1` is final.
  */
-function forwardRegisterSweep(s: ChunkShape): { prefetch: string; sweep: string } {
+function forwardRegisterSweep(s: ChunkShape): RegisterSweepParts {
   const { prefetch, sweep } = registerSweep(s, "wv", {
     pivotRow: (q) => q,
     kRow: (q) => `min(${q}, C - 1u)`,
@@ -1577,6 +1593,10 @@ let ss = sg[${t}];`,
   });
   return {
     prefetch,
+    early: `
+          // loaded before the dot product, whose loop they overlap
+          let wg = cw[u.columnWriteGain + ci(bh, t, cc)];
+          let yv = yp(bh, i32(t), cc);`,
     sweep:
       `// forward substitution as a sweep over the steps, all the group's columns at once: each invocation keeps its
     // rows' running right-hand sides, factors and next coefficients in registers, publishes the next step's pivot
@@ -1590,7 +1610,7 @@ let ss = sg[${t}];`,
  * ({@linkcode COLUMN_SWEEP}): at step `q`, pivot row `t2 = len - 1 - q`, once `dR_t2` is final, every earlier row
  * `k` of its segment drops `a_t2 exp(Pp_t2 - P_k) K[t2,k] dR_t2`, and row `t2 - 1` is final.
  */
-function backRegisterSweep(s: ChunkShape): { prefetch: string; sweep: string } {
+function backRegisterSweep(s: ChunkShape): RegisterSweepParts {
   const { prefetch, sweep } = registerSweep(s, "dr", {
     pivotRow: (q) => `len - 1u - min(${q}, len - 1u)`,
     kRow: (q) => `len - 1u - min(${q}, len - 1u)`,
@@ -1606,6 +1626,9 @@ let st = sg[${t}];`,
   });
   return {
     prefetch,
+    early: `
+          // loaded before the dot product, whose loop it overlaps
+          let dwr = cw[u.columnDPseudoValuesReadout + ci(bh, a + k, cc)];`,
     sweep:
       `// back substitution as a sweep over the steps, all the group's columns at once: each invocation keeps its rows'
     // running dR, factors and next coefficients in registers, publishes the next step's pivot in dr, and loads its

@@ -1471,8 +1471,19 @@ ${columnScanHead(s, "dr")}
  */
 export const COLUMN_SWEEP: "shared" | "registers" = "registers";
 
-/** Steps ahead that the `"registers"` sweeps ({@linkcode COLUMN_SWEEP}) load their `K` entries (at least 2). */
+/**
+ * Slots of the `"registers"` sweeps' ring of `K` entries ({@linkcode COLUMN_SWEEP}): the steps ahead that a
+ * step's entries are loaded, at most (at least 2, a multiple of {@linkcode COLUMN_SWEEP_LOAD_BATCH}).
+ */
 export const COLUMN_SWEEP_AHEAD = 8;
+
+/**
+ * Steps of the `"registers"` sweeps whose `K` entries are loaded together, at the last of them, for the steps
+ * {@linkcode COLUMN_SWEEP_AHEAD} later (at least `COLUMN_SWEEP_AHEAD - COLUMN_SWEEP_LOAD_BATCH + 1` steps ahead of
+ * their use). 1 loads at every step; more leave the loads in flight over fewer of the steps' barriers, in case a
+ * barrier waits for them.
+ */
+export const COLUMN_SWEEP_LOAD_BATCH = 4;
 
 /**
  * The register form of a sweep of the grouped column scans over the `len - 1` steps `q` of a chunk
@@ -1504,6 +1515,23 @@ function registerSweep(
   if (!Number.isInteger(D) || D < 2) {
     throw new RangeError(`COLUMN_SWEEP_AHEAD = ${D}: expected an integer >= 2`);
   }
+  const G = COLUMN_SWEEP_LOAD_BATCH;
+  if (!Number.isInteger(G) || G < 1 || D % G !== 0 || G >= D) {
+    throw new RangeError(
+      `COLUMN_SWEEP_LOAD_BATCH = ${G}: expected a divisor of COLUMN_SWEEP_AHEAD = ${D} below it`,
+    );
+  }
+  // at the last step q of each batch, the ring slots of the batch's steps (all used: a step's slot serves the
+  // coefficients computed the step before) take the K entries of the steps D later
+  const reload = (p: number) =>
+    upTo(G).map((i) =>
+      `{
+            let kn = ${sweep.kRow(`q + ${D - (G - 1) + i}u`)};
+            ${
+        rows((r) => `kr${p - (G - 1) + i}_${r} = cw[u.keyGram + kk(bh, n, kn, kx${r})];`, "\n            ")
+      }
+          }`
+    ).join("\n          ");
   const rows = (f: (r: number) => string, indent = "\n    ") => laneRows(RK, f, indent);
   const coefs = (p: number, q: string, indent: string) =>
     `{
@@ -1526,8 +1554,7 @@ ${indent}}`;
       rows((r) => `if (k${r} == ${sweep.published("q")}) { ${values}[j${r}] = rv${r}; }`, "\n          ")
     }
           ${coefs((p + 1) % D, "q + 1u", "          ")}
-          let kn = ${sweep.kRow(`q + ${D}u`)};
-          ${rows((r) => `kr${p}_${r} = cw[u.keyGram + kk(bh, n, kn, kx${r})];`, "\n          ")}
+          ${p % G === G - 1 ? reload(p) : ""}
           workgroupBarrier();
         }
       }`

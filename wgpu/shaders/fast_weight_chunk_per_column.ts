@@ -1492,10 +1492,11 @@ export const COLUMN_SWEEP_LOAD_BATCH = 4;
  * `kr{p}_{r}` of their `K` entries for the first `D` steps. `sweep`, once the right-hand sides are in `values` (row
  * `k` of the column at `k * CS + col`): the running values `rv{r}`, the per-row factors `rowDecl(r)` and the
  * coefficients `c{r}` of step 0, then per step `rv{r} -= c{r} * values[pivot]` (the one product that waits for the
- * pivot), the row final after the step written back to `values`, the coefficients of the next step (`coef`: from its
- * pivot row `t`, the factors `factors(t)` declare and the ring slot `p` of its `K` entries, 0 where the row takes
- * no update; their `exp` off the path from one barrier to the next), the step's ring slot reloaded with the `K`
- * entries of the step `D` later, and one barrier. The pivot of step `q` is row `pivotRow(q)`; `K` row `kRow(q)` holds
+ * pivot), the row final after the step (`published(q)`) written back to `values`, the coefficients of the next step
+ * (`coef`: from its pivot row `t`, the factors `factors(t)` declare and the ring slot `p` of its `K` entries, 0 where
+ * the row takes no update; their `exp` off the path from one barrier to the next), at the last step of each batch of
+ * `COLUMN_SWEEP_LOAD_BATCH` the batch's ring slots reloaded with the `K` entries of the steps `D` later (where the row
+ * `takes` that step's update), and one barrier. The pivot of step `q` is row `pivotRow(q)`; `K` row `kRow(q)` holds
  * its entries (clamped into the chunk).
  */
 function registerSweep(
@@ -1508,6 +1509,7 @@ function registerSweep(
     factors: (t: string) => string;
     coef: (r: number, p: number, t: string) => [string, string];
     published: (q: string) => string;
+    takes: (r: number, t: string) => string;
   },
 ): { prefetch: string; sweep: string } {
   const { L, RK } = columnScanRows(s);
@@ -1528,7 +1530,13 @@ function registerSweep(
       `{
             let kn = ${sweep.kRow(`q + ${D - (G - 1) + i}u`)};
             ${
-        rows((r) => `kr${p - (G - 1) + i}_${r} = cw[u.keyGram + kk(bh, n, kn, kx${r})];`, "\n            ")
+        rows(
+          (r) =>
+            `if (${sweep.takes(r, "kn")}) { kr${
+              p - (G - 1) + i
+            }_${r} = cw[u.keyGram + kk(bh, n, kn, kx${r})]; }`,
+          "\n            ",
+        )
       }
           }`
     ).join("\n          ");
@@ -1617,6 +1625,7 @@ function forwardRegisterSweep(s: ChunkShape): RegisterSweepParts {
 let ss = sg[${t}];`,
     coef: (r, p, t) => [`k${r} > ${t} && ok${r} && rs${r} == ss`, `rg${r} * exp(rp${r} - ps) * kr${p}_${r}`],
     published: (q) => `${q} + 1u`,
+    takes: (r, t) => `k${r} > ${t}`,
   });
   return {
     prefetch,
@@ -1650,6 +1659,7 @@ let pt = pp[${t} * CS + col];
 let st = sg[${t}];`,
     coef: (r, p, t) => [`k${r} < ${t} && rs${r} == st`, `gt * exp(pt - rl${r}) * kr${p}_${r}`],
     published: (q) => `len - 2u - ${q}`,
+    takes: (r, t) => `k${r} < ${t}`,
   });
   return {
     prefetch,

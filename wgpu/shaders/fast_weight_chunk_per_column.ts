@@ -18,7 +18,9 @@
  *
  * Only the solve carries a state dependence across chunks, so one workgroup per `(b, h, column)`
  * walks the chunks in order (`column_state_scan`: the `C x C` solve as a column sweep, one barrier per step, the
- * rows spread over the invocations, each loading its next `K` entries one step ahead) and every
+ * rows spread over the invocations: with `COLUMN_SWEEP = "registers"` and grouped scans, their running values in
+ * registers and their `K` entries loaded `COLUMN_SWEEP_AHEAD` steps ahead, else in workgroup memory and one step
+ * ahead) and every
  * other pass runs per chunk, position or Gram entry:
  * - forward: `column_coefs` (per `(b, h, chunk)`, an invocation per column: coefficients `a, b`, the
  *   log-decay sums `P` and the start counts `startsInChunk`), `column_gram` (`K`, `Kq` of every chunk: with
@@ -1445,6 +1447,7 @@ function columnStateScanKernel(s: ChunkShape, reg: boolean): string {
   const { L, RI, RK, keyRows } = columnScanRows(s);
   const sc = (i: string) => `sc[(${i}) * CS + col]`;
   const s0c = (i: string) => `s0[s0i(bh, ${i}, cc)]`;
+  const sweep = reg && COLUMN_SWEEP === "registers" ? forwardRegisterSweep(s) : undefined;
   return `
 var<workgroup> sc: array<f32, ${s.dk * s.CS}>;
 ${columnScanHead(s, "wv")}
@@ -1458,7 +1461,7 @@ ${columnScanHead(s, "wv")}
     let a = n * C;
     let len = min(C, u.T - a);
     let e = len - 1u;
-    load_columns(lid, lane, col, cc, bh, a, len);
+    load_columns(lid, lane, col, cc, bh, a, len);${sweep ? sweep.prefetch : ""}
     ${keyRows("if (live) { cw[u.entryState + si(bh, n, i, c)] = sc[i * CS + col]; }")}
     // right-hand side R_t = b_t y_t - a_t exp(Pp_t) x_t.base_t, per staged slice of X
     ${
@@ -1467,7 +1470,7 @@ ${columnScanHead(s, "wv")}
       sliceRows(
         s,
         `let j = k * CS + col;
-          let t = a + k;
+          let t = a + k;${sweep ? sweep.early : ""}
           var acc = vec4<f32>(0.0);
           var xs = 0.0;
           if (sg[k] == 0u) {
@@ -1478,13 +1481,17 @@ ${columnScanHead(s, "wv")}
             xs = acc.x + acc.y + acc.z + acc.w;
           }
           if (live) { cw[u.columnKeyDotBase + ci(bh, t, c)] = xs; }
-          wv[j] = cw[u.columnWriteGain + ci(bh, t, cc)] * yp(bh, i32(t), cc) - ga[j] * exp(pp[j]) * xs;`,
+          wv[j] = ${
+          sweep ? "wg * yv" : "cw[u.columnWriteGain + ci(bh, t, cc)] * yp(bh, i32(t), cc)"
+        } - ga[j] * exp(pp[j]) * xs;`,
       ),
     )
   }
     workgroupBarrier();
     ${
-    reg
+    sweep
+      ? sweep.sweep
+      : reg
       ? `// forward substitution as a sweep over the steps, all the group's columns at once: once W_s is final,
     // every later row of its segment drops A[k,s] W_s; each invocation loads its rows' next K entries one step ahead
     var kc: array<f32, ${RK}>;
@@ -1568,6 +1575,7 @@ ${columnScanHead(s, "wv")}
 function columnReverseScanKernel(s: ChunkShape, reg: boolean): string {
   const { L, RI, RK, keyRows } = columnScanRows(s);
   const gs = (i: string) => `gs[(${i}) * CS + col]`;
+  const sweep = reg && COLUMN_SWEEP === "registers" ? backRegisterSweep(s) : undefined;
   return `
 var<workgroup> gs: array<f32, ${s.dk * s.CS}>;
 ${columnScanHead(s, "dr")}
@@ -1578,7 +1586,7 @@ ${columnScanHead(s, "dr")}
     let a = n * C;
     let len = min(C, u.T - a);
     let e = len - 1u;
-    load_columns(lid, lane, col, cc, bh, a, len);
+    load_columns(lid, lane, col, cc, bh, a, len);${sweep ? sweep.prefetch : ""}
     ${keyRows("if (live) { cw[u.dExitState + si(bh, n, i, c)] = gs[i * CS + col]; }")}
     // dW = readout part + Gam[e,k] x_k.G, per staged slice of X
     ${
@@ -1586,20 +1594,22 @@ ${columnScanHead(s, "dr")}
       s,
       sliceRows(
         s,
-        `let j = k * CS + col;
+        `let j = k * CS + col;${sweep ? sweep.early : ""}
           var xg = 0.0;
           if (sg[k] == sg[e]) {
             var acc = vec4<f32>(0.0);
             ${stagedRowDot("acc", "tt * XS", gs, s.dk)}
             xg = (acc.x + acc.y + acc.z + acc.w) * exp(pl[e * CS + col] - pl[j]);
           }
-          dr[j] = cw[u.columnDPseudoValuesReadout + ci(bh, a + k, cc)] + xg;`,
+          dr[j] = ${sweep ? "dwr" : "cw[u.columnDPseudoValuesReadout + ci(bh, a + k, cc)]"} + xg;`,
       ),
     )
   }
     workgroupBarrier();
     ${
-    reg
+    sweep
+      ? sweep.sweep
+      : reg
       ? `// back substitution as a sweep over the steps, all the group's columns at once: once dR_t2 is final,
     // every earlier row of its segment drops A[t2,k] dR_t2 (K entries loaded one step ahead)
     var kc: array<f32, ${RK}>;
@@ -1684,4 +1694,221 @@ ${columnScanHead(s, "dr")}
     )
   }
 }`;
+}
+
+/**
+ * The form of falcon2's sweeps in the grouped column scans (`column_state_scan`'s forward substitution,
+ * `column_reverse_scan`'s back substitution; falcon2a has none), the serial part of both (`C - 1` steps per chunk,
+ * one barrier each). `"shared"`: every row's running right-hand side in workgroup memory, read and written back per
+ * step with its step factors (`sg, pp, ga` or `pl`) and an `exp`, each row's next `K` entry loaded one step ahead.
+ * `"registers"` ({@linkcode registerSweep}): each invocation keeps its rows' running right-hand sides, factors and
+ * next coefficients in registers; a step reads its pivot from workgroup memory, takes one product per row, publishes
+ * the row the next step pivots on and computes the next step's coefficients (their `exp`, only for the rows that take
+ * an update) before the barrier, the `K` entries loaded {@linkcode COLUMN_SWEEP_AHEAD} steps ahead into a ring of
+ * registers (the step loop unrolled by its length, so every slot is a named register; the first ring loaded before
+ * the right-hand sides, whose own storage loads come before their dot products).
+ */
+export const COLUMN_SWEEP: "shared" | "registers" = "registers";
+
+/**
+ * Slots of the `"registers"` sweeps' ring of `K` entries ({@linkcode COLUMN_SWEEP}): the steps ahead that a
+ * step's entries are loaded, at most (at least 2, a multiple of {@linkcode COLUMN_SWEEP_LOAD_BATCH}).
+ */
+export const COLUMN_SWEEP_AHEAD = 8;
+
+/**
+ * Steps of the `"registers"` sweeps whose `K` entries are loaded together, at the last of them, for the steps
+ * {@linkcode COLUMN_SWEEP_AHEAD} later (at least `COLUMN_SWEEP_AHEAD - COLUMN_SWEEP_LOAD_BATCH + 1` steps ahead of
+ * their use). 1 loads at every step; more leave the loads in flight over fewer of the steps' barriers, in case a
+ * barrier waits for them.
+ */
+export const COLUMN_SWEEP_LOAD_BATCH = 4;
+
+/**
+ * The register form of a sweep of the grouped column scans over the `len - 1` steps `q` of a chunk
+ * (`COLUMN_SWEEP = "registers"`), as WGSL in two parts. `prefetch`, in the chunk loop before the right-hand sides
+ * (so its loads overlap them): the clamped rows `kx{r}` of the invocation's rows `k{r} = lane + RL r` and the ring
+ * `kr{p}_{r}` of their `K` entries for the first `D` steps. `sweep`, once the right-hand sides are in `values` (row
+ * `k` of the column at `k * CS + col`): the running values `rv{r}`, the per-row factors `rowDecl(r)` and the
+ * coefficients `c{r}` of step 0, then per step `rv{r} -= c{r} * values[pivot]` (the one product that waits for the
+ * pivot), the row final after the step (`published(q)`) written back to `values`, the coefficients of the next step
+ * (`coef`: from its pivot row `t`, the factors `factors(t)` declare and the ring slot `p` of its `K` entries, 0 where
+ * the row takes no update; their `exp` off the path from one barrier to the next), at the last step of each batch of
+ * `COLUMN_SWEEP_LOAD_BATCH` the batch's ring slots reloaded with the `K` entries of the steps `D` later (where the row
+ * `takes` that step's update), and one barrier. The pivot of step `q` is row `pivotRow(q)`; `K` row `kRow(q)` holds
+ * its entries (clamped into the chunk).
+ */
+function registerSweep(
+  s: ChunkShape,
+  values: string,
+  sweep: {
+    pivotRow: (q: string) => string;
+    kRow: (q: string) => string;
+    rowDecl: (r: number) => string;
+    factors: (t: string) => string;
+    coef: (r: number, p: number, t: string) => [string, string];
+    published: (q: string) => string;
+    takes: (r: number, t: string) => string;
+  },
+): { prefetch: string; sweep: string } {
+  const { L, RK } = columnScanRows(s);
+  const D = COLUMN_SWEEP_AHEAD;
+  if (!Number.isInteger(D) || D < 2) {
+    throw new RangeError(`COLUMN_SWEEP_AHEAD = ${D}: expected an integer >= 2`);
+  }
+  const G = COLUMN_SWEEP_LOAD_BATCH;
+  if (!Number.isInteger(G) || G < 1 || D % G !== 0 || G >= D) {
+    throw new RangeError(
+      `COLUMN_SWEEP_LOAD_BATCH = ${G}: expected a divisor of COLUMN_SWEEP_AHEAD = ${D} below it`,
+    );
+  }
+  // at the last step q of each batch, the ring slots of the batch's steps (all used: a step's slot serves the
+  // coefficients computed the step before) take the K entries of the steps D later
+  const reload = (p: number) =>
+    upTo(G).map((i) =>
+      `{
+            let kn = ${sweep.kRow(`q + ${D - (G - 1) + i}u`)};
+            ${
+        rows(
+          (r) =>
+            `if (${sweep.takes(r, "kn")}) { kr${
+              p - (G - 1) + i
+            }_${r} = cw[u.keyGram + kk(bh, n, kn, kx${r})]; }`,
+          "\n            ",
+        )
+      }
+          }`
+    ).join("\n          ");
+  const rows = (f: (r: number) => string, indent = "\n    ") => laneRows(RK, f, indent);
+  const coefs = (p: number, q: string, indent: string) =>
+    `{
+${indent}  let t = ${sweep.pivotRow(q)};
+${indent}  ${sweep.factors("t").replaceAll("\n", `\n${indent}  `)}
+${indent}  ${
+      rows((r) => {
+        const [takes, value] = sweep.coef(r, p, "t");
+        return `c${r} = 0.0;\n${indent}  if (${takes}) { c${r} = ${value}; }`;
+      }, `\n${indent}  `)
+    }
+${indent}}`;
+  const steps = upTo(D).map((p) =>
+    `{
+        let q = q0 + ${p}u;
+        if (q + 1u < len) {
+          let w = ${values}[(${sweep.pivotRow("q")}) * CS + col];
+          ${rows((r) => `rv${r} -= c${r} * w;`, "\n          ")}
+          ${
+      rows((r) => `if (k${r} == ${sweep.published("q")}) { ${values}[j${r}] = rv${r}; }`, "\n          ")
+    }
+          ${coefs((p + 1) % D, "q + 1u", "          ")}
+          ${p % G === G - 1 ? reload(p) : ""}
+          workgroupBarrier();
+        }
+      }`
+  ).join("\n      ");
+  const prefetch = `
+    // the sweep's K entries of its first ${D} steps, loaded while the right-hand sides are built
+    ${rows((r) => `let kx${r} = min(lane + ${r * L.RL}u, C - 1u);`)}
+    ${
+    upTo(D).map((p) =>
+      rows((r) => `var kr${p}_${r} = cw[u.keyGram + kk(bh, n, ${sweep.kRow(`${p}u`)}, kx${r})];`)
+    )
+      .join("\n    ")
+  }`;
+  return {
+    prefetch,
+    sweep: `{
+    ${
+      rows((r) =>
+        `let k${r} = lane + ${r * L.RL}u;
+    let j${r} = kx${r} * CS + col;
+    var rv${r} = ${values}[j${r}];
+    ${sweep.rowDecl(r)}
+    var c${r} = 0.0;`
+      )
+    }
+    ${coefs(0, "0u", "    ")}
+    for (var q0 = 0u; q0 + 1u < len; q0 += ${D}u) {
+      ${steps}
+    }
+    }`,
+  };
+}
+
+/**
+ * The WGSL parts of a register sweep in its scan: `prefetch` and `sweep` ({@linkcode registerSweep}), and `early`,
+ * the right-hand sides' own storage loads, at the start of a row's body (before its dot product with the base).
+ */
+interface RegisterSweepParts {
+  prefetch: string;
+  early: string;
+  sweep: string;
+}
+
+/**
+ * falcon2's forward substitution `(I + A) W = R` in the grouped `column_state_scan` as a register sweep
+ * ({@linkcode COLUMN_SWEEP}): at step `q`, once `W_q` is final, every later row `k` of its segment drops
+ * `a_k exp(Pp_k - P_q) K[k,q] W_q`, and row `q + 1` is final.
+ */
+function forwardRegisterSweep(s: ChunkShape): RegisterSweepParts {
+  const { prefetch, sweep } = registerSweep(s, "wv", {
+    pivotRow: (q) => q,
+    kRow: (q) => `min(${q}, C - 1u)`,
+    rowDecl: (r) =>
+      `let ok${r} = k${r} < len;
+    let rg${r} = ga[j${r}];
+    let rp${r} = pp[j${r}];
+    let rs${r} = sg[kx${r}];`,
+    factors: (t) =>
+      `let ps = pl[${t} * CS + col];
+let ss = sg[${t}];`,
+    coef: (r, p, t) => [`k${r} > ${t} && ok${r} && rs${r} == ss`, `rg${r} * exp(rp${r} - ps) * kr${p}_${r}`],
+    published: (q) => `${q} + 1u`,
+    takes: (r, t) => `k${r} > ${t}`,
+  });
+  return {
+    prefetch,
+    early: `
+          // loaded before the dot product, whose loop they overlap
+          let wg = cw[u.columnWriteGain + ci(bh, t, cc)];
+          let yv = yp(bh, i32(t), cc);`,
+    sweep:
+      `// forward substitution as a sweep over the steps, all the group's columns at once: each invocation keeps its
+    // rows' running right-hand sides, factors and next coefficients in registers, publishes the next step's pivot
+    // in wv, and loads its rows' K entries ${COLUMN_SWEEP_AHEAD} steps ahead
+    ${sweep}`,
+  };
+}
+
+/**
+ * falcon2's back substitution `dR = (I + A)^-T dW` in the grouped `column_reverse_scan` as a register sweep
+ * ({@linkcode COLUMN_SWEEP}): at step `q`, pivot row `t2 = len - 1 - q`, once `dR_t2` is final, every earlier row
+ * `k` of its segment drops `a_t2 exp(Pp_t2 - P_k) K[t2,k] dR_t2`, and row `t2 - 1` is final.
+ */
+function backRegisterSweep(s: ChunkShape): RegisterSweepParts {
+  const { prefetch, sweep } = registerSweep(s, "dr", {
+    pivotRow: (q) => `len - 1u - min(${q}, len - 1u)`,
+    kRow: (q) => `len - 1u - min(${q}, len - 1u)`,
+    rowDecl: (r) =>
+      `let rl${r} = pl[j${r}];
+    let rs${r} = sg[kx${r}];`,
+    factors: (t) =>
+      `let gt = ga[${t} * CS + col];
+let pt = pp[${t} * CS + col];
+let st = sg[${t}];`,
+    coef: (r, p, t) => [`k${r} < ${t} && rs${r} == st`, `gt * exp(pt - rl${r}) * kr${p}_${r}`],
+    published: (q) => `len - 2u - ${q}`,
+    takes: (r, t) => `k${r} < ${t}`,
+  });
+  return {
+    prefetch,
+    early: `
+          // loaded before the dot product, whose loop it overlaps
+          let dwr = cw[u.columnDPseudoValuesReadout + ci(bh, a + k, cc)];`,
+    sweep:
+      `// back substitution as a sweep over the steps, all the group's columns at once: each invocation keeps its rows'
+    // running dR, factors and next coefficients in registers, publishes the next step's pivot in dr, and loads its
+    // rows' K entries ${COLUMN_SWEEP_AHEAD} steps ahead
+    ${sweep}`,
+  };
 }

@@ -3,8 +3,9 @@
  * the default 4 and at the sizes where their tiling changes: windows 1 and 2 (closed-form top
  * eigenpairs) and 5 (Jacobi, and more instance rows per step than `window_solve_transposed`'s
  * invocations per column), `window_solve_input_grads`' column panels, partial 4 x 4 blocks, and
- * `window_solve` / `window_solve_transposed` over several workgroups per chunk; against the float64
- * reference, both alignments (the panel test: prefix). The default window at the shared small sizes
+ * `window_solve` / `window_solve_transposed` over several workgroups per chunk, and `coef`'s window dot
+ * products shared across its workgroups' edge (`WINDOW_COEF_SHARED_DOTS`, after a carry, with sequence
+ * starts); against the float64 reference, both alignments (the panel test: prefix). The default window at the shared small sizes
  * runs in `fast_weight_chunk_test.ts`; these tests have a file of their own so that `deno test
  * --parallel` runs them beside it (each file is about a minute of compiling on a software adapter; this
  * one sorts first, so it starts first). `FALCON_TEST_LEVEL=full` adds the earlier sizes: windows 1-3 at
@@ -109,5 +110,22 @@ gpuTest(
       from: 37,
       forwardOnly: true,
     });
+  },
+);
+
+// coef's shared lag dot products (WINDOW_COEF_SHARED_DOTS) at the default window 4: B H (T - 6) = 78 flat steps in the
+// continuation, so its workgroups of 64 steps split a head and flat step 64 (head 4, step 12) reads the lag dot
+// products of flat steps 61-63, staged by the workgroup before (the slots below PAD); the carry's 6 steps feed the
+// pairs before the sequence (summed on the spot), packed sequences start inside the window, with S0
+gpuTest(
+  "webgpu chunk kernels of falcon3 share coef's window dot products across workgroups, a carry and sequence starts",
+  async (gpu) => {
+    for (const alignment of ALIGNMENTS) {
+      const config = ruleConfig("falcon3", { alignment });
+      const spec = { B: 3, T: 19, ...SMALL_HEADS, seed: 81, packed: true, s0: true };
+      await compareChunk(gpu, config, spec, chunkForm(SMALL_CHUNK), `falcon3/shared dots/${alignment}`, {
+        from: 6,
+      });
+    }
   },
 );

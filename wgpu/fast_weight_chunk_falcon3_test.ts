@@ -18,7 +18,12 @@ import { type Alignment, ALIGNMENTS, ruleConfig } from "../src/rules/config.ts";
 import { SMALL_CHUNK, SMALL_HEADS } from "../src/testing/shapes.ts";
 import { chunkForm, compareChunk, FULL_LEVEL } from "./_chunk_compare.ts";
 import { chunkShape } from "./fast_weight_chunk.ts";
-import { WINDOW_SOLVE, WINDOW_SOLVE_COLUMNS, type WindowSolveForm } from "./shaders/chunk_wgsl.ts";
+import {
+  WINDOW_SOLVE,
+  WINDOW_SOLVE_COLUMNS,
+  WINDOW_SOLVE_PREFETCH_COLUMNS,
+  type WindowSolveForm,
+} from "./shaders/chunk_wgsl.ts";
 import { gpuTest } from "./_test_util.ts";
 
 /** A falcon3 problem with window `window` at chunk size `C` (prefix and same-step alignment). */
@@ -92,17 +97,23 @@ gpuTest(
   },
 );
 
-// the sweep window_solve (WINDOW_SOLVE = "sweep") at the preset chunk size C = 64 (window 4: 256 instance rows),
-// forward only: the carry of the first 37 steps enters (a segment on the entering state), packed sequences start
-// inside the chunks (segments on S0), T - 37 = 113 steps (a full chunk, then 49 steps), and Dk + Dv = 11 columns
-// in two workgroups of 8 (the first straddles the value and state-factor columns, the second is partial)
+// the sweep window_solve at the preset chunk size C = 64 (window 4: 256 instance rows), forward only: the carry of
+// the first 37 steps enters (a segment on the entering state), packed sequences start inside the chunks (segments on
+// S0), T - 37 = 113 steps (a full chunk, then 49 steps), and Dk + Dv = 11 columns: WINDOW_SOLVE = "sweep_prefetch" in
+// one partial workgroup of 32 that straddles the value and state-factor columns (WIDE_SOLVE runs its 73 columns in
+// three); "sweep" in two workgroups of 8 (the first straddles, the second is partial)
 gpuTest(
   "webgpu chunk kernels of falcon3 sweep window_solve's columns at C = 64 with S0, a carry and a partial column group",
   async (gpu) => {
     const config = ruleConfig("falcon3", { alignment: "prefix" });
     const spec = { B: 1, T: 150, H: 2, dk: 5, dv: 6, seed: 71, packed: true, s0: true };
     const shape = chunkShape(config, spec, 64, gpu.runtime.device.limits.maxComputeWorkgroupStorageSize);
-    const columns = (WINDOW_SOLVE as WindowSolveForm) !== "serial" ? Math.min(WINDOW_SOLVE_COLUMNS, 8) : 0;
+    const form = WINDOW_SOLVE as WindowSolveForm;
+    const columns = form === "serial"
+      ? 0
+      : form === "sweep_prefetch"
+      ? Math.min(WINDOW_SOLVE_PREFETCH_COLUMNS, 32)
+      : Math.min(WINDOW_SOLVE_COLUMNS, 8);
     if (shape.WS !== columns) {
       throw new Error(`window_solve columns per workgroup ${shape.WS}, expected ${columns}`);
     }

@@ -21,8 +21,9 @@
  * before it, from which `A` is formed where it is read: `(C + W - 1)^2` dot products instead of
  * `(C W)^2`, and no `C W x C W` matrix in memory; 4 x 4 tiles of its lower triangle, mirrored), `window_solve`
  * (`WINDOW_SOLVE`: the sweep, per `(b, h, chunk, WS columns)` of `U0 | V` with 256 invocations, the columns
- * in workgroup memory, each solved step updating every later row from staged decay factors and pair Gram
- * columns, `sweepSolveKernel`; or the serial form, per `(b, h, chunk, 64 columns)`, one invocation per column,
+ * in registers (`registerSweepKernel`; `"sweep_prefetch"`, the default, 32 columns per workgroup and each pivot
+ * pair's Gram column loaded a step ahead) or workgroup memory (`sharedSweepKernel`), each solved step updating
+ * every later row from its decay factor and the pivots' pair Gram columns; or the serial form, per `(b, h, chunk, 64 columns)`, one invocation per column,
  * forward substitution step by step re-reading the solved rows from the workspace, where `WINDOW_SOLVE =
  * "serial"` or the sweep's arrays do not fit, `ChunkShape.WS = 0`), `window_transition` (`K`, `Bv`, 4 x 4 tiles), the shared `delta_state_scan` (`S_in` of every chunk), `window_pseudo_values` (`W`,
  * per `(b, h, chunk)`, 4 x 4 tiles of rows x value columns), `window_readout` (per `(b, h, chunk, R rows)`: the
@@ -135,7 +136,7 @@ export function windowDeltaShader(
       return steps + SWEEP_COMMON +
         ((WINDOW_SOLVE as WindowSolveForm) === "sweep_shared"
           ? sharedSweepKernel(nw, s.WS)
-          : registerSweepKernel(nw, s.C, s.WS));
+          : registerSweepKernel(nw, s.C, s.WS, (WINDOW_SOLVE as WindowSolveForm) === "sweep_prefetch"));
     case "window_transition":
       return steps + `
 var<workgroup> ge: array<f32, C>;
@@ -496,13 +497,26 @@ fn sweep_rhs(bh: u32, a: u32, len: u32, r: u32, col: u32) -> f32 {
  * (computed only under the mask: a real row of a later step of the segment); the rows of step `t + 1`, then
  * final, go to the other half of `piv`, and the pair Gram column of the next step's new pivot pair to `gwin`
  * (`W + 1` rolling columns, loaded from the workspace before the step's updates). Last every row is stored, a
- * row's `SC` columns by adjacent invocations.
+ * row's `SC` columns by adjacent invocations. With `prefetch` (`WINDOW_SOLVE = "sweep_prefetch"`) the column of
+ * step `t + 1`'s new pivot pair was loaded at step `t - 1` (`gn`; step `t` loads that of step `t + 2`, `gl`), so no
+ * step's barrier waits on a load from storage, and a row's 4 right-hand sides come from one loop (`sweep_rhs4`).
  */
-function registerSweepKernel(nw: number, C: number, sc: number): string {
+function registerSweepKernel(nw: number, C: number, sc: number, prefetch = false): string {
   const lanes = sc / 4;
   const rows = windowSweepRegisterRows(nw, C, sc);
   const each = (body: (i: number) => string, sep = "\n    ") => unroll(rows, body, sep);
-  return `
+  return `${
+    prefetch
+      ? `
+// columns c0 .. c0 + 3 of chunk row r's right-hand side, in a loop the compiler does not unroll (1 = min(B, 1), unknown
+// to it): one copy of sweep_rhs per register row, not four (llvmpipe's compile time grows with the copies)
+fn sweep_rhs4(bh: u32, a: u32, len: u32, r: u32, c0: u32) -> vec4<f32> {
+  var v = vec4<f32>(0.0);
+  for (var m = 0u; m < 4u * min(u.B, 1u); m++) { v[m] = sweep_rhs(bh, a, len, r, c0 + m); }
+  return v;
+}`
+      : ""
+  }
 const SC = ${sc}u;
 const SWG = ${WINDOW_SOLVE_WG}u;
 const LPR = ${lanes}u;     // invocations per row (4 columns each)
@@ -524,19 +538,39 @@ ${chunkEntry("(DV + DK + SC - 1u) / SC", true, WINDOW_SOLVE_WG)}
     let ga${i} = cga[ts${i}];
     let pp${i} = cpp[ts${i}];
     let p${i} = ts${i} + PAD - r${i} % NW;
-    var v${i} = vec4<f32>(${[0, 1, 2, 3].map((m) => `sweep_rhs(bh, a, len, r${i}, c0 + ${m}u)`).join(", ")});
+    var v${i} = ${
+        prefetch
+          ? `sweep_rhs4(bh, a, len, r${i}, c0);`
+          : `vec4<f32>(${[0, 1, 2, 3].map((m) => `sweep_rhs(bh, a, len, r${i}, c0 + ${m}u)`).join(", ")});`
+      }
     if (r${i} < NW) { piv[r${i} * LPR + q] = v${i}; }`
     )
   }
-  for (var k = lid; k < NW * CP; k += SWG) { gwin[k] = cw[pair_gram_at(bh, n, k / CP, k % CP)]; }
+  for (var k = lid; k < NW * CP; k += SWG) { gwin[k] = cw[pair_gram_at(bh, n, k / CP, k % CP)]; }${
+    prefetch
+      ? `
+  // the pair Gram column of step 1's new pivot pair NW, stored at step 0's end
+  var gn = 0.0;
+  if (lid < CP && NW < CP) { gn = cw[pair_gram_at(bh, n, NW, lid)]; }`
+      : ""
+  }
   workgroupBarrier();
   for (var t = 0u; t + 1u < len; t++) {
     let cur = (t & 1u) * NW * LPR;
-    // the next step's new pivot pair t + 1 + PAD: its pair Gram column, loaded before this step's updates
+${
+    prefetch
+      ? `    // the new pivot pair t + 1 + PAD of the next step (its column in gn since the step before) and that of the step
+    // after (t + 2 + PAD): its column loaded now, stored at the next step's end, so no step waits on its load
+    let np = t + NW;
+    var gl = 0.0;
+    if (lid < CP && np + 1u < CP) { gl = cw[pair_gram_at(bh, n, np + 1u, lid)]; }
+`
+      : `    // the next step's new pivot pair t + 1 + PAD: its pair Gram column, loaded before this step's updates
     let np = t + NW;
     var gn = 0.0;
     if (lid < CP) { gn = cw[pair_gram_at(bh, n, np, lid)]; }
-    let cpt = cp[t];
+`
+  }    let cpt = cp[t];
     let segt = cseg[t];
     ${unroll(nw, (o) => `let pv${o} = piv[cur + ${o}u * LPR + q];`, "\n    ")}
     ${unroll(nw, (o) => `let gs${o} = ((t + ${nw - 1 - o}u) % NSLOT) * CP;`, "\n    ")}
@@ -548,7 +582,7 @@ ${chunkEntry("(DV + DK + SC - 1u) / SC", true, WINDOW_SOLVE_WG)}
     if (r${i} / NW == t + 1u) { piv[NW * LPR - cur + (r${i} % NW) * LPR + q] = v${i}; }`
     )
   }
-    if (lid < CP) { gwin[(np % NSLOT) * CP + lid] = gn; }
+    if (lid < CP) { gwin[(np % NSLOT) * CP + lid] = gn; }${prefetch ? "\n    gn = gl;" : ""}
     workgroupBarrier();
   }
   ${

@@ -709,6 +709,15 @@ export function rowsLayout(s: Pick<ChunkShape, "dk" | "dv" | "C" | "R">) {
 }
 
 /**
+ * The form of falcon3's `window_transition` (`K = [no start] exp(P_e) I - sum_r Gam[e, t_r] x_(j_r) V_r^T`, `Bv` the same
+ * with `U0`): `true`, the sum runs over the chunk's `C + W - 1` PAIRS, `x_j` times the decayed sum of the `W` rows of
+ * pair `j` (`sum_o Gam[e, j + o] V_(j + o, o)`, 4 columns at a time): a quarter of the loop trips and of the `x` loads,
+ * half the products; `false`, over the `C W` instance rows, each row's `x_j` and `V_r` read (the earlier form, the
+ * same WGSL).
+ */
+export const WINDOW_TRANSITION_PAIRS: boolean = true;
+
+/**
  * Instance rows per workgroup that falcon3's `window_row_grads` and `window_solve_input_grads` aim at (whole steps): 16 rows make
  * 4 x 4 blocks of rows x 64 columns one per invocation, with small workgroup arrays.
  */

@@ -25,7 +25,7 @@
  * pair's Gram column loaded a step ahead) or workgroup memory (`sharedSweepKernel`), each solved step updating
  * every later row from its decay factor and the pivots' pair Gram columns; or the serial form, per `(b, h, chunk, 64 columns)`, one invocation per column,
  * forward substitution step by step re-reading the solved rows from the workspace, where `WINDOW_SOLVE =
- * "serial"` or the sweep's arrays do not fit, `ChunkShape.WS = 0`), `window_transition` (`K`, `Bv`, 4 x 4 tiles), the shared `delta_state_scan` (`S_in` of every chunk), `window_pseudo_values` (`W`,
+ * "serial"` or the sweep's arrays do not fit, `ChunkShape.WS = 0`), `window_transition` (`K`, `Bv`, 4 x 4 tiles; `WINDOW_TRANSITION_PAIRS`: summed over the chunk's pairs, each pair's `W` rows folded first, `pairTransitionKernel`), the shared `delta_state_scan` (`S_in` of every chunk), `window_pseudo_values` (`W`,
  * per `(b, h, chunk)`, 4 x 4 tiles of rows x value columns), `window_readout` (per `(b, h, chunk, R rows)`: the
  * outputs).
  * Backward (after recomputing the forward): the shared `base_readout_grads`; `window_readout_dw` (the readout's `dW`: `dPseudoValuesReadout`);
@@ -68,9 +68,11 @@ import {
   tile4,
   tile4Each,
   transitionTiles,
+  vec4Tile,
   WINDOW_DELTA_PASSES,
   WINDOW_SOLVE,
   WINDOW_SOLVE_WG,
+  WINDOW_TRANSITION_PAIRS,
   windowPanelSteps,
   type WindowSolveForm,
   windowSweepRegisterRows,
@@ -138,7 +140,7 @@ export function windowDeltaShader(
           ? sharedSweepKernel(nw, s.WS)
           : registerSweepKernel(nw, s.C, s.WS, (WINDOW_SOLVE as WindowSolveForm) === "sweep_prefetch"));
     case "window_transition":
-      return steps + `
+      return steps + (WINDOW_TRANSITION_PAIRS ? pairTransitionKernel(s) : `
 var<workgroup> ge: array<f32, C>;
 ${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
   for (var k = lid; k < len; k += WG) { ge[k] = gam(len - 1u, k); }
@@ -192,7 +194,7 @@ ${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
         )
       }
   }
-}`;
+}`);
     case "window_pseudo_values":
       return head + `
 // W = U0 - VV S_in over the chunk's instance rows: 4 rows x 4 value columns per invocation
@@ -443,6 +445,80 @@ ${chunkEntry(`${Math.ceil((s.dv + s.dk) / CHUNK_WG)}u`)}
   }
       }
     }
+  }
+}`;
+}
+
+/**
+ * `window_transition` over the chunk's pairs (`WINDOW_TRANSITION_PAIRS`): 4 x 4 blocks of `K [Dk, Dk]`, then of
+ * `Bv [Dk, Dv]`, per invocation, as `sum_p x_(j_p) z_p^T` over the pairs `p < len + PAD` (`j_p = a - PAD + p`) with
+ * `z_p = sum_o Gam[e, t] F_(t, o)`, `t = p - PAD + o` in the chunk (`fold_rows4`: 4 columns of the rows of pair `p`;
+ * `F` the state factor `V` or `U0`; the rows that are not real pairs hold 0).
+ */
+function pairTransitionKernel(s: ChunkShape): string {
+  const rows4 = (r0: string) =>
+    `vec4<f32>(${[0, 1, 2, 3].map((r) => `xp(bh, jp, min(${r0} + ${r}u, DK - 1u))`).join(", ")})`;
+  return `
+var<workgroup> ge: array<f32, C>;
+// sum over the rows (t, o) of pair p in the chunk (t = p - PAD + o < len) of ge[t] times columns c0 .. c0 + 3 (clamped
+// to nc - 1) of the section at sec, rows of nc floats
+fn fold_rows4(bh: u32, a: u32, len: u32, p: u32, sec: u32, nc: u32, c0: u32) -> vec4<f32> {
+  var z = vec4<f32>(0.0);
+  for (var o = 0u; o < NW; o++) {
+    let t = i32(p + o) - i32(PAD);
+    if (t >= 0 && t < i32(len)) {
+      let row = sec + instance_row(bh, a, u32(t) * NW + o) * nc;
+      z += ge[t] * vec4<f32>(cw[row + min(c0, nc - 1u)], cw[row + min(c0 + 1u, nc - 1u)], cw[row + min(c0 + 2u, nc - 1u)], cw[row + min(c0 + 3u, nc - 1u)]);
+    }
+  }
+  return z;
+}
+${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
+  for (var k = lid; k < len; k += WG) { ge[k] = gam(len - 1u, k); }
+  workgroupBarrier();
+  let dec = exp(cp[len - 1u]);
+  let bk = base_kind(len - 1u);
+  let np = len + PAD;
+  let j0 = i32(a) - i32(PAD);
+  let cb = bh * nck() + n;
+  let blk = tile * WG + lid;
+  let nb = (DK + 3u) / 4u;
+  let nkm = nb * nb;
+  if (blk < nkm) {
+    let i0 = (blk / nb) * 4u;
+    let i20 = (blk % nb) * 4u;
+    ${
+    vec4Tile(
+      [{ acc: "e", a: `${rows4("i0")}` }],
+      "np",
+      "fold_rows4(bh, a, len, k, u.pseudoValuesStateFactor, DK, i20)",
+    ).replace("let vb = ", "let jp = j0 + i32(k);\n      let vb = ")
+  }
+    ${
+    tile4Each((r, c) =>
+      `if (i0 + ${r}u < DK && i20 + ${c}u < DK) { cw[u.transitionMatrix + (cb * DK + i0 + ${r}u) * DK + i20 + ${c}u] = select(0.0, dec, bk == 0u && i0 + ${r}u == i20 + ${c}u) - e${r}[${c}]; }`
+    )
+  }
+  } else if (blk < nkm + nb * ((DV + 3u) / 4u)) {
+    let nc = (DV + 3u) / 4u;
+    let i0 = ((blk - nkm) / nc) * 4u;
+    let c0 = ((blk - nkm) % nc) * 4u;
+    ${
+    vec4Tile(
+      [{ acc: "e", a: `${rows4("i0")}` }],
+      "np",
+      "fold_rows4(bh, a, len, k, u.pseudoValuesConstant, DV, c0)",
+    ).replace("let vb = ", "let jp = j0 + i32(k);\n      let vb = ")
+  }
+    ${
+    tile4Each((r, c) =>
+      `if (i0 + ${r}u < DK && c0 + ${c}u < DV) {
+      var v = 0.0;
+      if (bk == 1u && u.hasS0 != 0u) { v = dec * s0[(bh * DK + i0 + ${r}u) * DV + c0 + ${c}u]; }
+      cw[u.chunkStateIncrement + (cb * DK + i0 + ${r}u) * DV + c0 + ${c}u] = v + e${r}[${c}];
+    }`
+    )
+  }
   }
 }`;
 }

@@ -709,6 +709,15 @@ export function rowsLayout(s: Pick<ChunkShape, "dk" | "dv" | "C" | "R">) {
 }
 
 /**
+ * The form of falcon3's `window_readout` scores `q_t . x_j` (`R` steps x the chunk's `CP = C + W - 1` pairs per
+ * workgroup): `true`, only the pairs up to the window of the workgroup's last step (`min(len, r0 + R) + PAD`, the pairs
+ * its steps read: the later ones meet `Gam = 0`), at `C = 64`, `R = 16` 5, 9, 13 and 17 blocks of 4 pairs instead of
+ * 17 each (one pass of the 64 invocations instead of two for all but the last workgroup); `false`, every pair (the
+ * earlier form, the same WGSL).
+ */
+export const WINDOW_READOUT_CAUSAL_PAIRS: boolean = true;
+
+/**
  * The form of falcon3's `window_transition` (`K = [no start] exp(P_e) I - sum_r Gam[e, t_r] x_(j_r) V_r^T`, `Bv` the same
  * with `U0`): `true`, the sum runs over the chunk's `C + W - 1` PAIRS, `x_j` times the decayed sum of the `W` rows of
  * pair `j` (`sum_o Gam[e, j + o] V_(j + o, o)`, 4 columns at a time): a quarter of the loop trips and of the `x` loads,

@@ -27,7 +27,7 @@
  * forward substitution step by step re-reading the solved rows from the workspace, where `WINDOW_SOLVE =
  * "serial"` or the sweep's arrays do not fit, `ChunkShape.WS = 0`), `window_transition` (`K`, `Bv`, 4 x 4 tiles; `WINDOW_TRANSITION_PAIRS`: summed over the chunk's pairs, each pair's `W` rows folded first, `pairTransitionKernel`), the shared `delta_state_scan` (`S_in` of every chunk), `window_pseudo_values` (`W`,
  * per `(b, h, chunk)`, 4 x 4 tiles of rows x value columns), `window_readout` (per `(b, h, chunk, R rows)`: the
- * outputs).
+ * outputs; `WINDOW_READOUT_CAUSAL_PAIRS`: the scores of the pairs its steps read only).
  * Backward (after recomputing the forward): the shared `base_readout_grads`; `window_readout_dw` (the readout's `dW`: `dPseudoValuesReadout`);
  * `window_scan_link` (`L_n = U_n - V^T Qd`, 4 x 4 tiles of the state); the shared reverse scan `delta_reverse_scan`; `window_row_grads`
  * (per `(b, h, chunk, RC steps)`: every instance row's `dW` and readout/exit `dx`, the decay weights
@@ -70,6 +70,7 @@ import {
   transitionTiles,
   vec4Tile,
   WINDOW_DELTA_PASSES,
+  WINDOW_READOUT_CAUSAL_PAIRS,
   WINDOW_SOLVE,
   WINDOW_SOLVE_WG,
   WINDOW_TRANSITION_PAIRS,
@@ -815,6 +816,8 @@ ${chunkEntry("(DV + SCOL - 1u) / SCOL")}
  */
 function rowsKernel(pass: "window_readout" | "window_query_grads", s: ChunkShape, nw: number): string {
   const fwd = pass === "window_readout";
+  // the forward's scores only for the pairs its steps read (WINDOW_READOUT_CAUSAL_PAIRS)
+  const causal = fwd && WINDOW_READOUT_CAUSAL_PAIRS;
   const NC = fwd ? "DV" : "DK";
   const doutAt = "dout[((b * u.T + t${r}) * H + h) * DV";
   const steps4 = lets4("t", (i) => `a + min(r0 + tr0 + ${i}u, len - 1u)`);
@@ -886,11 +889,20 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
     gm[k] = v;
   }
   ${fwd ? "" : "workgroupBarrier();"}
-  // scores, 4 steps x 4 pairs per invocation
+  // scores, 4 steps x 4 pairs per invocation${
+    causal
+      ? ` (the tile's steps read the pairs up to the window of its last step: ${"`"}npt${"`"} blocks of 4)
+  let npt = (min(len, r0 + R) + PAD + 3u) / 4u;
+  for (var bk = lid; bk < ((R + 3u) / 4u) * npt; bk += WG) {
+    let jj0 = (bk % npt) * 4u;
+    let tr0 = (bk / npt) * 4u;
+`
+      : `
   for (var bk = lid; bk < ((R + 3u) / 4u) * ((CP + 3u) / 4u); bk += WG) {
     let jj0 = (bk % ((CP + 3u) / 4u)) * 4u;
     let tr0 = (bk / ((CP + 3u) / 4u)) * 4u;
-    ${steps4}
+`
+  }    ${steps4}
     ${rows4}
     ${scores}
     ${

@@ -3,8 +3,9 @@
  * the default 4 and at the sizes where their tiling changes: windows 1 and 2 (closed-form top
  * eigenpairs) and 5 (Jacobi, and more instance rows per step than `window_solve_transposed`'s
  * invocations per column), `window_solve_input_grads`' column panels, partial 4 x 4 blocks, and
- * `window_solve` / `window_solve_transposed` over several workgroups per chunk; against the float64
- * reference, both alignments (the panel test: prefix). The default window at the shared small sizes
+ * `window_solve` / `window_solve_transposed` over several workgroups per chunk, and `coef`'s window dot
+ * products shared across its workgroups' edge (`WINDOW_COEF_SHARED_DOTS`, after a carry, with sequence
+ * starts); against the float64 reference, both alignments (the panel test: prefix). The default window at the shared small sizes
  * runs in `fast_weight_chunk_test.ts`; these tests have a file of their own so that `deno test
  * --parallel` runs them beside it (each file is about a minute of compiling on a software adapter; this
  * one sorts first, so it starts first). `FALCON_TEST_LEVEL=full` adds the earlier sizes: windows 1-3 at
@@ -17,7 +18,12 @@ import { type Alignment, ALIGNMENTS, ruleConfig } from "../src/rules/config.ts";
 import { SMALL_CHUNK, SMALL_HEADS } from "../src/testing/shapes.ts";
 import { chunkForm, compareChunk, FULL_LEVEL } from "./_chunk_compare.ts";
 import { chunkShape } from "./fast_weight_chunk.ts";
-import { WINDOW_SOLVE, WINDOW_SOLVE_COLUMNS, type WindowSolveForm } from "./shaders/chunk_wgsl.ts";
+import {
+  WINDOW_SOLVE,
+  WINDOW_SOLVE_COLUMNS,
+  WINDOW_SOLVE_PREFETCH_COLUMNS,
+  type WindowSolveForm,
+} from "./shaders/chunk_wgsl.ts";
 import { gpuTest } from "./_test_util.ts";
 
 /** A falcon3 problem with window `window` at chunk size `C` (prefix and same-step alignment). */
@@ -91,17 +97,23 @@ gpuTest(
   },
 );
 
-// the sweep window_solve (WINDOW_SOLVE = "sweep") at the preset chunk size C = 64 (window 4: 256 instance rows),
-// forward only: the carry of the first 37 steps enters (a segment on the entering state), packed sequences start
-// inside the chunks (segments on S0), T - 37 = 113 steps (a full chunk, then 49 steps), and Dk + Dv = 11 columns
-// in two workgroups of 8 (the first straddles the value and state-factor columns, the second is partial)
+// the sweep window_solve at the preset chunk size C = 64 (window 4: 256 instance rows), forward only: the carry of
+// the first 37 steps enters (a segment on the entering state), packed sequences start inside the chunks (segments on
+// S0), T - 37 = 113 steps (a full chunk, then 49 steps), and Dk + Dv = 11 columns: WINDOW_SOLVE = "sweep_prefetch" in
+// one partial workgroup of 32 that straddles the value and state-factor columns (WIDE_SOLVE runs its 73 columns in
+// three); "sweep" in two workgroups of 8 (the first straddles, the second is partial)
 gpuTest(
   "webgpu chunk kernels of falcon3 sweep window_solve's columns at C = 64 with S0, a carry and a partial column group",
   async (gpu) => {
     const config = ruleConfig("falcon3", { alignment: "prefix" });
     const spec = { B: 1, T: 150, H: 2, dk: 5, dv: 6, seed: 71, packed: true, s0: true };
     const shape = chunkShape(config, spec, 64, gpu.runtime.device.limits.maxComputeWorkgroupStorageSize);
-    const columns = (WINDOW_SOLVE as WindowSolveForm) !== "serial" ? Math.min(WINDOW_SOLVE_COLUMNS, 8) : 0;
+    const form = WINDOW_SOLVE as WindowSolveForm;
+    const columns = form === "serial"
+      ? 0
+      : form === "sweep_prefetch"
+      ? Math.min(WINDOW_SOLVE_PREFETCH_COLUMNS, 32)
+      : Math.min(WINDOW_SOLVE_COLUMNS, 8);
     if (shape.WS !== columns) {
       throw new Error(`window_solve columns per workgroup ${shape.WS}, expected ${columns}`);
     }
@@ -109,5 +121,22 @@ gpuTest(
       from: 37,
       forwardOnly: true,
     });
+  },
+);
+
+// coef's shared lag dot products (WINDOW_COEF_SHARED_DOTS) at the default window 4: B H (T - 6) = 78 flat steps in the
+// continuation, so its workgroups of 64 steps split a head and flat step 64 (head 4, step 12) reads the lag dot
+// products of flat steps 61-63, staged by the workgroup before (the slots below PAD); the carry's 6 steps feed the
+// pairs before the sequence (summed on the spot), packed sequences start inside the window, with S0
+gpuTest(
+  "webgpu chunk kernels of falcon3 share coef's window dot products across workgroups, a carry and sequence starts",
+  async (gpu) => {
+    for (const alignment of ALIGNMENTS) {
+      const config = ruleConfig("falcon3", { alignment });
+      const spec = { B: 3, T: 19, ...SMALL_HEADS, seed: 81, packed: true, s0: true };
+      await compareChunk(gpu, config, spec, chunkForm(SMALL_CHUNK), `falcon3/shared dots/${alignment}`, {
+        from: 6,
+      });
+    }
   },
 );

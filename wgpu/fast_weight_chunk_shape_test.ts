@@ -11,6 +11,7 @@ import {
   chunkWork,
   WINDOW_SOLVE,
   WINDOW_SOLVE_COLUMNS,
+  WINDOW_SOLVE_PREFETCH_COLUMNS,
   type WindowSolveForm,
   windowSweepFloats,
 } from "./shaders/chunk_wgsl.ts";
@@ -287,24 +288,30 @@ Deno.test("chunkShape gives falcon3's sweep window_solve the columns that fit (W
   const d = { B: 8, T: 4096, H: 8, dk: 64, dv: 64 };
   const ws = (rule: "falcon3" | "falcon1", C: number, window = 4, shared = WEBGPU_DEFAULT_SHARED) =>
     chunkShape(ruleConfig(rule, rule === "falcon3" ? { window } : {}), d, C, shared).WS;
-  const sweep = (WINDOW_SOLVE as WindowSolveForm) !== "serial";
+  const form = WINDOW_SOLVE as WindowSolveForm;
+  const sweep = form !== "serial";
+  // the register sweeps' columns at C = 64 and 128 (16 register rows of 32 columns at C = 128)
+  const registerColumns = form === "sweep_prefetch"
+    ? Math.min(WINDOW_SOLVE_PREFETCH_COLUMNS, 32)
+    : Math.min(WINDOW_SOLVE_COLUMNS, 8);
   // C = 64: the preset; C = 128 (512 rows): sweep_shared halves its columns until they fit; C = 300 at window 1 (48 KiB): more
   // pairs than the sweep's invocations
   const cases: [number, number, number, number][] = [
-    [64, 4, Math.min(WINDOW_SOLVE_COLUMNS, 8), WEBGPU_DEFAULT_SHARED],
     [
-      128,
+      64,
       4,
-      (WINDOW_SOLVE as WindowSolveForm) === "sweep_shared" ? 2 : Math.min(WINDOW_SOLVE_COLUMNS, 8),
+      form === "sweep_shared" ? Math.min(WINDOW_SOLVE_COLUMNS, 8) : registerColumns,
       WEBGPU_DEFAULT_SHARED,
     ],
+    [128, 4, form === "sweep_shared" ? 2 : registerColumns, WEBGPU_DEFAULT_SHARED],
     [300, 1, 0, 49152],
   ];
   for (const [C, window, expected, shared] of cases) {
     const got = ws("falcon3", C, window, shared);
     if (got !== (sweep ? expected : 0)) throw new Error(`C = ${C}, window ${window}: WS = ${got}`);
     if (
-      got > 0 && windowSweepFloats(WINDOW_SOLVE as "sweep" | "sweep_shared", window, C, got) > shared / 4 - 16
+      got > 0 &&
+      windowSweepFloats(form as Exclude<WindowSolveForm, "serial">, window, C, got) > shared / 4 - 16
     ) {
       throw new Error(`C = ${C}: the sweep overflows`);
     }

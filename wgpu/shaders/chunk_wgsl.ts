@@ -763,6 +763,24 @@ export function rowsLayout(s: Pick<ChunkShape, "dk" | "dv" | "C" | "R">) {
 }
 
 /**
+ * The form of falcon3's `window_readout` scores `q_t . x_j` (`R` steps x the chunk's `CP = C + W - 1` pairs per
+ * workgroup): `true`, only the pairs up to the window of the workgroup's last step (`min(len, r0 + R) + PAD`, the pairs
+ * its steps read: the later ones meet `Gam = 0`), at `C = 64`, `R = 16` 5, 9, 13 and 17 blocks of 4 pairs instead of
+ * 17 each (one pass of the 64 invocations instead of two for all but the last workgroup); `false`, every pair (the
+ * earlier form, the same WGSL).
+ */
+export const WINDOW_READOUT_CAUSAL_PAIRS: boolean = true;
+
+/**
+ * The form of falcon3's `window_transition` (`K = [no start] exp(P_e) I - sum_r Gam[e, t_r] x_(j_r) V_r^T`, `Bv` the same
+ * with `U0`): `true`, the sum runs over the chunk's `C + W - 1` PAIRS, `x_j` times the decayed sum of the `W` rows of
+ * pair `j` (`sum_o Gam[e, j + o] V_(j + o, o)`, 4 columns at a time): a quarter of the loop trips and of the `x` loads,
+ * half the products; `false`, over the `C W` instance rows, each row's `x_j` and `V_r` read (the earlier form, the
+ * same WGSL).
+ */
+export const WINDOW_TRANSITION_PAIRS: boolean = true;
+
+/**
  * Instance rows per workgroup that falcon3's `window_row_grads` and `window_solve_input_grads` aim at (whole steps): 16 rows make
  * 4 x 4 blocks of rows x 64 columns one per invocation, with small workgroup arrays.
  */
@@ -777,26 +795,37 @@ export function windowPanelSteps(nw: number, C: number): number {
 }
 
 /** Forms of falcon3's forward `window_solve` ({@linkcode WINDOW_SOLVE}). */
-export type WindowSolveForm = "sweep" | "sweep_shared" | "serial";
+export type WindowSolveForm = "sweep" | "sweep_prefetch" | "sweep_shared" | "serial";
 
 /**
  * The form of falcon3's forward `window_solve` (`fast_weight_chunk_window_delta.ts`). Both sweeps run
  * {@linkcode WINDOW_SOLVE_WG} invocations per `(b, h, chunk, WS columns of U0 | V)` and solve step by step,
  * right-looking (each solved step updates every later row of its segment, one barrier per step):
- * - `"sweep"` (default): every invocation keeps 4 columns of its rows in registers (`WS / 4` invocations per row)
- *   and publishes a step's rows to workgroup memory once they are final;
+ * - `"sweep_prefetch"` (default): as `"sweep"` with {@linkcode WINDOW_SOLVE_PREFETCH_COLUMNS} columns per workgroup
+ *   (4 times the columns share each barrier, pivot row, decay factor and pair Gram column), and each pivot pair's
+ *   Gram column loaded from storage a step before the step that stores it (`"sweep"` waits on the load at the
+ *   barrier of the same step, every step);
+ * - `"sweep"`: every invocation keeps 4 columns of its rows in registers (`WS / 4` invocations per row)
+ *   and publishes a step's rows to workgroup memory once they are final (the default before `"sweep_prefetch"`);
  * - `"sweep_shared"`: the columns of every row in workgroup memory, one column per invocation and item;
  * - `"serial"`: one invocation per column that re-reads the earlier solved rows from the workspace (the kernel
  *   before the sweeps, its WGSL unchanged).
  * A shape whose sweep does not fit ({@linkcode windowSolveColumns} 0) runs the serial one.
  */
-export const WINDOW_SOLVE: WindowSolveForm = "sweep";
+export const WINDOW_SOLVE: WindowSolveForm = "sweep_prefetch";
 
 /**
  * Columns of `U0 | V` per workgroup of the sweep `window_solve` at most, a power of two (halved until its arrays
  * fit; `"sweep"`: at least 4, and `C W WS / 1024` rows of 4 columns in each invocation's registers, 16 at most).
  */
 export const WINDOW_SOLVE_COLUMNS = 8;
+
+/**
+ * Columns of `U0 | V` per workgroup of the `"sweep_prefetch"` `window_solve` at most (halved until its arrays and
+ * register rows fit, as {@linkcode WINDOW_SOLVE_COLUMNS}): 32 at `C = 64`, `Dk + Dv = 128` is 4 workgroups per chunk,
+ * 8 register rows per invocation.
+ */
+export const WINDOW_SOLVE_PREFETCH_COLUMNS = 32;
 
 /** Invocations of the sweep `window_solve`. */
 export const WINDOW_SOLVE_WG = 256;
@@ -807,7 +836,8 @@ export const WINDOW_SOLVE_REGISTER_ROWS = 16;
 /**
  * Workgroup floats of the sweep `window_solve` of `form` with `sc` columns: the chunk's step arrays (6 C), `W + 1`
  * pivot columns of the pair Gram matrix (`CP = C + W - 1` each), and `"sweep"`: the pivot rows of two steps
- * (`2 W sc`); `"sweep_shared"`: the columns (`C W x sc`) and the later rows' decay factors of two steps (`2 C W`).
+ * (`2 W sc`; `"sweep_prefetch"` the same); `"sweep_shared"`: the columns (`C W x sc`) and the later rows' decay factors
+ * of two steps (`2 C W`).
  */
 export function windowSweepFloats(
   form: Exclude<WindowSolveForm, "serial">,
@@ -816,7 +846,7 @@ export function windowSweepFloats(
   sc: number,
 ): number {
   const shared = 6 * C + (nw + 1) * (C + nw - 1);
-  return shared + (form === "sweep" ? 2 * nw * sc : C * nw * sc + 2 * C * nw);
+  return shared + (form !== "sweep_shared" ? 2 * nw * sc : C * nw * sc + 2 * C * nw);
 }
 
 /** Rows of 4 columns per invocation of the `"sweep"` `window_solve` with `sc` columns per workgroup. */
@@ -833,9 +863,12 @@ export function windowSweepRegisterRows(nw: number, C: number, sc: number): numb
 export function windowSolveColumns(nw: number, C: number, limit: number): number {
   const form = WINDOW_SOLVE as WindowSolveForm;
   if (form === "serial" || C + nw - 1 > WINDOW_SOLVE_WG) return 0;
-  const least = form === "sweep" ? 4 : 1;
-  for (let sc = WINDOW_SOLVE_COLUMNS; sc >= least; sc = Math.floor(sc / 2)) {
-    const registers = form !== "sweep" || windowSweepRegisterRows(nw, C, sc) <= WINDOW_SOLVE_REGISTER_ROWS;
+  // the register sweeps hold 4 columns per invocation
+  const inRegisters = form !== "sweep_shared";
+  const least = inRegisters ? 4 : 1;
+  const top = form === "sweep_prefetch" ? WINDOW_SOLVE_PREFETCH_COLUMNS : WINDOW_SOLVE_COLUMNS;
+  for (let sc = top; sc >= least; sc = Math.floor(sc / 2)) {
+    const registers = !inRegisters || windowSweepRegisterRows(nw, C, sc) <= WINDOW_SOLVE_REGISTER_ROWS;
     if (registers && windowSweepFloats(form, nw, C, sc) <= limit) return sc;
   }
   return 0;

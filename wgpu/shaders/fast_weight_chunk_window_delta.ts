@@ -21,12 +21,13 @@
  * before it, from which `A` is formed where it is read: `(C + W - 1)^2` dot products instead of
  * `(C W)^2`, and no `C W x C W` matrix in memory; 4 x 4 tiles of its lower triangle, mirrored), `window_solve`
  * (`WINDOW_SOLVE`: the sweep, per `(b, h, chunk, WS columns)` of `U0 | V` with 256 invocations, the columns
- * in workgroup memory, each solved step updating every later row from staged decay factors and pair Gram
- * columns, `sweepSolveKernel`; or the serial form, per `(b, h, chunk, 64 columns)`, one invocation per column,
+ * in registers (`registerSweepKernel`; `"sweep_prefetch"`, the default, 32 columns per workgroup and each pivot
+ * pair's Gram column loaded a step ahead) or workgroup memory (`sharedSweepKernel`), each solved step updating
+ * every later row from its decay factor and the pivots' pair Gram columns; or the serial form, per `(b, h, chunk, 64 columns)`, one invocation per column,
  * forward substitution step by step re-reading the solved rows from the workspace, where `WINDOW_SOLVE =
- * "serial"` or the sweep's arrays do not fit, `ChunkShape.WS = 0`), `window_transition` (`K`, `Bv`, 4 x 4 tiles), the shared `delta_state_scan` (`S_in` of every chunk), `window_pseudo_values` (`W`,
+ * "serial"` or the sweep's arrays do not fit, `ChunkShape.WS = 0`), `window_transition` (`K`, `Bv`, 4 x 4 tiles; `WINDOW_TRANSITION_PAIRS`: summed over the chunk's pairs, each pair's `W` rows folded first, `pairTransitionKernel`), the shared `delta_state_scan` (`S_in` of every chunk), `window_pseudo_values` (`W`,
  * per `(b, h, chunk)`, 4 x 4 tiles of rows x value columns), `window_readout` (per `(b, h, chunk, R rows)`: the
- * outputs).
+ * outputs; `WINDOW_READOUT_CAUSAL_PAIRS`: the scores of the pairs its steps read only).
  * Backward (after recomputing the forward): the shared `base_readout_grads`; `window_readout_dw` (the readout's `dW`: `dPseudoValuesReadout`);
  * `window_scan_link` (`L_n = U_n - V^T Qd`, 4 x 4 tiles of the state); the shared reverse scan `delta_reverse_scan`; `window_row_grads`
  * (per `(b, h, chunk, RC steps)`: every instance row's `dW` and readout/exit `dx`, the decay weights
@@ -67,9 +68,12 @@ import {
   tile4,
   tile4Each,
   transitionTiles,
+  vec4Tile,
   WINDOW_DELTA_PASSES,
+  WINDOW_READOUT_CAUSAL_PAIRS,
   WINDOW_SOLVE,
   WINDOW_SOLVE_WG,
+  WINDOW_TRANSITION_PAIRS,
   windowPanelSteps,
   type WindowSolveForm,
   windowSweepRegisterRows,
@@ -135,9 +139,9 @@ export function windowDeltaShader(
       return steps + SWEEP_COMMON +
         ((WINDOW_SOLVE as WindowSolveForm) === "sweep_shared"
           ? sharedSweepKernel(nw, s.WS)
-          : registerSweepKernel(nw, s.C, s.WS));
+          : registerSweepKernel(nw, s.C, s.WS, (WINDOW_SOLVE as WindowSolveForm) === "sweep_prefetch"));
     case "window_transition":
-      return steps + `
+      return steps + (WINDOW_TRANSITION_PAIRS ? pairTransitionKernel(s) : `
 var<workgroup> ge: array<f32, C>;
 ${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
   for (var k = lid; k < len; k += WG) { ge[k] = gam(len - 1u, k); }
@@ -191,7 +195,7 @@ ${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
         )
       }
   }
-}`;
+}`);
     case "window_pseudo_values":
       return head + `
 // W = U0 - VV S_in over the chunk's instance rows: 4 rows x 4 value columns per invocation
@@ -446,6 +450,80 @@ ${chunkEntry(`${Math.ceil((s.dv + s.dk) / CHUNK_WG)}u`)}
 }`;
 }
 
+/**
+ * `window_transition` over the chunk's pairs (`WINDOW_TRANSITION_PAIRS`): 4 x 4 blocks of `K [Dk, Dk]`, then of
+ * `Bv [Dk, Dv]`, per invocation, as `sum_p x_(j_p) z_p^T` over the pairs `p < len + PAD` (`j_p = a - PAD + p`) with
+ * `z_p = sum_o Gam[e, t] F_(t, o)`, `t = p - PAD + o` in the chunk (`fold_rows4`: 4 columns of the rows of pair `p`;
+ * `F` the state factor `V` or `U0`; the rows that are not real pairs hold 0).
+ */
+function pairTransitionKernel(s: ChunkShape): string {
+  const rows4 = (r0: string) =>
+    `vec4<f32>(${[0, 1, 2, 3].map((r) => `xp(bh, jp, min(${r0} + ${r}u, DK - 1u))`).join(", ")})`;
+  return `
+var<workgroup> ge: array<f32, C>;
+// sum over the rows (t, o) of pair p in the chunk (t = p - PAD + o < len) of ge[t] times columns c0 .. c0 + 3 (clamped
+// to nc - 1) of the section at sec, rows of nc floats
+fn fold_rows4(bh: u32, a: u32, len: u32, p: u32, sec: u32, nc: u32, c0: u32) -> vec4<f32> {
+  var z = vec4<f32>(0.0);
+  for (var o = 0u; o < NW; o++) {
+    let t = i32(p + o) - i32(PAD);
+    if (t >= 0 && t < i32(len)) {
+      let row = sec + instance_row(bh, a, u32(t) * NW + o) * nc;
+      z += ge[t] * vec4<f32>(cw[row + min(c0, nc - 1u)], cw[row + min(c0 + 1u, nc - 1u)], cw[row + min(c0 + 2u, nc - 1u)], cw[row + min(c0 + 3u, nc - 1u)]);
+    }
+  }
+  return z;
+}
+${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
+  for (var k = lid; k < len; k += WG) { ge[k] = gam(len - 1u, k); }
+  workgroupBarrier();
+  let dec = exp(cp[len - 1u]);
+  let bk = base_kind(len - 1u);
+  let np = len + PAD;
+  let j0 = i32(a) - i32(PAD);
+  let cb = bh * nck() + n;
+  let blk = tile * WG + lid;
+  let nb = (DK + 3u) / 4u;
+  let nkm = nb * nb;
+  if (blk < nkm) {
+    let i0 = (blk / nb) * 4u;
+    let i20 = (blk % nb) * 4u;
+    ${
+    vec4Tile(
+      [{ acc: "e", a: `${rows4("i0")}` }],
+      "np",
+      "fold_rows4(bh, a, len, k, u.pseudoValuesStateFactor, DK, i20)",
+    ).replace("let vb = ", "let jp = j0 + i32(k);\n      let vb = ")
+  }
+    ${
+    tile4Each((r, c) =>
+      `if (i0 + ${r}u < DK && i20 + ${c}u < DK) { cw[u.transitionMatrix + (cb * DK + i0 + ${r}u) * DK + i20 + ${c}u] = select(0.0, dec, bk == 0u && i0 + ${r}u == i20 + ${c}u) - e${r}[${c}]; }`
+    )
+  }
+  } else if (blk < nkm + nb * ((DV + 3u) / 4u)) {
+    let nc = (DV + 3u) / 4u;
+    let i0 = ((blk - nkm) / nc) * 4u;
+    let c0 = ((blk - nkm) % nc) * 4u;
+    ${
+    vec4Tile(
+      [{ acc: "e", a: `${rows4("i0")}` }],
+      "np",
+      "fold_rows4(bh, a, len, k, u.pseudoValuesConstant, DV, c0)",
+    ).replace("let vb = ", "let jp = j0 + i32(k);\n      let vb = ")
+  }
+    ${
+    tile4Each((r, c) =>
+      `if (i0 + ${r}u < DK && c0 + ${c}u < DV) {
+      var v = 0.0;
+      if (bk == 1u && u.hasS0 != 0u) { v = dec * s0[(bh * DK + i0 + ${r}u) * DV + c0 + ${c}u]; }
+      cw[u.chunkStateIncrement + (cb * DK + i0 + ${r}u) * DV + c0 + ${c}u] = v + e${r}[${c}];
+    }`
+    )
+  }
+  }
+}`;
+}
+
 /** WGSL sum of the `W` pivot terms `term(o)`, pairs of them first (independent products). */
 function pivotSum(nw: number, term: (o: number) => string): string {
   const pairs: string[] = [];
@@ -496,13 +574,26 @@ fn sweep_rhs(bh: u32, a: u32, len: u32, r: u32, col: u32) -> f32 {
  * (computed only under the mask: a real row of a later step of the segment); the rows of step `t + 1`, then
  * final, go to the other half of `piv`, and the pair Gram column of the next step's new pivot pair to `gwin`
  * (`W + 1` rolling columns, loaded from the workspace before the step's updates). Last every row is stored, a
- * row's `SC` columns by adjacent invocations.
+ * row's `SC` columns by adjacent invocations. With `prefetch` (`WINDOW_SOLVE = "sweep_prefetch"`) the column of
+ * step `t + 1`'s new pivot pair was loaded at step `t - 1` (`gn`; step `t` loads that of step `t + 2`, `gl`), so no
+ * step's barrier waits on a load from storage, and a row's 4 right-hand sides come from one loop (`sweep_rhs4`).
  */
-function registerSweepKernel(nw: number, C: number, sc: number): string {
+function registerSweepKernel(nw: number, C: number, sc: number, prefetch = false): string {
   const lanes = sc / 4;
   const rows = windowSweepRegisterRows(nw, C, sc);
   const each = (body: (i: number) => string, sep = "\n    ") => unroll(rows, body, sep);
-  return `
+  return `${
+    prefetch
+      ? `
+// columns c0 .. c0 + 3 of chunk row r's right-hand side, in a loop the compiler does not unroll (1 = min(B, 1), unknown
+// to it): one copy of sweep_rhs per register row, not four (llvmpipe's compile time grows with the copies)
+fn sweep_rhs4(bh: u32, a: u32, len: u32, r: u32, c0: u32) -> vec4<f32> {
+  var v = vec4<f32>(0.0);
+  for (var m = 0u; m < 4u * min(u.B, 1u); m++) { v[m] = sweep_rhs(bh, a, len, r, c0 + m); }
+  return v;
+}`
+      : ""
+  }
 const SC = ${sc}u;
 const SWG = ${WINDOW_SOLVE_WG}u;
 const LPR = ${lanes}u;     // invocations per row (4 columns each)
@@ -524,19 +615,39 @@ ${chunkEntry("(DV + DK + SC - 1u) / SC", true, WINDOW_SOLVE_WG)}
     let ga${i} = cga[ts${i}];
     let pp${i} = cpp[ts${i}];
     let p${i} = ts${i} + PAD - r${i} % NW;
-    var v${i} = vec4<f32>(${[0, 1, 2, 3].map((m) => `sweep_rhs(bh, a, len, r${i}, c0 + ${m}u)`).join(", ")});
+    var v${i} = ${
+        prefetch
+          ? `sweep_rhs4(bh, a, len, r${i}, c0);`
+          : `vec4<f32>(${[0, 1, 2, 3].map((m) => `sweep_rhs(bh, a, len, r${i}, c0 + ${m}u)`).join(", ")});`
+      }
     if (r${i} < NW) { piv[r${i} * LPR + q] = v${i}; }`
     )
   }
-  for (var k = lid; k < NW * CP; k += SWG) { gwin[k] = cw[pair_gram_at(bh, n, k / CP, k % CP)]; }
+  for (var k = lid; k < NW * CP; k += SWG) { gwin[k] = cw[pair_gram_at(bh, n, k / CP, k % CP)]; }${
+    prefetch
+      ? `
+  // the pair Gram column of step 1's new pivot pair NW, stored at step 0's end
+  var gn = 0.0;
+  if (lid < CP && NW < CP) { gn = cw[pair_gram_at(bh, n, NW, lid)]; }`
+      : ""
+  }
   workgroupBarrier();
   for (var t = 0u; t + 1u < len; t++) {
     let cur = (t & 1u) * NW * LPR;
-    // the next step's new pivot pair t + 1 + PAD: its pair Gram column, loaded before this step's updates
+${
+    prefetch
+      ? `    // the new pivot pair t + 1 + PAD of the next step (its column in gn since the step before) and that of the step
+    // after (t + 2 + PAD): its column loaded now, stored at the next step's end, so no step waits on its load
+    let np = t + NW;
+    var gl = 0.0;
+    if (lid < CP && np + 1u < CP) { gl = cw[pair_gram_at(bh, n, np + 1u, lid)]; }
+`
+      : `    // the next step's new pivot pair t + 1 + PAD: its pair Gram column, loaded before this step's updates
     let np = t + NW;
     var gn = 0.0;
     if (lid < CP) { gn = cw[pair_gram_at(bh, n, np, lid)]; }
-    let cpt = cp[t];
+`
+  }    let cpt = cp[t];
     let segt = cseg[t];
     ${unroll(nw, (o) => `let pv${o} = piv[cur + ${o}u * LPR + q];`, "\n    ")}
     ${unroll(nw, (o) => `let gs${o} = ((t + ${nw - 1 - o}u) % NSLOT) * CP;`, "\n    ")}
@@ -548,7 +659,7 @@ ${chunkEntry("(DV + DK + SC - 1u) / SC", true, WINDOW_SOLVE_WG)}
     if (r${i} / NW == t + 1u) { piv[NW * LPR - cur + (r${i} % NW) * LPR + q] = v${i}; }`
     )
   }
-    if (lid < CP) { gwin[(np % NSLOT) * CP + lid] = gn; }
+    if (lid < CP) { gwin[(np % NSLOT) * CP + lid] = gn; }${prefetch ? "\n    gn = gl;" : ""}
     workgroupBarrier();
   }
   ${
@@ -705,6 +816,8 @@ ${chunkEntry("(DV + SCOL - 1u) / SCOL")}
  */
 function rowsKernel(pass: "window_readout" | "window_query_grads", s: ChunkShape, nw: number): string {
   const fwd = pass === "window_readout";
+  // the forward's scores only for the pairs its steps read (WINDOW_READOUT_CAUSAL_PAIRS)
+  const causal = fwd && WINDOW_READOUT_CAUSAL_PAIRS;
   const NC = fwd ? "DV" : "DK";
   const doutAt = "dout[((b * u.T + t${r}) * H + h) * DV";
   const steps4 = lets4("t", (i) => `a + min(r0 + tr0 + ${i}u, len - 1u)`);
@@ -776,11 +889,20 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
     gm[k] = v;
   }
   ${fwd ? "" : "workgroupBarrier();"}
-  // scores, 4 steps x 4 pairs per invocation
+  // scores, 4 steps x 4 pairs per invocation${
+    causal
+      ? ` (the tile's steps read the pairs up to the window of its last step: ${"`"}npt${"`"} blocks of 4)
+  let npt = (min(len, r0 + R) + PAD + 3u) / 4u;
+  for (var bk = lid; bk < ((R + 3u) / 4u) * npt; bk += WG) {
+    let jj0 = (bk % npt) * 4u;
+    let tr0 = (bk / npt) * 4u;
+`
+      : `
   for (var bk = lid; bk < ((R + 3u) / 4u) * ((CP + 3u) / 4u); bk += WG) {
     let jj0 = (bk % ((CP + 3u) / 4u)) * 4u;
     let tr0 = (bk / ((CP + 3u) / 4u)) * 4u;
-    ${steps4}
+`
+  }    ${steps4}
     ${rows4}
     ${scores}
     ${

@@ -727,6 +727,37 @@ export const WINDOW_READOUT_CAUSAL_PAIRS: boolean = true;
 export const WINDOW_TRANSITION_PAIRS: boolean = true;
 
 /**
+ * Whether falcon3's `window_transition` is a staged register-tile product ({@linkcode windowTransitionStaged}): `true`,
+ * one workgroup of `STAGED_WG` invocations per `(b, h, chunk, K | Bv)`, a 4 x 4 block of the output per invocation
+ * (at `Dk = Dv = 64`), fed from slices of 8 pairs of `x` and of the folded rows `z_p = sum_o Gam[e, t] F_(t, o)`
+ * staged in workgroup memory, so each pair's `W` rows are read and folded once per workgroup, not once per 4 output
+ * rows: at 8x4096x8x64 (C = 64) the earlier forms' 32768 workgroups of 64 invocations each walked every pair of its
+ * chunk with 4 + 4 W scalar storage loads per 16 products, and took 1.9 ms at C = 16, 32 and 64 alike (the same loads
+ * per token: bound by them, not by the loop's trips); `false`, the form {@linkcode WINDOW_TRANSITION_PAIRS} says (the
+ * earlier WGSL). Shapes whose staged arrays pass {@linkcode WINDOW_TRANSITION_STAGED_FLOATS} keep the earlier form.
+ */
+export const WINDOW_TRANSITION_STAGED: boolean = true;
+
+/** Workgroup floats the staged `window_transition` may take (16 KiB, WebGPU's least `maxComputeWorkgroupStorageSize`). */
+export const WINDOW_TRANSITION_STAGED_FLOATS = 4096;
+
+/**
+ * Workgroup floats of the staged `window_transition` ({@linkcode WINDOW_TRANSITION_STAGED}): the chunk's step arrays
+ * (6 C), the decay weights `Gam[e, t]` (C) and one slice of `x` and of the folded rows (`max(Dk, Dv)` columns).
+ */
+export function windowTransitionStagedFloats(s: Pick<ChunkShape, "dk" | "dv" | "C">): number {
+  return 7 * s.C + stagedFloats([
+    { width: roundUp4(s.dk), along: "width" },
+    { width: Math.max(roundUp4(s.dk), roundUp4(s.dv)), along: "width" },
+  ]);
+}
+
+/** Whether falcon3's `window_transition` runs its staged form at shape `s` ({@linkcode WINDOW_TRANSITION_STAGED}). */
+export function windowTransitionStaged(s: Pick<ChunkShape, "dk" | "dv" | "C">): boolean {
+  return WINDOW_TRANSITION_STAGED && windowTransitionStagedFloats(s) <= WINDOW_TRANSITION_STAGED_FLOATS;
+}
+
+/**
  * Instance rows per workgroup that falcon3's `window_row_grads` and `window_solve_input_grads` aim at (whole steps): 16 rows make
  * 4 x 4 blocks of rows x 64 columns one per invocation, with small workgroup arrays.
  */
@@ -932,7 +963,7 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "window_pair_gram":
       return BH * nck * pairGramTiles(s.C, pad);
     case "window_transition":
-      return BH * nck * transitionTiles(s.dk, s.dv);
+      return BH * nck * (windowTransitionStaged(s) ? 2 : transitionTiles(s.dk, s.dv));
     case "window_pseudo_values":
       return BH * nck * stateTiles(s.C * (pad + 1), s.dv);
     case "window_readout":

@@ -25,7 +25,7 @@
  * pair's Gram column loaded a step ahead) or workgroup memory (`sharedSweepKernel`), each solved step updating
  * every later row from its decay factor and the pivots' pair Gram columns; or the serial form, per `(b, h, chunk, 64 columns)`, one invocation per column,
  * forward substitution step by step re-reading the solved rows from the workspace, where `WINDOW_SOLVE =
- * "serial"` or the sweep's arrays do not fit, `ChunkShape.WS = 0`), `window_transition` (`K`, `Bv`, 4 x 4 tiles; `WINDOW_TRANSITION_PAIRS`: summed over the chunk's pairs, each pair's `W` rows folded first, `pairTransitionKernel`), the shared `delta_state_scan` (`S_in` of every chunk), `window_pseudo_values` (`W`,
+ * "serial"` or the sweep's arrays do not fit, `ChunkShape.WS = 0`), `window_transition` (`K`, `Bv`, 4 x 4 tiles; `WINDOW_TRANSITION_STAGED`, the default: per `(b, h, chunk, K | Bv)` a staged register-tile product of the chunk's pair keys and folded rows, `stagedTransitionKernel`; else `WINDOW_TRANSITION_PAIRS`: summed over the chunk's pairs, each pair's `W` rows folded first, `pairTransitionKernel`), the shared `delta_state_scan` (`S_in` of every chunk), `window_pseudo_values` (`W`,
  * per `(b, h, chunk)`, 4 x 4 tiles of rows x value columns), `window_readout` (per `(b, h, chunk, R rows)`: the
  * outputs; `WINDOW_READOUT_CAUSAL_PAIRS`: the scores of the pairs its steps read only).
  * Backward (after recomputing the forward): the shared `base_readout_grads`; `window_readout_dw` (the readout's `dW`: `dPseudoValuesReadout`);
@@ -54,12 +54,26 @@ import type { RuleConfig } from "../../src/rules/config.ts";
 import type { HeadConstants } from "./fast_weight_coef.ts";
 import { windowSlots } from "./fast_weight_recurrent.ts";
 import {
+  component,
+  declareAccumulators,
+  eachTileRow,
+  gridBlocks,
+  roundUp4,
+  STAGED_WG,
+  stagedFloats,
+  stagedLoop,
+  type StagedOperand,
+  type TileGrid,
+  type TileProduct,
+} from "./chunk_staged_tiles.ts";
+import {
   CHUNK_WG,
   chunkEntry,
   type ChunkPass,
   type ChunkShape,
   chunkSteps,
   flatEntry,
+  maskedVec4,
   pairGramTiles,
   prelude,
   SOLVE_TRANSPOSED_COLUMNS,
@@ -77,6 +91,7 @@ import {
   windowPanelSteps,
   type WindowSolveForm,
   windowSweepRegisterRows,
+  windowTransitionStaged,
 } from "./chunk_wgsl.ts";
 
 /** One falcon3-only pass. */
@@ -141,6 +156,7 @@ export function windowDeltaShader(
           ? sharedSweepKernel(nw, s.WS)
           : registerSweepKernel(nw, s.C, s.WS, (WINDOW_SOLVE as WindowSolveForm) === "sweep_prefetch"));
     case "window_transition":
+      if (windowTransitionStaged(s)) return steps + stagedTransitionKernel(s);
       return steps + (WINDOW_TRANSITION_PAIRS ? pairTransitionKernel(s) : `
 var<workgroup> ge: array<f32, C>;
 ${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
@@ -520,6 +536,89 @@ ${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
     }`
     )
   }
+  }
+}`;
+}
+
+/**
+ * The staged `window_transition` ({@linkcode windowTransitionStaged}): workgroup `tile` 0 computes `K [Dk, Dk]`, 1
+ * `Bv [Dk, Dv]`, each as the register-tile product `sum_p x_(j_p) z_p^T` over the chunk's pairs `p < len + PAD`
+ * (`j_p = a - PAD + p`), `z_p = sum_o Gam[e, t] F_(t, o)` (`t = p - PAD + o` in the chunk; `F` the state factor `V`
+ * for `K`, `U0` for `Bv`; rows that are not real pairs hold 0), slices of `STAGE_DEPTH` pairs of `x` and `z` staged
+ * in workgroup memory (`stagedLoop`: each `z` entry folded once per workgroup, from 4 consecutive columns of its `W`
+ * rows). The grid has `max(Dk, Dv)` columns for both (the columns past `Dk` of `K` stage 0 and store nothing).
+ */
+function stagedTransitionKernel(s: ChunkShape): string {
+  const DK4 = roundUp4(s.dk);
+  const NC4 = Math.max(DK4, roundUp4(s.dv));
+  const keys: StagedOperand = {
+    width: DK4,
+    along: "width",
+    value: maskedVec4((e) => `xp(bh, j0 + i32(k), ${e})`, "i", "DK"),
+    valid: "k < np",
+    quad: true,
+  };
+  const folded: StagedOperand = {
+    width: NC4,
+    along: "width",
+    value: "fold_rows4(bh, a, len, k, sec, nc, i)",
+    valid: "k < np && i < nc",
+    quad: true,
+  };
+  const grid: TileGrid = { name: "tr", rows: DK4, cols: NC4 };
+  const product: TileProduct = { acc: "e", grid, a: 0, b: 1 };
+  const floats = stagedFloats([keys, folded]);
+  return `
+var<workgroup> ge: array<f32, C>;
+var<workgroup> stage: array<vec4<f32>, ${floats / 4}>;
+// sum over the rows (t, o) of pair p in the chunk (t = p - PAD + o < len) of ge[t] times columns c0 .. c0 + 3 of the
+// section at sec, rows of nc floats (0 past nc)
+fn fold_rows4(bh: u32, a: u32, len: u32, p: u32, sec: u32, nc: u32, c0: u32) -> vec4<f32> {
+  var z = vec4<f32>(0.0);
+  for (var o = 0u; o < NW; o++) {
+    let t = i32(p + o) - i32(PAD);
+    if (t >= 0 && t < i32(len)) {
+      let row = sec + instance_row(bh, a, u32(t) * NW + o) * nc;
+      z += ge[t] * ${maskedVec4((e) => `cw[row + ${e}]`, "c0", "nc")};
+    }
+  }
+  return z;
+}
+${chunkEntry("2u", true, STAGED_WG)}
+  for (var k = lid; k < len; k += ${STAGED_WG}u) { ge[k] = gam(len - 1u, k); }
+  workgroupBarrier();
+  let dec = exp(cp[len - 1u]);
+  let bk = base_kind(len - 1u);
+  let np = len + PAD;
+  let j0 = i32(a) - i32(PAD);
+  let cb = bh * nck() + n;
+  let sec = select(u.pseudoValuesConstant, u.pseudoValuesStateFactor, tile == 0u);
+  let nc = select(DV, DK, tile == 0u);
+  ${gridBlocks(grid)}
+  ${declareAccumulators(product)}
+  ${stagedLoop("np", [keys, folded], [product])}
+  ${
+    eachTileRow(grid, (p, r) =>
+      `if (trOn${p}) {
+    let i = trRow${p} * 4u + ${r}u;
+    ${
+        [0, 1, 2, 3].map((c) =>
+          `{
+      let col = trCol${p} * 4u + ${c}u;
+      let v = e${p}_${r}.${component(c)};
+      if (i < DK && col < nc) {
+        if (tile == 0u) {
+          cw[u.transitionMatrix + (cb * DK + i) * DK + col] = select(0.0, dec, bk == 0u && i == col) - v;
+        } else {
+          var v0 = 0.0;
+          if (bk == 1u && u.hasS0 != 0u) { v0 = dec * s0[(bh * DK + i) * DV + col]; }
+          cw[u.chunkStateIncrement + (cb * DK + i) * DV + col] = v0 + v;
+        }
+      }
+    }`
+        ).join("\n    ")
+      }
+  }`)
   }
 }`;
 }

@@ -718,6 +718,17 @@ export function rowsLayout(s: Pick<ChunkShape, "dk" | "dv" | "C" | "R">) {
 export const WINDOW_READOUT_CAUSAL_PAIRS: boolean = true;
 
 /**
+ * Whether falcon3's `window_readout` runs its three products as staged register tiles (`stagedLoop`: slices of 8
+ * depth rows of each operand in workgroup memory, the next slice's loads in flight while one is accumulated):
+ * `true`, the scores `q_t . x_j` over the keys, the inter-chunk part `q_t^T S_in` and `q_t^T S0` over the keys, and the
+ * intra-chunk part over the chunk's instance rows (`Gam`-weighted scores times the pseudo-values `W`), each operand
+ * entry loaded once per workgroup instead of once per invocation that reads it (the earlier form read every
+ * operand from storage inside its loops, 4 loads per 16 products); `false`, the form
+ * {@linkcode WINDOW_READOUT_CAUSAL_PAIRS} says (the earlier WGSL).
+ */
+export const WINDOW_READOUT_STAGED: boolean = true;
+
+/**
  * The form of falcon3's `window_transition` (`K = [no start] exp(P_e) I - sum_r Gam[e, t_r] x_(j_r) V_r^T`, `Bv` the same
  * with `U0`): `true`, the sum runs over the chunk's `C + W - 1` PAIRS, `x_j` times the decayed sum of the `W` rows of
  * pair `j` (`sum_o Gam[e, j + o] V_(j + o, o)`, 4 columns at a time): a quarter of the loop trips and of the `x` loads,
@@ -734,12 +745,16 @@ export const WINDOW_TRANSITION_PAIRS: boolean = true;
  * rows: at 8x4096x8x64 (C = 64) the earlier forms' 32768 workgroups of 64 invocations each walked every pair of its
  * chunk with 4 + 4 W scalar storage loads per 16 products, and took 1.9 ms at C = 16, 32 and 64 alike (the same loads
  * per token: bound by them, not by the loop's trips); `false`, the form {@linkcode WINDOW_TRANSITION_PAIRS} says (the
- * earlier WGSL). Shapes whose staged arrays pass {@linkcode WINDOW_TRANSITION_STAGED_FLOATS} keep the earlier form.
+ * earlier WGSL). Shapes whose staged arrays pass {@linkcode WINDOW_STAGED_FLOATS} keep the earlier form.
  */
 export const WINDOW_TRANSITION_STAGED: boolean = true;
 
-/** Workgroup floats the staged `window_transition` may take (16 KiB, WebGPU's least `maxComputeWorkgroupStorageSize`). */
-export const WINDOW_TRANSITION_STAGED_FLOATS = 4096;
+/**
+ * Workgroup floats the staged `window_transition` and `window_readout` may take ({@linkcode WINDOW_TRANSITION_STAGED},
+ * {@linkcode WINDOW_READOUT_STAGED}; 16 KiB, WebGPU's least `maxComputeWorkgroupStorageSize`): a shape past it runs
+ * the earlier form.
+ */
+export const WINDOW_STAGED_FLOATS = 4096;
 
 /**
  * Workgroup floats of the staged `window_transition` ({@linkcode WINDOW_TRANSITION_STAGED}): the chunk's step arrays
@@ -754,7 +769,7 @@ export function windowTransitionStagedFloats(s: Pick<ChunkShape, "dk" | "dv" | "
 
 /** Whether falcon3's `window_transition` runs its staged form at shape `s` ({@linkcode WINDOW_TRANSITION_STAGED}). */
 export function windowTransitionStaged(s: Pick<ChunkShape, "dk" | "dv" | "C">): boolean {
-  return WINDOW_TRANSITION_STAGED && windowTransitionStagedFloats(s) <= WINDOW_TRANSITION_STAGED_FLOATS;
+  return WINDOW_TRANSITION_STAGED && windowTransitionStagedFloats(s) <= WINDOW_STAGED_FLOATS;
 }
 
 /**

@@ -27,7 +27,8 @@
  * forward substitution step by step re-reading the solved rows from the workspace, where `WINDOW_SOLVE =
  * "serial"` or the sweep's arrays do not fit, `ChunkShape.WS = 0`), `window_transition` (`K`, `Bv`, 4 x 4 tiles; `WINDOW_TRANSITION_STAGED`, the default: per `(b, h, chunk, K | Bv)` a staged register-tile product of the chunk's pair keys and folded rows, `stagedTransitionKernel`; else `WINDOW_TRANSITION_PAIRS`: summed over the chunk's pairs, each pair's `W` rows folded first, `pairTransitionKernel`), the shared `delta_state_scan` (`S_in` of every chunk), `window_pseudo_values` (`W`,
  * per `(b, h, chunk)`, 4 x 4 tiles of rows x value columns), `window_readout` (per `(b, h, chunk, R rows)`: the
- * outputs; `WINDOW_READOUT_CAUSAL_PAIRS`: the scores of the pairs its steps read only).
+ * outputs; `WINDOW_READOUT_STAGED`, the default: its three products staged, `stagedReadoutKernel`; else
+ * `WINDOW_READOUT_CAUSAL_PAIRS`: the scores of the pairs its steps read only).
  * Backward (after recomputing the forward): the shared `base_readout_grads`; `window_readout_dw` (the readout's `dW`: `dPseudoValuesReadout`);
  * `window_scan_link` (`L_n = U_n - V^T Qd`, 4 x 4 tiles of the state); the shared reverse scan `delta_reverse_scan`; `window_row_grads`
  * (per `(b, h, chunk, RC steps)`: every instance row's `dW` and readout/exit `dx`, the decay weights
@@ -66,6 +67,7 @@ import {
   type TileGrid,
   type TileProduct,
 } from "./chunk_staged_tiles.ts";
+import { packWorkgroupArrays } from "./workgroup_packing.ts";
 import {
   CHUNK_WG,
   chunkEntry,
@@ -85,8 +87,10 @@ import {
   vec4Tile,
   WINDOW_DELTA_PASSES,
   WINDOW_READOUT_CAUSAL_PAIRS,
+  WINDOW_READOUT_STAGED,
   WINDOW_SOLVE,
   WINDOW_SOLVE_WG,
+  WINDOW_STAGED_FLOATS,
   WINDOW_TRANSITION_PAIRS,
   windowPanelSteps,
   type WindowSolveForm,
@@ -243,6 +247,11 @@ ${chunkEntry(`${stateTiles(s.C * nw, s.dv)}u`, false)}
   }
 }`;
     case "window_readout":
+      // gm and sp packed as vec4 for llvmpipe's compile time (at C = 64 about 2100 floats)
+      if (WINDOW_READOUT_STAGED && stagedReadoutFloats(s, nw) <= WINDOW_STAGED_FLOATS) {
+        return packWorkgroupArrays(steps + stagedReadoutKernel(s, nw), ["gm", "sp"]);
+      }
+      return steps + rowsKernel(pass, s, nw);
     case "window_query_grads":
       return steps + rowsKernel(pass, s, nw);
     case "window_readout_dw":
@@ -1045,6 +1054,182 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
     }`
     )
   }
+  }
+}`;
+}
+
+/** Widths of the staged `window_readout`'s operands and the floats of its `stage` (the most of its three loops). */
+function stagedReadoutLayout(s: ChunkShape, nw: number) {
+  const R4 = roundUp4(s.R);
+  const CP4 = roundUp4(s.C + nw - 1);
+  const DV4 = roundUp4(s.dv);
+  const rows = (width: number) => ({ width, along: "width" as const });
+  const depth = (width: number) => ({ width, along: "depth" as const });
+  const floats = Math.max(
+    stagedFloats([depth(R4), depth(CP4)]),
+    stagedFloats([depth(R4), rows(DV4), rows(DV4)]),
+    stagedFloats([rows(R4), rows(DV4)]),
+  );
+  return { R4, CP4, DV4, floats };
+}
+
+/** Workgroup floats of the staged `window_readout`: the step arrays (6 C), `gm`, `sp` and `stage`. */
+function stagedReadoutFloats(s: ChunkShape, nw: number): number {
+  return 6 * s.C + s.R * s.C + s.R * (s.C + nw - 1) + stagedReadoutLayout(s, nw).floats;
+}
+
+/**
+ * The staged `window_readout` ({@linkcode WINDOW_READOUT_STAGED}; where {@linkcode stagedReadoutFloats} is within
+ * `WINDOW_STAGED_FLOATS`, 16 KiB, else the earlier form), per `(b, h, chunk, R steps)` in `CHUNK_WG`
+ * invocations: the scores `sp[t, p] = q_t . x_(j0 + p)` (a staged product over the keys), then per 4 x 4 block of
+ * steps x value columns `exp(P_t) base_t^T q_t` (`S_in` or `S0`, both staged over the keys) plus
+ * `sum_r (Gam[t, t_r] sp[t, p_r]) W_r` over the instance rows up to the tile's last step (`score_rows4` from `sp` and `gm`
+ * staged as `A`, the pseudo-values as `B`).
+ */
+function stagedReadoutKernel(s: ChunkShape, nw: number): string {
+  const { R4, CP4, DV4, floats } = stagedReadoutLayout(s, nw);
+  const invocations = CHUNK_WG;
+  const queries: StagedOperand = {
+    width: R4,
+    along: "depth",
+    value: maskedVec4((e) => `qn(bh, a + r0 + i, ${e})`, "k", "DK"),
+    valid: "k < DK && i < R && r0 + i < len",
+    quad: true,
+  };
+  const keys: StagedOperand = {
+    width: CP4,
+    along: "depth",
+    value: maskedVec4((e) => `xp(bh, j0 + i32(i), ${e})`, "k", "DK"),
+    valid: "k < DK && i < CP",
+    quad: true,
+  };
+  const entryRows: StagedOperand = {
+    width: DV4,
+    along: "width",
+    value: maskedVec4((e) => `cw[base + k * DV + ${e}]`, "i", "DV"),
+    valid: "k < DK",
+    quad: true,
+  };
+  const startRows: StagedOperand = {
+    width: DV4,
+    along: "width",
+    value: maskedVec4((e) => `s0[bh * DK * DV + k * DV + ${e}]`, "i", "DV"),
+    valid: "k < DK && u.hasS0 != 0u",
+    quad: true,
+  };
+  const pseudoValueRows: StagedOperand = {
+    width: DV4,
+    along: "width",
+    value: maskedVec4((e) => `cw[u.pseudoValues + instance_row(bh, a, k) * DV + ${e}]`, "i", "DV"),
+    valid: "k < nr",
+    quad: true,
+  };
+  const scoreGrid: TileGrid = { name: "sc", rows: R4, cols: CP4, invocations };
+  const outGrid: TileGrid = { name: "ro", rows: R4, cols: DV4, invocations };
+  const scores: TileProduct = { acc: "e", grid: scoreGrid, a: 0, b: 1 };
+  const fromEntry: TileProduct = { acc: "ei", grid: outGrid, a: 0, b: 1 };
+  const fromStart: TileProduct = { acc: "es", grid: outGrid, a: 0, b: 2 };
+  // Gam[t, t_k] sp[t, p_k] of instance row k for the tile's steps, staged (computed once per workgroup, not per block)
+  const weightedScores: StagedOperand = {
+    width: R4,
+    along: "width",
+    value: "score_rows4(k, i / 4u)",
+    valid: "k < nr",
+    quad: true,
+  };
+  const intra: TileProduct = { acc: "ea", grid: outGrid, a: 0, b: 1 };
+  for (
+    const operands of [[queries, keys], [queries, entryRows, startRows], [weightedScores, pseudoValueRows]]
+  ) {
+    if (stagedFloats(operands) > floats) {
+      throw new RangeError(
+        `window_readout: ${stagedFloats(operands)} staged floats, above its layout's ${floats}`,
+      );
+    }
+  }
+  return `
+var<workgroup> gm: array<f32, ${s.R * s.C}>; // Gam[t, t'] for the tile's steps t
+var<workgroup> sp: array<f32, ${s.R * (s.C + nw - 1)}>; // per tile step and pair
+var<workgroup> stage: array<vec4<f32>, ${floats / 4}>;
+// Gam[t, t_k] sp[t, p_k] for instance row k and the tile's steps t = 4 rb .. 4 rb + 3 (clamped to R - 1: those past R
+// are not stored)
+fn score_rows4(k: u32, rb: u32) -> vec4<f32> {
+  let p = k / NW + PAD - k % NW;
+  let tk = k / NW;
+  var v = vec4<f32>(0.0);
+  for (var m = 0u; m < 4u; m++) {
+    let ro = min(4u * rb + m, R - 1u);
+    v[m] = sp[ro * CP + p] * gm[ro * C + tk];
+  }
+  return v;
+}
+${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
+  let h = bh % H;
+  let r0 = tile * R;
+  if (r0 >= len) { return; }
+  let j0 = i32(a) - i32(PAD);
+  for (var k = lid; k < R * C; k += WG) {
+    let tt = r0 + k / C;
+    let t2 = k % C;
+    var v = 0.0;
+    if (tt < len && t2 <= tt && cseg[t2] == cseg[tt]) { v = exp(cp[tt] - cp[t2]); }
+    gm[k] = v;
+  }
+  // the scores, 4 steps x 4 pairs per block
+  {
+  ${gridBlocks(scoreGrid)}
+  ${declareAccumulators(scores)}
+  ${stagedLoop("DK", [queries, keys], [scores])}
+  ${
+    eachTileRow(scoreGrid, (p, r) =>
+      `if (scOn${p}) {
+    let i = scRow${p} * 4u + ${r}u;
+    ${
+        [0, 1, 2, 3].map((c) =>
+          `{ let pc = scCol${p} * 4u + ${c}u; if (i < R && pc < CP) { sp[i * CP + pc] = e${p}_${r}.${
+            component(c)
+          }; } }`
+        ).join("\n    ")
+      }
+  }`)
+  }
+  }
+  workgroupBarrier();
+  let base = u.entryState + (bh * nck() + n) * DK * DV;
+  let nr = min(len, r0 + R) * NW;
+  // 4 steps x 4 value columns per block: the inter-chunk part against the bases the steps take (S_in, S0), then
+  // the intra-chunk part from the scores
+  ${gridBlocks(outGrid)}
+  ${declareAccumulators(fromEntry)}
+  ${declareAccumulators(fromStart)}
+  ${declareAccumulators(intra)}
+  ${stagedLoop("DK", [queries, entryRows, startRows], [fromEntry, fromStart])}
+  ${stagedLoop("nr", [weightedScores, pseudoValueRows], [intra])}
+  ${
+    eachTileRow(outGrid, (p, r) =>
+      `if (roOn${p}) {
+    let i = roRow${p} * 4u + ${r}u;
+    let tt = r0 + i;
+    if (i < R && tt < len) {
+      let kind = base_kind(tt);
+      let fromS0 = kind == 1u;
+      let dec = exp(cp[tt]);
+      ${
+        [0, 1, 2, 3].map((c) =>
+          `{
+        let col = roCol${p} * 4u + ${c}u;
+        if (col < DV) {
+          var inter = 0.0;
+          if (kind == 0u || (fromS0 && u.hasS0 != 0u)) { inter = select(ei${p}_${r}.${
+            component(c)
+          }, es${p}_${r}.${component(c)}, fromS0); }
+          out[((b * u.T + a + tt) * H + h) * DV + col] = dec * inter + ea${p}_${r}.${component(c)};
+        }
+      }`
+        ).join("\n      ")
+      }
+    }
+  }`)
   }
 }`;
 }

@@ -750,6 +750,20 @@ export const WINDOW_TRANSITION_PAIRS: boolean = true;
 export const WINDOW_TRANSITION_STAGED: boolean = true;
 
 /**
+ * Whether falcon3's `window_pseudo_values` (`W = U0 - V S_in`) is a staged register-tile product: `true`, one
+ * workgroup of `STAGED_WG` invocations per `(b, h, chunk, panel of` {@linkcode windowPseudoValuePanelRows} `instance
+ * rows)`, a 4 x 4 block of `W` per invocation (at `Dv = 64`), `V` and `S_in` staged 8 keys at a time (each entry loaded
+ * once per workgroup); `false`, one 4 x 4 block per invocation of `CHUNK_WG` with every `V` and `S_in` entry loaded
+ * from storage in its loop (the earlier WGSL).
+ */
+export const WINDOW_PSEUDO_VALUES_STAGED: boolean = true;
+
+/** Instance rows per workgroup of the staged `window_pseudo_values` (the chunk's `rows`: 64 at most, a multiple of 4). */
+export function windowPseudoValuePanelRows(rows: number): number {
+  return Math.min(64, roundUp4(rows));
+}
+
+/**
  * Workgroup floats the staged `window_transition` and `window_readout` may take ({@linkcode WINDOW_TRANSITION_STAGED},
  * {@linkcode WINDOW_READOUT_STAGED}; 16 KiB, WebGPU's least `maxComputeWorkgroupStorageSize`): a shape past it runs
  * the earlier form.
@@ -979,8 +993,11 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
       return BH * nck * pairGramTiles(s.C, pad);
     case "window_transition":
       return BH * nck * (windowTransitionStaged(s) ? 2 : transitionTiles(s.dk, s.dv));
-    case "window_pseudo_values":
-      return BH * nck * stateTiles(s.C * (pad + 1), s.dv);
+    case "window_pseudo_values": {
+      const rows = s.C * (pad + 1);
+      if (WINDOW_PSEUDO_VALUES_STAGED) return BH * nck * Math.ceil(rows / windowPseudoValuePanelRows(rows));
+      return BH * nck * stateTiles(rows, s.dv);
+    }
     case "window_readout":
     case "window_query_grads":
       return BH * nck * Math.ceil(s.C / s.R);

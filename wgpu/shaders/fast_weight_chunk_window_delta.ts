@@ -26,7 +26,8 @@
  * every later row from its decay factor and the pivots' pair Gram columns; or the serial form, per `(b, h, chunk, 64 columns)`, one invocation per column,
  * forward substitution step by step re-reading the solved rows from the workspace, where `WINDOW_SOLVE =
  * "serial"` or the sweep's arrays do not fit, `ChunkShape.WS = 0`), `window_transition` (`K`, `Bv`, 4 x 4 tiles; `WINDOW_TRANSITION_STAGED`, the default: per `(b, h, chunk, K | Bv)` a staged register-tile product of the chunk's pair keys and folded rows, `stagedTransitionKernel`; else `WINDOW_TRANSITION_PAIRS`: summed over the chunk's pairs, each pair's `W` rows folded first, `pairTransitionKernel`), the shared `delta_state_scan` (`S_in` of every chunk), `window_pseudo_values` (`W`,
- * per `(b, h, chunk)`, 4 x 4 tiles of rows x value columns), `window_readout` (per `(b, h, chunk, R rows)`: the
+ * per `(b, h, chunk)`, 4 x 4 tiles of rows x value columns; `WINDOW_PSEUDO_VALUES_STAGED`, the default: per panel of 64
+ * instance rows, `stagedPseudoValuesKernel`), `window_readout` (per `(b, h, chunk, R rows)`: the
  * outputs; `WINDOW_READOUT_STAGED`, the default: its three products staged, `stagedReadoutKernel`; else
  * `WINDOW_READOUT_CAUSAL_PAIRS`: the scores of the pairs its steps read only).
  * Backward (after recomputing the forward): the shared `base_readout_grads`; `window_readout_dw` (the readout's `dW`: `dPseudoValuesReadout`);
@@ -86,6 +87,7 @@ import {
   transitionTiles,
   vec4Tile,
   WINDOW_DELTA_PASSES,
+  WINDOW_PSEUDO_VALUES_STAGED,
   WINDOW_READOUT_CAUSAL_PAIRS,
   WINDOW_READOUT_STAGED,
   WINDOW_SOLVE,
@@ -93,6 +95,7 @@ import {
   WINDOW_STAGED_FLOATS,
   WINDOW_TRANSITION_PAIRS,
   windowPanelSteps,
+  windowPseudoValuePanelRows,
   type WindowSolveForm,
   windowSweepRegisterRows,
   windowTransitionStaged,
@@ -217,6 +220,7 @@ ${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
   }
 }`);
     case "window_pseudo_values":
+      if (WINDOW_PSEUDO_VALUES_STAGED) return head + stagedPseudoValuesKernel(s, nw);
       return head + `
 // W = U0 - VV S_in over the chunk's instance rows: 4 rows x 4 value columns per invocation
 ${chunkEntry(`${stateTiles(s.C * nw, s.dv)}u`, false)}
@@ -1054,6 +1058,67 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
     }`
     )
   }
+  }
+}`;
+}
+
+/**
+ * The staged `window_pseudo_values` ({@linkcode WINDOW_PSEUDO_VALUES_STAGED}): per `(b, h, chunk, panel)` the `PR`
+ * instance rows from `p0 = panel PR` on, `W = U0 - V S_in` with `V`'s rows (along the keys) and `S_in`'s (along the
+ * value columns) staged 8 keys at a time; rows at or past `len W` store nothing.
+ */
+function stagedPseudoValuesKernel(s: ChunkShape, nw: number): string {
+  const rows = s.C * nw;
+  const PR = windowPseudoValuePanelRows(rows);
+  const DV4 = roundUp4(s.dv);
+  const stateFactors: StagedOperand = {
+    width: PR,
+    along: "depth",
+    value: maskedVec4(
+      (e) => `cw[u.pseudoValuesStateFactor + instance_row(bh, a, p0 + i) * DK + ${e}]`,
+      "k",
+      "DK",
+    ),
+    valid: "k < DK && p0 + i < nr",
+    quad: true,
+  };
+  const entryRows: StagedOperand = {
+    width: DV4,
+    along: "width",
+    value: maskedVec4((e) => `cw[sin + k * DV + ${e}]`, "i", "DV"),
+    valid: "k < DK",
+    quad: true,
+  };
+  const grid: TileGrid = { name: "pv", rows: PR, cols: DV4 };
+  const product: TileProduct = { acc: "e", grid, a: 0, b: 1 };
+  return `
+var<workgroup> stage: array<vec4<f32>, ${stagedFloats([stateFactors, entryRows]) / 4}>;
+// W = U0 - V S_in over a panel of the chunk's instance rows: 4 rows x 4 value columns per block
+${chunkEntry(`${Math.ceil(rows / PR)}u`, false, STAGED_WG)}
+  let nr = len * NW;
+  let p0 = tile * ${PR}u;
+  let sin = u.entryState + (bh * nck() + n) * DK * DV;
+  ${gridBlocks(grid)}
+  ${declareAccumulators(product)}
+  ${stagedLoop("DK", [stateFactors, entryRows], [product])}
+  ${
+    eachTileRow(grid, (p, r) =>
+      `if (pvOn${p}) {
+    let r = p0 + pvRow${p} * 4u + ${r}u;
+    if (r < nr) {
+      let gr = instance_row(bh, a, r);
+      ${
+        [0, 1, 2, 3].map((c) =>
+          `{
+        let col = pvCol${p} * 4u + ${c}u;
+        if (col < DV) { cw[u.pseudoValues + gr * DV + col] = cw[u.pseudoValuesConstant + gr * DV + col] - e${p}_${r}.${
+            component(c)
+          }; }
+      }`
+        ).join("\n      ")
+      }
+    }
+  }`)
   }
 }`;
 }

@@ -833,6 +833,16 @@ export const WINDOW_SOLVE_COLUMNS = 8;
  */
 export const WINDOW_SOLVE_PREFETCH_COLUMNS = 32;
 
+/**
+ * Whether the `"sweep_prefetch"` `window_solve` takes each later row's decay factor `a_(t_r) exp(Pp_(t_r) - P_t)` of
+ * step `t` from a workgroup array of the chunk's steps (`fac`, two steps: `C` invocations compute step `t + 1`'s
+ * factors, one exp each, while step `t`'s updates run; 0 where the row's step is not later in `t`'s segment):
+ * `true`, a row update reads one float there instead of an exp of its own (8 per invocation and step at 32 columns)
+ * and each register row holds 3 fewer values (its segment, gain and log decay: register pressure, so occupancy);
+ * `false`, each invocation computes the factors of its rows (the earlier WGSL).
+ */
+export const WINDOW_SOLVE_STEP_FACTORS: boolean = true;
+
 /** Invocations of the sweep `window_solve`. */
 export const WINDOW_SOLVE_WG = 256;
 

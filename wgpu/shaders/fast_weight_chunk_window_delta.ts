@@ -91,6 +91,7 @@ import {
   WINDOW_READOUT_CAUSAL_PAIRS,
   WINDOW_READOUT_STAGED,
   WINDOW_SOLVE,
+  WINDOW_SOLVE_STEP_FACTORS,
   WINDOW_SOLVE_WG,
   WINDOW_STAGED_FLOATS,
   WINDOW_TRANSITION_PAIRS,
@@ -693,6 +694,8 @@ fn sweep_rhs(bh: u32, a: u32, len: u32, r: u32, col: u32) -> f32 {
 function registerSweepKernel(nw: number, C: number, sc: number, prefetch = false): string {
   const lanes = sc / 4;
   const rows = windowSweepRegisterRows(nw, C, sc);
+  // the rows' decay factors from a workgroup array of the chunk's steps (WINDOW_SOLVE_STEP_FACTORS)
+  const factors = prefetch && WINDOW_SOLVE_STEP_FACTORS;
   const each = (body: (i: number) => string, sep = "\n    ") => unroll(rows, body, sep);
   return `${
     prefetch
@@ -712,7 +715,17 @@ const LPR = ${lanes}u;     // invocations per row (4 columns each)
 const RPP = SWG / LPR;  // rows per pass of the workgroup
 const NSLOT = NW + 1u;
 var<workgroup> piv: array<vec4<f32>, 2u * NW * LPR>; // the final rows of a step (pivots), two steps
-var<workgroup> gwin: array<f32, NSLOT * CP>;         // pair Gram columns of the pivot pairs (pair p in slot p % NSLOT)
+var<workgroup> gwin: array<f32, NSLOT * CP>;         // pair Gram columns of the pivot pairs (pair p in slot p % NSLOT)${
+    factors
+      ? `
+var<workgroup> fac: array<f32, 2u * C>;              // the rows' decay factors of a step by row step, two steps
+// a_s exp(Pp_s - P_t) for rows of step s of a later step of t's segment, else 0 (masked before the exp)
+fn step_factor(s: u32, t: u32, len: u32) -> f32 {
+  if (s <= t || s >= len || cseg[s] != cseg[t]) { return 0.0; }
+  return cga[s] * exp(cpp[s] - cp[t]);
+}`
+      : ""
+  }
 ${chunkEntry("(DV + DK + SC - 1u) / SC", true, WINDOW_SOLVE_WG)}
   let nr = len * NW;
   let q = lid % LPR;
@@ -722,10 +735,12 @@ ${chunkEntry("(DV + DK + SC - 1u) / SC", true, WINDOW_SOLVE_WG)}
     each((i) =>
       `let r${i} = rl + ${i}u * RPP;
     let ts${i} = min(r${i} / NW, C - 1u);
-    let ok${i} = is_real_row(a, len, r${i});
+    let ok${i} = is_real_row(a, len, r${i});${
+        factors ? "" : `
     let seg${i} = cseg[ts${i}];
     let ga${i} = cga[ts${i}];
-    let pp${i} = cpp[ts${i}];
+    let pp${i} = cpp[ts${i}];`
+      }
     let p${i} = ts${i} + PAD - r${i} % NW;
     var v${i} = ${
         prefetch
@@ -740,7 +755,9 @@ ${chunkEntry("(DV + DK + SC - 1u) / SC", true, WINDOW_SOLVE_WG)}
       ? `
   // the pair Gram column of step 1's new pivot pair NW, stored at step 0's end
   var gn = 0.0;
-  if (lid < CP && NW < CP) { gn = cw[pair_gram_at(bh, n, NW, lid)]; }`
+  if (lid < CP && NW < CP) { gn = cw[pair_gram_at(bh, n, NW, lid)]; }${
+        factors ? "\n  if (lid < C) { fac[lid] = step_factor(lid, 0u, len); }" : ""
+      }`
       : ""
   }
   workgroupBarrier();
@@ -759,15 +776,28 @@ ${
     var gn = 0.0;
     if (lid < CP) { gn = cw[pair_gram_at(bh, n, np, lid)]; }
 `
-  }    let cpt = cp[t];
-    let segt = cseg[t];
+  }${
+    factors
+      ? `    // the next step's factors into the other half of fac (read after this step's barrier)
+    let fs = (t & 1u) * C;
+    if (lid < C) { fac[C - fs + lid] = step_factor(lid, t + 1u, len); }`
+      : `    let cpt = cp[t];
+    let segt = cseg[t];`
+  }
     ${unroll(nw, (o) => `let pv${o} = piv[cur + ${o}u * LPR + q];`, "\n    ")}
     ${unroll(nw, (o) => `let gs${o} = ((t + ${nw - 1 - o}u) % NSLOT) * CP;`, "\n    ")}
     ${
     each((i) =>
-      `if (ok${i} && ts${i} > t && seg${i} == segt) {
+      `${
+        factors
+          ? `if (ok${i} && ts${i} > t) {
+      let f${i} = fac[fs + ts${i}];
+      if (f${i} != 0.0) { v${i} -= f${i} * (${pivotSum(nw, (o) => `gwin[gs${o} + p${i}] * pv${o}`)}); }
+    }`
+          : `if (ok${i} && ts${i} > t && seg${i} == segt) {
       v${i} -= (ga${i} * exp(pp${i} - cpt)) * (${pivotSum(nw, (o) => `gwin[gs${o} + p${i}] * pv${o}`)});
-    }
+    }`
+      }
     if (r${i} / NW == t + 1u) { piv[NW * LPR - cur + (r${i} % NW) * LPR + q] = v${i}; }`
     )
   }

@@ -764,6 +764,18 @@ export function windowPseudoValuePanelRows(rows: number): number {
 }
 
 /**
+ * Whether falcon3's `window_pseudo_values` runs its staged form at shape `s` with `rows` instance rows per chunk
+ * ({@linkcode WINDOW_PSEUDO_VALUES_STAGED}; its slice of `V` and `S_in` within {@linkcode WINDOW_STAGED_FLOATS}).
+ */
+export function windowPseudoValuesStaged(s: Pick<ChunkShape, "dv">, rows: number): boolean {
+  const floats = stagedFloats([
+    { width: windowPseudoValuePanelRows(rows), along: "depth" },
+    { width: roundUp4(s.dv), along: "width" },
+  ]);
+  return WINDOW_PSEUDO_VALUES_STAGED && floats <= WINDOW_STAGED_FLOATS;
+}
+
+/**
  * Workgroup floats the staged `window_transition` and `window_readout` may take ({@linkcode WINDOW_TRANSITION_STAGED},
  * {@linkcode WINDOW_READOUT_STAGED}; 16 KiB, WebGPU's least `maxComputeWorkgroupStorageSize`): a shape past it runs
  * the earlier form.
@@ -1005,7 +1017,9 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
       return BH * nck * (windowTransitionStaged(s) ? 2 : transitionTiles(s.dk, s.dv));
     case "window_pseudo_values": {
       const rows = s.C * (pad + 1);
-      if (WINDOW_PSEUDO_VALUES_STAGED) return BH * nck * Math.ceil(rows / windowPseudoValuePanelRows(rows));
+      if (windowPseudoValuesStaged(s, rows)) {
+        return BH * nck * Math.ceil(rows / windowPseudoValuePanelRows(rows));
+      }
       return BH * nck * stateTiles(rows, s.dv);
     }
     case "window_readout":

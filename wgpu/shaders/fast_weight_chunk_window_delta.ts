@@ -87,7 +87,6 @@ import {
   transitionTiles,
   vec4Tile,
   WINDOW_DELTA_PASSES,
-  WINDOW_PSEUDO_VALUES_STAGED,
   WINDOW_READOUT_CAUSAL_PAIRS,
   WINDOW_READOUT_STAGED,
   WINDOW_SOLVE,
@@ -97,6 +96,7 @@ import {
   WINDOW_TRANSITION_PAIRS,
   windowPanelSteps,
   windowPseudoValuePanelRows,
+  windowPseudoValuesStaged,
   type WindowSolveForm,
   windowSweepRegisterRows,
   windowTransitionStaged,
@@ -221,7 +221,7 @@ ${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
   }
 }`);
     case "window_pseudo_values":
-      if (WINDOW_PSEUDO_VALUES_STAGED) return head + stagedPseudoValuesKernel(s, nw);
+      if (windowPseudoValuesStaged(s, s.C * nw)) return head + stagedPseudoValuesKernel(s, nw);
       return head + `
 // W = U0 - VV S_in over the chunk's instance rows: 4 rows x 4 value columns per invocation
 ${chunkEntry(`${stateTiles(s.C * nw, s.dv)}u`, false)}
@@ -1093,7 +1093,7 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
 }
 
 /**
- * The staged `window_pseudo_values` ({@linkcode WINDOW_PSEUDO_VALUES_STAGED}): per `(b, h, chunk, panel)` the `PR`
+ * The staged `window_pseudo_values` (`WINDOW_PSEUDO_VALUES_STAGED`): per `(b, h, chunk, panel)` the `PR`
  * instance rows from `p0 = panel PR` on, `W = U0 - V S_in` with `V`'s rows (along the keys) and `S_in`'s (along the
  * value columns) staged 8 keys at a time; rows at or past `len W` store nothing.
  */

@@ -772,6 +772,17 @@ export function rowsLayout(s: Pick<ChunkShape, "dk" | "dv" | "C" | "R">) {
 export const WINDOW_READOUT_CAUSAL_PAIRS: boolean = true;
 
 /**
+ * Whether falcon3's `window_readout` runs its three products as staged register tiles (`stagedLoop`: slices of 8
+ * depth rows of each operand in workgroup memory, the next slice's loads in flight while one is accumulated):
+ * `true`, the scores `q_t . x_j` over the keys, the inter-chunk part `q_t^T S_in` and `q_t^T S0` over the keys, and the
+ * intra-chunk part over the chunk's instance rows (`Gam`-weighted scores times the pseudo-values `W`), each operand
+ * entry loaded once per workgroup instead of once per invocation that reads it (the earlier form read every
+ * operand from storage inside its loops, 4 loads per 16 products); `false`, the form
+ * {@linkcode WINDOW_READOUT_CAUSAL_PAIRS} says (the earlier WGSL).
+ */
+export const WINDOW_READOUT_STAGED: boolean = true;
+
+/**
  * The form of falcon3's `window_transition` (`K = [no start] exp(P_e) I - sum_r Gam[e, t_r] x_(j_r) V_r^T`, `Bv` the same
  * with `U0`): `true`, the sum runs over the chunk's `C + W - 1` PAIRS, `x_j` times the decayed sum of the `W` rows of
  * pair `j` (`sum_o Gam[e, j + o] V_(j + o, o)`, 4 columns at a time): a quarter of the loop trips and of the `x` loads,
@@ -779,6 +790,67 @@ export const WINDOW_READOUT_CAUSAL_PAIRS: boolean = true;
  * same WGSL).
  */
 export const WINDOW_TRANSITION_PAIRS: boolean = true;
+
+/**
+ * Whether falcon3's `window_transition` is a staged register-tile product ({@linkcode windowTransitionStaged}): `true`,
+ * one workgroup of `STAGED_WG` invocations per `(b, h, chunk, K | Bv)`, a 4 x 4 block of the output per invocation
+ * (at `Dk = Dv = 64`), fed from slices of 8 pairs of `x` and of the folded rows `z_p = sum_o Gam[e, t] F_(t, o)`
+ * staged in workgroup memory, so each pair's `W` rows are read and folded once per workgroup, not once per 4 output
+ * rows: at 8x4096x8x64 (C = 64) the earlier forms' 32768 workgroups of 64 invocations each walked every pair of its
+ * chunk with 4 + 4 W scalar storage loads per 16 products, and took 1.9 ms at C = 16, 32 and 64 alike (the same loads
+ * per token: bound by them, not by the loop's trips); `false`, the form {@linkcode WINDOW_TRANSITION_PAIRS} says (the
+ * earlier WGSL). Shapes whose staged arrays pass {@linkcode WINDOW_STAGED_FLOATS} keep the earlier form.
+ */
+export const WINDOW_TRANSITION_STAGED: boolean = true;
+
+/**
+ * Whether falcon3's `window_pseudo_values` (`W = U0 - V S_in`) is a staged register-tile product: `true`, one
+ * workgroup of `STAGED_WG` invocations per `(b, h, chunk, panel of` {@linkcode windowPseudoValuePanelRows} `instance
+ * rows)`, a 4 x 4 block of `W` per invocation (at `Dv = 64`), `V` and `S_in` staged 8 keys at a time (each entry loaded
+ * once per workgroup); `false`, one 4 x 4 block per invocation of `CHUNK_WG` with every `V` and `S_in` entry loaded
+ * from storage in its loop (the earlier WGSL).
+ */
+export const WINDOW_PSEUDO_VALUES_STAGED: boolean = true;
+
+/** Instance rows per workgroup of the staged `window_pseudo_values` (the chunk's `rows`: 64 at most, a multiple of 4). */
+export function windowPseudoValuePanelRows(rows: number): number {
+  return Math.min(64, roundUp4(rows));
+}
+
+/**
+ * Whether falcon3's `window_pseudo_values` runs its staged form at shape `s` with `rows` instance rows per chunk
+ * ({@linkcode WINDOW_PSEUDO_VALUES_STAGED}; its slice of `V` and `S_in` within {@linkcode WINDOW_STAGED_FLOATS}).
+ */
+export function windowPseudoValuesStaged(s: Pick<ChunkShape, "dv">, rows: number): boolean {
+  const floats = stagedFloats([
+    { width: windowPseudoValuePanelRows(rows), along: "depth" },
+    { width: roundUp4(s.dv), along: "width" },
+  ]);
+  return WINDOW_PSEUDO_VALUES_STAGED && floats <= WINDOW_STAGED_FLOATS;
+}
+
+/**
+ * Workgroup floats the staged `window_transition` and `window_readout` may take ({@linkcode WINDOW_TRANSITION_STAGED},
+ * {@linkcode WINDOW_READOUT_STAGED}; 16 KiB, WebGPU's least `maxComputeWorkgroupStorageSize`): a shape past it runs
+ * the earlier form.
+ */
+export const WINDOW_STAGED_FLOATS = 4096;
+
+/**
+ * Workgroup floats of the staged `window_transition` ({@linkcode WINDOW_TRANSITION_STAGED}): the chunk's step arrays
+ * (6 C), the decay weights `Gam[e, t]` (C) and one slice of `x` and of the folded rows (`max(Dk, Dv)` columns).
+ */
+export function windowTransitionStagedFloats(s: Pick<ChunkShape, "dk" | "dv" | "C">): number {
+  return 7 * s.C + stagedFloats([
+    { width: roundUp4(s.dk), along: "width" },
+    { width: Math.max(roundUp4(s.dk), roundUp4(s.dv)), along: "width" },
+  ]);
+}
+
+/** Whether falcon3's `window_transition` runs its staged form at shape `s` ({@linkcode WINDOW_TRANSITION_STAGED}). */
+export function windowTransitionStaged(s: Pick<ChunkShape, "dk" | "dv" | "C">): boolean {
+  return WINDOW_TRANSITION_STAGED && windowTransitionStagedFloats(s) <= WINDOW_STAGED_FLOATS;
+}
 
 /**
  * Instance rows per workgroup that falcon3's `window_row_grads` and `window_solve_input_grads` aim at (whole steps): 16 rows make
@@ -826,6 +898,16 @@ export const WINDOW_SOLVE_COLUMNS = 8;
  * 8 register rows per invocation.
  */
 export const WINDOW_SOLVE_PREFETCH_COLUMNS = 32;
+
+/**
+ * Whether the `"sweep_prefetch"` `window_solve` takes each later row's decay factor `a_(t_r) exp(Pp_(t_r) - P_t)` of
+ * step `t` from a workgroup array of the chunk's steps (`fac`, two steps: `C` invocations compute step `t + 1`'s
+ * factors, one exp each, while step `t`'s updates run; 0 where the row's step is not later in `t`'s segment):
+ * `true`, a row update reads one float there instead of an exp of its own (8 per invocation and step at 32 columns)
+ * and each register row holds 3 fewer values (its segment, gain and log decay: register pressure, so occupancy);
+ * `false`, each invocation computes the factors of its rows (the earlier WGSL).
+ */
+export const WINDOW_SOLVE_STEP_FACTORS: boolean = true;
 
 /** Invocations of the sweep `window_solve`. */
 export const WINDOW_SOLVE_WG = 256;
@@ -986,9 +1068,14 @@ export function chunkWork(pass: ChunkPass, s: ChunkShape, pad: number, B: number
     case "window_pair_gram":
       return BH * nck * pairGramTiles(s.C, pad);
     case "window_transition":
-      return BH * nck * transitionTiles(s.dk, s.dv);
-    case "window_pseudo_values":
-      return BH * nck * stateTiles(s.C * (pad + 1), s.dv);
+      return BH * nck * (windowTransitionStaged(s) ? 2 : transitionTiles(s.dk, s.dv));
+    case "window_pseudo_values": {
+      const rows = s.C * (pad + 1);
+      if (windowPseudoValuesStaged(s, rows)) {
+        return BH * nck * Math.ceil(rows / windowPseudoValuePanelRows(rows));
+      }
+      return BH * nck * stateTiles(rows, s.dv);
+    }
     case "window_readout":
     case "window_query_grads":
       return BH * nck * Math.ceil(s.C / s.R);

@@ -25,9 +25,11 @@
  * pair's Gram column loaded a step ahead) or workgroup memory (`sharedSweepKernel`), each solved step updating
  * every later row from its decay factor and the pivots' pair Gram columns; or the serial form, per `(b, h, chunk, 64 columns)`, one invocation per column,
  * forward substitution step by step re-reading the solved rows from the workspace, where `WINDOW_SOLVE =
- * "serial"` or the sweep's arrays do not fit, `ChunkShape.WS = 0`), `window_transition` (`K`, `Bv`, 4 x 4 tiles; `WINDOW_TRANSITION_PAIRS`: summed over the chunk's pairs, each pair's `W` rows folded first, `pairTransitionKernel`), the shared `delta_state_scan` (`S_in` of every chunk), `window_pseudo_values` (`W`,
- * per `(b, h, chunk)`, 4 x 4 tiles of rows x value columns), `window_readout` (per `(b, h, chunk, R rows)`: the
- * outputs; `WINDOW_READOUT_CAUSAL_PAIRS`: the scores of the pairs its steps read only).
+ * "serial"` or the sweep's arrays do not fit, `ChunkShape.WS = 0`), `window_transition` (`K`, `Bv`, 4 x 4 tiles; `WINDOW_TRANSITION_STAGED`, the default: per `(b, h, chunk, K | Bv)` a staged register-tile product of the chunk's pair keys and folded rows, `stagedTransitionKernel`; else `WINDOW_TRANSITION_PAIRS`: summed over the chunk's pairs, each pair's `W` rows folded first, `pairTransitionKernel`), the shared `delta_state_scan` (`S_in` of every chunk), `window_pseudo_values` (`W`,
+ * per `(b, h, chunk)`, 4 x 4 tiles of rows x value columns; `WINDOW_PSEUDO_VALUES_STAGED`, the default: per panel of 64
+ * instance rows, `stagedPseudoValuesKernel`), `window_readout` (per `(b, h, chunk, R rows)`: the
+ * outputs; `WINDOW_READOUT_STAGED`, the default: its three products staged, `stagedReadoutKernel`; else
+ * `WINDOW_READOUT_CAUSAL_PAIRS`: the scores of the pairs its steps read only).
  * Backward (after recomputing the forward): the shared `base_readout_grads`; `window_readout_dw` (the readout's `dW`: `dPseudoValuesReadout`);
  * `window_scan_link` (`L_n = U_n - V^T Qd`, 4 x 4 tiles of the state); the shared reverse scan `delta_reverse_scan`; `window_row_grads`
  * (per `(b, h, chunk, RC steps)`: every instance row's `dW` and readout/exit `dx`, the decay weights
@@ -54,12 +56,27 @@ import type { RuleConfig } from "../../src/rules/config.ts";
 import type { HeadConstants } from "./fast_weight_coef.ts";
 import { windowSlots } from "./fast_weight_recurrent.ts";
 import {
+  component,
+  declareAccumulators,
+  eachTileRow,
+  gridBlocks,
+  roundUp4,
+  STAGED_WG,
+  stagedFloats,
+  stagedLoop,
+  type StagedOperand,
+  type TileGrid,
+  type TileProduct,
+} from "./chunk_staged_tiles.ts";
+import { packWorkgroupArrays } from "./workgroup_packing.ts";
+import {
   CHUNK_WG,
   chunkEntry,
   type ChunkPass,
   type ChunkShape,
   chunkSteps,
   flatEntry,
+  maskedVec4,
   pairGramTiles,
   prelude,
   SOLVE_TRANSPOSED_COLUMNS,
@@ -71,12 +88,18 @@ import {
   vec4Tile,
   WINDOW_DELTA_PASSES,
   WINDOW_READOUT_CAUSAL_PAIRS,
+  WINDOW_READOUT_STAGED,
   WINDOW_SOLVE,
+  WINDOW_SOLVE_STEP_FACTORS,
   WINDOW_SOLVE_WG,
+  WINDOW_STAGED_FLOATS,
   WINDOW_TRANSITION_PAIRS,
   windowPanelSteps,
+  windowPseudoValuePanelRows,
+  windowPseudoValuesStaged,
   type WindowSolveForm,
   windowSweepRegisterRows,
+  windowTransitionStaged,
 } from "./chunk_wgsl.ts";
 
 /** One falcon3-only pass. */
@@ -141,6 +164,7 @@ export function windowDeltaShader(
           ? sharedSweepKernel(nw, s.WS)
           : registerSweepKernel(nw, s.C, s.WS, (WINDOW_SOLVE as WindowSolveForm) === "sweep_prefetch"));
     case "window_transition":
+      if (windowTransitionStaged(s)) return steps + stagedTransitionKernel(s);
       return steps + (WINDOW_TRANSITION_PAIRS ? pairTransitionKernel(s) : `
 var<workgroup> ge: array<f32, C>;
 ${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
@@ -197,6 +221,7 @@ ${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
   }
 }`);
     case "window_pseudo_values":
+      if (windowPseudoValuesStaged(s, s.C * nw)) return head + stagedPseudoValuesKernel(s, nw);
       return head + `
 // W = U0 - VV S_in over the chunk's instance rows: 4 rows x 4 value columns per invocation
 ${chunkEntry(`${stateTiles(s.C * nw, s.dv)}u`, false)}
@@ -227,6 +252,11 @@ ${chunkEntry(`${stateTiles(s.C * nw, s.dv)}u`, false)}
   }
 }`;
     case "window_readout":
+      // gm and sp packed as vec4 for llvmpipe's compile time (at C = 64 about 2100 floats)
+      if (WINDOW_READOUT_STAGED && stagedReadoutFloats(s, nw) <= WINDOW_STAGED_FLOATS) {
+        return packWorkgroupArrays(steps + stagedReadoutKernel(s, nw), ["gm", "sp"]);
+      }
+      return steps + rowsKernel(pass, s, nw);
     case "window_query_grads":
       return steps + rowsKernel(pass, s, nw);
     case "window_readout_dw":
@@ -524,6 +554,89 @@ ${chunkEntry(`${transitionTiles(s.dk, s.dv)}u`)}
 }`;
 }
 
+/**
+ * The staged `window_transition` ({@linkcode windowTransitionStaged}): workgroup `tile` 0 computes `K [Dk, Dk]`, 1
+ * `Bv [Dk, Dv]`, each as the register-tile product `sum_p x_(j_p) z_p^T` over the chunk's pairs `p < len + PAD`
+ * (`j_p = a - PAD + p`), `z_p = sum_o Gam[e, t] F_(t, o)` (`t = p - PAD + o` in the chunk; `F` the state factor `V`
+ * for `K`, `U0` for `Bv`; rows that are not real pairs hold 0), slices of `STAGE_DEPTH` pairs of `x` and `z` staged
+ * in workgroup memory (`stagedLoop`: each `z` entry folded once per workgroup, from 4 consecutive columns of its `W`
+ * rows). The grid has `max(Dk, Dv)` columns for both (the columns past `Dk` of `K` stage 0 and store nothing).
+ */
+function stagedTransitionKernel(s: ChunkShape): string {
+  const DK4 = roundUp4(s.dk);
+  const NC4 = Math.max(DK4, roundUp4(s.dv));
+  const keys: StagedOperand = {
+    width: DK4,
+    along: "width",
+    value: maskedVec4((e) => `xp(bh, j0 + i32(k), ${e})`, "i", "DK"),
+    valid: "k < np",
+    quad: true,
+  };
+  const folded: StagedOperand = {
+    width: NC4,
+    along: "width",
+    value: "fold_rows4(bh, a, len, k, sec, nc, i)",
+    valid: "k < np && i < nc",
+    quad: true,
+  };
+  const grid: TileGrid = { name: "tr", rows: DK4, cols: NC4 };
+  const product: TileProduct = { acc: "e", grid, a: 0, b: 1 };
+  const floats = stagedFloats([keys, folded]);
+  return `
+var<workgroup> ge: array<f32, C>;
+var<workgroup> stage: array<vec4<f32>, ${floats / 4}>;
+// sum over the rows (t, o) of pair p in the chunk (t = p - PAD + o < len) of ge[t] times columns c0 .. c0 + 3 of the
+// section at sec, rows of nc floats (0 past nc)
+fn fold_rows4(bh: u32, a: u32, len: u32, p: u32, sec: u32, nc: u32, c0: u32) -> vec4<f32> {
+  var z = vec4<f32>(0.0);
+  for (var o = 0u; o < NW; o++) {
+    let t = i32(p + o) - i32(PAD);
+    if (t >= 0 && t < i32(len)) {
+      let row = sec + instance_row(bh, a, u32(t) * NW + o) * nc;
+      z += ge[t] * ${maskedVec4((e) => `cw[row + ${e}]`, "c0", "nc")};
+    }
+  }
+  return z;
+}
+${chunkEntry("2u", true, STAGED_WG)}
+  for (var k = lid; k < len; k += ${STAGED_WG}u) { ge[k] = gam(len - 1u, k); }
+  workgroupBarrier();
+  let dec = exp(cp[len - 1u]);
+  let bk = base_kind(len - 1u);
+  let np = len + PAD;
+  let j0 = i32(a) - i32(PAD);
+  let cb = bh * nck() + n;
+  let sec = select(u.pseudoValuesConstant, u.pseudoValuesStateFactor, tile == 0u);
+  let nc = select(DV, DK, tile == 0u);
+  ${gridBlocks(grid)}
+  ${declareAccumulators(product)}
+  ${stagedLoop("np", [keys, folded], [product])}
+  ${
+    eachTileRow(grid, (p, r) =>
+      `if (trOn${p}) {
+    let i = trRow${p} * 4u + ${r}u;
+    ${
+        [0, 1, 2, 3].map((c) =>
+          `{
+      let col = trCol${p} * 4u + ${c}u;
+      let v = e${p}_${r}.${component(c)};
+      if (i < DK && col < nc) {
+        if (tile == 0u) {
+          cw[u.transitionMatrix + (cb * DK + i) * DK + col] = select(0.0, dec, bk == 0u && i == col) - v;
+        } else {
+          var v0 = 0.0;
+          if (bk == 1u && u.hasS0 != 0u) { v0 = dec * s0[(bh * DK + i) * DV + col]; }
+          cw[u.chunkStateIncrement + (cb * DK + i) * DV + col] = v0 + v;
+        }
+      }
+    }`
+        ).join("\n    ")
+      }
+  }`)
+  }
+}`;
+}
+
 /** WGSL sum of the `W` pivot terms `term(o)`, pairs of them first (independent products). */
 function pivotSum(nw: number, term: (o: number) => string): string {
   const pairs: string[] = [];
@@ -581,6 +694,8 @@ fn sweep_rhs(bh: u32, a: u32, len: u32, r: u32, col: u32) -> f32 {
 function registerSweepKernel(nw: number, C: number, sc: number, prefetch = false): string {
   const lanes = sc / 4;
   const rows = windowSweepRegisterRows(nw, C, sc);
+  // the rows' decay factors from a workgroup array of the chunk's steps (WINDOW_SOLVE_STEP_FACTORS)
+  const factors = prefetch && WINDOW_SOLVE_STEP_FACTORS;
   const each = (body: (i: number) => string, sep = "\n    ") => unroll(rows, body, sep);
   return `${
     prefetch
@@ -600,7 +715,17 @@ const LPR = ${lanes}u;     // invocations per row (4 columns each)
 const RPP = SWG / LPR;  // rows per pass of the workgroup
 const NSLOT = NW + 1u;
 var<workgroup> piv: array<vec4<f32>, 2u * NW * LPR>; // the final rows of a step (pivots), two steps
-var<workgroup> gwin: array<f32, NSLOT * CP>;         // pair Gram columns of the pivot pairs (pair p in slot p % NSLOT)
+var<workgroup> gwin: array<f32, NSLOT * CP>;         // pair Gram columns of the pivot pairs (pair p in slot p % NSLOT)${
+    factors
+      ? `
+var<workgroup> fac: array<f32, 2u * C>;              // the rows' decay factors of a step by row step, two steps
+// a_s exp(Pp_s - P_t) for rows of step s of a later step of t's segment, else 0 (masked before the exp)
+fn step_factor(s: u32, t: u32, len: u32) -> f32 {
+  if (s <= t || s >= len || cseg[s] != cseg[t]) { return 0.0; }
+  return cga[s] * exp(cpp[s] - cp[t]);
+}`
+      : ""
+  }
 ${chunkEntry("(DV + DK + SC - 1u) / SC", true, WINDOW_SOLVE_WG)}
   let nr = len * NW;
   let q = lid % LPR;
@@ -610,10 +735,12 @@ ${chunkEntry("(DV + DK + SC - 1u) / SC", true, WINDOW_SOLVE_WG)}
     each((i) =>
       `let r${i} = rl + ${i}u * RPP;
     let ts${i} = min(r${i} / NW, C - 1u);
-    let ok${i} = is_real_row(a, len, r${i});
+    let ok${i} = is_real_row(a, len, r${i});${
+        factors ? "" : `
     let seg${i} = cseg[ts${i}];
     let ga${i} = cga[ts${i}];
-    let pp${i} = cpp[ts${i}];
+    let pp${i} = cpp[ts${i}];`
+      }
     let p${i} = ts${i} + PAD - r${i} % NW;
     var v${i} = ${
         prefetch
@@ -628,7 +755,9 @@ ${chunkEntry("(DV + DK + SC - 1u) / SC", true, WINDOW_SOLVE_WG)}
       ? `
   // the pair Gram column of step 1's new pivot pair NW, stored at step 0's end
   var gn = 0.0;
-  if (lid < CP && NW < CP) { gn = cw[pair_gram_at(bh, n, NW, lid)]; }`
+  if (lid < CP && NW < CP) { gn = cw[pair_gram_at(bh, n, NW, lid)]; }${
+        factors ? "\n  if (lid < C) { fac[lid] = step_factor(lid, 0u, len); }" : ""
+      }`
       : ""
   }
   workgroupBarrier();
@@ -647,15 +776,28 @@ ${
     var gn = 0.0;
     if (lid < CP) { gn = cw[pair_gram_at(bh, n, np, lid)]; }
 `
-  }    let cpt = cp[t];
-    let segt = cseg[t];
+  }${
+    factors
+      ? `    // the next step's factors into the other half of fac (read after this step's barrier)
+    let fs = (t & 1u) * C;
+    if (lid < C) { fac[C - fs + lid] = step_factor(lid, t + 1u, len); }`
+      : `    let cpt = cp[t];
+    let segt = cseg[t];`
+  }
     ${unroll(nw, (o) => `let pv${o} = piv[cur + ${o}u * LPR + q];`, "\n    ")}
     ${unroll(nw, (o) => `let gs${o} = ((t + ${nw - 1 - o}u) % NSLOT) * CP;`, "\n    ")}
     ${
     each((i) =>
-      `if (ok${i} && ts${i} > t && seg${i} == segt) {
+      `${
+        factors
+          ? `if (ok${i} && ts${i} > t) {
+      let f${i} = fac[fs + ts${i}];
+      if (f${i} != 0.0) { v${i} -= f${i} * (${pivotSum(nw, (o) => `gwin[gs${o} + p${i}] * pv${o}`)}); }
+    }`
+          : `if (ok${i} && ts${i} > t && seg${i} == segt) {
       v${i} -= (ga${i} * exp(pp${i} - cpt)) * (${pivotSum(nw, (o) => `gwin[gs${o} + p${i}] * pv${o}`)});
-    }
+    }`
+      }
     if (r${i} / NW == t + 1u) { piv[NW * LPR - cur + (r${i} % NW) * LPR + q] = v${i}; }`
     )
   }
@@ -946,6 +1088,243 @@ ${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
     }`
     )
   }
+  }
+}`;
+}
+
+/**
+ * The staged `window_pseudo_values` (`WINDOW_PSEUDO_VALUES_STAGED`): per `(b, h, chunk, panel)` the `PR`
+ * instance rows from `p0 = panel PR` on, `W = U0 - V S_in` with `V`'s rows (along the keys) and `S_in`'s (along the
+ * value columns) staged 8 keys at a time; rows at or past `len W` store nothing.
+ */
+function stagedPseudoValuesKernel(s: ChunkShape, nw: number): string {
+  const rows = s.C * nw;
+  const PR = windowPseudoValuePanelRows(rows);
+  const DV4 = roundUp4(s.dv);
+  const stateFactors: StagedOperand = {
+    width: PR,
+    along: "depth",
+    value: maskedVec4(
+      (e) => `cw[u.pseudoValuesStateFactor + instance_row(bh, a, p0 + i) * DK + ${e}]`,
+      "k",
+      "DK",
+    ),
+    valid: "k < DK && p0 + i < nr",
+    quad: true,
+  };
+  const entryRows: StagedOperand = {
+    width: DV4,
+    along: "width",
+    value: maskedVec4((e) => `cw[sin + k * DV + ${e}]`, "i", "DV"),
+    valid: "k < DK",
+    quad: true,
+  };
+  const grid: TileGrid = { name: "pv", rows: PR, cols: DV4 };
+  const product: TileProduct = { acc: "e", grid, a: 0, b: 1 };
+  return `
+var<workgroup> stage: array<vec4<f32>, ${stagedFloats([stateFactors, entryRows]) / 4}>;
+// W = U0 - V S_in over a panel of the chunk's instance rows: 4 rows x 4 value columns per block
+${chunkEntry(`${Math.ceil(rows / PR)}u`, false, STAGED_WG)}
+  let nr = len * NW;
+  let p0 = tile * ${PR}u;
+  let sin = u.entryState + (bh * nck() + n) * DK * DV;
+  ${gridBlocks(grid)}
+  ${declareAccumulators(product)}
+  ${stagedLoop("DK", [stateFactors, entryRows], [product])}
+  ${
+    eachTileRow(grid, (p, r) =>
+      `if (pvOn${p}) {
+    let r = p0 + pvRow${p} * 4u + ${r}u;
+    if (r < nr) {
+      let gr = instance_row(bh, a, r);
+      ${
+        [0, 1, 2, 3].map((c) =>
+          `{
+        let col = pvCol${p} * 4u + ${c}u;
+        if (col < DV) { cw[u.pseudoValues + gr * DV + col] = cw[u.pseudoValuesConstant + gr * DV + col] - e${p}_${r}.${
+            component(c)
+          }; }
+      }`
+        ).join("\n      ")
+      }
+    }
+  }`)
+  }
+}`;
+}
+
+/** Widths of the staged `window_readout`'s operands and the floats of its `stage` (the most of its three loops). */
+function stagedReadoutLayout(s: ChunkShape, nw: number) {
+  const R4 = roundUp4(s.R);
+  const CP4 = roundUp4(s.C + nw - 1);
+  const DV4 = roundUp4(s.dv);
+  const rows = (width: number) => ({ width, along: "width" as const });
+  const depth = (width: number) => ({ width, along: "depth" as const });
+  const floats = Math.max(
+    stagedFloats([depth(R4), depth(CP4)]),
+    stagedFloats([depth(R4), rows(DV4), rows(DV4)]),
+    stagedFloats([rows(R4), rows(DV4)]),
+  );
+  return { R4, CP4, DV4, floats };
+}
+
+/** Workgroup floats of the staged `window_readout`: the step arrays (6 C), `gm`, `sp` and `stage`. */
+function stagedReadoutFloats(s: ChunkShape, nw: number): number {
+  return 6 * s.C + s.R * s.C + s.R * (s.C + nw - 1) + stagedReadoutLayout(s, nw).floats;
+}
+
+/**
+ * The staged `window_readout` ({@linkcode WINDOW_READOUT_STAGED}; where {@linkcode stagedReadoutFloats} is within
+ * `WINDOW_STAGED_FLOATS`, 16 KiB, else the earlier form), per `(b, h, chunk, R steps)` in `CHUNK_WG`
+ * invocations: the scores `sp[t, p] = q_t . x_(j0 + p)` (a staged product over the keys), then per 4 x 4 block of
+ * steps x value columns `exp(P_t) base_t^T q_t` (`S_in` or `S0`, both staged over the keys) plus
+ * `sum_r (Gam[t, t_r] sp[t, p_r]) W_r` over the instance rows up to the tile's last step (`score_rows4` from `sp` and `gm`
+ * staged as `A`, the pseudo-values as `B`).
+ */
+function stagedReadoutKernel(s: ChunkShape, nw: number): string {
+  const { R4, CP4, DV4, floats } = stagedReadoutLayout(s, nw);
+  const invocations = CHUNK_WG;
+  const queries: StagedOperand = {
+    width: R4,
+    along: "depth",
+    value: maskedVec4((e) => `qn(bh, a + r0 + i, ${e})`, "k", "DK"),
+    valid: "k < DK && i < R && r0 + i < len",
+    quad: true,
+  };
+  const keys: StagedOperand = {
+    width: CP4,
+    along: "depth",
+    value: maskedVec4((e) => `xp(bh, j0 + i32(i), ${e})`, "k", "DK"),
+    valid: "k < DK && i < CP",
+    quad: true,
+  };
+  const entryRows: StagedOperand = {
+    width: DV4,
+    along: "width",
+    value: maskedVec4((e) => `cw[base + k * DV + ${e}]`, "i", "DV"),
+    valid: "k < DK",
+    quad: true,
+  };
+  const startRows: StagedOperand = {
+    width: DV4,
+    along: "width",
+    value: maskedVec4((e) => `s0[bh * DK * DV + k * DV + ${e}]`, "i", "DV"),
+    valid: "k < DK && u.hasS0 != 0u",
+    quad: true,
+  };
+  const pseudoValueRows: StagedOperand = {
+    width: DV4,
+    along: "width",
+    value: maskedVec4((e) => `cw[u.pseudoValues + instance_row(bh, a, k) * DV + ${e}]`, "i", "DV"),
+    valid: "k < nr",
+    quad: true,
+  };
+  const scoreGrid: TileGrid = { name: "sc", rows: R4, cols: CP4, invocations };
+  const outGrid: TileGrid = { name: "ro", rows: R4, cols: DV4, invocations };
+  const scores: TileProduct = { acc: "e", grid: scoreGrid, a: 0, b: 1 };
+  const fromEntry: TileProduct = { acc: "ei", grid: outGrid, a: 0, b: 1 };
+  const fromStart: TileProduct = { acc: "es", grid: outGrid, a: 0, b: 2 };
+  // Gam[t, t_k] sp[t, p_k] of instance row k for the tile's steps, staged (computed once per workgroup, not per block)
+  const weightedScores: StagedOperand = {
+    width: R4,
+    along: "width",
+    value: "score_rows4(k, i / 4u)",
+    valid: "k < nr",
+    quad: true,
+  };
+  const intra: TileProduct = { acc: "ea", grid: outGrid, a: 0, b: 1 };
+  for (
+    const operands of [[queries, keys], [queries, entryRows, startRows], [weightedScores, pseudoValueRows]]
+  ) {
+    if (stagedFloats(operands) > floats) {
+      throw new RangeError(
+        `window_readout: ${stagedFloats(operands)} staged floats, above its layout's ${floats}`,
+      );
+    }
+  }
+  return `
+var<workgroup> gm: array<f32, ${s.R * s.C}>; // Gam[t, t'] for the tile's steps t
+var<workgroup> sp: array<f32, ${s.R * (s.C + nw - 1)}>; // per tile step and pair
+var<workgroup> stage: array<vec4<f32>, ${floats / 4}>;
+// Gam[t, t_k] sp[t, p_k] for instance row k and the tile's steps t = 4 rb .. 4 rb + 3 (clamped to R - 1: those past R
+// are not stored)
+fn score_rows4(k: u32, rb: u32) -> vec4<f32> {
+  let p = k / NW + PAD - k % NW;
+  let tk = k / NW;
+  var v = vec4<f32>(0.0);
+  for (var m = 0u; m < 4u; m++) {
+    let ro = min(4u * rb + m, R - 1u);
+    v[m] = sp[ro * CP + p] * gm[ro * C + tk];
+  }
+  return v;
+}
+${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
+  let h = bh % H;
+  let r0 = tile * R;
+  if (r0 >= len) { return; }
+  let j0 = i32(a) - i32(PAD);
+  for (var k = lid; k < R * C; k += WG) {
+    let tt = r0 + k / C;
+    let t2 = k % C;
+    var v = 0.0;
+    if (tt < len && t2 <= tt && cseg[t2] == cseg[tt]) { v = exp(cp[tt] - cp[t2]); }
+    gm[k] = v;
+  }
+  // the scores, 4 steps x 4 pairs per block
+  {
+  ${gridBlocks(scoreGrid)}
+  ${declareAccumulators(scores)}
+  ${stagedLoop("DK", [queries, keys], [scores])}
+  ${
+    eachTileRow(scoreGrid, (p, r) =>
+      `if (scOn${p}) {
+    let i = scRow${p} * 4u + ${r}u;
+    ${
+        [0, 1, 2, 3].map((c) =>
+          `{ let pc = scCol${p} * 4u + ${c}u; if (i < R && pc < CP) { sp[i * CP + pc] = e${p}_${r}.${
+            component(c)
+          }; } }`
+        ).join("\n    ")
+      }
+  }`)
+  }
+  }
+  workgroupBarrier();
+  let base = u.entryState + (bh * nck() + n) * DK * DV;
+  let nr = min(len, r0 + R) * NW;
+  // 4 steps x 4 value columns per block: the inter-chunk part against the bases the steps take (S_in, S0), then
+  // the intra-chunk part from the scores
+  ${gridBlocks(outGrid)}
+  ${declareAccumulators(fromEntry)}
+  ${declareAccumulators(fromStart)}
+  ${declareAccumulators(intra)}
+  ${stagedLoop("DK", [queries, entryRows, startRows], [fromEntry, fromStart])}
+  ${stagedLoop("nr", [weightedScores, pseudoValueRows], [intra])}
+  ${
+    eachTileRow(outGrid, (p, r) =>
+      `if (roOn${p}) {
+    let i = roRow${p} * 4u + ${r}u;
+    let tt = r0 + i;
+    if (i < R && tt < len) {
+      let kind = base_kind(tt);
+      let fromS0 = kind == 1u;
+      let dec = exp(cp[tt]);
+      ${
+        [0, 1, 2, 3].map((c) =>
+          `{
+        let col = roCol${p} * 4u + ${c}u;
+        if (col < DV) {
+          var inter = 0.0;
+          if (kind == 0u || (fromS0 && u.hasS0 != 0u)) { inter = select(ei${p}_${r}.${
+            component(c)
+          }, es${p}_${r}.${component(c)}, fromS0); }
+          out[((b * u.T + a + tt) * H + h) * DV + col] = dec * inter + ea${p}_${r}.${component(c)};
+        }
+      }`
+        ).join("\n      ")
+      }
+    }
+  }`)
   }
 }`;
 }

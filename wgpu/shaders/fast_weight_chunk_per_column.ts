@@ -20,7 +20,8 @@
  * walks the chunks in order (`column_state_scan`: the `C x C` solve as a column sweep, one barrier per step, the
  * rows spread over the invocations: with `COLUMN_SWEEP = "registers"` and grouped scans, their running values in
  * registers and their `K` entries loaded `COLUMN_SWEEP_AHEAD` steps ahead, else in workgroup memory and one step
- * ahead) and every
+ * ahead; with `COLUMN_SCAN_STEP_PREFETCH` each chunk's step arrays loaded into registers a chunk ahead, with
+ * `COLUMN_SCAN_VEC4_DOTS` the right-hand sides' dot products 4 key indices per workgroup load) and every
  * other pass runs per chunk, position or Gram entry:
  * - forward: `column_coefs` (per `(b, h, chunk)`, an invocation per column: coefficients `a, b`, the
  *   log-decay sums `P` and the start counts `startsInChunk`), `column_gram` (`K`, `Kq` of every chunk: with
@@ -965,6 +966,13 @@ ${chunkEntry(`${layout.tiles}u`, false, wg)}
 export const COLUMN_SCAN_COLUMNS = 32;
 
 /**
+ * Whether the grouped column scans load each chunk's step arrays (`sg, pl, pp, ga`: sequence starts, `P`, `Pp`, `a`)
+ * one chunk ahead into registers ({@linkcode prefetchedStepArrays}), so the storage round trip overlaps the chunk
+ * before; false: `load_columns` at each chunk's start (loads, then stores, in a loop of run-time trip count).
+ */
+export const COLUMN_SCAN_STEP_PREFETCH: boolean = true;
+
+/**
  * The workgroup arrays of the grouped column scans, declared as 4-vectors (`packWorkgroupArrays`: their few
  * thousand scalars took llvmpipe minutes to compile).
  */
@@ -991,11 +999,11 @@ export function columnScanLayout(s: Pick<ChunkShape, "dk" | "C" | "CS" | "CX">) 
   // staged rows per slice, whole 4-row blocks (the rows past the chunk's end staged as 0)
   const CX4 = roundUp4(s.CX);
   // stride of a staged key row: odd, so the rows the lanes of a warp read lie in distinct banks
-  const XS = s.dk | 1;
+  const XS = COLUMN_SCAN_VEC4_DOTS ? vec4RowStride(s.dk) : s.dk | 1;
   // rows of the step arrays that the slices' 4-row blocks read (zero past the chunk's end)
   const WR = slices * CX4;
   // sg (WR), pl, pp, ga (C x CS), the pseudo-values / right-hand sides (WR x CS), the state columns (Dk x CS), a slice of X
-  const floats = WR + 3 * s.C * s.CS + WR * s.CS + s.dk * s.CS + CX4 * XS;
+  const floats = WR + 3 * s.C * s.CS + WR * s.CS + columnStateFloats(s) + CX4 * XS;
   return { WG, RL, slices, CX4, XS, WR, floats };
 }
 
@@ -1054,6 +1062,82 @@ function stagedRowDot(acc: string, row: string, at: (i: string) => string, dk: n
 }
 
 /**
+ * Whether the grouped column scans take the dot products of their right-hand sides (`x_t.base_t`, `x_t.G`) 4 key
+ * indices per workgroup load: a staged key row's stride a multiple of 4 ({@linkcode vec4RowStride}) and the state
+ * columns `sc` / `gs` with 4 key rows of a column adjacent (element `(i, col)` at `((i >> 2) CS + col) 4 + (i & 3)`),
+ * so each step of the dot product reads two 4-vectors; false: 8 scalar loads per step (a staged row's stride odd,
+ * the state columns at `i CS + col`). Needs `CS % 4 == 0` (else the earlier form).
+ */
+export const COLUMN_SCAN_VEC4_DOTS: boolean = true;
+
+/** Whether a grouped scan at shape `s` takes the 4-vector dot products ({@linkcode COLUMN_SCAN_VEC4_DOTS}). */
+function vec4Dots(s: Pick<ChunkShape, "CS">): boolean {
+  return COLUMN_SCAN_VEC4_DOTS && s.CS % 4 === 0;
+}
+
+/**
+ * The stride of a staged key row in the 4-vector dot products: `Dk` rounded up to a multiple of 4, and 4 more where
+ * that is a multiple of 8 (rows of adjacent row lanes then start in other banks).
+ */
+function vec4RowStride(dk: number): number {
+  const r = roundUp4(dk);
+  return r % 8 === 0 ? r + 4 : r;
+}
+
+/** Floats of a grouped scan's state columns (`sc` / `gs`: `Dk` rows, rounded up to 4 in the 4-vector form). */
+function columnStateFloats(s: Pick<ChunkShape, "dk" | "CS">): number {
+  return (vec4Dots(s) ? roundUp4(s.dk) : s.dk) * s.CS;
+}
+
+/**
+ * The grouped scans' state column `name` (`sc` or `gs`) at key row `i` (WGSL) of the invocation's column: the
+ * earlier text `name[i CS + col]`, or in the 4-vector layout ({@linkcode COLUMN_SCAN_VEC4_DOTS}) its component.
+ */
+function stateAt(s: Pick<ChunkShape, "CS">, name: string, i: string, plain: string): string {
+  return vec4Dots(s) ? `${name}.v4[((${i}) >> 2u) * CS + col][(${i}) & 3u]` : plain;
+}
+
+/**
+ * WGSL adding to the vec4 `acc` the dot product of staged key row `tt` with a state column in the 4-vector form
+ * ({@linkcode COLUMN_SCAN_VEC4_DOTS}): `at4(i4)` the column's key indices `4 i4 ..` as a 4-vector, `at(i)` one (for
+ * the last `Dk % 4`).
+ */
+function stagedRowDot4(
+  acc: string,
+  tt: string,
+  at4: (i4: string) => string,
+  at: (i: string) => string,
+  dk: number,
+): string {
+  const dk4 = dk - (dk % 4);
+  const main = dk4 > 0
+    ? `for (var i4 = 0u; i4 < ${dk4 / 4}u * one; i4++) {
+          ${acc} += xsl.v4[${tt} * XS4 + i4] * ${at4("i4")};
+        }`
+    : "";
+  const rest = upTo(dk % 4).map((m) => `${acc}.x += xsl[${tt} * XS + ${dk4 + m}u] * ${at(`${dk4 + m}u`)};`);
+  return [main, ...rest].filter((x) => x !== "").join("\n        ");
+}
+
+/** The grouped column scans' step-array load (the form without {@linkcode COLUMN_SCAN_STEP_PREFETCH}). */
+const LOAD_COLUMNS =
+  `// the chunk's step arrays, step k of column col at k * CS + col: sg (sequence starts in a..t), pl (P), pp (Pp), ga (a)
+fn load_columns(lid: u32, lane: u32, col: u32, cc: u32, bh: u32, a: u32, len: u32) {
+  workgroupBarrier();
+  for (var k = lid; k < len; k += SWG) { sg[k] = u32(cw[u.startsInChunk + bh * u.T + a + k]); }
+  for (var k = lane; k < len; k += RL) {
+    let km = max(k, 1u) - 1u;
+    let j = k * CS + col;
+    pl[j] = cw[u.columnLogDecaySum + ci(bh, a + k, cc)];
+    ga[j] = cw[u.columnEraseGain + ci(bh, a + k, cc)];
+    let same = k > 0u && cw[u.startsInChunk + bh * u.T + a + k] == cw[u.startsInChunk + bh * u.T + a + km];
+    pp[j] = select(0.0, cw[u.columnLogDecaySum + ci(bh, a + km, cc)], same);
+  }
+  workgroupBarrier();
+}
+`;
+
+/**
  * The shared head of both grouped column scans: constants, workgroup arrays, the step-array load `load_columns`,
  * the slice staging `stage_x` and the entry point up to the invocation's column (`col` in the group, `c` in the
  * state, `cc` clamped to the last column for loads, `live` where it exists) and key rows `i0, i1, ..` (clamped).
@@ -1069,28 +1153,18 @@ const RL = ${L.RL}u;
 const CX = ${s.CX}u;
 const CX4 = ${L.CX4}u;
 const XS = ${L.XS}u;
-const WR = ${L.WR}u;
+${vec4Dots(s) ? `const XS4 = ${L.XS / 4}u;\n` : ""}const WR = ${L.WR}u;
 var<workgroup> sg: array<u32, ${L.WR}>;
 var<workgroup> pl: array<f32, ${s.C * s.CS}>;
 var<workgroup> pp: array<f32, ${s.C * s.CS}>;
 var<workgroup> ga: array<f32, ${s.C * s.CS}>;
 var<workgroup> ${values}: array<f32, ${L.WR * s.CS}>;
 var<workgroup> xsl: array<f32, ${L.CX4 * L.XS}>;
-// the chunk's step arrays, step k of column col at k * CS + col: sg (sequence starts in a..t), pl (P), pp (Pp), ga (a)
-fn load_columns(lid: u32, lane: u32, col: u32, cc: u32, bh: u32, a: u32, len: u32) {
-  workgroupBarrier();
-  for (var k = lid; k < len; k += SWG) { sg[k] = u32(cw[u.startsInChunk + bh * u.T + a + k]); }
-  for (var k = lane; k < len; k += RL) {
-    let km = max(k, 1u) - 1u;
-    let j = k * CS + col;
-    pl[j] = cw[u.columnLogDecaySum + ci(bh, a + k, cc)];
-    ga[j] = cw[u.columnEraseGain + ci(bh, a + k, cc)];
-    let same = k > 0u && cw[u.startsInChunk + bh * u.T + a + k] == cw[u.startsInChunk + bh * u.T + a + km];
-    pp[j] = select(0.0, cw[u.columnLogDecaySum + ci(bh, a + km, cc)], same);
-  }
-  workgroupBarrier();
-}
-// rows x0.. of the chunk's keys into xsl (row r at r * XS), 0 past its end: coalesced loads, all issued before the stores
+${
+    COLUMN_SCAN_STEP_PREFETCH
+      ? ""
+      : LOAD_COLUMNS
+  }// rows x0.. of the chunk's keys into xsl (row r at r * XS), 0 past its end: coalesced loads, all issued before the stores
 fn stage_x(lid: u32, bh: u32, a: u32, len: u32, x0: u32) {
   ${
     upTo(loads).map((m) =>
@@ -1121,6 +1195,75 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   // of known trip count, which took it three times as long to compile these kernels; a GPU unrolls them anyway)
   let one = min(u.B, 1u);
   ${laneRows(RI, (r) => `let i${r} = min(lane + ${r * L.RL}u, DK - 1u);`, "\n  ")}`;
+}
+
+/**
+ * The grouped column scans' step arrays with {@linkcode COLUMN_SCAN_STEP_PREFETCH}: each invocation holds in
+ * registers its share of the next chunk's storage loads (the values `load_columns` reads), issued at the start of
+ * the chunk before, so a chunk's arrays are stored without waiting on storage. `first` is the WGSL of the scan's
+ * first chunk, `next` of the chunk after `n` and `hasNext` whether there is one. `init` (before the chunk loop)
+ * declares the registers and issues the first chunk's loads; `load` (at the start of chunk `n`, with its `a` and
+ * `len`) stores the chunk's arrays from them between two barriers and issues the next chunk's loads.
+ */
+function prefetchedStepArrays(s: ChunkShape, first: string, next: string, hasNext: string) {
+  const L = columnScanLayout(s);
+  const RK = Math.ceil(s.C / L.RL);
+  const RG = Math.ceil(s.C / L.WG);
+  const names = ["pl", "ga", "pm", "st", "sm"];
+  const loads = (chunk: string, indent: string) =>
+    `{
+  let a = (${chunk}) * C;
+  let len = min(C, u.T - a);
+  ${
+      upTo(RG).map((g) =>
+        `if (lid + ${g * L.WG}u < len) { pf_sg${g} = cw[u.startsInChunk + bh * u.T + a + lid + ${
+          g * L.WG
+        }u]; }`
+      ).join("\n  ")
+    }
+  ${
+      upTo(RK).map((r) =>
+        `{
+    let k = lane + ${r * L.RL}u;
+    if (k < len) {
+      let km = max(k, 1u) - 1u;
+      pf_pl${r} = cw[u.columnLogDecaySum + ci(bh, a + k, cc)];
+      pf_ga${r} = cw[u.columnEraseGain + ci(bh, a + k, cc)];
+      pf_pm${r} = cw[u.columnLogDecaySum + ci(bh, a + km, cc)];
+      pf_st${r} = cw[u.startsInChunk + bh * u.T + a + k];
+      pf_sm${r} = cw[u.startsInChunk + bh * u.T + a + km];
+    }
+  }`
+      ).join("\n  ")
+    }
+}`.replaceAll("\n", `\n${indent}`);
+  const init = `// the step arrays of each chunk (sg, pl, pp, ga), loaded into registers one chunk ahead
+  ${upTo(RG).map((g) => `var pf_sg${g} = 0.0;`).join("\n  ")}
+  ${upTo(RK).map((r) => names.map((v) => `var pf_${v}${r} = 0.0;`).join(" ")).join("\n  ")}
+  ${loads(first, "  ")}`;
+  const load = `// the chunk's step arrays from the registers, then the next chunk's loads
+    workgroupBarrier();
+    ${
+    upTo(RG).map((g) => `if (lid + ${g * L.WG}u < len) { sg[lid + ${g * L.WG}u] = u32(pf_sg${g}); }`).join(
+      "\n    ",
+    )
+  }
+    ${
+    upTo(RK).map((r) =>
+      `{
+      let k = lane + ${r * L.RL}u;
+      if (k < len) {
+        let j = k * CS + col;
+        pl[j] = pf_pl${r};
+        ga[j] = pf_ga${r};
+        pp[j] = select(0.0, pf_pm${r}, k > 0u && pf_st${r} == pf_sm${r});
+      }
+    }`
+    ).join("\n    ")
+  }
+    if (${hasNext}) ${loads(next, "    ")}
+    workgroupBarrier();`;
+  return { init, load };
 }
 
 /**
@@ -1206,24 +1349,33 @@ function columnScanRows(s: ChunkShape) {
  */
 function columnStateScanKernel(s: ChunkShape, reg: boolean): string {
   const { L, RI, RK, keyRows } = columnScanRows(s);
-  const sc = (i: string) => `sc[(${i}) * CS + col]`;
+  const sc = (i: string) => stateAt(s, "sc", i, `sc[(${i}) * CS + col]`);
+  const sc4 = (i4: string) => `sc.v4[(${i4}) * CS + col]`;
+  const s04 = (i4: string) => `vec4<f32>(${upTo(4).map((m) => s0c(`(${i4}) * 4u + ${m}u`)).join(", ")})`;
   const s0c = (i: string) => `s0[s0i(bh, ${i}, cc)]`;
   const sweep = reg && COLUMN_SWEEP === "registers" ? forwardRegisterSweep(s) : undefined;
+  const steps = COLUMN_SCAN_STEP_PREFETCH
+    ? prefetchedStepArrays(s, "0u", "n + 1u", "n + 1u < nck()")
+    : undefined;
   return `
-var<workgroup> sc: array<f32, ${s.dk * s.CS}>;
+var<workgroup> sc: array<f32, ${columnStateFloats(s)}>;
 ${columnScanHead(s, "wv")}
   ${
     laneRows(RI, (r) =>
-      `if (lane + ${
-        r * L.RL
-      }u < DK) { sc[i${r} * CS + col] = select(0.0, init[s0i(bh, i${r}, cc)], u.hasInit != 0u); }`, "\n  ")
+      `if (lane + ${r * L.RL}u < DK) { ${
+        stateAt(s, "sc", `i${r}`, `sc[i${r} * CS + col]`)
+      } = select(0.0, init[s0i(bh, i${r}, cc)], u.hasInit != 0u); }`, "\n  ")
   }
-  for (var n = 0u; n < nck(); n++) {
+  ${steps ? `${steps.init}\n  ` : ""}for (var n = 0u; n < nck(); n++) {
     let a = n * C;
     let len = min(C, u.T - a);
     let e = len - 1u;
-    load_columns(lid, lane, col, cc, bh, a, len);${sweep ? sweep.prefetch : ""}
-    ${keyRows("if (live) { cw[u.entryState + si(bh, n, i, c)] = sc[i * CS + col]; }")}
+    ${steps ? steps.load : "load_columns(lid, lane, col, cc, bh, a, len);"}${sweep ? sweep.prefetch : ""}
+    ${
+    keyRows(
+      `if (live) { cw[u.entryState + si(bh, n, i, c)] = ${stateAt(s, "sc", "i", "sc[i * CS + col]")}; }`,
+    )
+  }
     // right-hand side R_t = b_t y_t - a_t exp(Pp_t) x_t.base_t, per staged slice of X
     ${
     overSlices(
@@ -1235,10 +1387,14 @@ ${columnScanHead(s, "wv")}
           var acc = vec4<f32>(0.0);
           var xs = 0.0;
           if (sg[k] == 0u) {
-            ${stagedRowDot("acc", "tt * XS", sc, s.dk)}
+            ${
+          vec4Dots(s) ? stagedRowDot4("acc", "tt", sc4, sc, s.dk) : stagedRowDot("acc", "tt * XS", sc, s.dk)
+        }
             xs = acc.x + acc.y + acc.z + acc.w;
           } else if (u.hasS0 != 0u) {
-            ${stagedRowDot("acc", "tt * XS", s0c, s.dk)}
+            ${
+          vec4Dots(s) ? stagedRowDot4("acc", "tt", s04, s0c, s.dk) : stagedRowDot("acc", "tt * XS", s0c, s.dk)
+        }
             xs = acc.x + acc.y + acc.z + acc.w;
           }
           if (live) { cw[u.columnKeyDotBase + ci(bh, t, c)] = xs; }
@@ -1311,16 +1467,18 @@ ${columnScanHead(s, "wv")}
     keyRows(`
         var v = ex$r.x + ex$r.y + ex$r.z + ex$r.w;
         let pe = exp(pl[e * CS + col]);
-        if (sg[e] == 0u) { v += pe * sc[i * CS + col]; } else if (u.hasS0 != 0u) { v += pe * s0[s0i(bh, i, cc)]; }
-        sc[i * CS + col] = v;
+        if (sg[e] == 0u) { v += pe * ${
+      stateAt(s, "sc", "i", "sc[i * CS + col]")
+    }; } else if (u.hasS0 != 0u) { v += pe * s0[s0i(bh, i, cc)]; }
+        ${stateAt(s, "sc", "i", "sc[i * CS + col]")} = v;
       `)
   }
   }
   ${
     laneRows(RI, (r) =>
-      `if (live && lane + ${
-        r * L.RL
-      }u < DK) { cw[u.finalState + s0i(bh, i${r}, c)] = sc[i${r} * CS + col]; }`, "\n  ")
+      `if (live && lane + ${r * L.RL}u < DK) { cw[u.finalState + s0i(bh, i${r}, c)] = ${
+        stateAt(s, "sc", `i${r}`, `sc[i${r} * CS + col]`)
+      }; }`, "\n  ")
   }
 }`;
 }
@@ -1335,20 +1493,31 @@ ${columnScanHead(s, "wv")}
  */
 function columnReverseScanKernel(s: ChunkShape, reg: boolean): string {
   const { L, RI, RK, keyRows } = columnScanRows(s);
-  const gs = (i: string) => `gs[(${i}) * CS + col]`;
+  const gs = (i: string) => stateAt(s, "gs", i, `gs[(${i}) * CS + col]`);
+  const gs4 = (i4: string) => `gs.v4[(${i4}) * CS + col]`;
   const sweep = reg && COLUMN_SWEEP === "registers" ? backRegisterSweep(s) : undefined;
+  const steps = COLUMN_SCAN_STEP_PREFETCH
+    ? prefetchedStepArrays(s, "nck() - 1u", "n - 1u", "n > 0u")
+    : undefined;
   return `
-var<workgroup> gs: array<f32, ${s.dk * s.CS}>;
+var<workgroup> gs: array<f32, ${columnStateFloats(s)}>;
 ${columnScanHead(s, "dr")}
   ${laneRows(RI, (r) => `var ds${r} = 0.0;`, "\n  ")}
-  ${laneRows(RI, (r) => `if (lane + ${r * L.RL}u < DK) { gs[i${r} * CS + col] = 0.0; }`, "\n  ")}
-  for (var rn = 0u; rn < nck(); rn++) {
+  ${
+    laneRows(RI, (r) =>
+      `if (lane + ${r * L.RL}u < DK) { ${stateAt(s, "gs", `i${r}`, `gs[i${r} * CS + col]`)} = 0.0; }`, "\n  ")
+  }
+  ${steps ? `${steps.init}\n  ` : ""}for (var rn = 0u; rn < nck(); rn++) {
     let n = nck() - 1u - rn;
     let a = n * C;
     let len = min(C, u.T - a);
     let e = len - 1u;
-    load_columns(lid, lane, col, cc, bh, a, len);${sweep ? sweep.prefetch : ""}
-    ${keyRows("if (live) { cw[u.dExitState + si(bh, n, i, c)] = gs[i * CS + col]; }")}
+    ${steps ? steps.load : "load_columns(lid, lane, col, cc, bh, a, len);"}${sweep ? sweep.prefetch : ""}
+    ${
+    keyRows(
+      `if (live) { cw[u.dExitState + si(bh, n, i, c)] = ${stateAt(s, "gs", "i", "gs[i * CS + col]")}; }`,
+    )
+  }
     // dW = readout part + Gam[e,k] x_k.G, per staged slice of X
     ${
     overSlices(
@@ -1359,7 +1528,9 @@ ${columnScanHead(s, "dr")}
           var xg = 0.0;
           if (sg[k] == sg[e]) {
             var acc = vec4<f32>(0.0);
-            ${stagedRowDot("acc", "tt * XS", gs, s.dk)}
+            ${
+          vec4Dots(s) ? stagedRowDot4("acc", "tt", gs4, gs, s.dk) : stagedRowDot("acc", "tt * XS", gs, s.dk)
+        }
             xg = (acc.x + acc.y + acc.z + acc.w) * exp(pl[e * CS + col] - pl[j]);
           }
           dr[j] = ${sweep ? "dwr" : "cw[u.columnDPseudoValuesReadout + ci(bh, a + k, cc)]"} + xg;`,
@@ -1436,10 +1607,10 @@ ${columnScanHead(s, "dr")}
         let o = u.columnDBaseReadout + (bh * nck() + n) * 2u * DK * DV + i * DV + cc;
         var v0 = cw[o] - (b0$r.x + b0$r.y + b0$r.z + b0$r.w);
         var v1 = cw[o + DK * DV] - (b1$r.x + b1$r.y + b1$r.z + b1$r.w);
-        let ce = exp(pl[e * CS + col]) * gs[i * CS + col];
+        let ce = exp(pl[e * CS + col]) * ${stateAt(s, "gs", "i", "gs[i * CS + col]")};
         if (sg[e] == 0u) { v0 += ce; } else { v1 += ce; }
         ds$r += v1;
-        gs[i * CS + col] = v0;
+        ${stateAt(s, "gs", "i", "gs[i * CS + col]")} = v0;
       `)
   }
   }
@@ -1448,7 +1619,7 @@ ${columnScanHead(s, "dr")}
       RI,
       (r) =>
         `if (live && lane + ${r * L.RL}u < DK) {
-    out[u.gDC + s0i(bh, i${r}, c)] = gs[i${r} * CS + col];
+    out[u.gDC + s0i(bh, i${r}, c)] = ${stateAt(s, "gs", `i${r}`, `gs[i${r} * CS + col]`)};
     out[u.gDS0 + s0i(bh, i${r}, c)] = ds${r};
   }`,
       "\n  ",

@@ -1066,8 +1066,10 @@ function stagedRowDot(acc: string, row: string, at: (i: string) => string, dk: n
  * Whether the grouped column scans take the dot products of their right-hand sides (`x_t.base_t`, `x_t.G`) 4 key
  * indices per workgroup load: a staged key row's stride a multiple of 4 ({@linkcode vec4RowStride}) and the state
  * columns `sc` / `gs` with 4 key rows of a column adjacent (element `(i, col)` at `((i >> 2) CS + col) 4 + (i & 3)`),
- * so each step of the dot product reads two 4-vectors; false: 8 scalar loads per step (a staged row's stride odd,
- * the state columns at `i CS + col`). Needs `CS % 4 == 0` (else the earlier form).
+ * so each step of the dot product reads two 4-vectors, and the exit sums address a staged row's entries as
+ * components of its 4-vectors (the index split hoisted out of the loop); false: 8 scalar loads per step (a staged
+ * row's stride odd, the state columns at `i CS + col`), each access through `packWorkgroupArrays`' index split. Needs
+ * `CS % 4 == 0` (else the earlier form).
  */
 export const COLUMN_SCAN_VEC4_DOTS: boolean = true;
 
@@ -1301,10 +1303,18 @@ function keyRowSums(s: ChunkShape, vals: (row: (m: number) => string) => string,
   const L = columnScanLayout(s);
   const RI = Math.ceil(s.dk / L.RL);
   const row = (m: number) => `(x0 + k + ${m}u)`;
-  const decl = laneRows(RI, (r) => terms.map(([acc]) => `var ${acc}${r} = vec4<f32>(0.0);`).join("\n    "));
+  // in the 4-vector form a staged row is XS4 4-vectors, key index i at [i >> 2][i & 3] of it
+  const v4 = vec4Dots(s);
+  const decl = laneRows(RI, (r) =>
+    [
+      ...terms.map(([acc]) => `var ${acc}${r} = vec4<f32>(0.0);`),
+      ...(v4 ? [`let iq${r} = i${r} >> 2u;`, `let ir${r} = i${r} & 3u;`] : []),
+    ].join("\n    "));
+  const staged = (m: number, r: number) =>
+    v4 ? `xsl.v4[(k + ${m}u) * XS4 + iq${r}][ir${r}]` : `xsl[(k + ${m}u) * XS + i${r}]`;
   const sums = laneRows(RI, (r) =>
     `{
-          let xv = vec4<f32>(${upTo(4).map((m) => `xsl[(k + ${m}u) * XS + i${r}]`).join(", ")});
+          let xv = vec4<f32>(${upTo(4).map((m) => staged(m, r)).join(", ")});
           ${terms.map(([acc, g]) => `${acc}${r} += xv * ${g};`).join("\n          ")}
         }`, "\n        ");
   return `${decl}

@@ -18,9 +18,11 @@
  *
  * Only the solve carries a state dependence across chunks, so one workgroup per `(b, h, column)`
  * walks the chunks in order (`column_state_scan`: the `C x C` solve as a column sweep, one barrier per step, the
- * rows spread over the invocations: with `COLUMN_SWEEP = "registers"` and grouped scans, their running values in
+ * rows spread over the invocations: with `COLUMN_SWEEP = "registers"` or `"blocked"` (`COLUMN_SWEEP_BLOCK` steps per
+ * barrier) and grouped scans, their running values in
  * registers and their `K` entries loaded `COLUMN_SWEEP_AHEAD` steps ahead, else in workgroup memory and one step
- * ahead) and every
+ * ahead; with `COLUMN_SCAN_STEP_PREFETCH` each chunk's step arrays loaded into registers a chunk ahead, with
+ * `COLUMN_SCAN_VEC4_DOTS` the right-hand sides' dot products 4 key indices per workgroup load) and every
  * other pass runs per chunk, position or Gram entry:
  * - forward: `column_coefs` (per `(b, h, chunk)`, an invocation per column: coefficients `a, b`, the
  *   log-decay sums `P` and the start counts `startsInChunk`), `column_gram` (`K`, `Kq` of every chunk: with
@@ -1204,6 +1206,13 @@ ${flatEntry("u.B * H * DK * DV")}
 export const COLUMN_SCAN_COLUMNS = 32;
 
 /**
+ * Whether the grouped column scans load each chunk's step arrays (`sg, pl, pp, ga`: sequence starts, `P`, `Pp`, `a`)
+ * one chunk ahead into registers ({@linkcode prefetchedStepArrays}), so the storage round trip overlaps the chunk
+ * before; false: `load_columns` at each chunk's start (loads, then stores, in a loop of run-time trip count).
+ */
+export const COLUMN_SCAN_STEP_PREFETCH: boolean = true;
+
+/**
  * The workgroup arrays of the grouped column scans, declared as 4-vectors (`packWorkgroupArrays`: their few
  * thousand scalars took llvmpipe minutes to compile).
  */
@@ -1230,11 +1239,11 @@ export function columnScanLayout(s: Pick<ChunkShape, "dk" | "C" | "CS" | "CX">) 
   // staged rows per slice, whole 4-row blocks (the rows past the chunk's end staged as 0)
   const CX4 = roundUp4(s.CX);
   // stride of a staged key row: odd, so the rows the lanes of a warp read lie in distinct banks
-  const XS = s.dk | 1;
+  const XS = COLUMN_SCAN_VEC4_DOTS ? vec4RowStride(s.dk) : s.dk | 1;
   // rows of the step arrays that the slices' 4-row blocks read (zero past the chunk's end)
   const WR = slices * CX4;
   // sg (WR), pl, pp, ga (C x CS), the pseudo-values / right-hand sides (WR x CS), the state columns (Dk x CS), a slice of X
-  const floats = WR + 3 * s.C * s.CS + WR * s.CS + s.dk * s.CS + CX4 * XS;
+  const floats = WR + 3 * s.C * s.CS + WR * s.CS + columnStateFloats(s) + CX4 * XS;
   return { WG, RL, slices, CX4, XS, WR, floats };
 }
 
@@ -1293,6 +1302,84 @@ function stagedRowDot(acc: string, row: string, at: (i: string) => string, dk: n
 }
 
 /**
+ * Whether the grouped column scans take the dot products of their right-hand sides (`x_t.base_t`, `x_t.G`) 4 key
+ * indices per workgroup load: a staged key row's stride a multiple of 4 ({@linkcode vec4RowStride}) and the state
+ * columns `sc` / `gs` with 4 key rows of a column adjacent (element `(i, col)` at `((i >> 2) CS + col) 4 + (i & 3)`),
+ * so each step of the dot product reads two 4-vectors, and the exit sums address a staged row's entries as
+ * components of its 4-vectors (the index split hoisted out of the loop); false: 8 scalar loads per step (a staged
+ * row's stride odd, the state columns at `i CS + col`), each access through `packWorkgroupArrays`' index split. Needs
+ * `CS % 4 == 0` (else the earlier form).
+ */
+export const COLUMN_SCAN_VEC4_DOTS: boolean = true;
+
+/** Whether a grouped scan at shape `s` takes the 4-vector dot products ({@linkcode COLUMN_SCAN_VEC4_DOTS}). */
+function vec4Dots(s: Pick<ChunkShape, "CS">): boolean {
+  return COLUMN_SCAN_VEC4_DOTS && s.CS % 4 === 0;
+}
+
+/**
+ * The stride of a staged key row in the 4-vector dot products: `Dk` rounded up to a multiple of 4, and 4 more where
+ * that is a multiple of 8 (rows of adjacent row lanes then start in other banks).
+ */
+function vec4RowStride(dk: number): number {
+  const r = roundUp4(dk);
+  return r % 8 === 0 ? r + 4 : r;
+}
+
+/** Floats of a grouped scan's state columns (`sc` / `gs`: `Dk` rows, rounded up to 4 in the 4-vector form). */
+function columnStateFloats(s: Pick<ChunkShape, "dk" | "CS">): number {
+  return (vec4Dots(s) ? roundUp4(s.dk) : s.dk) * s.CS;
+}
+
+/**
+ * The grouped scans' state column `name` (`sc` or `gs`) at key row `i` (WGSL) of the invocation's column: the
+ * earlier text `name[i CS + col]`, or in the 4-vector layout ({@linkcode COLUMN_SCAN_VEC4_DOTS}) its component.
+ */
+function stateAt(s: Pick<ChunkShape, "CS">, name: string, i: string, plain: string): string {
+  return vec4Dots(s) ? `${name}.v4[((${i}) >> 2u) * CS + col][(${i}) & 3u]` : plain;
+}
+
+/**
+ * WGSL adding to the vec4 `acc` the dot product of staged key row `tt` with a state column in the 4-vector form
+ * ({@linkcode COLUMN_SCAN_VEC4_DOTS}): `at4(i4)` the column's key indices `4 i4 ..` as a 4-vector, `at(i)` one (for
+ * the last `Dk % 4`).
+ */
+function stagedRowDot4(
+  acc: string,
+  tt: string,
+  at4: (i4: string) => string,
+  at: (i: string) => string,
+  dk: number,
+): string {
+  const dk4 = dk - (dk % 4);
+  const main = dk4 > 0
+    ? `for (var i4 = 0u; i4 < ${dk4 / 4}u * one; i4++) {
+          ${acc} += xsl.v4[${tt} * XS4 + i4] * ${at4("i4")};
+        }`
+    : "";
+  const rest = upTo(dk % 4).map((m) => `${acc}.x += xsl[${tt} * XS + ${dk4 + m}u] * ${at(`${dk4 + m}u`)};`);
+  return [main, ...rest].filter((x) => x !== "").join("\n        ");
+}
+
+/** The grouped column scans' step-array load (the form without {@linkcode COLUMN_SCAN_STEP_PREFETCH}). */
+const LOAD_COLUMNS =
+  `// the chunk's step arrays, step k of column col at k * CS + col: sg (sequence starts in a..t), pl (P), pp (Pp), ga (a)
+fn load_columns(lid: u32, lane: u32, col: u32, cc: u32, bh: u32, a: u32, len: u32) {
+  workgroupBarrier();
+  for (var k = lid; k < len; k += SWG) { sg[k] = u32(cw[u.startsInChunk + bh * u.T + a + k]); }
+  for (var k = lane; k < len; k += RL) {
+    let km = max(k, 1u) - 1u;
+    let j = k * CS + col;
+    pl[j] = cw[u.columnLogDecaySum + ci(bh, a + k, cc)];
+    ga[j] = cw[u.columnEraseGain + ci(bh, a + k, cc)];
+    let same = k > 0u && cw[u.startsInChunk + bh * u.T + a + k] == cw[u.startsInChunk + bh * u.T + a + km];
+    pp[j] = select(0.0, cw[u.columnLogDecaySum + ci(bh, a + km, cc)], same);
+  }
+  workgroupBarrier();
+}
+`;
+
+/**
  * The shared head of both grouped column scans: constants, workgroup arrays, the step-array load `load_columns`,
  * the slice staging `stage_x` and the entry point up to the invocation's column (`col` in the group, `c` in the
  * state, `cc` clamped to the last column for loads, `live` where it exists) and key rows `i0, i1, ..` (clamped).
@@ -1308,28 +1395,18 @@ const RL = ${L.RL}u;
 const CX = ${s.CX}u;
 const CX4 = ${L.CX4}u;
 const XS = ${L.XS}u;
-const WR = ${L.WR}u;
+${vec4Dots(s) ? `const XS4 = ${L.XS / 4}u;\n` : ""}const WR = ${L.WR}u;
 var<workgroup> sg: array<u32, ${L.WR}>;
 var<workgroup> pl: array<f32, ${s.C * s.CS}>;
 var<workgroup> pp: array<f32, ${s.C * s.CS}>;
 var<workgroup> ga: array<f32, ${s.C * s.CS}>;
 var<workgroup> ${values}: array<f32, ${L.WR * s.CS}>;
 var<workgroup> xsl: array<f32, ${L.CX4 * L.XS}>;
-// the chunk's step arrays, step k of column col at k * CS + col: sg (sequence starts in a..t), pl (P), pp (Pp), ga (a)
-fn load_columns(lid: u32, lane: u32, col: u32, cc: u32, bh: u32, a: u32, len: u32) {
-  workgroupBarrier();
-  for (var k = lid; k < len; k += SWG) { sg[k] = u32(cw[u.startsInChunk + bh * u.T + a + k]); }
-  for (var k = lane; k < len; k += RL) {
-    let km = max(k, 1u) - 1u;
-    let j = k * CS + col;
-    pl[j] = cw[u.columnLogDecaySum + ci(bh, a + k, cc)];
-    ga[j] = cw[u.columnEraseGain + ci(bh, a + k, cc)];
-    let same = k > 0u && cw[u.startsInChunk + bh * u.T + a + k] == cw[u.startsInChunk + bh * u.T + a + km];
-    pp[j] = select(0.0, cw[u.columnLogDecaySum + ci(bh, a + km, cc)], same);
-  }
-  workgroupBarrier();
-}
-// rows x0.. of the chunk's keys into xsl (row r at r * XS), 0 past its end: coalesced loads, all issued before the stores
+${
+    COLUMN_SCAN_STEP_PREFETCH
+      ? ""
+      : LOAD_COLUMNS
+  }// rows x0.. of the chunk's keys into xsl (row r at r * XS), 0 past its end: coalesced loads, all issued before the stores
 fn stage_x(lid: u32, bh: u32, a: u32, len: u32, x0: u32) {
   ${
     upTo(loads).map((m) =>
@@ -1360,6 +1437,75 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   // of known trip count, which took it three times as long to compile these kernels; a GPU unrolls them anyway)
   let one = min(u.B, 1u);
   ${laneRows(RI, (r) => `let i${r} = min(lane + ${r * L.RL}u, DK - 1u);`, "\n  ")}`;
+}
+
+/**
+ * The grouped column scans' step arrays with {@linkcode COLUMN_SCAN_STEP_PREFETCH}: each invocation holds in
+ * registers its share of the next chunk's storage loads (the values `load_columns` reads), issued at the start of
+ * the chunk before, so a chunk's arrays are stored without waiting on storage. `first` is the WGSL of the scan's
+ * first chunk, `next` of the chunk after `n` and `hasNext` whether there is one. `init` (before the chunk loop)
+ * declares the registers and issues the first chunk's loads; `load` (at the start of chunk `n`, with its `a` and
+ * `len`) stores the chunk's arrays from them between two barriers and issues the next chunk's loads.
+ */
+function prefetchedStepArrays(s: ChunkShape, first: string, next: string, hasNext: string) {
+  const L = columnScanLayout(s);
+  const RK = Math.ceil(s.C / L.RL);
+  const RG = Math.ceil(s.C / L.WG);
+  const names = ["pl", "ga", "pm", "st", "sm"];
+  const loads = (chunk: string, indent: string) =>
+    `{
+  let a = (${chunk}) * C;
+  let len = min(C, u.T - a);
+  ${
+      upTo(RG).map((g) =>
+        `if (lid + ${g * L.WG}u < len) { pf_sg${g} = cw[u.startsInChunk + bh * u.T + a + lid + ${
+          g * L.WG
+        }u]; }`
+      ).join("\n  ")
+    }
+  ${
+      upTo(RK).map((r) =>
+        `{
+    let k = lane + ${r * L.RL}u;
+    if (k < len) {
+      let km = max(k, 1u) - 1u;
+      pf_pl${r} = cw[u.columnLogDecaySum + ci(bh, a + k, cc)];
+      pf_ga${r} = cw[u.columnEraseGain + ci(bh, a + k, cc)];
+      pf_pm${r} = cw[u.columnLogDecaySum + ci(bh, a + km, cc)];
+      pf_st${r} = cw[u.startsInChunk + bh * u.T + a + k];
+      pf_sm${r} = cw[u.startsInChunk + bh * u.T + a + km];
+    }
+  }`
+      ).join("\n  ")
+    }
+}`.replaceAll("\n", `\n${indent}`);
+  const init = `// the step arrays of each chunk (sg, pl, pp, ga), loaded into registers one chunk ahead
+  ${upTo(RG).map((g) => `var pf_sg${g} = 0.0;`).join("\n  ")}
+  ${upTo(RK).map((r) => names.map((v) => `var pf_${v}${r} = 0.0;`).join(" ")).join("\n  ")}
+  ${loads(first, "  ")}`;
+  const load = `// the chunk's step arrays from the registers, then the next chunk's loads
+    workgroupBarrier();
+    ${
+    upTo(RG).map((g) => `if (lid + ${g * L.WG}u < len) { sg[lid + ${g * L.WG}u] = u32(pf_sg${g}); }`).join(
+      "\n    ",
+    )
+  }
+    ${
+    upTo(RK).map((r) =>
+      `{
+      let k = lane + ${r * L.RL}u;
+      if (k < len) {
+        let j = k * CS + col;
+        pl[j] = pf_pl${r};
+        ga[j] = pf_ga${r};
+        pp[j] = select(0.0, pf_pm${r}, k > 0u && pf_st${r} == pf_sm${r});
+      }
+    }`
+    ).join("\n    ")
+  }
+    if (${hasNext}) ${loads(next, "    ")}
+    workgroupBarrier();`;
+  return { init, load };
 }
 
 /**
@@ -1396,10 +1542,18 @@ function keyRowSums(s: ChunkShape, vals: (row: (m: number) => string) => string,
   const L = columnScanLayout(s);
   const RI = Math.ceil(s.dk / L.RL);
   const row = (m: number) => `(x0 + k + ${m}u)`;
-  const decl = laneRows(RI, (r) => terms.map(([acc]) => `var ${acc}${r} = vec4<f32>(0.0);`).join("\n    "));
+  // in the 4-vector form a staged row is XS4 4-vectors, key index i at [i >> 2][i & 3] of it
+  const v4 = vec4Dots(s);
+  const decl = laneRows(RI, (r) =>
+    [
+      ...terms.map(([acc]) => `var ${acc}${r} = vec4<f32>(0.0);`),
+      ...(v4 ? [`let iq${r} = i${r} >> 2u;`, `let ir${r} = i${r} & 3u;`] : []),
+    ].join("\n    "));
+  const staged = (m: number, r: number) =>
+    v4 ? `xsl.v4[(k + ${m}u) * XS4 + iq${r}][ir${r}]` : `xsl[(k + ${m}u) * XS + i${r}]`;
   const sums = laneRows(RI, (r) =>
     `{
-          let xv = vec4<f32>(${upTo(4).map((m) => `xsl[(k + ${m}u) * XS + i${r}]`).join(", ")});
+          let xv = vec4<f32>(${upTo(4).map((m) => staged(m, r)).join(", ")});
           ${terms.map(([acc, g]) => `${acc}${r} += xv * ${g};`).join("\n          ")}
         }`, "\n        ");
   return `${decl}
@@ -1445,24 +1599,33 @@ function columnScanRows(s: ChunkShape) {
  */
 function columnStateScanKernel(s: ChunkShape, reg: boolean): string {
   const { L, RI, RK, keyRows } = columnScanRows(s);
-  const sc = (i: string) => `sc[(${i}) * CS + col]`;
+  const sc = (i: string) => stateAt(s, "sc", i, `sc[(${i}) * CS + col]`);
+  const sc4 = (i4: string) => `sc.v4[(${i4}) * CS + col]`;
+  const s04 = (i4: string) => `vec4<f32>(${upTo(4).map((m) => s0c(`(${i4}) * 4u + ${m}u`)).join(", ")})`;
   const s0c = (i: string) => `s0[s0i(bh, ${i}, cc)]`;
-  const sweep = reg && COLUMN_SWEEP === "registers" ? forwardRegisterSweep(s) : undefined;
+  const sweep = reg && COLUMN_SWEEP !== "shared" ? forwardRegisterSweep(s) : undefined;
+  const steps = COLUMN_SCAN_STEP_PREFETCH
+    ? prefetchedStepArrays(s, "0u", "n + 1u", "n + 1u < nck()")
+    : undefined;
   return `
-var<workgroup> sc: array<f32, ${s.dk * s.CS}>;
+var<workgroup> sc: array<f32, ${columnStateFloats(s)}>;
 ${columnScanHead(s, "wv")}
   ${
     laneRows(RI, (r) =>
-      `if (lane + ${
-        r * L.RL
-      }u < DK) { sc[i${r} * CS + col] = select(0.0, init[s0i(bh, i${r}, cc)], u.hasInit != 0u); }`, "\n  ")
+      `if (lane + ${r * L.RL}u < DK) { ${
+        stateAt(s, "sc", `i${r}`, `sc[i${r} * CS + col]`)
+      } = select(0.0, init[s0i(bh, i${r}, cc)], u.hasInit != 0u); }`, "\n  ")
   }
-  for (var n = 0u; n < nck(); n++) {
+  ${steps ? `${steps.init}\n  ` : ""}for (var n = 0u; n < nck(); n++) {
     let a = n * C;
     let len = min(C, u.T - a);
     let e = len - 1u;
-    load_columns(lid, lane, col, cc, bh, a, len);${sweep ? sweep.prefetch : ""}
-    ${keyRows("if (live) { cw[u.entryState + si(bh, n, i, c)] = sc[i * CS + col]; }")}
+    ${steps ? steps.load : "load_columns(lid, lane, col, cc, bh, a, len);"}${sweep ? sweep.prefetch : ""}
+    ${
+    keyRows(
+      `if (live) { cw[u.entryState + si(bh, n, i, c)] = ${stateAt(s, "sc", "i", "sc[i * CS + col]")}; }`,
+    )
+  }
     // right-hand side R_t = b_t y_t - a_t exp(Pp_t) x_t.base_t, per staged slice of X
     ${
     overSlices(
@@ -1474,10 +1637,14 @@ ${columnScanHead(s, "wv")}
           var acc = vec4<f32>(0.0);
           var xs = 0.0;
           if (sg[k] == 0u) {
-            ${stagedRowDot("acc", "tt * XS", sc, s.dk)}
+            ${
+          vec4Dots(s) ? stagedRowDot4("acc", "tt", sc4, sc, s.dk) : stagedRowDot("acc", "tt * XS", sc, s.dk)
+        }
             xs = acc.x + acc.y + acc.z + acc.w;
           } else if (u.hasS0 != 0u) {
-            ${stagedRowDot("acc", "tt * XS", s0c, s.dk)}
+            ${
+          vec4Dots(s) ? stagedRowDot4("acc", "tt", s04, s0c, s.dk) : stagedRowDot("acc", "tt * XS", s0c, s.dk)
+        }
             xs = acc.x + acc.y + acc.z + acc.w;
           }
           if (live) { cw[u.columnKeyDotBase + ci(bh, t, c)] = xs; }
@@ -1550,16 +1717,18 @@ ${columnScanHead(s, "wv")}
     keyRows(`
         var v = ex$r.x + ex$r.y + ex$r.z + ex$r.w;
         let pe = exp(pl[e * CS + col]);
-        if (sg[e] == 0u) { v += pe * sc[i * CS + col]; } else if (u.hasS0 != 0u) { v += pe * s0[s0i(bh, i, cc)]; }
-        sc[i * CS + col] = v;
+        if (sg[e] == 0u) { v += pe * ${
+      stateAt(s, "sc", "i", "sc[i * CS + col]")
+    }; } else if (u.hasS0 != 0u) { v += pe * s0[s0i(bh, i, cc)]; }
+        ${stateAt(s, "sc", "i", "sc[i * CS + col]")} = v;
       `)
   }
   }
   ${
     laneRows(RI, (r) =>
-      `if (live && lane + ${
-        r * L.RL
-      }u < DK) { cw[u.finalState + s0i(bh, i${r}, c)] = sc[i${r} * CS + col]; }`, "\n  ")
+      `if (live && lane + ${r * L.RL}u < DK) { cw[u.finalState + s0i(bh, i${r}, c)] = ${
+        stateAt(s, "sc", `i${r}`, `sc[i${r} * CS + col]`)
+      }; }`, "\n  ")
   }
 }`;
 }
@@ -1574,20 +1743,31 @@ ${columnScanHead(s, "wv")}
  */
 function columnReverseScanKernel(s: ChunkShape, reg: boolean): string {
   const { L, RI, RK, keyRows } = columnScanRows(s);
-  const gs = (i: string) => `gs[(${i}) * CS + col]`;
-  const sweep = reg && COLUMN_SWEEP === "registers" ? backRegisterSweep(s) : undefined;
+  const gs = (i: string) => stateAt(s, "gs", i, `gs[(${i}) * CS + col]`);
+  const gs4 = (i4: string) => `gs.v4[(${i4}) * CS + col]`;
+  const sweep = reg && COLUMN_SWEEP !== "shared" ? backRegisterSweep(s) : undefined;
+  const steps = COLUMN_SCAN_STEP_PREFETCH
+    ? prefetchedStepArrays(s, "nck() - 1u", "n - 1u", "n > 0u")
+    : undefined;
   return `
-var<workgroup> gs: array<f32, ${s.dk * s.CS}>;
+var<workgroup> gs: array<f32, ${columnStateFloats(s)}>;
 ${columnScanHead(s, "dr")}
   ${laneRows(RI, (r) => `var ds${r} = 0.0;`, "\n  ")}
-  ${laneRows(RI, (r) => `if (lane + ${r * L.RL}u < DK) { gs[i${r} * CS + col] = 0.0; }`, "\n  ")}
-  for (var rn = 0u; rn < nck(); rn++) {
+  ${
+    laneRows(RI, (r) =>
+      `if (lane + ${r * L.RL}u < DK) { ${stateAt(s, "gs", `i${r}`, `gs[i${r} * CS + col]`)} = 0.0; }`, "\n  ")
+  }
+  ${steps ? `${steps.init}\n  ` : ""}for (var rn = 0u; rn < nck(); rn++) {
     let n = nck() - 1u - rn;
     let a = n * C;
     let len = min(C, u.T - a);
     let e = len - 1u;
-    load_columns(lid, lane, col, cc, bh, a, len);${sweep ? sweep.prefetch : ""}
-    ${keyRows("if (live) { cw[u.dExitState + si(bh, n, i, c)] = gs[i * CS + col]; }")}
+    ${steps ? steps.load : "load_columns(lid, lane, col, cc, bh, a, len);"}${sweep ? sweep.prefetch : ""}
+    ${
+    keyRows(
+      `if (live) { cw[u.dExitState + si(bh, n, i, c)] = ${stateAt(s, "gs", "i", "gs[i * CS + col]")}; }`,
+    )
+  }
     // dW = readout part + Gam[e,k] x_k.G, per staged slice of X
     ${
     overSlices(
@@ -1598,7 +1778,9 @@ ${columnScanHead(s, "dr")}
           var xg = 0.0;
           if (sg[k] == sg[e]) {
             var acc = vec4<f32>(0.0);
-            ${stagedRowDot("acc", "tt * XS", gs, s.dk)}
+            ${
+          vec4Dots(s) ? stagedRowDot4("acc", "tt", gs4, gs, s.dk) : stagedRowDot("acc", "tt * XS", gs, s.dk)
+        }
             xg = (acc.x + acc.y + acc.z + acc.w) * exp(pl[e * CS + col] - pl[j]);
           }
           dr[j] = ${sweep ? "dwr" : "cw[u.columnDPseudoValuesReadout + ci(bh, a + k, cc)]"} + xg;`,
@@ -1675,10 +1857,10 @@ ${columnScanHead(s, "dr")}
         let o = u.columnDBaseReadout + (bh * nck() + n) * 2u * DK * DV + i * DV + cc;
         var v0 = cw[o] - (b0$r.x + b0$r.y + b0$r.z + b0$r.w);
         var v1 = cw[o + DK * DV] - (b1$r.x + b1$r.y + b1$r.z + b1$r.w);
-        let ce = exp(pl[e * CS + col]) * gs[i * CS + col];
+        let ce = exp(pl[e * CS + col]) * ${stateAt(s, "gs", "i", "gs[i * CS + col]")};
         if (sg[e] == 0u) { v0 += ce; } else { v1 += ce; }
         ds$r += v1;
-        gs[i * CS + col] = v0;
+        ${stateAt(s, "gs", "i", "gs[i * CS + col]")} = v0;
       `)
   }
   }
@@ -1687,7 +1869,7 @@ ${columnScanHead(s, "dr")}
       RI,
       (r) =>
         `if (live && lane + ${r * L.RL}u < DK) {
-    out[u.gDC + s0i(bh, i${r}, c)] = gs[i${r} * CS + col];
+    out[u.gDC + s0i(bh, i${r}, c)] = ${stateAt(s, "gs", `i${r}`, `gs[i${r} * CS + col]`)};
     out[u.gDS0 + s0i(bh, i${r}, c)] = ds${r};
   }`,
       "\n  ",
@@ -1706,9 +1888,17 @@ ${columnScanHead(s, "dr")}
  * the row the next step pivots on and computes the next step's coefficients (their `exp`, only for the rows that take
  * an update) before the barrier, the `K` entries loaded {@linkcode COLUMN_SWEEP_AHEAD} steps ahead into a ring of
  * registers (the step loop unrolled by its length, so every slot is a named register; the first ring loaded before
- * the right-hand sides, whose own storage loads come before their dot products).
+ * the right-hand sides, whose own storage loads come before their dot products). `"blocked"`
+ * ({@linkcode blockedSweep}): the same registers and ring, {@linkcode COLUMN_SWEEP_BLOCK} steps per barrier (a small
+ * triangular solve of the block's pivots in every invocation), so a chunk takes a quarter of the barriers.
  */
-export const COLUMN_SWEEP: "shared" | "registers" = "registers";
+export const COLUMN_SWEEP: "shared" | "registers" | "blocked" = "blocked";
+
+/**
+ * Steps per barrier of the `"blocked"` sweeps ({@linkcode COLUMN_SWEEP}, {@linkcode blockedSweep}): a divisor of
+ * {@linkcode COLUMN_SWEEP_AHEAD} at most half of it, at least 2.
+ */
+export const COLUMN_SWEEP_BLOCK = 4;
 
 /**
  * Slots of the `"registers"` sweeps' ring of `K` entries ({@linkcode COLUMN_SWEEP}): the steps ahead that a
@@ -1835,6 +2025,148 @@ ${indent}}`;
   };
 }
 
+/** The rule-specific parts of a register sweep ({@linkcode registerSweep}). */
+type SweepSpec = Parameters<typeof registerSweep>[2];
+
+/**
+ * The blocked form of a register sweep ({@linkcode COLUMN_SWEEP} `"blocked"`): the steps in blocks of
+ * `G = COLUMN_SWEEP_BLOCK`, one barrier per block. A block's `G` pivots are rows published (current through the
+ * block before) by their owners; every invocation solves the block's small unit triangular system for its column
+ * (`W_i = v_i - sum_{j < i} E[i,j] W_j`, the entries `E` computed a block ahead from `K` entries loaded two blocks
+ * ahead), then each of its rows takes the `G` products of the block (a block's own rows thereby reach their `W`), the
+ * next block's pivot rows are published, the next block's coefficients computed (their `exp` off the path from one
+ * barrier to the next) and the ring ({@linkcode registerSweep}: `COLUMN_SWEEP_AHEAD` steps) reloaded for the steps
+ * a ring later. After the sweep every row's final value is written back to `values`. `blocked.pivot(q)`: the row of
+ * step `q` clamped into the chunk; `blocked.entry(ti, tj, kv)`: the condition and value of `E` between the pivot rows
+ * `ti` (taking the update) and `tj` with `K` entry `kv`; `blocked.position(r)`: the sweep position of row `k{r}`.
+ */
+function blockedSweep(
+  s: ChunkShape,
+  values: string,
+  sweep: SweepSpec,
+  blocked: {
+    pivot: (q: string) => string;
+    entry: (ti: string, tj: string, kv: string) => [string, string];
+    position: (r: number) => string;
+  },
+): string {
+  const { L, RK } = columnScanRows(s);
+  const D = COLUMN_SWEEP_AHEAD;
+  const G = COLUMN_SWEEP_BLOCK;
+  if (!Number.isInteger(G) || G < 2 || D % G !== 0 || D / G < 2) {
+    throw new RangeError(
+      `COLUMN_SWEEP_BLOCK = ${G}: expected an integer >= 2 dividing COLUMN_SWEEP_AHEAD = ${D} at least twice`,
+    );
+  }
+  const NB = D / G;
+  const rows = (f: (r: number) => string, indent = "\n    ") => laneRows(RK, f, indent);
+  const pairs = upTo(G).flatMap((i) => upTo(i).map((j) => [i, j] as const));
+  // the K entries of the block from step Q into the buffer b
+  const kLoads = (b: number, Q: string, indent: string) =>
+    `{
+${indent}  ${upTo(G).map((m) => `let t${m} = ${blocked.pivot(`${Q} + ${m}u`)};`).join(" ")}
+${indent}  ${
+      pairs.map(([i, j]) => `kb${b}_${i}${j} = cw[u.keyGram + kk(bh, n, t${i}, t${j})];`).join(
+        `\n${indent}  `,
+      )
+    }
+${indent}}`;
+  // the entries E of the block from step Q from the buffer b
+  const entries = (b: number, Q: string, indent: string) =>
+    `{
+${indent}  ${upTo(G).map((m) => `let t${m} = ${blocked.pivot(`${Q} + ${m}u`)};`).join(" ")}
+${indent}  ${
+      pairs.map(([i, j]) => {
+        const [cond, value] = blocked.entry(`t${i}`, `t${j}`, `kb${b}_${i}${j}`);
+        return `e${i}${j} = 0.0;\n${indent}  if (${cond}) { e${i}${j} = ${value}; }`;
+      }).join(`\n${indent}  `)
+    }
+${indent}}`;
+  // the coefficients c{m}_{r} of the block from step Q, from the ring slots from p
+  const coefs = (p: number, Q: string, indent: string) =>
+    upTo(G).map((m) =>
+      `{
+${indent}  let t = ${blocked.pivot(`${Q} + ${m}u`)};
+${indent}  ${sweep.factors("t").replaceAll("\n", `\n${indent}  `)}
+${indent}  ${
+        rows((r) => {
+          const [takes, value] = sweep.coef(r, p + m, "t");
+          return `c${m}_${r} = 0.0;\n${indent}  if (${takes}) { c${m}_${r} = ${value}; }`;
+        }, `\n${indent}  `)
+      }
+${indent}}`
+    ).join(`\n${indent}`);
+  // the ring slots from p take the K entries of the G steps from Q
+  const reload = (p: number, Q: string, indent: string) =>
+    upTo(G).map((m) =>
+      `{
+${indent}  let kn = ${sweep.kRow(`${Q} + ${m}u`)};
+${indent}  ${
+        rows(
+          (r) => `if (${sweep.takes(r, "kn")}) { kr${p + m}_${r} = cw[u.keyGram + kk(bh, n, kn, kx${r})]; }`,
+          `\n${indent}  `,
+        )
+      }
+${indent}}`
+    ).join(`\n${indent}`);
+  const ind = "          ";
+  const blocks = upTo(NB).map((h) =>
+    `{
+        let q = q0 + ${h * G}u;
+        if (q + 1u < len) {
+          // the block's pivots and its small solve
+          ${
+      upTo(G).map((m) => `let v${m} = ${values}[(${blocked.pivot(`q + ${m}u`)}) * CS + col];`).join(
+        "\n          ",
+      )
+    }
+          let w0 = v0;
+          ${
+      upTo(G).slice(1).map((i) => `let w${i} = v${i}${upTo(i).map((j) => ` - e${i}${j} * w${j}`).join("")};`)
+        .join("\n          ")
+    }
+          ${rows((r) => upTo(G).map((m) => `rv${r} -= c${m}_${r} * w${m};`).join(" "), "\n          ")}
+          // the next block's pivot rows published
+          ${
+      rows((r) =>
+        `if (bi${r} && ${blocked.position(r)} >= q + ${G}u && ${blocked.position(r)} < q + ${
+          2 * G
+        }u) { ${values}[j${r}] = rv${r}; }`, "\n          ")
+    }
+          // the next block's coefficients and entries, the K entries of the block after the next, the ring's reload
+          ${coefs(((h + 1) % NB) * G, `q + ${G}u`, ind)}
+          ${entries((h + 1) % NB, `q + ${G}u`, ind)}
+          ${kLoads((h + 1) % NB, `q + ${G * (NB + 1)}u`, ind)}
+          ${reload(h * G, `q + ${D}u`, ind)}
+          workgroupBarrier();
+        }
+      }`
+  ).join("\n      ");
+  return `{
+    ${
+    rows((r) =>
+      `let k${r} = lane + ${r * L.RL}u;
+    let bi${r} = k${r} < len;
+    let j${r} = kx${r} * CS + col;
+    var rv${r} = ${values}[j${r}];
+    ${sweep.rowDecl(r)}
+    ${upTo(G).map((m) => `var c${m}_${r} = 0.0;`).join(" ")}`
+    )
+  }
+    ${upTo(NB).map((b) => pairs.map(([i, j]) => `var kb${b}_${i}${j} = 0.0;`).join(" ")).join("\n    ")}
+    ${pairs.map(([i, j]) => `var e${i}${j} = 0.0;`).join(" ")}
+    ${upTo(NB).map((b) => kLoads(b, `${b * G}u`, "    ")).join("\n    ")}
+    ${coefs(0, "0u", "    ")}
+    ${entries(0, "0u", "    ")}
+    ${kLoads(0, `${NB * G}u`, "    ")}
+    for (var q0 = 0u; q0 + 1u < len; q0 += ${D}u) {
+      ${blocks}
+    }
+    // every row's final value
+    ${rows((r) => `if (bi${r}) { ${values}[j${r}] = rv${r}; }`)}
+    }`;
+}
+
 /**
  * The WGSL parts of a register sweep in its scan: `prefetch` and `sweep` ({@linkcode registerSweep}), and `early`,
  * the right-hand sides' own storage loads, at the start of a row's body (before its dot product with the base).
@@ -1851,7 +2183,7 @@ interface RegisterSweepParts {
  * `a_k exp(Pp_k - P_q) K[k,q] W_q`, and row `q + 1` is final.
  */
 function forwardRegisterSweep(s: ChunkShape): RegisterSweepParts {
-  const { prefetch, sweep } = registerSweep(s, "wv", {
+  const parts: SweepSpec = {
     pivotRow: (q) => q,
     kRow: (q) => `min(${q}, C - 1u)`,
     rowDecl: (r) =>
@@ -1863,8 +2195,17 @@ function forwardRegisterSweep(s: ChunkShape): RegisterSweepParts {
       `let ps = pl[${t} * CS + col];
 let ss = sg[${t}];`,
     coef: (r, p, t) => [`k${r} > ${t} && ok${r} && rs${r} == ss`, `rg${r} * exp(rp${r} - ps) * kr${p}_${r}`],
-    published: (q) => `${q} + 1u`,
-    takes: (r, t) => `k${r} > ${t}`,
+    published: (q: string) => `${q} + 1u`,
+    takes: (r: number, t: string) => `k${r} > ${t}`,
+  };
+  const { prefetch, sweep: swept } = registerSweep(s, "wv", parts);
+  const sweep = COLUMN_SWEEP !== "blocked" ? swept : blockedSweep(s, "wv", parts, {
+    pivot: (q) => `min(${q}, len - 1u)`,
+    entry: (ti, tj, kv) => [
+      `${ti} > ${tj} && sg[${ti}] == sg[${tj}]`,
+      `ga[${ti} * CS + col] * exp(pp[${ti} * CS + col] - pl[${tj} * CS + col]) * ${kv}`,
+    ],
+    position: (r) => `k${r}`,
   });
   return {
     prefetch,
@@ -1886,7 +2227,7 @@ let ss = sg[${t}];`,
  * `k` of its segment drops `a_t2 exp(Pp_t2 - P_k) K[t2,k] dR_t2`, and row `t2 - 1` is final.
  */
 function backRegisterSweep(s: ChunkShape): RegisterSweepParts {
-  const { prefetch, sweep } = registerSweep(s, "dr", {
+  const parts: SweepSpec = {
     pivotRow: (q) => `len - 1u - min(${q}, len - 1u)`,
     kRow: (q) => `len - 1u - min(${q}, len - 1u)`,
     rowDecl: (r) =>
@@ -1897,8 +2238,17 @@ function backRegisterSweep(s: ChunkShape): RegisterSweepParts {
 let pt = pp[${t} * CS + col];
 let st = sg[${t}];`,
     coef: (r, p, t) => [`k${r} < ${t} && rs${r} == st`, `gt * exp(pt - rl${r}) * kr${p}_${r}`],
-    published: (q) => `len - 2u - ${q}`,
-    takes: (r, t) => `k${r} < ${t}`,
+    published: (q: string) => `len - 2u - ${q}`,
+    takes: (r: number, t: string) => `k${r} < ${t}`,
+  };
+  const { prefetch, sweep: swept } = registerSweep(s, "dr", parts);
+  const sweep = COLUMN_SWEEP !== "blocked" ? swept : blockedSweep(s, "dr", parts, {
+    pivot: (q) => `len - 1u - min(${q}, len - 1u)`,
+    entry: (ti, tj, kv) => [
+      `${ti} < ${tj} && sg[${ti}] == sg[${tj}]`,
+      `ga[${tj} * CS + col] * exp(pp[${tj} * CS + col] - pl[${ti} * CS + col]) * ${kv}`,
+    ],
+    position: (r) => `(len - 1u - k${r})`,
   });
   return {
     prefetch,

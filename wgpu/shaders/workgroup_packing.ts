@@ -15,8 +15,9 @@ const declaration = (name: string) => new RegExp(`var<workgroup> ${name}: array<
 
 /**
  * `wgsl` with the scalar workgroup arrays `names` declared as arrays of 4-vectors (the count rounded up to a
- * multiple of 4) and every access `name[i]` rewritten as `name[(i) >> 2u][(i) & 3u]`. An array's count must be a
- * number, and its index expressions must not hold brackets: a RangeError names the array otherwise.
+ * multiple of 4) and every access `name[i]` rewritten as `name[(i) >> 2u][(i) & 3u]`; an access written
+ * `name.v4[i]` reads elements `4 i .. 4 i + 3` as one 4-vector (`name[i]`). An array's count must be a number, and
+ * its index expressions must not hold brackets: a RangeError names the array otherwise.
  */
 export function packWorkgroupArrays(wgsl: string, names: readonly string[]): string {
   let out = wgsl;
@@ -40,6 +41,7 @@ export function packWorkgroupArrays(wgsl: string, names: readonly string[]): str
         `workgroup array ${name}: ${accesses - rewritten} of ${accesses} accesses hold brackets`,
       );
     }
+    out = out.replaceAll(`${name}.v4[`, `${name}[`);
   }
   return out;
 }

@@ -126,6 +126,14 @@ export class GpuRuntime {
     string,
     { bytes: Uint8Array; buffer: GPUBuffer; interval: number }[]
   >();
+  /**
+   * The entries of {@linkcode GpuRuntime.#uploadsByContent} by buffer: a dispatch or copy that binds an upload
+   * uses it in the interval it is recorded in, like asking for its data again. A caller may hold an upload
+   * across flushes (a chunk call binds its step table in every pass, and the host clock may flush between
+   * them): given back at the end of an interval that only bound it, the next upload of its size would take it
+   * and its `writeBuffer` would run before the commands still recorded with the old data.
+   */
+  readonly #uploadsByBuffer = new Map<GPUBuffer, { interval: number }>();
   #retired: GPUBuffer[] = [];
   #profile: { querySet: GPUQuerySet; resolve: GPUBuffer; labels: string[]; capacity: number } | null = null;
   #zero: GPUBuffer | null = null;
@@ -198,7 +206,10 @@ export class GpuRuntime {
    */
   #copyEncoder(...buffers: GPUBuffer[]): GPUCommandEncoder {
     if (this.#held && buffers.includes(this.#held.buffer)) this.releaseHeld();
-    for (const b of buffers) this.#recordClears(b);
+    for (const b of buffers) {
+      this.#recordClears(b);
+      this.#markUpload(b);
+    }
     return this.#openEncoder();
   }
 
@@ -212,6 +223,12 @@ export class GpuRuntime {
     this.#endPass();
     if (!this.#encoder) this.#encoder = this.device.createCommandEncoder();
     return this.#encoder;
+  }
+
+  /** If `buffer` is an upload, count it used in the current interval ({@linkcode GpuRuntime.#uploadsByBuffer}). */
+  #markUpload(buffer: GPUBuffer): void {
+    const upload = this.#uploadsByBuffer.get(buffer);
+    if (upload) upload.interval = this.#flushes;
   }
 
   /** Record the pending clears of `buffer` (before a command that may touch it). */
@@ -330,6 +347,7 @@ export class GpuRuntime {
       }
     }
     if (this.#pendingClears.size > 0) { for (const b of bindings) this.#recordClears(bufferOf(b)); }
+    if (this.#uploadsByBuffer.size > 0) { for (const b of bindings) this.#markUpload(bufferOf(b)); }
     let snapshots: GPUBuffer[] | null = null;
     let resolved = bindings;
     for (let i = 1; i < bindings.length; i++) {
@@ -441,8 +459,8 @@ export class GpuRuntime {
    * are submitted), so it is taken only from buffers that no recorded command uses: the upload pool.
    * The same data uploaded again (the sequence starts of every short convolution of a step, the targets
    * of the loss forward and backward) reuses the first upload for as long as every flush interval asks
-   * for it; an upload goes back to the pool at the end of the first interval that does not (its last
-   * commands were submitted before). A mapped-at-creation buffer of 256 KiB took ~9 ms to fill on the
+   * for it (or binds it: a dispatch or copy of an upload counts); an upload goes back to the pool at the end of
+   * the first interval that does neither (its last commands were submitted before). A mapped-at-creation buffer of 256 KiB took ~9 ms to fill on the
    * H200 (Deno 2.9.6), a flush per upload was a submit each, and a `writeBuffer` costs ~40 us of host
    * time for 2 KiB on the software adapter (so data of one batch is written once, not once per flush).
    */
@@ -466,6 +484,7 @@ export class GpuRuntime {
     this.device.queue.writeBuffer(buffer, 0, words);
     const list = this.#uploadsByContent.get(key);
     const entry = { bytes: src.slice(), buffer, interval: this.#flushes };
+    this.#uploadsByBuffer.set(buffer, entry);
     if (list) list.push(entry);
     else this.#uploadsByContent.set(key, [entry]);
     return buffer;
@@ -602,7 +621,11 @@ export class GpuRuntime {
     // uploads the interval just submitted did not use: no recorded command needs them any more
     for (const [key, list] of this.#uploadsByContent) {
       const kept = list.filter((u) => u.interval === this.#flushes - 1);
-      for (const u of list) if (u.interval !== this.#flushes - 1) this.#uploadPool.release(u.buffer);
+      for (const u of list) {
+        if (u.interval === this.#flushes - 1) continue;
+        this.#uploadsByBuffer.delete(u.buffer);
+        this.#uploadPool.release(u.buffer);
+      }
       if (kept.length === 0) this.#uploadsByContent.delete(key);
       else if (kept.length !== list.length) this.#uploadsByContent.set(key, kept);
     }

@@ -113,6 +113,44 @@ gpuTest(
   },
 );
 
+gpuTest(
+  "an upload bound in a later flush interval than it was asked for stays its own until no recorded command binds it",
+  async (gpu) => {
+    const rt = gpu.runtime;
+    // a size no other test uploads
+    const n = CONSTANT_CACHE_BYTES / 4 + 9;
+    const pipe = rt.pipeline(
+      "test_copy_words",
+      () =>
+        `@group(0) @binding(0) var<storage, read_write> dst: array<i32>;
+@group(0) @binding(1) var<storage, read> src: array<i32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  if (g.x < min(arrayLength(&dst), arrayLength(&src))) { dst[g.x] = src[g.x]; }
+}`,
+    );
+    const copyWords = (src: GPUBuffer) => {
+      const out = rt.tensor([n], true);
+      rt.dispatch(pipe, [out.buffer, src], [Math.ceil(n / 64)]);
+      return out;
+    };
+    // a caller holds an upload across flushes (as a chunk call its step table over its passes)
+    const held = rt.temp(Int32Array.from({ length: n }, (_, i) => i + 1), "storage");
+    copyWords(held);
+    rt.flush();
+    copyWords(held);
+    // an interval that only bound it: still in use
+    rt.flush();
+    const last = copyWords(held);
+    // another upload of its size, while a recorded command still binds it: its own buffer
+    const other = rt.temp(Int32Array.from({ length: n }, (_, i) => -i), "storage");
+    assert.notEqual(other, held);
+    const got = new Int32Array((await gpu.read(last)).buffer);
+    assert.deepEqual([got[0], got[1], got[n - 1]], [1, 2, n]);
+    gpu.dispose(last);
+  },
+);
+
 gpuTest("small reads issued together share one map and each returns its state at the call", async (gpu) => {
   const x = gpu.fromArray([1, 2, 3], [3]);
   const y = gpu.fromArray([4, 5], [2]);

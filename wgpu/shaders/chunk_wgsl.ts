@@ -894,16 +894,17 @@ export const WINDOW_SOLVE_COLUMNS = 8;
 
 /**
  * Columns of `U0 | V` per workgroup of the `"sweep_prefetch"` `window_solve` at most (halved until its arrays and
- * register rows fit, as {@linkcode WINDOW_SOLVE_COLUMNS}): 32 at `C = 64`, `Dk + Dv = 128` is 4 workgroups per chunk,
- * 8 register rows per invocation.
+ * register rows fit, as {@linkcode WINDOW_SOLVE_COLUMNS}): 16 at `C = 64`, `Dk + Dv = 128` is 8 workgroups per chunk,
+ * 4 register rows per invocation (on the H200, 2026-12-04 03:10 UTC, `window_solve` 4.77 ms against 5.11 at 32
+ * columns, 8 register rows; docs/performance.md "Tenth round").
  */
-export const WINDOW_SOLVE_PREFETCH_COLUMNS = 32;
+export const WINDOW_SOLVE_PREFETCH_COLUMNS = 16;
 
 /**
  * Whether the `"sweep_prefetch"` `window_solve` takes each later row's decay factor `a_(t_r) exp(Pp_(t_r) - P_t)` of
  * step `t` from a workgroup array of the chunk's steps (`fac`, two steps: `C` invocations compute step `t + 1`'s
  * factors, one exp each, while step `t`'s updates run; 0 where the row's step is not later in `t`'s segment):
- * `true`, a row update reads one float there instead of an exp of its own (8 per invocation and step at 32 columns)
+ * `true`, a row update reads one float there instead of an exp of its own (8 per invocation and step at 32 columns, 4 at 16)
  * and each register row holds 3 fewer values (its segment, gain and log decay: register pressure, so occupancy);
  * `false`, each invocation computes the factors of its rows (the earlier WGSL).
  */

@@ -1890,9 +1890,11 @@ ${columnScanHead(s, "dr")}
  * registers (the step loop unrolled by its length, so every slot is a named register; the first ring loaded before
  * the right-hand sides, whose own storage loads come before their dot products). `"blocked"`
  * ({@linkcode blockedSweep}): the same registers and ring, {@linkcode COLUMN_SWEEP_BLOCK} steps per barrier (a small
- * triangular solve of the block's pivots in every invocation), so a chunk takes a quarter of the barriers.
+ * triangular solve of the block's pivots in every invocation), so a chunk takes a quarter of the barriers. On the
+ * H200 (2026-12-04 03:09 UTC, 8x4096x8x64, C = 64) `"registers"` ran the scans in 3.36 / 3.02 ms (forward / back
+ * substitution) against `"blocked"`'s 3.50 / 3.29 and `"shared"`'s 5.51 / 5.48 (docs/performance.md "Tenth round").
  */
-export const COLUMN_SWEEP: "shared" | "registers" | "blocked" = "blocked";
+export const COLUMN_SWEEP: "shared" | "registers" | "blocked" = "registers";
 
 /**
  * Steps per barrier of the `"blocked"` sweeps ({@linkcode COLUMN_SWEEP}, {@linkcode blockedSweep}): a divisor of

@@ -21,7 +21,7 @@
  * before it, from which `A` is formed where it is read: `(C + W - 1)^2` dot products instead of
  * `(C W)^2`, and no `C W x C W` matrix in memory; 4 x 4 tiles of its lower triangle, mirrored), `window_solve`
  * (`WINDOW_SOLVE`: the sweep, per `(b, h, chunk, WS columns)` of `U0 | V` with 256 invocations, the columns
- * in registers (`registerSweepKernel`; `"sweep_prefetch"`, the default, 32 columns per workgroup and each pivot
+ * in registers (`registerSweepKernel`; `"sweep_prefetch"`, the default, up to `WINDOW_SOLVE_PREFETCH_COLUMNS` = 16 columns per workgroup and each pivot
  * pair's Gram column loaded a step ahead) or workgroup memory (`sharedSweepKernel`), each solved step updating
  * every later row from its decay factor and the pivots' pair Gram columns; or the serial form, per `(b, h, chunk, 64 columns)`, one invocation per column,
  * forward substitution step by step re-reading the solved rows from the workspace, where `WINDOW_SOLVE =

@@ -194,6 +194,29 @@ export function columnGramLayout(C: number) {
 }
 
 /**
+ * A staged kernel's tiling of `rows.tiles x cols.tiles` output tiles of `rows.size x cols.size` entries
+ * ({@linkcode balancedTiles}), one workgroup of `invocations` (a 4 x 4 block each) per tile, and its workgroup floats:
+ * `stage` and the chunk's start counts (`C`), `floats` in all.
+ */
+function rowsByColumnsLayout(
+  rows: { size: number; tiles: number },
+  cols: { size: number; tiles: number },
+  stage: number,
+  C: number,
+) {
+  return {
+    rows: rows.size,
+    rowTiles: rows.tiles,
+    cols: cols.size,
+    colTiles: cols.tiles,
+    tiles: rows.tiles * cols.tiles,
+    invocations: blockInvocations((rows.size / 4) * (cols.size / 4)),
+    stage,
+    floats: stage + C,
+  };
+}
+
+/**
  * Tiling of the staged `column_readout` ({@linkcode COLUMN_READOUT_TILED}): per chunk, `rowTiles` tiles of `rows`
  * steps times `colTiles` tiles of `cols` value columns ({@linkcode balancedTiles}), one workgroup of `invocations`
  * per tile, and its workgroup floats: `stage` (the largest of: a slice of the query rows and a base; of the
@@ -205,16 +228,7 @@ export function columnReadoutLayout(s: Pick<ChunkShape, "dv" | "C">) {
   const transposed = { width: rows.size, along: "depth" as const };
   const row = { width: cols.size, along: "width" as const };
   const stage = Math.max(stagedFloats([transposed, row]), stagedFloats([transposed, row, row]));
-  return {
-    rows: rows.size,
-    rowTiles: rows.tiles,
-    cols: cols.size,
-    colTiles: cols.tiles,
-    tiles: rows.tiles * cols.tiles,
-    invocations: blockInvocations((rows.size / 4) * (cols.size / 4)),
-    stage,
-    floats: stage + s.C,
-  };
+  return rowsByColumnsLayout(rows, cols, stage, s.C);
 }
 
 /**
@@ -227,16 +241,7 @@ export function columnIncrementLayout(s: Pick<ChunkShape, "dk" | "dv" | "C">) {
   const rows = balancedTiles(s.dk);
   const cols = balancedTiles(s.dv);
   const stage = stagedFloats([{ width: rows.size, along: "width" }, { width: cols.size, along: "width" }]);
-  return {
-    rows: rows.size,
-    rowTiles: rows.tiles,
-    cols: cols.size,
-    colTiles: cols.tiles,
-    tiles: rows.tiles * cols.tiles,
-    invocations: blockInvocations((rows.size / 4) * (cols.size / 4)),
-    stage,
-    floats: stage + s.C,
-  };
+  return rowsByColumnsLayout(rows, cols, stage, s.C);
 }
 
 /** Workspace sections only the per-column rules have. */

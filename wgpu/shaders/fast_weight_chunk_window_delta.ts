@@ -950,6 +950,26 @@ ${chunkEntry("(DV + SCOL - 1u) / SCOL")}
 }
 
 /**
+ * The opening of `window_readout`'s kernels: the entry of a `(b, h, chunk, tile of R steps)` workgroup (an empty tile
+ * returns), `j0` (the chunk's first pair) and `gm`, the decay `Gam[t, t']` of the tile's steps `t` from every step
+ * `t'` of the chunk (0 across a sequence start or after `t`).
+ */
+function readoutTileDecay(s: ChunkShape): string {
+  return `${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
+  let h = bh % H;
+  let r0 = tile * R;
+  if (r0 >= len) { return; }
+  let j0 = i32(a) - i32(PAD);
+  for (var k = lid; k < R * C; k += WG) {
+    let tt = r0 + k / C;
+    let t2 = k % C;
+    var v = 0.0;
+    if (tt < len && t2 <= tt && cseg[t2] == cseg[tt]) { v = exp(cp[tt] - cp[t2]); }
+    gm[k] = v;
+  }`;
+}
+
+/**
  * `window_readout`: `o_t = exp(P_t) base_t^T q_t + sum_r (Gam[t, t_r] q_t.x_r) w_r`;
  * `window_query_grads`: `dq_t = exp(P_t) base_t dO_t + sum_r (Gam[t, t_r] dO_t.w_r) x_r` (its base part into `dqBase`).
  * Per workgroup `R` steps; every product is a 4 x 4 register tile. The scores live per tile row and
@@ -1018,18 +1038,7 @@ function rowsKernel(pass: "window_readout" | "window_query_grads", s: ChunkShape
   return `
 var<workgroup> gm: array<f32, ${s.R * s.C}>; // Gam[t, t'] for the tile's steps t
 var<workgroup> sp: array<f32, ${s.R * (s.C + nw - 1)}>; // per tile step and pair
-${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
-  let h = bh % H;
-  let r0 = tile * R;
-  if (r0 >= len) { return; }
-  let j0 = i32(a) - i32(PAD);
-  for (var k = lid; k < R * C; k += WG) {
-    let tt = r0 + k / C;
-    let t2 = k % C;
-    var v = 0.0;
-    if (tt < len && t2 <= tt && cseg[t2] == cseg[tt]) { v = exp(cp[tt] - cp[t2]); }
-    gm[k] = v;
-  }
+${readoutTileDecay(s)}
   ${fwd ? "" : "workgroupBarrier();"}
   // scores, 4 steps x 4 pairs per invocation${
     causal
@@ -1258,18 +1267,7 @@ fn score_rows4(k: u32, rb: u32) -> vec4<f32> {
   }
   return v;
 }
-${chunkEntry(`${Math.ceil(s.C / s.R)}u`)}
-  let h = bh % H;
-  let r0 = tile * R;
-  if (r0 >= len) { return; }
-  let j0 = i32(a) - i32(PAD);
-  for (var k = lid; k < R * C; k += WG) {
-    let tt = r0 + k / C;
-    let t2 = k % C;
-    var v = 0.0;
-    if (tt < len && t2 <= tt && cseg[t2] == cseg[tt]) { v = exp(cp[tt] - cp[t2]); }
-    gm[k] = v;
-  }
+${readoutTileDecay(s)}
   // the scores, 4 steps x 4 pairs per block
   {
   ${gridBlocks(scoreGrid)}

@@ -18,8 +18,7 @@
  *
  * Only the solve carries a state dependence across chunks, so one workgroup per `(b, h, column)`
  * walks the chunks in order (`column_state_scan`: the `C x C` solve as a column sweep, one barrier per step, the
- * rows spread over the invocations: with `COLUMN_SWEEP = "registers"` or `"blocked"` (`COLUMN_SWEEP_BLOCK` steps per
- * barrier) and grouped scans, their running values in
+ * rows spread over the invocations: with `COLUMN_SWEEP = "registers"` and grouped scans, their running values in
  * registers and their `K` entries loaded `COLUMN_SWEEP_AHEAD` steps ahead, else in workgroup memory and one step
  * ahead; with `COLUMN_SCAN_STEP_PREFETCH` each chunk's step arrays loaded into registers a chunk ahead, with
  * `COLUMN_SCAN_VEC4_DOTS` the right-hand sides' dot products 4 key indices per workgroup load) and every
@@ -1888,19 +1887,12 @@ ${columnScanHead(s, "dr")}
  * the row the next step pivots on and computes the next step's coefficients (their `exp`, only for the rows that take
  * an update) before the barrier, the `K` entries loaded {@linkcode COLUMN_SWEEP_AHEAD} steps ahead into a ring of
  * registers (the step loop unrolled by its length, so every slot is a named register; the first ring loaded before
- * the right-hand sides, whose own storage loads come before their dot products). `"blocked"`
- * ({@linkcode blockedSweep}): the same registers and ring, {@linkcode COLUMN_SWEEP_BLOCK} steps per barrier (a small
- * triangular solve of the block's pivots in every invocation), so a chunk takes a quarter of the barriers. On the
- * H200 (2026-12-04 03:09 UTC, 8x4096x8x64, C = 64) `"registers"` ran the scans in 3.36 / 3.02 ms (forward / back
- * substitution) against `"blocked"`'s 3.50 / 3.29 and `"shared"`'s 5.51 / 5.48 (docs/performance.md "Tenth round").
+ * the right-hand sides, whose own storage loads come before their dot products). On the H200 (2026-12-04 03:09 UTC,
+ * 8x4096x8x64, C = 64) `"registers"` ran the scans in 3.36 / 3.02 ms (forward / back substitution) against
+ * `"shared"`'s 5.51 / 5.48, and a blocked form of it (4 steps per barrier, a small triangular solve of the block's
+ * pivots in every invocation; removed after the benchmark) in 3.50 / 3.29 (docs/performance.md "Tenth round").
  */
-export const COLUMN_SWEEP: "shared" | "registers" | "blocked" = "registers";
-
-/**
- * Steps per barrier of the `"blocked"` sweeps ({@linkcode COLUMN_SWEEP}, {@linkcode blockedSweep}): a divisor of
- * {@linkcode COLUMN_SWEEP_AHEAD} at most half of it, at least 2.
- */
-export const COLUMN_SWEEP_BLOCK = 4;
+export const COLUMN_SWEEP: "shared" | "registers" = "registers";
 
 /**
  * Slots of the `"registers"` sweeps' ring of `K` entries ({@linkcode COLUMN_SWEEP}): the steps ahead that a
@@ -2031,145 +2023,6 @@ ${indent}}`;
 type SweepSpec = Parameters<typeof registerSweep>[2];
 
 /**
- * The blocked form of a register sweep ({@linkcode COLUMN_SWEEP} `"blocked"`): the steps in blocks of
- * `G = COLUMN_SWEEP_BLOCK`, one barrier per block. A block's `G` pivots are rows published (current through the
- * block before) by their owners; every invocation solves the block's small unit triangular system for its column
- * (`W_i = v_i - sum_{j < i} E[i,j] W_j`, the entries `E` computed a block ahead from `K` entries loaded two blocks
- * ahead), then each of its rows takes the `G` products of the block (a block's own rows thereby reach their `W`), the
- * next block's pivot rows are published, the next block's coefficients computed (their `exp` off the path from one
- * barrier to the next) and the ring ({@linkcode registerSweep}: `COLUMN_SWEEP_AHEAD` steps) reloaded for the steps
- * a ring later. After the sweep every row's final value is written back to `values`. `blocked.pivot(q)`: the row of
- * step `q` clamped into the chunk; `blocked.entry(ti, tj, kv)`: the condition and value of `E` between the pivot rows
- * `ti` (taking the update) and `tj` with `K` entry `kv`; `blocked.position(r)`: the sweep position of row `k{r}`.
- */
-function blockedSweep(
-  s: ChunkShape,
-  values: string,
-  sweep: SweepSpec,
-  blocked: {
-    pivot: (q: string) => string;
-    entry: (ti: string, tj: string, kv: string) => [string, string];
-    position: (r: number) => string;
-  },
-): string {
-  const { L, RK } = columnScanRows(s);
-  const D = COLUMN_SWEEP_AHEAD;
-  const G = COLUMN_SWEEP_BLOCK;
-  if (!Number.isInteger(G) || G < 2 || D % G !== 0 || D / G < 2) {
-    throw new RangeError(
-      `COLUMN_SWEEP_BLOCK = ${G}: expected an integer >= 2 dividing COLUMN_SWEEP_AHEAD = ${D} at least twice`,
-    );
-  }
-  const NB = D / G;
-  const rows = (f: (r: number) => string, indent = "\n    ") => laneRows(RK, f, indent);
-  const pairs = upTo(G).flatMap((i) => upTo(i).map((j) => [i, j] as const));
-  // the K entries of the block from step Q into the buffer b
-  const kLoads = (b: number, Q: string, indent: string) =>
-    `{
-${indent}  ${upTo(G).map((m) => `let t${m} = ${blocked.pivot(`${Q} + ${m}u`)};`).join(" ")}
-${indent}  ${
-      pairs.map(([i, j]) => `kb${b}_${i}${j} = cw[u.keyGram + kk(bh, n, t${i}, t${j})];`).join(
-        `\n${indent}  `,
-      )
-    }
-${indent}}`;
-  // the entries E of the block from step Q from the buffer b
-  const entries = (b: number, Q: string, indent: string) =>
-    `{
-${indent}  ${upTo(G).map((m) => `let t${m} = ${blocked.pivot(`${Q} + ${m}u`)};`).join(" ")}
-${indent}  ${
-      pairs.map(([i, j]) => {
-        const [cond, value] = blocked.entry(`t${i}`, `t${j}`, `kb${b}_${i}${j}`);
-        return `e${i}${j} = 0.0;\n${indent}  if (${cond}) { e${i}${j} = ${value}; }`;
-      }).join(`\n${indent}  `)
-    }
-${indent}}`;
-  // the coefficients c{m}_{r} of the block from step Q, from the ring slots from p
-  const coefs = (p: number, Q: string, indent: string) =>
-    upTo(G).map((m) =>
-      `{
-${indent}  let t = ${blocked.pivot(`${Q} + ${m}u`)};
-${indent}  ${sweep.factors("t").replaceAll("\n", `\n${indent}  `)}
-${indent}  ${
-        rows((r) => {
-          const [takes, value] = sweep.coef(r, p + m, "t");
-          return `c${m}_${r} = 0.0;\n${indent}  if (${takes}) { c${m}_${r} = ${value}; }`;
-        }, `\n${indent}  `)
-      }
-${indent}}`
-    ).join(`\n${indent}`);
-  // the ring slots from p take the K entries of the G steps from Q
-  const reload = (p: number, Q: string, indent: string) =>
-    upTo(G).map((m) =>
-      `{
-${indent}  let kn = ${sweep.kRow(`${Q} + ${m}u`)};
-${indent}  ${
-        rows(
-          (r) => `if (${sweep.takes(r, "kn")}) { kr${p + m}_${r} = cw[u.keyGram + kk(bh, n, kn, kx${r})]; }`,
-          `\n${indent}  `,
-        )
-      }
-${indent}}`
-    ).join(`\n${indent}`);
-  const ind = "          ";
-  const blocks = upTo(NB).map((h) =>
-    `{
-        let q = q0 + ${h * G}u;
-        if (q + 1u < len) {
-          // the block's pivots and its small solve
-          ${
-      upTo(G).map((m) => `let v${m} = ${values}[(${blocked.pivot(`q + ${m}u`)}) * CS + col];`).join(
-        "\n          ",
-      )
-    }
-          let w0 = v0;
-          ${
-      upTo(G).slice(1).map((i) => `let w${i} = v${i}${upTo(i).map((j) => ` - e${i}${j} * w${j}`).join("")};`)
-        .join("\n          ")
-    }
-          ${rows((r) => upTo(G).map((m) => `rv${r} -= c${m}_${r} * w${m};`).join(" "), "\n          ")}
-          // the next block's pivot rows published
-          ${
-      rows((r) =>
-        `if (bi${r} && ${blocked.position(r)} >= q + ${G}u && ${blocked.position(r)} < q + ${
-          2 * G
-        }u) { ${values}[j${r}] = rv${r}; }`, "\n          ")
-    }
-          // the next block's coefficients and entries, the K entries of the block after the next, the ring's reload
-          ${coefs(((h + 1) % NB) * G, `q + ${G}u`, ind)}
-          ${entries((h + 1) % NB, `q + ${G}u`, ind)}
-          ${kLoads((h + 1) % NB, `q + ${G * (NB + 1)}u`, ind)}
-          ${reload(h * G, `q + ${D}u`, ind)}
-          workgroupBarrier();
-        }
-      }`
-  ).join("\n      ");
-  return `{
-    ${
-    rows((r) =>
-      `let k${r} = lane + ${r * L.RL}u;
-    let bi${r} = k${r} < len;
-    let j${r} = kx${r} * CS + col;
-    var rv${r} = ${values}[j${r}];
-    ${sweep.rowDecl(r)}
-    ${upTo(G).map((m) => `var c${m}_${r} = 0.0;`).join(" ")}`
-    )
-  }
-    ${upTo(NB).map((b) => pairs.map(([i, j]) => `var kb${b}_${i}${j} = 0.0;`).join(" ")).join("\n    ")}
-    ${pairs.map(([i, j]) => `var e${i}${j} = 0.0;`).join(" ")}
-    ${upTo(NB).map((b) => kLoads(b, `${b * G}u`, "    ")).join("\n    ")}
-    ${coefs(0, "0u", "    ")}
-    ${entries(0, "0u", "    ")}
-    ${kLoads(0, `${NB * G}u`, "    ")}
-    for (var q0 = 0u; q0 + 1u < len; q0 += ${D}u) {
-      ${blocks}
-    }
-    // every row's final value
-    ${rows((r) => `if (bi${r}) { ${values}[j${r}] = rv${r}; }`)}
-    }`;
-}
-
-/**
  * The WGSL parts of a register sweep in its scan: `prefetch` and `sweep` ({@linkcode registerSweep}), and `early`,
  * the right-hand sides' own storage loads, at the start of a row's body (before its dot product with the base).
  */
@@ -2200,15 +2053,7 @@ let ss = sg[${t}];`,
     published: (q: string) => `${q} + 1u`,
     takes: (r: number, t: string) => `k${r} > ${t}`,
   };
-  const { prefetch, sweep: swept } = registerSweep(s, "wv", parts);
-  const sweep = COLUMN_SWEEP !== "blocked" ? swept : blockedSweep(s, "wv", parts, {
-    pivot: (q) => `min(${q}, len - 1u)`,
-    entry: (ti, tj, kv) => [
-      `${ti} > ${tj} && sg[${ti}] == sg[${tj}]`,
-      `ga[${ti} * CS + col] * exp(pp[${ti} * CS + col] - pl[${tj} * CS + col]) * ${kv}`,
-    ],
-    position: (r) => `k${r}`,
-  });
+  const { prefetch, sweep } = registerSweep(s, "wv", parts);
   return {
     prefetch,
     early: `
@@ -2243,15 +2088,7 @@ let st = sg[${t}];`,
     published: (q: string) => `len - 2u - ${q}`,
     takes: (r: number, t: string) => `k${r} < ${t}`,
   };
-  const { prefetch, sweep: swept } = registerSweep(s, "dr", parts);
-  const sweep = COLUMN_SWEEP !== "blocked" ? swept : blockedSweep(s, "dr", parts, {
-    pivot: (q) => `len - 1u - min(${q}, len - 1u)`,
-    entry: (ti, tj, kv) => [
-      `${ti} < ${tj} && sg[${ti}] == sg[${tj}]`,
-      `ga[${tj} * CS + col] * exp(pp[${tj} * CS + col] - pl[${ti} * CS + col]) * ${kv}`,
-    ],
-    position: (r) => `(len - 1u - k${r})`,
-  });
+  const { prefetch, sweep } = registerSweep(s, "dr", parts);
   return {
     prefetch,
     early: `

@@ -134,24 +134,27 @@ export const PER_COLUMN_BACKWARD: readonly ChunkPass[] = PER_COLUMN_PASSES.filte
 );
 
 /**
- * `passes` with falcon2a's split scans in place of `column_state_scan` and `column_reverse_scan` where
- * {@linkcode splitsColumnScan}.
+ * `passes` with falcon2a's split scans in place of `column_state_scan` and `column_reverse_scan` (the lists of the
+ * rules that {@linkcode splitsColumnScan}).
  */
-function withSplitScan(passes: readonly ChunkPass[], config: RuleConfig): readonly ChunkPass[] {
-  if (!splitsColumnScan(config)) return passes;
+function withSplitScan(passes: readonly ChunkPass[]): readonly ChunkPass[] {
   return passes.flatMap((p): readonly ChunkPass[] =>
     p === "column_state_scan" ? SPLIT_SCAN_PASSES : p === "column_reverse_scan" ? SPLIT_REVERSE_PASSES : [p]
   );
 }
 
+// the pass lists of falcon2a's split scans, made once (a chunk call asks for its lists every time)
+const SPLIT_FORWARD = withSplitScan(PER_COLUMN_FORWARD);
+const SPLIT_BACKWARD = withSplitScan(PER_COLUMN_BACKWARD);
+
 /** The forward passes of per-column rule `config`, in dispatch order. */
 export function perColumnForward(config: RuleConfig): readonly ChunkPass[] {
-  return withSplitScan(PER_COLUMN_FORWARD, config);
+  return splitsColumnScan(config) ? SPLIT_FORWARD : PER_COLUMN_FORWARD;
 }
 
 /** The backward passes of per-column rule `config` (the forward recompute first), in dispatch order. */
 export function perColumnBackward(config: RuleConfig): readonly ChunkPass[] {
-  return withSplitScan(PER_COLUMN_BACKWARD, config);
+  return splitsColumnScan(config) ? SPLIT_BACKWARD : PER_COLUMN_BACKWARD;
 }
 
 // addressing of the column sections: [BH, T, Dv], [BH, NCK, C, C], [BH, NCK, Dk, Dv], [BH, Dk, Dv]

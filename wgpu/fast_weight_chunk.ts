@@ -87,8 +87,17 @@ export interface ChunkInputs {
   init: GPUBuffer | null;
 }
 
-/** The tile sizes for a call, or a RangeError naming the chunk size that does not fit. */
-export function chunkShape(config: RuleConfig, d: ChunkDims, C: number, sharedBytes: number): ChunkShape {
+/**
+ * The tile sizes for a call on a device with `sharedBytes` of workgroup memory and `invocations` per workgroup at
+ * most (WebGPU's default limit 256 where not given), or a RangeError naming the chunk size that does not fit.
+ */
+export function chunkShape(
+  config: RuleConfig,
+  d: ChunkDims,
+  C: number,
+  sharedBytes: number,
+  invocations = 256,
+): ChunkShape {
   const limit = Math.floor(sharedBytes / 4) - 16;
   const pad = windowSlots(config) - 1;
   const tooBig = () =>
@@ -128,8 +137,8 @@ export function chunkShape(config: RuleConfig, d: ChunkDims, C: number, sharedBy
     RP: fit("pairs", Math.min(C, steps), isDeltaChunkRule(config) ? SOLVE_INPUT_GRADS_ROWS_MAX : 16),
     // the per-column rules' scans: COLUMN_SCAN_COLUMNS value columns per workgroup where the memory holds them
     ...(isPerColumnChunkRule(config)
-      ? columnScanTiling({ dk: d.dk, dv: d.dv, C }, sharedBytes)
-      : { CS: 1, CX: 0 }),
+      ? columnScanTiling({ dk: d.dk, dv: d.dv, C }, sharedBytes, invocations)
+      : { CS: 1, CX: 0, SW: 0 }),
     // falcon3's window_solve: the sweep's columns per workgroup (0: the serial form)
     WS: windowDelta ? windowSolveColumns(pad + 1, C, limit) : 0,
   };
@@ -425,6 +434,7 @@ function allBackwardPasses(config: RuleConfig): readonly ChunkPass[] {
  */
 export function createChunkKernels(rt: GpuRuntime, workspaceLimit: number) {
   const sharedBytes = rt.device.limits.maxComputeWorkgroupStorageSize;
+  const invocations = rt.device.limits.maxComputeInvocationsPerWorkgroup;
   const bindingLimit = rt.device.limits.maxStorageBufferBindingSize;
 
   /**
@@ -445,7 +455,7 @@ export function createChunkKernels(rt: GpuRuntime, workspaceLimit: number) {
       workspace?: GpuTensor;
     },
   ) {
-    const shape = chunkShape(config, d, C, sharedBytes);
+    const shape = chunkShape(config, d, C, sharedBytes, invocations);
     const pad = windowSlots(config) - 1;
     const layout = workspaceLayout(config, d, C, io.backwardLayout);
     const limit = Math.min(workspaceLimit, bindingLimit);

@@ -111,7 +111,13 @@ gpuTest(
   async (gpu) => {
     const config = ruleConfig("falcon3", { alignment: "prefix" });
     const spec = { B: 1, T: 150, H: 2, dk: 5, dv: 6, seed: 71, packed: true, s0: true };
-    const shape = chunkShape(config, spec, 64, gpu.runtime.device.limits.maxComputeWorkgroupStorageSize);
+    const shape = chunkShape(
+      config,
+      spec,
+      64,
+      gpu.runtime.device.limits.maxComputeWorkgroupStorageSize,
+      gpu.runtime.device.limits.maxComputeInvocationsPerWorkgroup,
+    );
     const form = WINDOW_SOLVE as WindowSolveForm;
     const columns = form === "serial"
       ? 0

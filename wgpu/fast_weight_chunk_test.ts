@@ -318,7 +318,13 @@ gpuTest(
   async (gpu) => {
     const config = ruleConfig("falcon2a");
     const spec = { B: 1, T: 31, H: 1, dk: 70, dv: 5, seed: 57, packed: true, s0: true };
-    const shape = chunkShape(config, spec, 8, gpu.runtime.device.limits.maxComputeWorkgroupStorageSize);
+    const shape = chunkShape(
+      config,
+      spec,
+      8,
+      gpu.runtime.device.limits.maxComputeWorkgroupStorageSize,
+      gpu.runtime.device.limits.maxComputeInvocationsPerWorkgroup,
+    );
     if (COLUMN_SPLIT_SCAN && (!splitsColumnScan(config) || columnIncrementLayout(shape).rowTiles !== 2)) {
       throw new Error(
         `increment tiles ${JSON.stringify(columnIncrementLayout(shape))}: expected 2 row tiles`,
@@ -337,7 +343,13 @@ gpuTest(
   async (gpu) => {
     const config = ruleConfig("falcon1");
     const spec = { B: 1, T: 15, H: 2, dk: 8, dv: 4, seed: 53, packed: true, s0: true };
-    const shape = chunkShape(config, spec, 4, gpu.runtime.device.limits.maxComputeWorkgroupStorageSize);
+    const shape = chunkShape(
+      config,
+      spec,
+      4,
+      gpu.runtime.device.limits.maxComputeWorkgroupStorageSize,
+      gpu.runtime.device.limits.maxComputeInvocationsPerWorkgroup,
+    );
     if (shape.RP !== 4) throw new Error(`RP = ${shape.RP} at C = 4, expected the whole chunk`);
     const vec4Passes: ChunkPass[] = ["readout", "query_grads", "solve", "solve_input_grads"];
     if (!vec4Passes.every((pass) => bindsVec4(pass, spec))) {
@@ -400,7 +412,13 @@ gpuTest(
   async (gpu) => {
     const config = ruleConfig("falcon1a");
     const spec = { B: 1, T: 40, H: 1, dk: 132, dv: 4, seed: 51, packed: true, s0: true };
-    const shape = chunkShape(config, spec, 32, gpu.runtime.device.limits.maxComputeWorkgroupStorageSize);
+    const shape = chunkShape(
+      config,
+      spec,
+      32,
+      gpu.runtime.device.limits.maxComputeWorkgroupStorageSize,
+      gpu.runtime.device.limits.maxComputeInvocationsPerWorkgroup,
+    );
     const blocks = Math.ceil(shape.RC / 4) * Math.ceil(spec.dk / 4);
     if (blocks <= STAGED_WG) {
       throw new Error(`RC = ${shape.RC} gives ${blocks} dx blocks, none a second per invocation`);
@@ -421,7 +439,13 @@ gpuTest(
   async (gpu) => {
     const config = ruleConfig("falcon3a");
     const spec = { B: 1, T: 37, H: 2, dk: 8, dv: 8, seed: 33, packed: true, s0: true };
-    const shape = chunkShape(config, spec, 16, gpu.runtime.device.limits.maxComputeWorkgroupStorageSize);
+    const shape = chunkShape(
+      config,
+      spec,
+      16,
+      gpu.runtime.device.limits.maxComputeWorkgroupStorageSize,
+      gpu.runtime.device.limits.maxComputeInvocationsPerWorkgroup,
+    );
     const tail = pairColumnTiling("pair_column_grads_tail", shape, 3);
     if (shape.RT !== 4 || tail.first !== 16 || !bindsVec4("pair_column_grads_tail", spec)) {
       throw new Error(
@@ -436,25 +460,32 @@ gpuTest(
 // the per-column rules' grouped scans (column_state_scan, column_reverse_scan: COLUMN_SCAN_COLUMNS value columns per
 // workgroup, RL row lanes per column): a partial column group (its guard columns), more key rows and chunk rows than
 // row lanes, and in 16 KiB of workgroup memory several staged slices of X per chunk; packed starts with S0, entered
-// from a carry, two whole chunks and a partial one, forward and backward. A grouped scan compiles in 10-20 s on a
-// software adapter with an empty shader cache, so CI compares falcon2 (the sweep; falcon2a runs the same kernels
-// without it) at Dk = 36, Dv = 5; the full level both rules at Dk = 132, Dv = 11 (16 slices in 16 KiB)
+// from a carry, whole chunks and a partial one, forward and backward. A grouped scan compiles in 10-40 s on a
+// software adapter with an empty shader cache (its workgroup arrays grow with C and the columns), so CI compares
+// falcon2 (the sweep; falcon2a runs the same kernels without it) at C = 40, Dk = 36, Dv = 9 (16 columns per
+// workgroup, 32 row lanes each where the device takes 512 invocations); the full level both rules at C = 64,
+// Dk = 132, Dv = 11 (16 slices in 16 KiB)
+const SCAN_CASE = FULL_LEVEL ? { C: 64, dk: 132, dv: 11 } : { C: 40, dk: 36, dv: 9 };
 gpuTest(
   `webgpu chunk kernels of falcon2${
     FULL_LEVEL ? " and falcon2a" : ""
-  } match over staged key slices and a partial column group (C = 64, Dk = ${
-    FULL_LEVEL ? "132, Dv = 11" : "36, Dv = 5"
-  })`,
+  } match over staged key slices and a partial column group (C = ${SCAN_CASE.C}, Dk = ${SCAN_CASE.dk}, Dv = ${SCAN_CASE.dv})`,
   async (gpu) => {
-    const dims = FULL_LEVEL ? { dk: 132, dv: 11 } : { dk: 36, dv: 5 };
-    const spec = { B: 1, T: 150, H: 1, ...dims, seed: 61, packed: true, s0: true };
+    const { C, dk, dv } = SCAN_CASE;
+    const spec = { B: 1, T: 150, H: 1, dk, dv, seed: 61, packed: true, s0: true };
     const shared = gpu.runtime.device.limits.maxComputeWorkgroupStorageSize;
     for (const rule of FULL_LEVEL ? ["falcon2", "falcon2a"] as const : ["falcon2"] as const) {
       const config = ruleConfig(rule);
-      const shape = chunkShape(config, spec, 64, shared);
+      const shape = chunkShape(
+        config,
+        spec,
+        C,
+        shared,
+        gpu.runtime.device.limits.maxComputeInvocationsPerWorkgroup,
+      );
       const layout = shape.CS > 1 ? columnScanLayout(shape) : undefined;
       const reached = layout !== undefined && spec.dv % shape.CS !== 0 && spec.dk > layout.RL &&
-        64 > layout.RL &&
+        C > layout.RL &&
         (shared > 16384 || layout.slices >= 2);
       if (COLUMN_SCAN_COLUMNS > 1 && !reached) {
         throw new Error(
@@ -463,8 +494,8 @@ gpuTest(
           }: expected a partial column group, RL < Dk, RL < C, several slices`,
         );
       }
-      const label = `${rule} C=64 Dk=${spec.dk} Dv=${spec.dv} carry`;
-      await compareChunk(gpu, config, spec, chunkForm(64), label, { from: 9 });
+      const label = `${rule} C=${C} Dk=${spec.dk} Dv=${spec.dv} carry`;
+      await compareChunk(gpu, config, spec, chunkForm(C), label, { from: 9 });
     }
   },
 );

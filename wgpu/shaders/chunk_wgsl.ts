@@ -44,6 +44,8 @@ export interface ChunkShape {
   readonly CS: number;
   /** Chunk rows of `X` per slice those scans stage in workgroup memory (`C`: the whole chunk; 0 where `CS` is 1). */
   readonly CX: number;
+  /** Invocations per workgroup of those scans (0 where `CS` is 1: the single-column kernels' `CHUNK_WG`). */
+  readonly SW: number;
   /**
    * Columns of `U0 | V` per workgroup of falcon3's sweep `window_solve` ({@linkcode windowSolveColumns}); 0: its
    * serial form (another rule, `WINDOW_SOLVE = "serial"`, or a shape whose sweep does not fit).

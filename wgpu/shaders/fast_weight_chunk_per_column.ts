@@ -1223,8 +1223,15 @@ const COLUMN_SCAN_ARRAYS = {
   reverse: ["gs", "sg", "pl", "pp", "ga", "dr", "xsl"],
 } as const;
 
-/** Invocations per workgroup of the grouped column scans at most (`CHUNK_WG` per column up to this). */
-export const COLUMN_SCAN_WG_MAX = 256;
+/**
+ * Invocations per workgroup of the grouped column scans at most (`CHUNK_WG` per column up to this, and up to the
+ * device's `maxComputeInvocationsPerWorkgroup`): with 32 columns, 16 row lanes per column at 512 (8 at 256). The scans
+ * are bound by each invocation's serial share of a chunk's rows, so more lanes per column run them faster: on the
+ * H200 (2026-12-04 04:18 UTC, falcon2, 8x4096x8x64) 512 took `column_state_scan` from 3.38 to 2.56 ms at C = 64 and to
+ * 1.87 ms at C = 32 (2.50 at 256); 1024 (32 lanes) was slower, 4.35 ms at C = 64 (docs/performance.md "Eleventh
+ * round").
+ */
+export const COLUMN_SCAN_WG_MAX = 512;
 
 /**
  * Workgroup bytes the grouped column scans take at most, whatever the device allows (48 KiB: more would only
@@ -1232,9 +1239,9 @@ export const COLUMN_SCAN_WG_MAX = 256;
  */
 export const COLUMN_SCAN_SHARED_MAX = 49152;
 
-/** The layout of a grouped column scan (`CS > 1`) at shape `s`. */
-export function columnScanLayout(s: Pick<ChunkShape, "dk" | "C" | "CS" | "CX">) {
-  const WG = Math.min(CHUNK_WG * s.CS, COLUMN_SCAN_WG_MAX);
+/** The layout of a grouped column scan (`CS > 1`) at shape `s` (`SW` invocations per workgroup). */
+export function columnScanLayout(s: Pick<ChunkShape, "dk" | "C" | "CS" | "CX" | "SW">) {
+  const WG = s.SW;
   // invocations per column (row lanes): the invocation lid serves column lid % CS, rows lid / CS + RL m
   const RL = WG / s.CS;
   const slices = Math.ceil(s.C / s.CX);
@@ -1251,32 +1258,37 @@ export function columnScanLayout(s: Pick<ChunkShape, "dk" | "C" | "CS" | "CX">) 
 
 /**
  * The tiling of the per-column scans at key size `dk` and chunk size `C` on a device with `sharedBytes` of
- * workgroup memory: `CS` value columns per workgroup ({@linkcode COLUMN_SCAN_COLUMNS}, halved until the arrays
- * fit {@linkcode COLUMN_SCAN_SHARED_MAX} and the device) and `CX` chunk rows of `X` per staged slice (the whole
- * chunk where it fits, else the most whole 4-row blocks, at least one); `CS = 1` (and `CX = 0`): the
- * single-column kernels.
+ * workgroup memory and `invocations` per workgroup at most (`maxComputeInvocationsPerWorkgroup`; WebGPU's default
+ * limit 256 where not given): `CS` value columns per workgroup ({@linkcode COLUMN_SCAN_COLUMNS}, halved until the
+ * arrays fit {@linkcode COLUMN_SCAN_SHARED_MAX} and the device), `CX` chunk rows of `X` per staged slice (the whole
+ * chunk where it fits, else the most whole 4-row blocks, at least one) and `SW` invocations per workgroup
+ * (`CHUNK_WG` per column, up to {@linkcode COLUMN_SCAN_WG_MAX} and the largest power of two within `invocations`);
+ * `CS = 1` (and `CX = SW = 0`): the single-column kernels.
  */
 export function columnScanTiling(
   d: { dk: number; dv: number; C: number },
   sharedBytes: number,
+  invocations = 256,
   columns: number = COLUMN_SCAN_COLUMNS,
-): { CS: number; CX: number } {
+): { CS: number; CX: number; SW: number } {
   if (!Number.isInteger(Math.log2(columns))) {
     throw new RangeError(`COLUMN_SCAN_COLUMNS = ${columns}: expected a power of two`);
   }
   const limit = Math.floor(Math.min(sharedBytes, COLUMN_SCAN_SHARED_MAX) / 4) - 16;
   const slices = [d.C];
   for (let cx = Math.ceil(d.C / 4) * 4 - 4; cx >= 4; cx -= 4) slices.push(cx);
+  const widestGroup = Math.min(COLUMN_SCAN_WG_MAX, 2 ** Math.floor(Math.log2(Math.max(invocations, 1))));
   // no more columns than the power of two that holds Dv (the rest would be guard columns)
-  const most = Math.min(columns, COLUMN_SCAN_WG_MAX, 2 ** Math.ceil(Math.log2(Math.max(d.dv, 1))));
+  const most = Math.min(columns, widestGroup, 2 ** Math.ceil(Math.log2(Math.max(d.dv, 1))));
   for (let CS = most; CS > 1; CS >>= 1) {
-    const widest = slices.find((cx) => columnScanLayout({ ...d, CS, CX: cx }).floats <= limit);
+    const SW = Math.min(CHUNK_WG * CS, widestGroup);
+    const widest = slices.find((cx) => columnScanLayout({ ...d, CS, CX: cx, SW }).floats <= limit);
     if (widest === undefined) continue;
     // as many slices as the widest that fits takes, evened out (less padding past the chunk's end)
     const n = Math.ceil(d.C / widest);
-    return { CS, CX: n === 1 ? d.C : roundUp4(Math.ceil(d.C / n)) };
+    return { CS, CX: n === 1 ? d.C : roundUp4(Math.ceil(d.C / n)), SW };
   }
-  return { CS: 1, CX: 0 };
+  return { CS: 1, CX: 0, SW: 0 };
 }
 
 /** `0..n-1`. */

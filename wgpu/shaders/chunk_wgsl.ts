@@ -983,6 +983,7 @@ export function chunkKey(pass: ChunkPass, config: RuleConfig, s: ChunkShape, hea
     s.RP,
     s.CS,
     s.CX,
+    s.SW,
     s.WS,
     heads.mambaA.join(","),
     heads.retnetG.join(","),

@@ -1215,14 +1215,6 @@ export const COLUMN_SCAN_COLUMNS = 32;
 export const COLUMN_SCAN_STEP_PREFETCH: boolean = true;
 
 /**
- * Whether the grouped column scans load each chunk's keys `X` one chunk ahead into registers
- * ({@linkcode prefetchedKeys}, where the chunk is one staged slice), so staging a chunk's slice waits on workgroup
- * stores only, not on a storage round trip; false (or several slices per chunk): `stage_x` loads and stores the
- * slice at its turn.
- */
-export const COLUMN_SCAN_X_PREFETCH: boolean = true;
-
-/**
  * The workgroup arrays of the grouped column scans, declared as 4-vectors (`packWorkgroupArrays`: their few
  * thousand scalars took llvmpipe minutes to compile).
  */
@@ -1531,52 +1523,13 @@ function prefetchedStepArrays(s: ChunkShape, first: string, next: string, hasNex
 }
 
 /**
- * The grouped column scans' keys with {@linkcode COLUMN_SCAN_X_PREFETCH}, where a chunk is one staged slice (else
- * undefined): each invocation holds in registers its share of the next chunk's `X` (the values `stage_x` loads),
- * issued when the chunk before is staged. `first`, `next` and `hasNext` as in {@linkcode prefetchedStepArrays}.
- * `init` (before the chunk loop) declares the registers and issues the first chunk's loads; `stage` (in place of
- * `stage_x`, between the same two barriers, with the chunk's `a` and `len` in scope) stores the chunk's slice from
- * them and issues the next chunk's loads.
- */
-function prefetchedKeys(s: ChunkShape, first: string, next: string, hasNext: string) {
-  const L = columnScanLayout(s);
-  if (!COLUMN_SCAN_X_PREFETCH || L.slices > 1) return undefined;
-  const loads = Math.ceil((L.CX4 * s.dk) / L.WG);
-  const issue = (chunk: string, indent: string) =>
-    `{
-  let a = (${chunk}) * C;
-  let len = min(C, u.T - a);
-  ${
-      upTo(loads).map((m) =>
-        `px${m} = select(0.0, xp(bh, i32(a + min(xq${m} / DK, len - 1u)), xq${m} % DK), xq${m} / DK < len);`
-      ).join("\n  ")
-    }
-}`.replaceAll("\n", `\n${indent}`);
-  const init = `// the keys of each chunk, loaded into registers one chunk ahead
-  ${upTo(loads).map((m) => `let xq${m} = lid + ${m * L.WG}u;\n  var px${m} = 0.0;`).join("\n  ")}
-  ${issue(first, "  ")}`;
-  const stage = `${
-    upTo(loads).map((m) => {
-      const store = `xsl[(xq${m} / DK) * XS + xq${m} % DK] = px${m};`;
-      return (m + 1) * L.WG > L.CX4 * s.dk ? `if (xq${m} < CX4 * DK) { ${store} }` : store;
-    }).join("\n      ")
-  }
-      if (${hasNext}) ${issue(next, "      ")}`;
-  return { init, stage };
-}
-
-/**
  * WGSL looping `body` over the slices of the chunk `a..a+len` (`x0` their first row), staging each into `xsl`
  * (`restage` false: the slice the last loop staged is still there, as when the chunk is one slice).
  */
-function overSlices(s: ChunkShape, body: string, restage = true, staging?: string): string {
+function overSlices(s: ChunkShape, body: string, restage = true): string {
   const stage = restage || columnScanLayout(s).slices > 1;
   return `for (var x0 = 0u; x0 < len; x0 += CX) {
-      ${
-    stage
-      ? `workgroupBarrier();\n      ${staging ?? "stage_x(lid, bh, a, len, x0);"}\n      workgroupBarrier();`
-      : ""
-  }
+      ${stage ? "workgroupBarrier();\n      stage_x(lid, bh, a, len, x0);\n      workgroupBarrier();" : ""}
       ${body}
     }`;
 }
@@ -1668,7 +1621,6 @@ function columnStateScanKernel(s: ChunkShape, reg: boolean): string {
   const steps = COLUMN_SCAN_STEP_PREFETCH
     ? prefetchedStepArrays(s, "0u", "n + 1u", "n + 1u < nck()")
     : undefined;
-  const keys = prefetchedKeys(s, "0u", "n + 1u", "n + 1u < nck()");
   return `
 var<workgroup> sc: array<f32, ${columnStateFloats(s)}>;
 ${columnScanHead(s, "wv")}
@@ -1678,7 +1630,7 @@ ${columnScanHead(s, "wv")}
         stateAt(s, "sc", `i${r}`, `sc[i${r} * CS + col]`)
       } = select(0.0, init[s0i(bh, i${r}, cc)], u.hasInit != 0u); }`, "\n  ")
   }
-  ${steps ? `${steps.init}\n  ` : ""}${keys ? `${keys.init}\n  ` : ""}for (var n = 0u; n < nck(); n++) {
+  ${steps ? `${steps.init}\n  ` : ""}for (var n = 0u; n < nck(); n++) {
     let a = n * C;
     let len = min(C, u.T - a);
     let e = len - 1u;
@@ -1714,8 +1666,6 @@ ${columnScanHead(s, "wv")}
           sweep ? "wg * yv" : "cw[u.columnWriteGain + ci(bh, t, cc)] * yp(bh, i32(t), cc)"
         } - ga[j] * exp(pp[j]) * xs;`,
       ),
-      true,
-      keys?.stage,
     )
   }
     workgroupBarrier();
@@ -1813,7 +1763,6 @@ function columnReverseScanKernel(s: ChunkShape, reg: boolean): string {
   const steps = COLUMN_SCAN_STEP_PREFETCH
     ? prefetchedStepArrays(s, "nck() - 1u", "n - 1u", "n > 0u")
     : undefined;
-  const keys = prefetchedKeys(s, "nck() - 1u", "n - 1u", "n > 0u");
   return `
 var<workgroup> gs: array<f32, ${columnStateFloats(s)}>;
 ${columnScanHead(s, "dr")}
@@ -1822,7 +1771,7 @@ ${columnScanHead(s, "dr")}
     laneRows(RI, (r) =>
       `if (lane + ${r * L.RL}u < DK) { ${stateAt(s, "gs", `i${r}`, `gs[i${r} * CS + col]`)} = 0.0; }`, "\n  ")
   }
-  ${steps ? `${steps.init}\n  ` : ""}${keys ? `${keys.init}\n  ` : ""}for (var rn = 0u; rn < nck(); rn++) {
+  ${steps ? `${steps.init}\n  ` : ""}for (var rn = 0u; rn < nck(); rn++) {
     let n = nck() - 1u - rn;
     let a = n * C;
     let len = min(C, u.T - a);
@@ -1850,8 +1799,6 @@ ${columnScanHead(s, "dr")}
           }
           dr[j] = ${sweep ? "dwr" : "cw[u.columnDPseudoValuesReadout + ci(bh, a + k, cc)]"} + xg;`,
       ),
-      true,
-      keys?.stage,
     )
   }
     workgroupBarrier();

@@ -19,9 +19,29 @@ import { assertRelL2 } from "../src/testing/compare.ts";
 import { testLevelFromEnv } from "../src/testing/level.ts";
 import { type CaseSpec, randomCase, uploadCase } from "./_fast_weight_case.ts";
 import { usesChunkKernels } from "./fast_weight.ts";
+import { type ChunkDims, chunkShape } from "./fast_weight_chunk.ts";
+import type { ChunkShape } from "./shaders/chunk_wgsl.ts";
+import type { WebGpuBackend } from "./backend.ts";
 
 /** Whether the full test level runs (`FALCON_TEST_LEVEL=full`): the large sizes too. */
 export const FULL_LEVEL: boolean = testLevelFromEnv() === "full";
+
+/** The chunk shape a call of `config` at sizes `d` and chunk size `C` gets on `gpu`'s device (its limits). */
+export function deviceChunkShape(
+  gpu: WebGpuBackend,
+  config: RuleConfig,
+  d: ChunkDims,
+  C: number,
+): ChunkShape {
+  const limits = gpu.runtime.device.limits;
+  return chunkShape(
+    config,
+    d,
+    C,
+    limits.maxComputeWorkgroupStorageSize,
+    limits.maxComputeInvocationsPerWorkgroup,
+  );
+}
 
 /** The chunk form at `chunkSize`. */
 export function chunkForm(chunkSize: number): FormOptions {

@@ -16,8 +16,7 @@
 import type { Backend } from "../src/rules/backend.ts";
 import { type Alignment, ALIGNMENTS, ruleConfig } from "../src/rules/config.ts";
 import { SMALL_CHUNK, SMALL_HEADS } from "../src/testing/shapes.ts";
-import { chunkForm, compareChunk, FULL_LEVEL } from "./_chunk_compare.ts";
-import { chunkShape } from "./fast_weight_chunk.ts";
+import { chunkForm, compareChunk, deviceChunkShape, FULL_LEVEL } from "./_chunk_compare.ts";
 import {
   WINDOW_SOLVE,
   WINDOW_SOLVE_COLUMNS,
@@ -111,13 +110,7 @@ gpuTest(
   async (gpu) => {
     const config = ruleConfig("falcon3", { alignment: "prefix" });
     const spec = { B: 1, T: 150, H: 2, dk: 5, dv: 6, seed: 71, packed: true, s0: true };
-    const shape = chunkShape(
-      config,
-      spec,
-      64,
-      gpu.runtime.device.limits.maxComputeWorkgroupStorageSize,
-      gpu.runtime.device.limits.maxComputeInvocationsPerWorkgroup,
-    );
+    const shape = deviceChunkShape(gpu, config, spec, 64);
     const form = WINDOW_SOLVE as WindowSolveForm;
     const columns = form === "serial"
       ? 0

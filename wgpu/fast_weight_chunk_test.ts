@@ -20,10 +20,10 @@ import { ALIGNMENTS, isFalconRule, isWindowRule, ruleConfig } from "../src/rules
 import { recurrentTrace } from "../src/rules/reference/recurrent.ts";
 import { SMALL_CHUNK, SMALL_HEADS } from "../src/testing/shapes.ts";
 import { type CaseSpec, CHUNK_RULES, headOf, randomCase, uploadCase } from "./_fast_weight_case.ts";
-import { chunkShape, chunkWorkspaceBytes } from "./fast_weight_chunk.ts";
+import { chunkWorkspaceBytes } from "./fast_weight_chunk.ts";
 import { createFastWeightOps } from "./fast_weight.ts";
 import { assertS0GradOptOut } from "../src/testing/s0_grad.ts";
-import { chunkForm, compareChunk, FULL_LEVEL } from "./_chunk_compare.ts";
+import { chunkForm, compareChunk, deviceChunkShape, FULL_LEVEL } from "./_chunk_compare.ts";
 import { STAGED_WG } from "./shaders/chunk_staged_tiles.ts";
 import {
   bindsVec4,
@@ -318,13 +318,7 @@ gpuTest(
   async (gpu) => {
     const config = ruleConfig("falcon2a");
     const spec = { B: 1, T: 31, H: 1, dk: 70, dv: 5, seed: 57, packed: true, s0: true };
-    const shape = chunkShape(
-      config,
-      spec,
-      8,
-      gpu.runtime.device.limits.maxComputeWorkgroupStorageSize,
-      gpu.runtime.device.limits.maxComputeInvocationsPerWorkgroup,
-    );
+    const shape = deviceChunkShape(gpu, config, spec, 8);
     if (COLUMN_SPLIT_SCAN && (!splitsColumnScan(config) || columnIncrementLayout(shape).rowTiles !== 2)) {
       throw new Error(
         `increment tiles ${JSON.stringify(columnIncrementLayout(shape))}: expected 2 row tiles`,
@@ -343,13 +337,7 @@ gpuTest(
   async (gpu) => {
     const config = ruleConfig("falcon1");
     const spec = { B: 1, T: 15, H: 2, dk: 8, dv: 4, seed: 53, packed: true, s0: true };
-    const shape = chunkShape(
-      config,
-      spec,
-      4,
-      gpu.runtime.device.limits.maxComputeWorkgroupStorageSize,
-      gpu.runtime.device.limits.maxComputeInvocationsPerWorkgroup,
-    );
+    const shape = deviceChunkShape(gpu, config, spec, 4);
     if (shape.RP !== 4) throw new Error(`RP = ${shape.RP} at C = 4, expected the whole chunk`);
     const vec4Passes: ChunkPass[] = ["readout", "query_grads", "solve", "solve_input_grads"];
     if (!vec4Passes.every((pass) => bindsVec4(pass, spec))) {
@@ -366,7 +354,6 @@ gpuTest(
 gpuTest(
   "the small level's chunk tests reach the pair-column tail pipelines at C = 3, and run without them at C = 1 and 4",
   (gpu) => {
-    const shared = gpu.runtime.device.limits.maxComputeWorkgroupStorageSize;
     const cases = [
       ["falcon3a", SHAPE, C, 4, 2],
       ["falcon1a", SHAPE, C, 2, 1],
@@ -375,7 +362,7 @@ gpuTest(
       ["falcon1", { B: 1, T: 15, H: 2, dk: 8, dv: 4 }, 4, 4, 0],
     ] as const;
     for (const [rule, d, c, RC, RT] of cases) {
-      const shape = chunkShape(ruleConfig(rule), d, c, shared);
+      const shape = deviceChunkShape(gpu, ruleConfig(rule), d, c);
       if (shape.RC !== RC || shape.RT !== RT) {
         throw new Error(`${rule} at C = ${c}: RC = ${shape.RC}, RT = ${shape.RT}, expected ${RC}, ${RT}`);
       }
@@ -412,13 +399,7 @@ gpuTest(
   async (gpu) => {
     const config = ruleConfig("falcon1a");
     const spec = { B: 1, T: 40, H: 1, dk: 132, dv: 4, seed: 51, packed: true, s0: true };
-    const shape = chunkShape(
-      config,
-      spec,
-      32,
-      gpu.runtime.device.limits.maxComputeWorkgroupStorageSize,
-      gpu.runtime.device.limits.maxComputeInvocationsPerWorkgroup,
-    );
+    const shape = deviceChunkShape(gpu, config, spec, 32);
     const blocks = Math.ceil(shape.RC / 4) * Math.ceil(spec.dk / 4);
     if (blocks <= STAGED_WG) {
       throw new Error(`RC = ${shape.RC} gives ${blocks} dx blocks, none a second per invocation`);
@@ -439,13 +420,7 @@ gpuTest(
   async (gpu) => {
     const config = ruleConfig("falcon3a");
     const spec = { B: 1, T: 37, H: 2, dk: 8, dv: 8, seed: 33, packed: true, s0: true };
-    const shape = chunkShape(
-      config,
-      spec,
-      16,
-      gpu.runtime.device.limits.maxComputeWorkgroupStorageSize,
-      gpu.runtime.device.limits.maxComputeInvocationsPerWorkgroup,
-    );
+    const shape = deviceChunkShape(gpu, config, spec, 16);
     const tail = pairColumnTiling("pair_column_grads_tail", shape, 3);
     if (shape.RT !== 4 || tail.first !== 16 || !bindsVec4("pair_column_grads_tail", spec)) {
       throw new Error(
@@ -476,13 +451,7 @@ gpuTest(
     const shared = gpu.runtime.device.limits.maxComputeWorkgroupStorageSize;
     for (const rule of FULL_LEVEL ? ["falcon2", "falcon2a"] as const : ["falcon2"] as const) {
       const config = ruleConfig(rule);
-      const shape = chunkShape(
-        config,
-        spec,
-        C,
-        shared,
-        gpu.runtime.device.limits.maxComputeInvocationsPerWorkgroup,
-      );
+      const shape = deviceChunkShape(gpu, config, spec, C);
       const layout = shape.CS > 1 ? columnScanLayout(shape) : undefined;
       const reached = layout !== undefined && spec.dv % shape.CS !== 0 && spec.dk > layout.RL &&
         C > layout.RL &&

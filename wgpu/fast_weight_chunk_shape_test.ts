@@ -7,6 +7,7 @@ import { ruleConfig } from "../src/rules/config.ts";
 import { chunkShape } from "./fast_weight_chunk.ts";
 import {
   CHUNK_PASSES,
+  CHUNK_WG,
   chunkSharedFloats,
   chunkWork,
   WINDOW_SOLVE,
@@ -32,6 +33,7 @@ import {
   WINDOW_TILE_ROWS,
 } from "./shaders/chunk_wgsl.ts";
 import { STAGED_WG } from "./shaders/chunk_staged_tiles.ts";
+import { COLUMN_SCAN_WG_MAX, columnScanLayout } from "./shaders/fast_weight_chunk_per_column.ts";
 import { windowSlots } from "./shaders/fast_weight_recurrent.ts";
 
 const WEBGPU_DEFAULT_SHARED = 16384;
@@ -322,5 +324,34 @@ Deno.test("chunkShape gives falcon3's sweep window_solve the columns that fit (W
   const per = s.WS > 0 ? s.WS : 64;
   if (chunkWork("window_solve", s, 3, 8, 4096) !== 64 * 64 * Math.ceil(128 / per)) {
     throw new Error("window_solve grid");
+  }
+});
+
+Deno.test("the per-column scans take CHUNK_WG invocations per column, up to COLUMN_SCAN_WG_MAX and the device's limit", () => {
+  const d = { B: 1, T: 4096, H: 8, dk: 64, dv: 64 };
+  // the limit as a device states it -> the scans' workgroup size (the largest power of two within it)
+  const cases = [[256, 256], [300, 256], [512, 512], [1024, Math.min(1024, COLUMN_SCAN_WG_MAX)]] as const;
+  for (const [limit, expected] of cases) {
+    for (const rule of ["falcon2", "falcon2a"] as const) {
+      const s = chunkShape(ruleConfig(rule), d, 64, 49152, limit);
+      const L = columnScanLayout(s);
+      if (s.SW !== expected || L.WG !== expected || L.RL * s.CS !== expected || s.CS > expected) {
+        throw new Error(
+          `${rule}, limit ${limit}: CS = ${s.CS}, SW = ${s.SW}, RL = ${L.RL}; expected SW = ${expected}`,
+        );
+      }
+    }
+  }
+  // WebGPU's default limit where none is given; no scan workgroups for the other rules
+  if (chunkShape(ruleConfig("falcon2"), d, 64, 49152).SW !== 256) {
+    throw new Error("expected SW = 256 by default");
+  }
+  if (chunkShape(ruleConfig("falcon1"), d, 64, 49152, 1024).SW !== 0) {
+    throw new Error("expected SW = 0 for falcon1");
+  }
+  // few value columns: one workgroup of CHUNK_WG lanes per column, up to the limit
+  const narrow = chunkShape(ruleConfig("falcon2"), { ...d, dv: 2 }, 64, 49152, 1024);
+  if (narrow.CS !== 2 || narrow.SW !== 2 * CHUNK_WG) {
+    throw new Error(`Dv = 2: CS = ${narrow.CS}, SW = ${narrow.SW}; expected 2, ${2 * CHUNK_WG}`);
   }
 });

@@ -311,14 +311,17 @@ ${flatEntry("u.B * H * DK * DV")}
     let n = u32(nn);
     let k = (bh * nck() + n) * DK * DV + e;
     cw[u.dExitState + k] = gs;
-    let dg = cw[u.chunkDecay + bh * nck() + n] * gs;
+    let dec = cw[u.chunkDecay + bh * nck() + n];
     let ku = ((bh * nck() + n) * 2u) * DK * DV + e;
     ${s0("acc += cw[u.dBaseReadout + ku + DK * DV];")}
     let zk = cw[u.exitBaseKind + bh * nck() + n];
     if (zk == 0.0) {
-      gs = cw[u.dBaseReadout + ku] + dg;
+      // an explicit fma: a compiler contracts dec * gs into the add only where the product has no other use
+      // (as in reverse_scan_no_s0, not in reverse_scan, which also adds it to dS0): the NVIDIA H200 rounded
+      // the two kernels' G_n 1 ulp apart (2026-12-04)
+      gs = fma(dec, gs, cw[u.dBaseReadout + ku]);
     } else {
-      ${s0("if (zk == 1.0) { acc += dg; }")}
+      ${s0("if (zk == 1.0) { acc += dec * gs; }")}
       gs = cw[u.dBaseReadout + ku];
     }
   }

@@ -17,7 +17,9 @@
  * the wall time, the device's span from the first kernel to the last and the kernels' sum), `--flush-ms MS`
  * (the runtime's `flushAfterMs`, default `FLUSH_AFTER_MS`; `inf`: submit by dispatch count only), `--out FILE`. `*_host_seconds`: time per call spent recording and
  * submitting on the host.
- * Each timed batch ends with one device sync; `sync_overhead_seconds` is that sync alone. Before its timed reps,
+ * Each timed batch ends with one device sync; `sync_overhead_seconds` is that sync alone. `*_streamed_*`: the
+ * same calls with each batch submitted before the one before it is waited for (`timeStreamed`: Deno's ~11 ms
+ * per wait overlaps the next batch's work instead of adding to it). Before its timed reps,
  * each figure runs untimed batches for `--warm-ms 300` (at least one): on the H200 the first 100-250 ms of work
  * after a pause (a rule's pipelines compiling) ran 2-3x slower (2026-12-02 15:55 UTC: falcon1a's forward reps
  * 6.45, 6.17, then 2.02 ms per call), which made the median forward vary 2-3x from run to run.
@@ -111,6 +113,39 @@ async function timeCalls(
   return { seconds: median(times), host: median(hosts), reps: times };
 }
 
+/**
+ * Time per call of `fn` in seconds, streamed: `reps` batches of `inner` calls, each batch recorded and submitted
+ * while the device still runs the one before, and waited for after that (the host never stalls the device
+ * between batches, as a training step that reads its loss later runs). Deno 2.9's waits (`mapAsync`,
+ * `onSubmittedWorkDone`: ext/webgpu polls the device, then sleeps 10 ms before it settles) cost ~11 ms even on
+ * an idle device; streamed, that sleep overlaps the next batch's work. Run after {@linkcode timeCalls} of the same
+ * `fn` (its pipelines compiled, the device warm).
+ */
+async function timeStreamed(
+  gpu: WebGpuBackend,
+  reps: number,
+  fn: () => void,
+  inner: number,
+): Promise<number> {
+  const done = () => {
+    gpu.runtime.flush();
+    return gpu.runtime.device.queue.onSubmittedWorkDone();
+  };
+  await gpu.sync();
+  const t0 = performance.now();
+  let previous = Promise.resolve();
+  for (let r = 0; r < reps; r++) {
+    for (let i = 0; i < inner; i++) fn();
+    const batch = done();
+    await previous;
+    previous = batch;
+  }
+  await previous;
+  const seconds = (performance.now() - t0) / 1000 / (reps * inner);
+  await gpu.sync();
+  return seconds;
+}
+
 /** {@linkcode timeCalls}' device-inclusive time alone. */
 async function timeIt(gpu: WebGpuBackend, reps: number, fn: () => void, inner = 1): Promise<number> {
   return (await timeCalls(gpu, reps, fn, inner)).seconds;
@@ -180,6 +215,8 @@ async function fastWeight(
     forwardCall();
     backwardCall();
   }, inner);
+  const forwardStreamed = await timeStreamed(gpu, reps, forwardCall, inner);
+  const bothStreamed = await timeStreamed(gpu, reps, pairCall, inner);
   const forward = fwd.seconds;
   const backward = bwd.seconds;
   const tokens = B * T;
@@ -223,9 +260,13 @@ async function fastWeight(
     forward_host_seconds: fwd.host,
     backward_host_seconds: bwd.host,
     forward_tokens_per_s: tokens / forward,
+    forward_streamed_seconds: forwardStreamed,
+    forward_streamed_tokens_per_s: tokens / forwardStreamed,
     forward_backward_seconds: both.seconds,
     forward_backward_rep_seconds: both.reps,
     forward_backward_tokens_per_s: tokens / both.seconds,
+    forward_backward_streamed_seconds: bothStreamed,
+    forward_backward_streamed_tokens_per_s: tokens / bothStreamed,
     forward_backward_recompute_seconds: recomputing.seconds,
     forward_backward_recompute_tokens_per_s: tokens / recomputing.seconds,
     // the sum of the two batches above: a sync share in each (the figure of reports before 2026-12-02 05:20 UTC)

@@ -6,7 +6,8 @@
 #      mixer shape (32x128x4x64);
 #   3. fla's peer, timed after the warm-ups (bench/fla_kernel_peer.py: the gated ops in float32, delta_rule in
 #      bfloat16, the dtype it takes);
-#   4. the `addition` preset's training on WebGPU (bench/train_bench.ts).
+#   4. the `addition` preset's training on WebGPU (bench/train_bench.ts);
+#   5. the table for docs/performance.md (bench/kernel_record_table.ts: table.md).
 # Every log and report goes to $OUT (summary.txt holds each step's exit code and seconds). Run from the
 # project root after `source .device/setup.sh`, with the fla wheels in .whl/ (../shared/device/README.md):
 #   bash bench/kernel_record.sh
@@ -60,4 +61,6 @@ step fla_kernel_peer 150 bash -c "${peer[*]} --ops chunk_simple_gla,chunk_gated_
 grep '^{' "$out/fla_kernel_peer.log" > "$out/fla_kernel_peer.jsonl"
 step train_bench_addition 120 deno run --allow-read --allow-write bench/train_bench.ts --backends webgpu \
   --presets addition --steps 30 --warmup 5 --out "$out/train_bench_addition.json"
+deno run --allow-read bench/kernel_record_table.ts "$out" > "$out/table.md" 2>&1
+note "table rc=$?"
 note done
